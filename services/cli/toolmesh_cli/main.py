@@ -1,0 +1,80 @@
+"""Entry point of the ``toolmesh`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from toolmesh.config import Settings
+from toolmesh.credentials import CredentialBox
+from toolmesh.errors import ToolmeshError
+from toolmesh.runtime import open_backends
+from toolmesh.telemetry import configure_logging
+from toolmesh_cli.datadir import DataDirInUse
+from toolmesh_cli.roles import ROLES, run_roles, seed_admin
+from toolmesh_cli.signals import stop_on_signals
+from toolmesh_cli.up import run_up
+from toolmesh_projector.projector import reset_projection
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolmesh", description="MCP server aggregator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run everything in one process (embedded NATS and Postgres by default)")
+    up.add_argument("--data-dir", type=Path, help="where state lives (default ~/.toolmesh)")
+    up.add_argument("--host", help="address the HTTP API binds to (default 127.0.0.1)")
+    up.add_argument("--port", type=int, help="port of the HTTP API (default 8081)")
+    for name in ROLES:
+        role = sub.add_parser(name, help=f"run the {name} role against TOOLMESH_NATS_URL / TOOLMESH_DATABASE_URL")
+        if name == "gateway":
+            role.add_argument("--host")
+            role.add_argument("--port", type=int)
+        if name == "projector":
+            role.add_argument("--rebuild", action="store_true", help="drop the read model and replay every event")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        key: value
+        for key, value in (
+            ("data_dir", getattr(args, "data_dir", None)),
+            ("host", getattr(args, "host", None)),
+            ("port", getattr(args, "port", None)),
+        )
+        if value is not None
+    }
+    return Settings(**overrides)
+
+
+async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
+    stop = stop_on_signals()
+    if not settings.credential_key:
+        raise ToolmeshError("MCP_CREDENTIAL_KEY must be set for a distributed role")
+    async with open_backends(settings, name) as backends:
+        if name == "gateway":
+            await seed_admin(backends, settings.admin_token)
+        if rebuild:
+            await reset_projection(backends.js, backends.db)
+        await run_roles([name], backends, CredentialBox(settings.credential_key), stop)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run it; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    settings = _settings(args)
+    configure_logging(settings.log_level)
+    try:
+        if args.command == "up":
+            return asyncio.run(run_up(settings))
+        return asyncio.run(_run_role(args.command, settings, getattr(args, "rebuild", False)))
+    except (ToolmeshError, DataDirInUse, OSError) as exc:
+        print(f"toolmesh: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

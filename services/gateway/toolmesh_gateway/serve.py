@@ -1,0 +1,50 @@
+"""Running the gateway's HTTP server inside a role's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+
+from toolmesh.credentials import CredentialBox
+from toolmesh.runtime import Backends
+from toolmesh_gateway.app import create_app
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the process's stop event decides."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket up front, so a taken port is a plain ``OSError`` for the caller."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+async def run_gateway(backends: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Serve HTTP on the configured host and port until ``stop`` is set."""
+    app = await create_app(backends, box)
+    sock = bind_socket(backends.settings.host, backends.settings.port)
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+    server = _Server(config)
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if serving.done():
+            serving.result()  # the server stopped by itself: surface why
+    finally:
+        server.should_exit = True
+        stopping.cancel()
+        await asyncio.gather(serving, stopping, return_exceptions=True)
+        sock.close()

@@ -1,0 +1,1 @@
+"""The projector role: applies events to the Postgres read model."""

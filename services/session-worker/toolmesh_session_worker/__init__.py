@@ -1,0 +1,1 @@
+"""The session-worker role: owns upstream MCP sessions (connect, discover, call, ping)."""

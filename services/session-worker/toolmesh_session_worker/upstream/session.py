@@ -1,0 +1,407 @@
+"""One live MCP client session to an upstream server.
+
+The SDK's transports and ``ClientSession`` are async context managers that must be entered
+and exited in one task, so each session runs in a runner task owned by ``UpstreamSession``:
+``transport -> ClientSession -> initialize()``, then it waits until ``close()`` or until the
+transport dies. Callers talk to the session from any task; the SDK multiplexes concurrent
+requests by JSON-RPC id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types
+from mcp.client._transport import ReadStream
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import BaseModel, ValidationError
+
+from toolmesh_session_worker.upstream.transports import UpstreamTransport, build_transport
+
+logger = logging.getLogger("toolmesh.upstream")
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+ToolsChangedCallback = Callable[[], Awaitable[None]]
+LostCallback = Callable[[str], Awaitable[None]]
+
+CLOSE_GRACE_SECONDS = 2.0
+"""How long close() lets the transport shut down politely (HTTP DELETE, stdin EOF) before cancelling."""
+PROBE_TIMEOUT_SECONDS = 5.0
+"""Bound of the ping that checks an HTTP upstream after one of its response streams broke."""
+CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version="0.1.0")
+
+_ResultT = TypeVar("_ResultT", bound=BaseModel)
+_callback_owner: contextvars.ContextVar[UpstreamSession | None] = contextvars.ContextVar(
+    "upstream_callback_owner", default=None
+)
+
+
+class UpstreamError(Exception):
+    """The upstream could not be reached or broke the protocol; ``code`` is a JSON-RPC error code."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UpstreamTimeout(UpstreamError):
+    """A request exceeded its timeout; the request was cancelled upstream."""
+
+
+class _WatchedReadStream:
+    """The transport's read stream, reporting its end (EOF or breakage) to the session."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[str], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        """The sender's contextvars, forwarded for the HTTP transports' context streams."""
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except anyio.EndOfStream:
+            self._on_end("the upstream closed the connection")
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end("the connection to the upstream broke")
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _ProgressForwarder:
+    """Adapts any ``(progress, total, message) -> Awaitable`` callable to the SDK's progress protocol."""
+
+    def __init__(self, callback: ProgressCallback) -> None:
+        self._callback = callback
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        await self._callback(progress, total, message)
+
+
+class UpstreamSession:
+    """A connected upstream MCP server. Build it with ``open_session``."""
+
+    def __init__(
+        self,
+        server_name: str,
+        transport: UpstreamTransport,
+        *,
+        on_tools_changed: ToolsChangedCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> None:
+        self.server_name = server_name
+        self.initialize_result: mcp_types.InitializeResult | None = None
+        self._transport = transport
+        self._on_tools_changed = on_tools_changed
+        self._on_lost = on_lost
+        self._session: ClientSession | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._scope = anyio.CancelScope()
+        self._ready = anyio.Event()
+        self._stop = anyio.Event()
+        self._connect_error: UpstreamError | None = None
+        self._lost_reason: str | None = None
+        self._closing = False
+        self._alive = False
+        self._pending = 0
+        self._runner: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        """True while the session is usable: False once the transport died or close() ran."""
+        return self._alive and not self._stop.is_set()
+
+    @property
+    def pending(self) -> int:
+        """Number of tool calls in flight."""
+        return self._pending
+
+    @property
+    def pid(self) -> int | None:
+        """Pid (and process group id) of the STDIO server process; None for HTTP transports."""
+        return self._transport.pid
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Why the connection was lost, if it was."""
+        return self._lost_reason
+
+    async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
+        """All tools of the server, following ``nextCursor`` until the last page (``timeout`` in total)."""
+        session = self._require("listing tools")
+        deadline = anyio.current_time() + timeout
+        tools: list[mcp_types.Tool] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self._request(
+                session,
+                mcp_types.ListToolsRequest(params=params),
+                mcp_types.ListToolsResult,
+                what="listing tools",
+                limit=max(deadline - anyio.current_time(), 0.0),
+            )
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+            if cursor in seen:
+                raise UpstreamError(f"{self.server_name}: tools/list repeated cursor {cursor!r}")
+            seen.add(cursor)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float,
+        progress: ProgressCallback | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call one tool. A tool error comes back as a result with ``is_error`` set, not raised.
+
+        Raises:
+            UpstreamTimeout: no answer within ``timeout`` seconds; the request was cancelled upstream.
+            UpstreamError: the connection was lost, or the upstream answered with a JSON-RPC error.
+        """
+        what = f"calling {name}"
+        session = self._require(what)
+        request = mcp_types.CallToolRequest(params=mcp_types.CallToolRequestParams(name=name, arguments=arguments))
+        self._pending += 1
+        try:
+            # Plain result type: a proxy forwards results; it does not re-validate output schemas.
+            return await self._request(
+                session, request, mcp_types.CallToolResult, what=what, limit=timeout, progress=progress
+            )
+        finally:
+            self._pending -= 1
+
+    async def ping(self, *, timeout: float) -> None:
+        """Round-trip a ping; raises ``UpstreamTimeout`` or ``UpstreamError``."""
+        session = self._require("pinging")
+        await self._request(session, mcp_types.PingRequest(), mcp_types.EmptyResult, what="pinging", limit=timeout)
+
+    async def close(self) -> None:
+        """Stop the session and its transport (for STDIO: the whole process group). Idempotent."""
+        self._closing = True
+        self._alive = False
+        self._stop.set()
+        runner = self._runner
+        if runner is None or runner.done() or _callback_owner.get() is self:
+            return  # inside our own callback the runner finishes by itself once it returns
+        await asyncio.wait({runner}, timeout=CLOSE_GRACE_SECONDS)
+        self._scope.cancel()
+        await asyncio.shield(runner)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _require(self, what: str) -> ClientSession:
+        if self._session is None or not self.alive:
+            reason = self._lost_reason or "session closed"
+            raise UpstreamError(f"{self.server_name}: not connected ({reason}) while {what}")
+        return self._session
+
+    async def _request(
+        self,
+        session: ClientSession,
+        request: mcp_types.ClientRequest,
+        result_type: type[_ResultT],
+        *,
+        what: str,
+        limit: float | None,
+        progress: ProgressCallback | None = None,
+    ) -> _ResultT:
+        # Cancelling the awaiting task makes the SDK send notifications/cancelled (shielded, bounded).
+        scope = anyio.move_on_after(limit) if limit is not None else anyio.CancelScope()
+        on_progress = _ProgressForwarder(progress) if progress is not None else None
+        try:
+            with scope:
+                return await session.send_request(request, result_type, progress_callback=on_progress)
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                self._suspect_connection()
+                raise UpstreamError(
+                    f"{self.server_name}: connection lost while {what} ({exc.message})", code=exc.code
+                ) from exc
+            raise UpstreamError(f"{self.server_name}: error while {what}: {exc.message}", code=exc.code) from exc
+        except ValidationError as exc:
+            raise UpstreamError(f"{self.server_name}: invalid answer while {what}: {exc}") from exc
+        except anyio.BrokenResourceError as exc:
+            raise UpstreamError(f"{self.server_name}: connection lost while {what}") from exc
+        raise UpstreamTimeout(f"{self.server_name}: timed out after {limit}s while {what}")
+
+    def _suspect_connection(self) -> None:
+        """A request saw CONNECTION_CLOSED while the transport still looks up: check it with a ping.
+
+        STDIO and SSE report a dead peer as end of stream; Streamable HTTP only fails the one
+        request whose response stream broke, so a ping tells a dead server from a dropped stream.
+        """
+        if self.alive and self._tg is not None:
+            self._tg.start_soon(self._probe)
+
+    async def _probe(self) -> None:
+        try:
+            await self.ping(timeout=PROBE_TIMEOUT_SECONDS)
+        except UpstreamError as exc:
+            self._mark_lost(f"upstream stopped answering: {exc}")
+
+    def _mark_lost(self, reason: str) -> None:
+        if self._closing or self._lost_reason is not None:
+            return
+        self._lost_reason = reason
+        self._alive = False
+        self._stop.set()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            logger.warning("upstream transport reported: %s", _describe(message), extra={"server": self.server_name})
+        elif isinstance(message, mcp_types.ToolListChangedNotification) and self._on_tools_changed is not None:
+            await self._invoke(self._on_tools_changed)
+
+    async def _invoke(self, callback: Callable[..., Awaitable[None]], *args: Any) -> None:
+        token = _callback_owner.set(self)
+        try:
+            await callback(*args)
+        except Exception:
+            logger.exception("upstream session callback failed", extra={"server": self.server_name})
+        finally:
+            _callback_owner.reset(token)
+
+    async def _start(self, connect_timeout: float) -> None:
+        self._runner = asyncio.create_task(self._run(), name=f"upstream-session:{self.server_name}")
+        try:
+            with anyio.move_on_after(connect_timeout):
+                await self._ready.wait()
+        finally:
+            if not self._ready.is_set():  # timed out, or our caller was cancelled
+                self._closing = True
+                self._scope.cancel()
+                await asyncio.shield(self._runner)
+        if not self._ready.is_set() or self._connect_error is not None:
+            error = self._connect_error or UpstreamError(
+                _with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
+            )
+            raise error
+
+    async def _run(self) -> None:
+        failure: str | None = None
+        try:
+            with self._scope:
+                await self._serve()
+        except Exception as exc:  # the adapter boundary: every driver error becomes a reason
+            failure = _describe(exc)
+            logger.debug("upstream session ended with an error", exc_info=True, extra={"server": self.server_name})
+        finally:
+            self._alive = False
+            self._session = None
+        if not self._ready.is_set():
+            if not self._closing:
+                reason = failure or self._lost_reason or "the upstream closed the connection"
+                self._connect_error = UpstreamError(
+                    _with_hint(f"{self.server_name}: connect failed: {reason}", self._transport)
+                )
+            self._ready.set()
+            return
+        if failure is not None:
+            self._mark_lost(failure)
+        if self._lost_reason is not None and self._on_lost is not None:
+            await self._invoke(self._on_lost, self._lost_reason)
+
+    async def _serve(self) -> None:
+        async with self._transport.connect() as (read, write):
+            watched = _WatchedReadStream(read, self._mark_lost)
+            async with anyio.create_task_group() as tg:
+                async with ClientSession(
+                    watched, write, message_handler=self._on_message, client_info=CLIENT_INFO
+                ) as session:
+                    self.initialize_result = await session.initialize()
+                    self._session = session
+                    self._tg = tg
+                    self._alive = not self._stop.is_set()
+                    self._ready.set()
+                    await self._stop.wait()
+                    self._alive = False
+                    self._tg = None
+                tg.cancel_scope.cancel()
+
+
+async def open_session(
+    server_name: str,
+    transport_type: str,
+    config: Mapping[str, Any],
+    *,
+    connect_timeout: float,
+    on_tools_changed: ToolsChangedCallback | None = None,
+    on_lost: LostCallback | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+) -> UpstreamSession:
+    """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
+
+    ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP); ``config`` is validated
+    and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
+    (the config headers are still applied per session); without it each session pools its own.
+
+    Raises:
+        UpstreamError: the server could not be started or reached, or the handshake failed.
+    """
+    transport = build_transport(server_name, transport_type, config, http_client=http_client)
+    session = UpstreamSession(server_name, transport, on_tools_changed=on_tools_changed, on_lost=on_lost)
+    await session._start(connect_timeout)
+    return session
+
+
+def _describe(exc: BaseException) -> str:
+    """A readable one-line reason, unwrapping exception groups to their first leaf."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return exc.message
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _with_hint(message: str, transport: UpstreamTransport) -> str:
+    hint = transport.failure_hint()
+    return f"{message} ({hint})" if hint else message

@@ -1,0 +1,222 @@
+"""STDIO transport: an MCP server as a child process in its own process group.
+
+mcp 2.3's ``stdio_client`` already starts the child with ``start_new_session=True``, but it
+gives no hook to run code in the child (``PR_SET_PDEATHSIG``), writes the child's stderr to a
+file object instead of handing us lines, builds the child's environment from a short allow-list
+instead of the worker's environment, and does not expose the process (pid, exit code). So this
+module spawns the process itself and speaks the same stream contract the SDK's ``ClientSession``
+consumes: a read stream of ``SessionMessage | Exception`` and a write stream of
+``SessionMessage``, newline-delimited JSON-RPC on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+import anyio
+import mcp_types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+logger = logging.getLogger("toolmesh.upstream")
+
+KILL_GRACE_SECONDS = 2.0
+"""Time between SIGTERM and SIGKILL to the process group."""
+
+_REAP_SECONDS = 2.0
+_POLL_SECONDS = 0.01
+_LINE_LIMIT = 64 * 1024 * 1024
+"""Longest stdout line accepted (a tools/list of thousands of tools is one line)."""
+_STDERR_LINE_CHARS = 4000
+_STDERR_TAIL_LINES = 8
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child receive SIGKILL when the worker dies (Linux only).
+
+    The death signal follows the *thread* that forked the child; asyncio forks from the event
+    loop thread, which lives as long as the worker does.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded in the parent: no dlopen after fork
+    parent_pid = os.getpid()
+
+    def set_pdeathsig() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return set_pdeathsig
+
+
+class StdioProcess:
+    """One upstream server process: spawn, stream bridging, stderr capture, group kill."""
+
+    def __init__(
+        self,
+        server_name: str,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None = None,
+    ) -> None:
+        self.server_name = server_name
+        self._argv = [command, *args]
+        self._env = {**os.environ, **env}
+        self._cwd = cwd
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the child (also its process group id), once spawned."""
+        return None if self.process is None else self.process.pid
+
+    def failure_hint(self) -> str:
+        """Exit status and the last stderr lines, to explain a failed connect."""
+        parts: list[str] = []
+        if self.process is not None and self.process.returncode is not None:
+            parts.append(f"process exited with code {self.process.returncode}")
+        if self._stderr_tail:
+            parts.append("stderr: " + " | ".join(self._stderr_tail))
+        return "; ".join(parts)
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        """Spawn the process and yield the SDK's (read, write) streams; kill the group on exit."""
+        process = await asyncio.create_subprocess_exec(
+            *self._argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._env,
+            cwd=self._cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),
+            limit=_LINE_LIMIT,
+        )
+        self.process = process
+        read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump_stdout, process, read_send)
+                tg.start_soon(self._pump_stdin, process, write_recv, read_send)
+                tg.start_soon(self._pump_stderr, process)
+                try:
+                    yield read_recv, write_send
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await kill_process_group(process)
+            for stream in (read_send, read_recv, write_send, write_recv):
+                stream.close()
+
+    async def _pump_stdout(
+        self, process: asyncio.subprocess.Process, sink: MemoryObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        assert process.stdout is not None
+        async with sink:  # closing the sink is the session's end-of-stream
+            while True:
+                try:
+                    line = await process.stdout.readline()
+                except ValueError as exc:  # line longer than _LINE_LIMIT; the reader dropped it
+                    await sink.send(exc)
+                    continue
+                except ConnectionError as exc:
+                    logger.warning("stdout of the server failed: %s", exc, extra={"server": self.server_name})
+                    return
+                if not line:
+                    return
+                if line.strip():
+                    await sink.send(_parse_line(line))
+
+    async def _pump_stdin(
+        self,
+        process: asyncio.subprocess.Process,
+        source: MemoryObjectReceiveStream[SessionMessage],
+        read_sink: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        assert process.stdin is not None
+        stdin = process.stdin
+        try:
+            async with source:
+                async for message in source:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    stdin.write(data.encode() + b"\n")
+                    await stdin.drain()
+        except (ConnectionError, OSError) as exc:
+            # The server can no longer read: end the read side so waiters fail instead of hanging.
+            logger.warning("stdin of the server failed: %s", exc, extra={"server": self.server_name})
+            read_sink.close()
+        finally:
+            stdin.close()
+
+    async def _pump_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
+        while True:
+            try:
+                raw = await process.stderr.readline()
+            except ValueError:  # an endless line; skip what the reader kept
+                continue
+            if not raw:
+                return
+            line = raw.decode(errors="replace").rstrip()[:_STDERR_LINE_CHARS]
+            if line:
+                self._stderr_tail.append(line[:200])
+                logger.info("%s", line, extra={"server": self.server_name})
+
+
+def _parse_line(line: bytes) -> SessionMessage | Exception:
+    """Parse one stdout line; a bad line becomes a value the session reports, not a crash."""
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValidationError as exc:
+        return exc
+
+
+async def kill_process_group(process: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the child's whole process group, SIGKILL it after ``grace`` seconds; reap the child.
+
+    The group is signalled even when the leader already exited, so grandchildren it left
+    behind are stopped too.
+    """
+    pgid = process.pid  # start_new_session=True: the child leads its own group
+    if process.stdin is not None:
+        process.stdin.close()
+    if process.returncode is None:
+        _signal_group(pgid, signal.SIGTERM)
+        if not await _wait_exit(process, grace):
+            _signal_group(pgid, signal.SIGKILL)
+            if not await _wait_exit(process, _REAP_SECONDS):
+                logger.warning("process %d survived SIGKILL", process.pid)
+    _signal_group(pgid, signal.SIGKILL)  # stragglers of an exited leader
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _wait_exit(process: asyncio.subprocess.Process, seconds: float) -> bool:
+    """Poll ``returncode``: ``Process.wait()`` also waits for pipe EOF a grandchild may hold."""
+    deadline = anyio.current_time() + seconds
+    while process.returncode is None:
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(_POLL_SECONDS)
+    return True

@@ -1,0 +1,151 @@
+"""The three upstream transports behind one small interface.
+
+Each transport is an async context manager factory (``connect()``) yielding the SDK's
+``(read, write)`` stream pair, plus ``failure_hint()`` to explain a failed connect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolmesh_session_worker.upstream.stdio import StdioProcess
+
+HTTP_CONNECT_TIMEOUT = 30.0
+HTTP_READ_TIMEOUT = 3600.0
+"""Idle read bound of a response stream; calls are bounded by their own timeout, not by this."""
+HTTP_POOL_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=60.0)
+
+
+class UpstreamTransport(Protocol):
+    """How to reach one upstream server."""
+
+    def connect(self) -> AbstractAsyncContextManager[TransportStreams]:
+        """Open the connection; the streams live until the context exits."""
+        ...
+
+    def failure_hint(self) -> str:
+        """Extra words explaining why a connect failed ("" when there is nothing to add)."""
+        ...
+
+    @property
+    def pid(self) -> int | None:
+        """The local process serving the upstream (STDIO), else None."""
+        ...
+
+
+class _SharedClientTransport(httpx2.AsyncBaseTransport):
+    """Sends every request through a shared pooled client; closing it leaves that client open."""
+
+    def __init__(self, client: httpx2.AsyncClient) -> None:
+        self._client = client
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await self._client.send(request, stream=True)
+
+    async def aclose(self) -> None:
+        """The shared client belongs to whoever injected it."""
+
+
+def session_http_client(
+    headers: Mapping[str, str], shared: httpx2.AsyncClient | None, timeout: httpx2.Timeout | None = None
+) -> httpx2.AsyncClient:
+    """A client for one session: its own default headers, connections from ``shared`` if given."""
+    timeout = timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT)
+    if shared is None:
+        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=HTTP_POOL_LIMITS)
+    return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, transport=_SharedClientTransport(shared))
+
+
+class StreamableHttpTransport:
+    """Streamable HTTP (config: ``base_url``, ``headers``)."""
+
+    def __init__(self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None) -> None:
+        self.url = url
+        self._headers = dict(headers)
+        self._shared = http_client
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
+        async with session_http_client(self._headers, self._shared) as client:
+            async with streamable_http_client(self.url, http_client=client) as streams:
+                yield streams
+
+    def failure_hint(self) -> str:
+        """Nothing beyond the exception itself."""
+        return ""
+
+    @property
+    def pid(self) -> None:
+        """Remote servers have no local process."""
+        return None
+
+
+class SseTransport:
+    """Legacy HTTP+SSE (config: ``url``, ``headers``)."""
+
+    def __init__(self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None) -> None:
+        self.url = url
+        self._headers = dict(headers)
+        self._shared = http_client
+
+    def _client_factory(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        # sse_client enters and closes whatever this returns, so a shared client is wrapped.
+        return session_http_client(self._headers, self._shared, timeout)
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        """Open the SSE stream and wait for the server's endpoint event."""
+        async with sse_client(
+            self.url,
+            timeout=HTTP_CONNECT_TIMEOUT,
+            sse_read_timeout=HTTP_READ_TIMEOUT,
+            httpx_client_factory=self._client_factory,
+        ) as streams:
+            yield streams
+
+    def failure_hint(self) -> str:
+        """Nothing beyond the exception itself."""
+        return ""
+
+    @property
+    def pid(self) -> None:
+        """Remote servers have no local process."""
+        return None
+
+
+def build_transport(
+    server_name: str,
+    transport_type: str,
+    config: Mapping[str, Any],
+    *,
+    http_client: httpx2.AsyncClient | None = None,
+) -> UpstreamTransport:
+    """The transport for a validated, already ``${VAR}``-expanded connection config."""
+    kind = transport_type.upper()
+    if kind == "STDIO":
+        return StdioProcess(
+            server_name,
+            command=str(config["command"]),
+            args=[str(a) for a in config.get("args") or []],
+            env={str(k): str(v) for k, v in (config.get("env") or {}).items()},
+            cwd=config.get("cwd"),
+        )
+    headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
+    if kind == "SSE":
+        return SseTransport(str(config["url"]), headers, http_client)
+    if kind in ("HTTP", "STREAMABLE_HTTP"):
+        return StreamableHttpTransport(str(config["base_url"]), headers, http_client)
+    raise ValueError(f"unknown transport type {transport_type!r}")

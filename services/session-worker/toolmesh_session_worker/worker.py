@@ -1,0 +1,148 @@
+"""The session-worker: claims servers by lease, keeps their sessions, answers their requests.
+
+Three loops run under supervision: the connect-command consumer, the lease renewer and the
+reconciler, which re-claims servers whose state wants a session but whose lease nobody holds
+(a worker died), so they come back without any request from a user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.publishing import publish_event
+from toolmesh.bus.topology import leases_bucket
+from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
+from toolmesh.contracts.events import Event
+from toolmesh.contracts.rpc import rpc_wildcard
+from toolmesh.credentials import CredentialBox
+from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
+from toolmesh.runtime import Backends
+from toolmesh.store import queries
+from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
+from toolmesh_session_worker.owned import OwnedServer
+from toolmesh_session_worker.requests import answer
+
+log = logging.getLogger("toolmesh.session_worker")
+DURABLE = "session-workers"
+
+
+class SessionWorker:
+    """Owner of upstream sessions for the servers whose leases it holds."""
+
+    def __init__(self, backends: Backends, box: CredentialBox) -> None:
+        self._b = backends
+        self._box = box
+        self._owned: dict[str, OwnedServer] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._connects = TaskSet("connect")
+        self._leases: LeaseTable | None = None
+
+    @property
+    def owned(self) -> dict[str, OwnedServer]:
+        """Servers this worker holds now, by id."""
+        return self._owned
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set, then close every session and give every lease back."""
+        kv = await leases_bucket(self._b.js, self._b.settings.lease_ttl_seconds)
+        self._leases = LeaseTable(kv, self._b.process_id)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(supervise("connect-commands", lambda: self._consume_commands(stop), stop))
+                tg.create_task(supervise("lease-renewer", lambda: self._renew_leases(stop), stop))
+                tg.create_task(supervise("reconciler", lambda: self._reconcile(stop), stop))
+        finally:
+            await self._connects.cancel_all()
+            await asyncio.gather(*(self._forget(s, close=True) for s in list(self._owned.values())))
+
+    async def _publish(self, event: Event) -> int:
+        return await publish_event(self._b.js, event)
+
+    async def _consume_commands(self, stop: asyncio.Event) -> None:
+        config = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+        sub = await self._b.js.pull_subscribe(
+            ConnectServer.subject, durable=DURABLE, stream=COMMANDS_STREAM, config=config
+        )
+        try:
+            while not stop.is_set():
+                try:
+                    messages = await sub.fetch(10, timeout=0.5)
+                except (NatsTimeout, TimeoutError):
+                    continue
+                for msg in messages:
+                    command = ConnectServer.model_validate_json(msg.data)
+                    await self.take(command.server_id)
+                    await msg.ack()
+        finally:
+            await sub.unsubscribe()
+
+    async def take(self, server_id: str) -> bool:
+        """Claim a server if nobody holds it and its state wants a session; then connect it."""
+        assert self._leases is not None
+        if server_id in self._owned:
+            return True
+        row = await queries.get_server(self._b.db, server_id)
+        if row is None or ServerStatus(row["status"]) not in SESSION_WANTED:
+            return False
+        if not await self._leases.claim(server_id):
+            return False
+        server = OwnedServer(self._b, row, self._box, self._publish)
+        server.on_released = self._released
+
+        async def on_request(msg: Msg) -> None:
+            server.tasks.spawn(answer(server, msg, self._b.settings.drain_timeout_seconds))
+
+        try:
+            self._subs[server_id] = await self._b.nc.subscribe(rpc_wildcard(server_id), cb=on_request)
+        except BaseException:
+            await self._leases.release(server_id)
+            raise
+        self._owned[server_id] = server
+        self._connects.spawn(self._connect(server))
+        return True
+
+    async def _connect(self, server: OwnedServer) -> None:
+        if not await server.connect():
+            await self._forget(server, close=True)
+
+    async def _released(self, server: OwnedServer) -> None:
+        await self._forget(server, close=False)
+
+    async def _forget(self, server: OwnedServer, *, close: bool) -> None:
+        """Stop serving a server: unsubscribe, close the session if asked, give the lease back."""
+        assert self._leases is not None
+        if self._owned.get(server.server_id) is not server:
+            return
+        del self._owned[server.server_id]
+        sub = self._subs.pop(server.server_id, None)
+        if sub is not None:
+            await sub.unsubscribe()
+        if close:
+            await server.close()
+            await server.tasks.cancel_all()
+        await self._leases.release(server.server_id)
+
+    async def _renew_leases(self, stop: asyncio.Event) -> None:
+        assert self._leases is not None
+        while not await sleep_or_stop(stop, self._b.settings.lease_renew_seconds):
+            for server_id in self._leases.held():
+                if not await self._leases.renew(server_id) and server_id in self._owned:
+                    log.error("lease lost; closing the local session", extra={"server_id": server_id})
+                    await self._forget(self._owned[server_id], close=True)
+
+    async def _reconcile(self, stop: asyncio.Event) -> None:
+        assert self._leases is not None
+        while True:
+            for row in await queries.servers_wanting_sessions(self._b.db):
+                if row["id"] not in self._owned and await self._leases.holder_of(row["id"]) is None:
+                    if await self.take(row["id"]):
+                        log.info("claimed orphaned server", extra={"server": row["name"]})
+            if await sleep_or_stop(stop, self._b.settings.reconcile_interval_seconds):
+                return

@@ -1,0 +1,1 @@
+"""The core every toolmesh service imports: contracts, config, errors, bus, store."""

@@ -1,0 +1,1 @@
+"""The event backbone on NATS JetStream: connection, topology, publishing, leases, names."""

@@ -1,0 +1,59 @@
+"""Ownership leases in the ``toolmesh_leases`` KV bucket: create wins, renew keeps, TTL frees."""
+
+from __future__ import annotations
+
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.kv import KeyValue
+
+
+class LeaseTable:
+    """The leases one process holds, by key, with the revision needed to renew each."""
+
+    def __init__(self, kv: KeyValue, holder: str) -> None:
+        self._kv = kv
+        self.holder = holder
+        self._revisions: dict[str, int] = {}
+
+    def held(self) -> list[str]:
+        """Keys this process believes it holds."""
+        return list(self._revisions)
+
+    async def claim(self, key: str) -> bool:
+        """Atomically take ``key`` if nobody holds it; True when we now hold it."""
+        if key in self._revisions:
+            return True
+        try:
+            self._revisions[key] = await self._kv.create(key, self.holder.encode())
+        except KeyWrongLastSequenceError:
+            return False
+        return True
+
+    async def renew(self, key: str) -> bool:
+        """Extend our lease; False (and forgotten) when it expired or someone else took it."""
+        revision = self._revisions.get(key)
+        if revision is None:
+            return False
+        try:
+            self._revisions[key] = await self._kv.update(key, self.holder.encode(), last=revision)
+        except (KeyWrongLastSequenceError, NotFoundError):
+            self._revisions.pop(key, None)
+            return False
+        return True
+
+    async def release(self, key: str) -> None:
+        """Give a lease back so another process can claim it at once."""
+        revision = self._revisions.pop(key, None)
+        if revision is None:
+            return
+        try:
+            await self._kv.delete(key, last=revision)
+        except (KeyWrongLastSequenceError, NotFoundError):
+            pass  # it had already expired or moved on: nothing of ours to give back
+
+    async def holder_of(self, key: str) -> str | None:
+        """Who holds ``key`` now, or None."""
+        try:
+            entry = await self._kv.get(key)
+        except (KeyNotFoundError, NotFoundError):
+            return None
+        return entry.value.decode() if entry.value else None

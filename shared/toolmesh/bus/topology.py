@@ -1,0 +1,84 @@
+"""Streams and KV buckets of DESIGN.md, created idempotently by whichever process comes first."""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.kv import KeyValue
+
+from toolmesh.contracts.commands import COMMANDS_STREAM, COMMANDS_SUBJECTS
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
+
+LEASES_BUCKET = "toolmesh_leases"
+NAMES_BUCKET = "toolmesh_names"
+DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+def events_stream_config() -> StreamConfig:
+    """Facts, kept with no age limit so the projection can be rebuilt from scratch."""
+    return StreamConfig(
+        name=EVENTS_STREAM,
+        subjects=[EVENTS_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    )
+
+
+def commands_stream_config() -> StreamConfig:
+    """Long-running commands: a work queue, so none is lost while a worker restarts."""
+    return StreamConfig(
+        name=COMMANDS_STREAM,
+        subjects=[COMMANDS_SUBJECTS],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    )
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        await js.stream_info(config.name)
+    except NotFoundError:
+        try:
+            await js.add_stream(config)
+        except BadRequestError:
+            # Another process created it between our look and our create.
+            await js.stream_info(config.name)
+
+
+async def ensure_topology(js: JetStreamContext, *, lease_ttl_seconds: float) -> None:
+    """Create the streams and buckets if missing (safe to call from every process, concurrently)."""
+    await _ensure_stream(js, events_stream_config())
+    await _ensure_stream(js, commands_stream_config())
+    await leases_bucket(js, lease_ttl_seconds)
+    await names_bucket(js)
+
+
+async def _bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    try:
+        return await js.key_value(config.bucket)
+    except (NotFoundError, BadRequestError):
+        try:
+            return await js.create_key_value(config)
+        except BadRequestError:
+            return await js.key_value(config.bucket)
+
+
+async def leases_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+    """Ownership leases; bucket TTL (works on NATS 2.9+) expires a lease nobody renews."""
+    return await _bucket(js, KeyValueConfig(bucket=LEASES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))
+
+
+async def names_bucket(js: JetStreamContext) -> KeyValue:
+    """Server names taken, for an atomic uniqueness check across gateway replicas."""
+    return await _bucket(js, KeyValueConfig(bucket=NAMES_BUCKET, history=1, storage=StorageType.FILE))

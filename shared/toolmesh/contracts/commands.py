@@ -1,0 +1,27 @@
+"""Commands: asks for something to happen, kept in the work-queue stream ``TOOLMESH_COMMANDS``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+COMMANDS_STREAM = "TOOLMESH_COMMANDS"
+COMMANDS_SUBJECTS = "toolmesh.cmd.>"
+
+
+class Command(BaseModel):
+    """Common envelope: an id doubles as the idempotency key (JetStream ``Nats-Msg-Id``)."""
+
+    subject: ClassVar[str]
+    command_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    schema_version: int = 1
+
+
+class ConnectServer(Command):
+    """Open (or re-open) the session of a server; idempotent (BR-002)."""
+
+    subject: ClassVar[str] = "toolmesh.cmd.server.connect"
+    server_id: str
+    reason: str = "connect"

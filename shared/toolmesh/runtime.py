@@ -1,0 +1,54 @@
+"""The backends a role works with (NATS, JetStream, Postgres), opened once and passed in."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from toolmesh.bus.connection import connect_nats
+from toolmesh.bus.topology import ensure_topology
+from toolmesh.config import Settings
+from toolmesh.errors import BackendUnavailable
+from toolmesh.store.pool import open_pool
+
+
+@dataclass
+class Backends:
+    """Connections shared by the roles of one process."""
+
+    settings: Settings
+    nc: NATS
+    js: JetStreamContext
+    db: asyncpg.Pool
+    process_id: str
+
+
+def process_identity(settings: Settings) -> str:
+    """A name for this process in leases and logs: the configured worker id, or host:pid."""
+    return settings.worker_id or f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.asynccontextmanager
+async def open_backends(settings: Settings, role: str) -> AsyncIterator[Backends]:
+    """Connect to NATS and Postgres, create the topology and schema, and close both on exit."""
+    if not settings.nats_url or not settings.database_url:
+        raise BackendUnavailable("TOOLMESH_NATS_URL and TOOLMESH_DATABASE_URL must be set for this role")
+    nc = await connect_nats(settings.nats_url, name=f"toolmesh-{role}")
+    try:
+        js = nc.jetstream()
+        await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+        db = await open_pool(settings.database_url)
+        try:
+            yield Backends(settings=settings, nc=nc, js=js, db=db, process_id=process_identity(settings))
+        finally:
+            await db.close()
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.drain()

@@ -1,0 +1,1 @@
+"""Real MCP peers for tests: a Python demo server, launch helpers, and server-everything."""

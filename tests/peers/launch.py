@@ -1,0 +1,122 @@
+"""Start MCP test peers as real processes on free loopback ports, and stop them afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+DEMO_SERVER = Path(__file__).with_name("demo_server.py")
+STARTUP_SECONDS = 30.0
+
+
+@dataclass
+class PeerInfo:
+    """How to reach a peer: ``url`` for SSE/HTTP, ``command``/``args``/``env`` for STDIO."""
+
+    transport: str
+    url: str | None = None
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    process: Process | None = None
+
+    @property
+    def transport_type(self) -> str:
+        """The toolmesh transport type: STDIO, SSE or HTTP."""
+        return {"stdio": "STDIO", "sse": "SSE", "http": "HTTP"}[self.transport]
+
+    @property
+    def config(self) -> dict[str, object]:
+        """A connection config for ``open_session``."""
+        if self.transport == "stdio":
+            return {"command": self.command, "args": list(self.args), "env": dict(self.env)}
+        key = "url" if self.transport == "sse" else "base_url"
+        return {key: self.url, "headers": {}}
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def demo_args(transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0) -> list[str]:
+    """Arguments of the demo server script (after the interpreter)."""
+    args = [str(DEMO_SERVER), "--transport", transport, "--name", name, "--tools", str(tools)]
+    return [*args, "--page-size", str(page_size)] if page_size else args
+
+
+@asynccontextmanager
+async def launch_peer(
+    transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0
+) -> AsyncIterator[PeerInfo]:
+    """The demo server: for stdio only the command to run; for sse/http a running process."""
+    args = demo_args(transport, tools=tools, name=name, page_size=page_size)
+    if transport == "stdio":
+        yield PeerInfo("stdio", command=sys.executable, args=args)
+        return
+    port = free_port()
+    path = "/sse" if transport == "sse" else "/mcp"
+    argv = [sys.executable, *args, "--port", str(port)]
+    async with running_process(argv, port=port) as process:
+        yield PeerInfo(transport, url=f"http://127.0.0.1:{port}{path}", process=process)
+
+
+@asynccontextmanager
+async def running_process(
+    argv: Sequence[str], *, port: int, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Process]:
+    """Run ``argv`` in its own process group until it accepts TCP on ``port``; kill the group after."""
+    process = await anyio.open_process(
+        list(argv),
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=None,
+        stderr=None,
+        start_new_session=True,
+    )
+    try:
+        await _wait_listening(process, port)
+        yield process
+    finally:
+        await stop_process_group(process)
+
+
+async def _wait_listening(process: Process, port: int) -> None:
+    with anyio.fail_after(STARTUP_SECONDS):
+        while True:
+            if process.returncode is not None:
+                raise RuntimeError(f"peer exited with code {process.returncode} before listening on {port}")
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.05)
+                continue
+            await stream.aclose()
+            return
+
+
+async def stop_process_group(process: Process, grace: float = 3.0) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the leader."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with anyio.move_on_after(grace):
+            await process.wait()
+        if process.returncode is not None:
+            break
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
