@@ -1,0 +1,226 @@
+"""A running toolmesh for tests: roles in this process (or as real subprocesses) on real backends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from toolmesh.config import Settings
+from toolmesh.credentials import CredentialBox
+from toolmesh.embedded import free_port
+from toolmesh.runtime import Backends, open_backends
+from toolmesh_cli.roles import ROLES, run_roles, seed_admin
+
+ADMIN_TOKEN = "test-admin-token"
+CREDENTIAL_KEY = "test-credential-key"
+T = TypeVar("T")
+
+FAST = {
+    "lease_ttl_seconds": 3.0,
+    "lease_renew_seconds": 0.5,
+    "reconcile_interval_seconds": 0.5,
+    "connect_backoff_seconds": (0.2, 0.4, 0.8),
+    "connection_timeout_seconds": 20.0,
+    "projection_wait_seconds": 5.0,
+}
+
+
+def make_settings(nats_url: str, database_url: str, **overrides: Any) -> Settings:
+    """Settings tuned for tests: short leases and backoffs, a free port, fixed secrets."""
+    values: dict[str, Any] = {
+        "nats_url": nats_url,
+        "database_url": database_url,
+        "port": free_port(),
+        "admin_token": ADMIN_TOKEN,
+        "credential_key": CREDENTIAL_KEY,
+        **FAST,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a subprocess the same settings."""
+    env = {
+        "TOOLMESH_NATS_URL": settings.nats_url or "",
+        "TOOLMESH_DATABASE_URL": settings.database_url or "",
+        "TOOLMESH_ADMIN_TOKEN": settings.admin_token or "",
+        "MCP_CREDENTIAL_KEY": settings.credential_key or "",
+        "MCP_AGGREGATOR_CONNECTION_TIMEOUT": str(settings.connection_timeout_seconds),
+        "TOOLMESH_PORT": str(settings.port),
+    }
+    for key in FAST:
+        value = getattr(settings, key)
+        env[f"TOOLMESH_{key.upper()}"] = json.dumps(list(value)) if isinstance(value, tuple) else str(value)
+    return env
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, what: str = "") -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or probe}; last value {last!r}")
+
+
+@dataclass
+class System:
+    """A toolmesh under test and an authenticated HTTP client for its API."""
+
+    settings: Settings
+    backends: Backends
+    api: httpx.AsyncClient
+
+    async def register(self, name: str, transport: str, config: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        """Register a server and return the 201 body."""
+        body = {"name": name, "transport_type": transport, "connection_config": config, **fields}
+        response = await self.api.post("/api/v1/aggregator/servers", json=body)
+        assert response.status_code == 201, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def server(self, server_id: str) -> dict[str, Any]:
+        """``GET /servers/{id}``."""
+        response = await self.api.get(f"/api/v1/aggregator/servers/{server_id}")
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def wait_status(self, server_id: str, status: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        """Poll until the server has ``status``; returns its detail."""
+
+        async def probe() -> dict[str, Any] | None:
+            detail = await self.server(server_id)
+            return detail if detail["status"] == status else None
+
+        return await eventually(probe, timeout=timeout, what=f"{server_id} to be {status}")
+
+    async def wait_connected(self, server_id: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        """Poll until the server is CONNECTED and its tools are projected."""
+
+        async def probe() -> dict[str, Any] | None:
+            detail = await self.server(server_id)
+            return detail if detail["status"] == "CONNECTED" and detail["tool_count"] > 0 else None
+
+        return await eventually(probe, timeout=timeout, what=f"{server_id} to be connected with tools")
+
+    async def history(self, server_id: str) -> list[str]:
+        """Event types of the server's connection history."""
+        response = await self.api.get(f"/api/v1/aggregator/servers/{server_id}/history")
+        return [entry["event_type"] for entry in response.json()]
+
+
+@contextlib.asynccontextmanager
+async def running_system(
+    nats_url: str, database_url: str, roles: list[str] | None = None, **overrides: Any
+) -> AsyncIterator[System]:
+    """Run the given roles (all by default) in this process until the block exits."""
+    settings = make_settings(nats_url, database_url, **overrides)
+    stop = asyncio.Event()
+    async with open_backends(settings, "test") as backends:
+        await seed_admin(backends, ADMIN_TOKEN)
+        task = asyncio.create_task(
+            run_roles(roles or list(ROLES), backends, CredentialBox(CREDENTIAL_KEY), stop), name="roles"
+        )
+        base = f"http://{settings.host}:{settings.port}"
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as api:
+            if "gateway" in (roles or list(ROLES)):
+                await _wait_http(api)
+            try:
+                yield System(settings=settings, backends=backends, api=api)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 30)
+
+
+async def _wait_http(api: httpx.AsyncClient) -> None:
+    async def probe() -> bool:
+        try:
+            return (await api.get("/api/v1/aggregator/health")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await eventually(probe, timeout=20, what="the gateway to answer")
+
+
+class RoleProcess:
+    """One role as a real ``toolmesh <role>`` subprocess (for kill -9 tests)."""
+
+    def __init__(self, role: str, settings: Settings, *extra_args: str, env: dict[str, str] | None = None) -> None:
+        self.role = role
+        environ = {**os.environ, **settings_env(settings), "TOOLMESH_WORKER_ID": "", **(env or {})}
+        environ.pop("TOOLMESH_WORKER_ID")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "toolmesh_cli.main", role, *extra_args],
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL the role process alone (its children must die by themselves)."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def stderr_text(self) -> str:
+        """What the process logged (after it exited)."""
+        assert self.process.stderr is not None
+        return self.process.stderr.read().decode(errors="replace")
+
+
+def child_pids(parent: int) -> list[int]:
+    """Direct children of ``parent`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def processes_running(fragment: str) -> list[int]:
+    """Pids of live processes whose command line contains ``fragment``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+            if fragment in cmdline and state != "Z":
+                found.append(int(entry))
+    return found
