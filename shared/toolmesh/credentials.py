@@ -108,6 +108,30 @@ def mask_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return masked
 
 
+def secret_values(config: Mapping[str, Any]) -> list[str]:
+    """The strings of a (possibly expanded) config that must never be shown: header and env
+    values, URL passwords and query values."""
+    found: list[str] = []
+    for key in ("headers", "env"):
+        mapping = config.get(key)
+        if isinstance(mapping, Mapping):
+            found.extend(str(v) for v in mapping.values())
+    for key in ("url", "base_url"):
+        value = config.get(key)
+        if isinstance(value, str):
+            parts = urlsplit(value)
+            if parts.password:
+                found.append(parts.password)
+            found.extend(v for pair in parts.query.split("&") for v in pair.split("=", 1)[1:])
+    for key, value in config.items():
+        if isinstance(value, str) and _is_secret_key(key):
+            found.append(value)
+    secrets_only: list[str] = []
+    for value in found:
+        secrets_only.extend(v for v in (value, value.removeprefix("Bearer ").strip()) if len(v) >= 6)
+    return secrets_only
+
+
 def hash_token(token: str) -> str:
     """The stored form of an API key."""
     return hashlib.sha256(token.encode()).hexdigest()

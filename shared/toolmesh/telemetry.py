@@ -10,6 +10,7 @@ import secrets
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TextIO
 
 TRACEPARENT = "traceparent"
 _trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("toolmesh_trace_id", default=None)
@@ -41,6 +42,40 @@ def adopt_trace(headers: Mapping[str, str] | None) -> str:
     return trace_id
 
 
+class SecretRedactor(logging.Filter):
+    """Masks every registered secret in log records, whatever logger (ours or a library's) wrote them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._secrets: set[str] = set()
+
+    def add(self, values: list[str]) -> None:
+        """Never let these strings reach a log line."""
+        self._secrets.update(v for v in values if v)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every registered secret replaced by ``***``."""
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            message = record.getMessage()
+            redacted = self.redact(message)
+            if redacted != message:
+                record.msg, record.args = redacted, None
+            if record.exc_info and record.exc_info[1] is not None:
+                record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
+                record.exc_info = None
+        return True
+
+
+# Logging is process-wide, so the registry of secrets to mask is too.
+REDACTOR = SecretRedactor()
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line with ``server``, ``tool`` and ``trace_id`` when known."""
 
@@ -59,12 +94,16 @@ class JsonFormatter(logging.Formatter):
                 entry[field] = getattr(record, field)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exc"] = record.exc_text
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """JSON logs on stderr for the whole process (``TOOLMESH_LOG_FORMAT=text`` for plain lines)."""
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
+    """JSON logs on stderr for the whole process (``TOOLMESH_LOG_FORMAT=text`` for plain lines),
+    with registered secrets masked."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(REDACTOR)
     if os.environ.get("TOOLMESH_LOG_FORMAT") == "text":
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     else:

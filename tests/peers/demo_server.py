@@ -104,6 +104,11 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         return f"added {name}"
 
     @server.tool()
+    def getenv(name: str) -> str:
+        """Return the value of an environment variable of this process ("" when unset)."""
+        return os.environ.get(name, "")
+
+    @server.tool()
     def stats() -> dict[str, int]:
         """Counters of the slow tool (started, cancelled, completed)."""
         return dict(STATS)

@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolmesh.contracts.events import Event, ServerStatusChanged
-from toolmesh.credentials import CredentialBox, expand_env
+from toolmesh.credentials import CredentialBox, expand_env, secret_values
 from toolmesh.lifecycle import ServerStatus, can_transition
 from toolmesh.runtime import Backends
 from toolmesh.store.queries import Row
 from toolmesh.supervision import TaskSet
+from toolmesh.telemetry import REDACTOR
 from toolmesh_session_worker.discovery import tools_snapshot
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, open_session
 
@@ -65,6 +66,7 @@ class OwnedServer:
         """Open the session (retrying with backoff, BR-002), discover tools; False when it failed."""
         settings = self._b.settings
         config = expand_env(self._box.open(self._sealed), os.environ)
+        REDACTOR.add(secret_values(config))
         reconnecting = self.status in (ServerStatus.CONNECTED, ServerStatus.DEGRADED)
         if self.status in (ServerStatus.DISCONNECTED, ServerStatus.ERROR):
             await self.set_status(ServerStatus.CONNECTING, "CONNECTING")

@@ -42,6 +42,7 @@ class SessionWorker:
         self._owned: dict[str, OwnedServer] = {}
         self._subs: dict[str, Subscription] = {}
         self._connects = TaskSet("connect")
+        self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
 
     @property
@@ -85,9 +86,16 @@ class SessionWorker:
 
     async def take(self, server_id: str) -> bool:
         """Claim a server if nobody holds it and its state wants a session; then connect it."""
-        assert self._leases is not None
-        if server_id in self._owned:
+        if server_id in self._owned or server_id in self._taking:
             return True
+        self._taking.add(server_id)  # the command consumer and the reconciler may race here
+        try:
+            return await self._take(server_id)
+        finally:
+            self._taking.discard(server_id)
+
+    async def _take(self, server_id: str) -> bool:
+        assert self._leases is not None
         row = await queries.get_server(self._b.db, server_id)
         if row is None or ServerStatus(row["status"]) not in SESSION_WANTED:
             return False
