@@ -14,7 +14,7 @@ from toolmesh.lifecycle import ServerStatus, can_transition
 from toolmesh.runtime import Backends
 from toolmesh.store.queries import Row
 from toolmesh.supervision import TaskSet
-from toolmesh.telemetry import REDACTOR
+from toolmesh.redaction import REDACTOR
 from toolmesh_session_worker.discovery import tools_snapshot
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, open_session
 
