@@ -135,3 +135,11 @@ async def _delete_toolmesh_streams(url: str) -> None:
                     await js.delete_stream(name)
     finally:
         await nc.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test by its folder (``unit``, ``integration``, ``e2e``) so ``-m`` selects them."""
+    for item in items:
+        for marker in ("unit", "integration", "e2e"):
+            if f"/tests/{marker}/" in str(item.path):
+                item.add_marker(getattr(pytest.mark, marker))
