@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 
 import pytest
 
 from tests.harness import System, eventually, processes_running, running_system
 from tests.peers.everything import launch_everything
 from tests.peers.launch import DEMO_SERVER, launch_peer
+from toolmesh.bus.topology import names_bucket
 from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh_gateway.owners import NoOwner, ask_owner
 
@@ -229,3 +232,15 @@ async def test_crashed_stdio_server_goes_to_error_and_leaves_no_process(system: 
                 system.backends.nc, created["id"], "call", CallToolRpc(tool="echo", timeout_seconds=5), timeout=5
             )
         assert not processes_running(f"{DEMO_SERVER} --transport stdio --name crashy")
+
+
+async def test_ec004_stale_name_reservation_is_taken_over(system: System) -> None:
+    """A gateway that died between reserving a name and registering must not block it forever."""
+    names = await names_bucket(system.backends.js)
+    stale = json.dumps({"server_id": "00000000-0000-4000-8000-000000000000", "at": time.time() - 3600})
+    await names.create("orphan-name", stale.encode())
+    await system.register("orphan-name", "STDIO", {"command": "true"}, auto_connect=False)
+    fresh = json.dumps({"server_id": "00000000-0000-4000-8000-000000000001", "at": time.time()})
+    await names.create("in-flight", fresh.encode())
+    body = {"name": "in-flight", "transport_type": "STDIO", "connection_config": {"command": "true"}}
+    assert (await system.api.post(SERVERS, json=body)).status_code == 409

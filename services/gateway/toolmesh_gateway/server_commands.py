@@ -56,6 +56,9 @@ class ServerCommands:
             seq = await publish_event(self._b.js, event)
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
 
+    async def _exists(self, server_id: str) -> bool:
+        return await queries.get_server(self._b.db, server_id) is not None
+
     async def _server(self, server_id: str) -> queries.Row:
         row = await queries.get_server(self._b.db, server_id)
         if row is None:
@@ -72,7 +75,7 @@ class ServerCommands:
             )
         server_id = str(uuid.uuid4())
         if await queries.get_server_by_name(self._b.db, request.name) is not None or not await reserve_name(
-            self._names, request.name, server_id
+            self._names, request.name, server_id, self._exists
         ):
             raise ServerAlreadyExists(f"Server already exists: {request.name}", {"name": request.name})
         health_url = str(request.health_check_url) if request.health_check_url else None
