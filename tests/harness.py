@@ -9,9 +9,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -43,6 +45,7 @@ def make_settings(nats_url: str, database_url: str, **overrides: Any) -> Setting
         "database_url": database_url,
         "port": free_port(),
         "admin_token": ADMIN_TOKEN,
+        "data_dir": Path(tempfile.mkdtemp(prefix="toolmesh-data-")),  # the embedded index lives here
         "credential_key": CREDENTIAL_KEY,
         **FAST,
         **overrides,

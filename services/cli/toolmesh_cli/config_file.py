@@ -76,7 +76,9 @@ def parse_config(document: Any, source: str = "config") -> ServerConfig:
         if entry.renamed:
             notes.append(f"mcpServers.{entry.source_name}: registered as {entry.request.name!r}")
     if problems:
-        raise ConfigError(f"{source}: {len(problems)} invalid server entr{'y' if len(problems) == 1 else 'ies'}:", problems)
+        raise ConfigError(
+            f"{source}: {len(problems)} invalid server entr{'y' if len(problems) == 1 else 'ies'}:", problems
+        )
     return ServerConfig(servers, notes)
 
 

@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from pathlib import Path
 
+from toolmesh import eventloop
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
+from toolmesh_cli import commands, mcp_bridge, up
+from toolmesh_cli.config_file import load_config
 from toolmesh_cli.datadir import DataDirInUse
+from toolmesh_cli.errors import CliError
 from toolmesh_cli.roles import ROLES, run_roles, seed_admin
 from toolmesh_cli.signals import stop_on_signals
-from toolmesh_cli.up import run_up
 from toolmesh_projector.projector import reset_projection
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolmesh", description="MCP server aggregator")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="run everything in one process (embedded NATS and Postgres by default)")
-    up.add_argument("--data-dir", type=Path, help="where state lives (default ~/.toolmesh)")
-    up.add_argument("--host", help="address the HTTP API binds to (default 127.0.0.1)")
-    up.add_argument("--port", type=int, help="port of the HTTP API (default 8081)")
+    up.add_parser(sub)
+    commands.add_parsers(sub)
+    mcp_bridge.add_parser(sub)
     for name in ROLES:
         role = sub.add_parser(name, help=f"run the {name} role against TOOLMESH_NATS_URL / TOOLMESH_DATABASE_URL")
         if name == "gateway":
@@ -65,13 +65,16 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run it; returns the process exit code."""
     args = _parser().parse_args(argv)
-    settings = _settings(args)
-    configure_logging(settings.log_level)
     try:
+        if hasattr(args, "run"):
+            return commands.run_command(args)
+        config = load_config(args.config) if getattr(args, "config", None) else None
+        settings = _settings(args)
+        configure_logging(settings.log_level)
         if args.command == "up":
-            return asyncio.run(run_up(settings))
-        return asyncio.run(_run_role(args.command, settings, getattr(args, "rebuild", False)))
-    except (ToolmeshError, DataDirInUse, OSError) as exc:
+            return eventloop.run(up.run_up(settings, config))
+        return eventloop.run(_run_role(args.command, settings, getattr(args, "rebuild", False)))
+    except (CliError, ToolmeshError, DataDirInUse, OSError) as exc:
         print(f"toolmesh: {exc}", file=sys.stderr)
         return 1
 

@@ -9,6 +9,7 @@ Shared by ``toolmesh import`` and the ``mcpServers:`` section of ``toolmesh up -
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,9 +49,10 @@ class Entry:
 
 
 def normalize_name(raw: str) -> str:
-    """A name that matches ``^[a-z][a-z0-9_-]*$``: lowercase, runs of other characters become ``-``,
-    ``mcp-`` in front when it would not start with a letter."""
-    name = _INVALID_RUN.sub("-", raw.strip().lower()).strip("-") or "server"
+    """A name that matches ``^[a-z][a-z0-9_-]*$``: accents dropped, lowercase, runs of other
+    characters become ``-``, ``mcp-`` in front when it would not start with a letter."""
+    ascii_name = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode()
+    name = _INVALID_RUN.sub("-", ascii_name.strip().lower()).strip("-") or "server"
     if not name[0].isalpha():
         name = f"mcp-{name}"
     name = name[:MAX_NAME]

@@ -7,10 +7,18 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from toolmesh.credentials import CredentialBox, hash_token
+from toolmesh.embed.model import load_embedder
+from toolmesh.index.factory import open_index
+from toolmesh.index.projection import IndexProjection
 from toolmesh.runtime import Backends
+from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh.store.queries import upsert_principal
 from toolmesh.supervision import supervise
+from toolmesh_classifier.setup import build_classifier
+from toolmesh_classifier.worker import run_classifier
 from toolmesh_gateway.serve import run_gateway
+from toolmesh_health.worker import HealthWorker
+from toolmesh_projector.indexer import run_indexer
 from toolmesh_projector.projector import run_projector
 from toolmesh_session_worker.worker import SessionWorker
 
@@ -28,15 +36,45 @@ async def session_worker(b: Backends, box: CredentialBox, stop: asyncio.Event) -
     await SessionWorker(b, box).run(stop)
 
 
+async def health_worker(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Health checks (BR-006) and the reconnects they call for."""
+    await HealthWorker(b).run(stop)
+
+
 async def projector(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     """Postgres read model."""
     await supervise("projector", lambda: run_projector(b.js, b.db, stop), stop)
 
 
+async def indexer(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Vector index of tools and skills (embedded in the data dir, or Qdrant)."""
+    embedder = await asyncio.to_thread(load_embedder)
+    skills = load_taxonomy(b.settings.skills_file)
+
+    async def index_events() -> None:
+        async with open_index(b.settings) as index:
+            await run_indexer(b.js, IndexProjection(index, embedder, skills), stop)
+
+    await supervise("indexer", index_events, stop, backoff=5.0)
+
+
+async def classifier_worker(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Skill classification of discovered tools (BR-004)."""
+
+    async def classify() -> None:
+        async with build_classifier(b.settings) as classifier:
+            await run_classifier(b.js, classifier, stop)
+
+    await supervise("classifier-worker", classify, stop, backoff=5.0)
+
+
 ROLES: dict[str, Role] = {
     "gateway": gateway,
     "session-worker": session_worker,
+    "health-worker": health_worker,
     "projector": projector,
+    "indexer": indexer,
+    "classifier-worker": classifier_worker,
 }
 
 

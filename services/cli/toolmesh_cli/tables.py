@@ -43,7 +43,7 @@ def _cell(value: Any) -> str:
     if value is None or value == "":
         return "-"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in value.items()) or "-"
     if isinstance(value, list):
         return " ".join(str(v) for v in value) or "-"
     return str(value)

@@ -1,4 +1,7 @@
-"""FastAPI dependencies: the services a route needs, taken from the app's state."""
+"""FastAPI dependencies: the services a route needs, taken from the app's state.
+
+They are ``async`` so FastAPI calls them inline instead of in its thread pool.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +12,13 @@ from toolmesh_gateway.auth import Principal
 from toolmesh_gateway.server_commands import Caller, ServerCommands
 
 
-def backends(request: Request) -> Backends:
+async def backends(request: Request) -> Backends:
     """The process's connections."""
     result: Backends = request.app.state.backends
     return result
 
 
-def server_commands(request: Request) -> ServerCommands:
+async def server_commands(request: Request) -> ServerCommands:
     """The server command service."""
     result: ServerCommands = request.app.state.server_commands
     return result

@@ -53,6 +53,9 @@ def server_detail(row: Row) -> ServerDetail:
         registered_at=row["registered_at"],
         connected_at=row["connected_at"],
         updated_at=row["updated_at"],
+        consecutive_failures=row["consecutive_failures"],
+        last_response_time_ms=row["last_response_time_ms"],
+        last_error=row["last_error"],
     )
 
 

@@ -8,17 +8,23 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from nats.aio.client import Client as NATS
+
 from toolmesh.contracts.events import Event, ServerStatusChanged
+from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
+from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import ServerStatus, can_transition
+from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.store.queries import Row
 from toolmesh.supervision import TaskSet
-from toolmesh.redaction import REDACTOR
 from toolmesh_session_worker.discovery import tools_snapshot
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, open_session
 
 log = logging.getLogger("toolmesh.session")
+HELD_VERBS = frozenset({"call", "refresh"})
+"""Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
 
 
@@ -37,7 +43,16 @@ class OwnedServer:
         self.session: UpstreamSession | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
+        self.calls: dict[str, asyncio.Task[object]] = {}  # tool calls in flight by call id (for cancel)
         self.on_released: Callable[[OwnedServer], Awaitable[None]] | None = None
+        self.reconnecting = False  # a health-driven reconnect is in progress (EC-010)
+        self._settled = asyncio.Event()  # set whenever no reconnect is in progress
+        self._settled.set()
+
+    @property
+    def nc(self) -> NATS:
+        """The NATS connection this server's requests arrive on."""
+        return self._b.nc
 
     @property
     def pending(self) -> int:
@@ -62,15 +77,35 @@ class OwnedServer:
             )
         )
 
-    async def connect(self) -> bool:
-        """Open the session (retrying with backoff, BR-002), discover tools; False when it failed."""
+    async def connect(self, *, reconnect: bool = False) -> bool:
+        """Open the session (retrying with backoff, BR-002), discover tools; False when it failed.
+
+        ``reconnect`` (a session-worker took over a server the health checks put in ERROR) uses
+        the EC-001 schedule instead: up to 5 attempts, 1, 2, 4, 8 s apart.
+        """
         settings = self._b.settings
-        config = expand_env(self._box.open(self._sealed), os.environ)
-        REDACTOR.add(secret_values(config))
         reconnecting = self.status in (ServerStatus.CONNECTED, ServerStatus.DEGRADED)
         if self.status in (ServerStatus.DISCONNECTED, ServerStatus.ERROR):
             await self.set_status(ServerStatus.CONNECTING, "CONNECTING")
-        delays = list(settings.connect_backoff_seconds[: settings.connect_retries])
+        if reconnect:
+            delays = reconnect_delays(settings.reconnect_backoff_seconds, settings.reconnect_attempts)
+        else:
+            delays = list(settings.connect_backoff_seconds[: settings.connect_retries])
+        error, attempts = await self._open(delays)
+        if self.session is None:
+            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Connection failed: {error}", attempts=attempts)
+            return False
+        history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
+        await self.set_status(ServerStatus.CONNECTED, history)
+        await self.discover()
+        log.info("connected", extra={"server": self.name, "span": "proxy.connect", "status": "SUCCESS"})
+        return True
+
+    async def _open(self, delays: list[float]) -> tuple[str, int]:
+        """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; (last error, attempts)."""
+        settings = self._b.settings
+        config = expand_env(self._box.open(self._sealed), os.environ)
+        REDACTOR.add(secret_values(config))
         error = ""
         for attempt in range(len(delays) + 1):
             try:
@@ -82,22 +117,64 @@ class OwnedServer:
                     on_tools_changed=self._tools_changed,
                     on_lost=self._lost,
                 )
-                break
+                return "", attempt + 1
             except UpstreamError as exc:
                 error = str(exc)
                 log.warning("connect attempt %d failed: %s", attempt + 1, error, extra={"server": self.name})
                 if attempt < len(delays):
                     await asyncio.sleep(delays[attempt])
-        if self.session is None:
-            await self.set_status(
-                ServerStatus.ERROR, "ERROR", error=f"Connection failed: {error}", attempts=attempt + 1
+        return error, len(delays) + 1
+
+    async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:
+        """Apply a BR-006 verdict of the health-worker: publish DEGRADED / RECOVERED, or reconnect."""
+        if self.draining or self.reconnecting or self.status not in (ServerStatus.CONNECTED, ServerStatus.DEGRADED):
+            return HealthVerdictResult(status=self.status, reconnecting=self.reconnecting)
+        details = {"consecutive_failures": verdict.consecutive_failures, "source": "health"}
+        if verdict.reconnect:
+            self.reconnecting = True
+            self._settled.clear()
+            seq = await self.set_status(
+                ServerStatus.ERROR, verdict.history, error=f"Health check failed: {verdict.error}", **details
             )
-            return False
-        history = "RECONNECT" if reconnecting else "CONNECTED"
-        await self.set_status(ServerStatus.CONNECTED, history)
-        await self.discover()
-        log.info("connected", extra={"server": self.name, "span": "proxy.connect", "status": "SUCCESS"})
-        return True
+            self.tasks.spawn(self._reconnect())
+            return HealthVerdictResult(status=ServerStatus.ERROR, reconnecting=True, seq=seq)
+        seq = await self.set_status(verdict.status, verdict.history, error=verdict.error, **details)
+        return HealthVerdictResult(status=self.status, seq=seq)
+
+    async def _reconnect(self) -> None:
+        """EC-001/EC-010: drop the stale session and open a new one with backoff; ERROR after the last attempt."""
+        settings = self._b.settings
+        try:
+            await self.close()
+            await self.set_status(ServerStatus.CONNECTING, "RECONNECTING", source="health")
+            delays = reconnect_delays(settings.reconnect_backoff_seconds, settings.reconnect_attempts)
+            error, attempts = await self._open(delays)
+            if self.session is None:
+                await self.set_status(
+                    ServerStatus.ERROR,
+                    "ERROR",
+                    error=f"Reconnect failed after {attempts} attempts: {error}",
+                    attempts=attempts,
+                )
+                self.tasks.spawn(self.release())
+                return
+            await self.set_status(ServerStatus.CONNECTED, "RECONNECT", attempts=attempts)
+            log.info("reconnected", extra={"server": self.name, "span": "proxy.reconnect", "status": "SUCCESS"})
+        finally:
+            self.reconnecting = False
+            self._settled.set()
+        try:
+            await self.discover()
+        except UpstreamError as exc:
+            log.warning("tool discovery after reconnect failed: %s", exc, extra={"server": self.name})
+
+    async def hold_while_reconnecting(self, timeout: float) -> None:
+        """EC-010: a request arriving during a reconnect waits (up to ``timeout``) for it to settle."""
+        if self.reconnecting:
+            try:
+                await asyncio.wait_for(self._settled.wait(), timeout)
+            except TimeoutError:
+                log.info("request still waiting for reconnect after %.1fs", timeout, extra={"server": self.name})
 
     async def discover(self) -> int:
         """Run ``tools/list`` and publish the snapshot; returns its stream sequence."""
@@ -110,7 +187,7 @@ class OwnedServer:
         self.tasks.spawn(self.discover())
 
     async def _lost(self, reason: str) -> None:
-        if self.draining or self.status is ServerStatus.DISCONNECTED:
+        if self.draining or self.reconnecting or self.status is ServerStatus.DISCONNECTED:
             return
         log.error("session lost: %s", reason, extra={"server": self.name})
         await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Connection lost: {reason}")

@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
 
+from mcp_types import CONNECTION_CLOSED
 from nats.aio.msg import Msg
 
 from toolmesh.contracts.rpc import (
     CallToolRpc,
+    CancelCallRpc,
     DisconnectRpc,
     DisconnectRpcResult,
+    HealthVerdictRpc,
     PingRpc,
     RpcReply,
+    ToolProgress,
+    progress_subject,
 )
-from toolmesh.errors import ExecutionTimeout, RoutingFailed, ServerUnavailable, ToolmeshError
+from toolmesh.errors import ExecutionFailed, ExecutionTimeout, RoutingFailed, ServerUnavailable, ToolmeshError
 from toolmesh.lifecycle import SERVING, ServerStatus
 from toolmesh.telemetry import adopt_trace
 from toolmesh_session_worker.owned import OwnedServer
-from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout
+from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamSession, UpstreamTimeout
 
 log = logging.getLogger("toolmesh.session")
+_OK_PREFIX = b'{"ok":true,"result":'
 
 
 def _live_session(server: OwnedServer) -> UpstreamSession:
@@ -34,33 +41,88 @@ def _live_session(server: OwnedServer) -> UpstreamSession:
     return session
 
 
-async def _call(server: OwnedServer, body: CallToolRpc) -> dict[str, Any]:
+def _failed(exc: BaseException) -> dict[str, Any]:
+    """The span fields of a failed call."""
+    if isinstance(exc, asyncio.CancelledError):
+        return {"status": "FAILED", "errorType": "CancelledError", "errorMessage": "cancelled by the caller"}
+    return {"status": "FAILED", "errorType": type(exc).__name__, "errorMessage": str(exc)}
+
+
+def _progress_publisher(server: OwnedServer, body: CallToolRpc) -> ProgressCallback | None:
+    """Publishes the upstream's progress of a call that asked for it on ``progress_subject(call_id)``."""
+    if not body.progress or not body.call_id:
+        return None
+    subject = progress_subject(body.call_id)
+    nc = server.nc
+
+    async def publish(progress: float, total: float | None, message: str | None) -> None:
+        update = ToolProgress(progress=progress, total=total, message=message)
+        await nc.publish(subject, update.model_dump_json().encode())
+
+    return publish
+
+
+async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallback | None = None) -> bytes:
+    """Call the tool upstream; the result as the JSON the MCP wire uses, ready to put in the reply."""
     session = _live_session(server)
     started = time.perf_counter()
+    if body.call_id:
+        server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
+    span: dict[str, Any] = {"status": "FAILED"}
     try:
-        result = await session.call_tool(body.tool, body.arguments, timeout=body.timeout_seconds)
+        result = await session.call_tool(body.tool, body.arguments, timeout=body.timeout_seconds, progress=progress)
+        data = result.model_dump_json(by_alias=True, exclude_none=True).encode()
+        span = {"status": "SUCCESS", "resultLength": len(data)}
+        return data
     except UpstreamTimeout as exc:
+        span = _failed(exc)
         raise ExecutionTimeout(
             f"Tool {server.name}.{body.tool} timed out after {body.timeout_seconds:g}s; the call was cancelled",
             {"server": server.name, "tool": body.tool, "timeout_seconds": body.timeout_seconds},
         ) from exc
     except UpstreamError as exc:
+        span = _failed(exc)
+        if exc.code is not None and exc.code != CONNECTION_CLOSED:
+            # The upstream answered with a JSON-RPC error: a protocol failure, not a lost server.
+            raise ExecutionFailed(
+                f"Tool {server.name}.{body.tool} failed upstream: {exc}",
+                {"server": server.name, "tool": body.tool, "upstream_code": exc.code},
+            ) from exc
         raise ServerUnavailable(
             f"Server unavailable: {server.name}: {exc}",
             {"in_progress": {"tool": body.tool, "arguments": sorted(body.arguments)}},
             server={"id": server.server_id, "name": server.name, "status": str(server.status)},
         ) from exc
+    except BaseException as exc:
+        span = _failed(exc)
+        raise
     finally:
+        if body.call_id:
+            server.calls.pop(body.call_id, None)
         log.info(
-            "tool call",
+            "proxy.tool.call",
             extra={
                 "span": "proxy.tool.call",
                 "server": server.name,
                 "tool": body.tool,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                "resultLength": 0,
+                "duration": round((time.perf_counter() - started) * 1000, 3),
+                **span,
             },
         )
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _cancel(server: OwnedServer, body: CancelCallRpc) -> dict[str, Any]:
+    """Cancel a call in flight; the upstream adapter sends notifications/cancelled."""
+    task = server.calls.get(body.call_id)
+    if task is not None:
+        task.cancel()
+    return {"cancelled": task is not None}
+
+
+async def _health(server: OwnedServer, body: HealthVerdictRpc) -> dict[str, Any]:
+    """Apply the health-worker's BR-006 verdict (DEGRADED, RECOVERED, or ERROR and reconnect)."""
+    return (await server.apply_verdict(body)).model_dump()
 
 
 async def _ping(server: OwnedServer, body: PingRpc) -> dict[str, Any]:
@@ -93,7 +155,7 @@ async def _disconnect(server: OwnedServer, body: DisconnectRpc, drain_timeout: f
         server.tasks.spawn(_drain_then_close(server, drain_timeout))
         return DisconnectRpcResult(status="DISCONNECTING", pending_requests=pending).model_dump()
     seq = await server.set_status(ServerStatus.DISCONNECTED, "DISCONNECTED", force=body.force, cancelled=pending)
-    server.tasks.spawn(server.release())
+    await server.release()  # before replying: once the caller hears DISCONNECTED, nobody owns the server
     return DisconnectRpcResult(status=ServerStatus.DISCONNECTED, pending_requests=pending, seq=seq).model_dump()
 
 
@@ -109,7 +171,14 @@ async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
     verb = msg.subject.rsplit(".", 1)[-1]
     try:
         if verb == "call":
-            result = await _call(server, CallToolRpc.model_validate_json(msg.data))
+            body = CallToolRpc.model_validate_json(msg.data)
+            data = await _call(server, body, _progress_publisher(server, body))
+            await msg.respond(_OK_PREFIX + data + b"}")  # an RpcReply, without re-encoding the result
+            return
+        if verb == "cancel":
+            result = _cancel(server, CancelCallRpc.model_validate_json(msg.data))
+        elif verb == "health":
+            result = await _health(server, HealthVerdictRpc.model_validate_json(msg.data))
         elif verb == "ping":
             result = await _ping(server, PingRpc.model_validate_json(msg.data))
         elif verb == "refresh":
@@ -121,4 +190,5 @@ async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
         reply = RpcReply(ok=True, result=result)
     except ToolmeshError as exc:
         reply = RpcReply(ok=False, error=exc.body())
-    await msg.respond(reply.model_dump_json().encode())
+    if msg.reply:  # a cancel is sent without a reply subject
+        await msg.respond(reply.model_dump_json().encode())

@@ -14,11 +14,12 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
+from opentelemetry.trace import SpanKind
 
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
-from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
+from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
 from toolmesh.contracts.events import Event
 from toolmesh.contracts.rpc import rpc_wildcard
 from toolmesh.credentials import CredentialBox
@@ -26,7 +27,8 @@ from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
-from toolmesh_session_worker.owned import OwnedServer
+from toolmesh.telemetry import span
+from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.requests import answer
 
 log = logging.getLogger("toolmesh.session_worker")
@@ -79,22 +81,25 @@ class SessionWorker:
                     continue
                 for msg in messages:
                     command = ConnectServer.model_validate_json(msg.data)
-                    await self.take(command.server_id)
+                    await self.take(command.server_id, reconnect=command.reason == RECONNECT_REASON)
                     await msg.ack()
         finally:
             await sub.unsubscribe()
 
-    async def take(self, server_id: str) -> bool:
-        """Claim a server if nobody holds it and its state wants a session; then connect it."""
+    async def take(self, server_id: str, *, reconnect: bool = False) -> bool:
+        """Claim a server if nobody holds it and its state wants a session; then connect it.
+
+        ``reconnect``: the health-worker asked (no owner was left) — connect with the EC-001 backoff.
+        """
         if server_id in self._owned or server_id in self._taking:
             return True
         self._taking.add(server_id)  # the command consumer and the reconciler may race here
         try:
-            return await self._take(server_id)
+            return await self._take(server_id, reconnect)
         finally:
             self._taking.discard(server_id)
 
-    async def _take(self, server_id: str) -> bool:
+    async def _take(self, server_id: str, reconnect: bool) -> bool:
         assert self._leases is not None
         row = await queries.get_server(self._b.db, server_id)
         if row is None or ServerStatus(row["status"]) not in SESSION_WANTED:
@@ -105,7 +110,7 @@ class SessionWorker:
         server.on_released = self._released
 
         async def on_request(msg: Msg) -> None:
-            server.tasks.spawn(answer(server, msg, self._b.settings.drain_timeout_seconds))
+            server.tasks.spawn(self._answer(server, msg))
 
         try:
             self._subs[server_id] = await self._b.nc.subscribe(rpc_wildcard(server_id), cb=on_request)
@@ -113,12 +118,21 @@ class SessionWorker:
             await self._leases.release(server_id)
             raise
         self._owned[server_id] = server
-        self._connects.spawn(self._connect(server))
+        self._connects.spawn(self._connect(server, reconnect))
         return True
 
-    async def _connect(self, server: OwnedServer) -> None:
-        if not await server.connect():
+    async def _connect(self, server: OwnedServer, reconnect: bool = False) -> None:
+        if not await server.connect(reconnect=reconnect):
             await self._forget(server, close=True)
+
+    async def _answer(self, server: OwnedServer, msg: Msg) -> None:
+        """One request, in a span continuing the caller's trace; held while a reconnect runs (EC-010)."""
+        verb = msg.subject.rsplit(".", 1)[-1]
+        attributes = {"messaging.system": "nats", "toolmesh.server": server.name, "toolmesh.verb": verb}
+        with span(f"session {verb}", kind=SpanKind.SERVER, remote=msg.headers or {}, attributes=attributes):
+            if verb in HELD_VERBS:
+                await server.hold_while_reconnecting(self._b.settings.reconnect_hold_seconds)
+            await answer(server, msg, self._b.settings.drain_timeout_seconds)
 
     async def _released(self, server: OwnedServer) -> None:
         await self._forget(server, close=False)

@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 COMMANDS_STREAM = "TOOLMESH_COMMANDS"
 COMMANDS_SUBJECTS = "toolmesh.cmd.>"
+RECONNECT_REASON = "reconnect"
+"""``ConnectServer.reason`` of a health-driven reconnect: the EC-001 backoff applies."""
 
 
 class Command(BaseModel):
@@ -25,3 +27,17 @@ class ConnectServer(Command):
     subject: ClassVar[str] = "toolmesh.cmd.server.connect"
     server_id: str
     reason: str = "connect"
+
+
+class CheckServerHealth(Command):
+    """Check one server once in health window ``window`` (BR-006); any health-worker may take it.
+
+    The scheduler publishes one per server per interval with ``Nats-Msg-Id`` =
+    ``health:<server_id>:<window>``, so a second scheduler during a handover adds nothing.
+    A check taken after ``deadline`` (epoch seconds) is stale and dropped.
+    """
+
+    subject: ClassVar[str] = "toolmesh.cmd.health.check"
+    server_id: str
+    window: int
+    deadline: float

@@ -85,6 +85,30 @@ class ToolsDiscovered(Event):
     tools: list[DiscoveredTool]
 
 
+class SkillAssignment(BaseModel):
+    """One skill given to a tool, with the classifier's confidence (only >= 0.5 are kept, BR-004)."""
+
+    skill_id: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class ToolClassification(BaseModel):
+    """The 1-3 skills of one tool, best first, and its primary skill."""
+
+    original_name: str
+    skills: list[SkillAssignment] = Field(default_factory=list, max_length=3)
+    primary_skill_id: str | None = None
+
+
+class ToolsClassified(Event):
+    """Skills assigned to some tools of one server (a batch of at most 10, BR-004/EC-006)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.tools.classified"
+    server_name: str
+    classifier: str
+    tools: list[ToolClassification]
+
+
 class HealthChecked(Event):
     """The outcome of one health check of one server (BR-006)."""
 
@@ -94,10 +118,14 @@ class HealthChecked(Event):
     response_time_ms: float | None = None
     consecutive_failures: int = 0
     error: str | None = None
+    method: str | None = None  # "http" (health_check_url) or "ping" (MCP ping through the owner)
+    window: int | None = None  # the health interval this check belongs to
+    checked_by: str | None = None  # the health-worker that ran it
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.subject: cls for cls in (ServerRegistered, ServerStatusChanged, ServerRemoved, ToolsDiscovered, HealthChecked)
+    cls.subject: cls
+    for cls in (ServerRegistered, ServerStatusChanged, ServerRemoved, ToolsDiscovered, ToolsClassified, HealthChecked)
 }
 
 

@@ -6,12 +6,20 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from toolmesh.lifecycle import ServerStatus
+
 RPC_PREFIX = "toolmesh.rpc"
+PROGRESS_PREFIX = "toolmesh.progress"
 
 
 def rpc_subject(server_id: str, verb: str) -> str:
     """The request subject of one verb of one server's owner."""
     return f"{RPC_PREFIX}.{server_id}.{verb}"
+
+
+def progress_subject(call_id: str) -> str:
+    """Where the owner publishes ``ToolProgress`` of the call ``call_id`` (asked with ``progress``)."""
+    return f"{PROGRESS_PREFIX}.{call_id}"
 
 
 def rpc_wildcard(server_id: str) -> str:
@@ -49,14 +57,62 @@ class RefreshRpc(BaseModel):
 
 
 class CallToolRpc(BaseModel):
-    """Verb ``call``: call one upstream tool by its original name."""
+    """Verb ``call``: call one upstream tool by its original name.
+
+    The reply's ``result`` is the upstream ``CallToolResult`` as the MCP wire spells it
+    (``content``, ``isError``, ``structuredContent``). ``call_id`` names the call for ``cancel``.
+    With ``progress`` (and a ``call_id``) the owner asks the upstream for progress notifications
+    and publishes each as a ``ToolProgress`` on ``progress_subject(call_id)`` while the call runs.
+    """
 
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     timeout_seconds: float
+    call_id: str | None = None
+    progress: bool = False
+
+
+class ToolProgress(BaseModel):
+    """One upstream ``notifications/progress`` of a call, as published on ``progress_subject``."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class CancelCallRpc(BaseModel):
+    """Verb ``cancel``: abandon the call named ``call_id`` (the upstream gets notifications/cancelled).
+
+    Sent without a reply subject by a caller that gave up (timeout, client gone); answered when asked.
+    """
+
+    call_id: str
 
 
 class PingRpc(BaseModel):
     """Verb ``ping``: an MCP ping on the live session."""
 
     timeout_seconds: float = 5.0
+
+
+class HealthVerdictRpc(BaseModel):
+    """Verb ``health``: the health-worker's BR-006 verdict, applied by the owner of the session.
+
+    ``status`` DEGRADED or CONNECTED (history ``DEGRADED`` / ``RECOVERED``) is published as is;
+    ``reconnect`` (status ERROR) makes the owner close the session and reconnect with the EC-001
+    backoff, ending CONNECTED or, after the last attempt, ERROR.
+    """
+
+    status: ServerStatus
+    history: str
+    error: str | None = None
+    consecutive_failures: int = 0
+    reconnect: bool = False
+
+
+class HealthVerdictResult(BaseModel):
+    """What the owner did with a verdict: the status it now reports, and the event's sequence."""
+
+    status: ServerStatus
+    reconnecting: bool = False
+    seq: int | None = None

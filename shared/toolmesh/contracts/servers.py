@@ -125,6 +125,10 @@ class ServerDetail(BaseModel):
     registered_at: datetime
     connected_at: datetime | None
     updated_at: datetime
+    # BR-006 health metrics of the latest check.
+    consecutive_failures: int = 0
+    last_response_time_ms: float | None = None
+    last_error: str | None = None
 
 
 class ServerList(BaseModel):

@@ -18,6 +18,7 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    ToolsClassified,
     ToolsDiscovered,
 )
 from toolmesh.naming import namespace_tool
@@ -177,6 +178,23 @@ async def _tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     await _history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names)})
 
 
+async def _tools_classified(conn: Conn, event: ToolsClassified) -> None:
+    await conn.executemany(
+        "UPDATE mcp.tools SET skill_ids = $3, primary_skill_id = $4, is_classified = TRUE, updated_at = $5 "
+        "WHERE source_server_id = $1 AND name = $2",
+        [
+            (
+                event.server_id,
+                namespace_tool(event.server_name, t.original_name),
+                [s.skill_id for s in t.skills],
+                t.primary_skill_id,
+                event.occurred_at,
+            )
+            for t in event.tools
+        ],
+    )
+
+
 async def _health_checked(conn: Conn, event: HealthChecked) -> None:
     await conn.execute(
         "UPDATE mcp.external_servers SET last_health_check = $2, consecutive_failures = $3, "
@@ -206,5 +224,6 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerStatusChanged: _status_changed,
     ServerRemoved: _server_removed,
     ToolsDiscovered: _tools_discovered,
+    ToolsClassified: _tools_classified,
     HealthChecked: _health_checked,
 }

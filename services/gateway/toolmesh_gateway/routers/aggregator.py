@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from toolmesh.contracts.aggregator import AggregatorState, HealthReport, HealthServers
 from toolmesh.lifecycle import ServerStatus
@@ -14,8 +14,10 @@ from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import backends
+from toolmesh_gateway.health_checks import check_database, check_index, check_nats
 
 router = APIRouter(prefix="/api/v1/aggregator", tags=["aggregator"])
+probes = APIRouter(tags=["probes"])
 Auth = Annotated[Principal, Depends(require_principal)]
 Conns = Annotated[Backends, Depends(backends)]
 S = ServerStatus
@@ -42,37 +44,46 @@ async def aggregator_state(request: Request, _: Auth, b: Conns) -> AggregatorSta
     )
 
 
-async def _check_database(b: Backends) -> str:
-    try:
-        await asyncio.wait_for(b.db.fetchval("SELECT 1"), 2)
-    except Exception as exc:  # any failure of the probe is the finding we report
-        return f"error: {type(exc).__name__}"
-    return "ok"
-
-
-async def _check_nats(b: Backends) -> str:
-    if not b.nc.is_connected:
-        return "error: disconnected"
-    try:
-        await asyncio.wait_for(b.js.account_info(), 2)
-    except Exception as exc:  # any failure of the probe is the finding we report
-        return f"error: {type(exc).__name__}"
-    return "ok"
-
-
-@router.get("/health")
-async def aggregator_health(_: Auth, b: Conns) -> HealthReport:
-    """Healthy when every backend answers and no server is in error; degraded with issues otherwise."""
-    checks = {"database": await _check_database(b), "nats": await _check_nats(b)}
+@router.get("/health", responses={503: {"model": HealthReport}})
+async def aggregator_health(request: Request, _: Auth, b: Conns, response: Response) -> HealthReport:
+    """Healthy; degraded (200) with ``issues`` when servers are in error or degraded; unhealthy (503)
+    when a backend (database, NATS) does not answer within a second, so a readiness probe fails."""
+    (database, counts), nats, (index, embedder) = await asyncio.gather(
+        check_database(b), check_nats(b), check_index(request)
+    )
+    checks = {"database": database, "nats": nats, "qdrant": index}
     issues = [f"{name} check failed: {value}" for name, value in checks.items() if value != "ok"]
-    counts = await queries.status_counts(b.db) if checks["database"] == "ok" else {}
-    total, errors = sum(counts.values()), counts.get(S.ERROR, 0)
-    checks["sessions"] = "degraded" if errors else "ok"
+    if embedder is not None:
+        issues.append(f"embedding model {embedder}")
+    total, errors, degraded = sum(counts.values()), counts.get(S.ERROR, 0), counts.get(S.DEGRADED, 0)
+    checks["sessions"] = "degraded" if errors or degraded else "ok"
     if errors:
         issues.append(f"{errors} servers in error state")
+    if degraded:
+        issues.append(f"{degraded} servers degraded")
+    status = "degraded" if issues else "healthy"
+    if database != "ok" or nats != "ok":
+        status = "unhealthy"
+        response.status_code = 503
     return HealthReport(
-        status="degraded" if issues else "healthy",
+        status=status,
         checks=checks,
         servers=HealthServers(total=total, connected=counts.get(S.CONNECTED, 0), error=errors),
         issues=issues or None,
     )
+
+
+@probes.get("/livez")
+async def liveness() -> dict[str, str]:
+    """Kubernetes liveness: the process serves HTTP (no token, no details)."""
+    return {"status": "alive"}
+
+
+@probes.get("/readyz", responses={503: {"description": "a backend does not answer"}})
+async def readiness(b: Conns, response: Response) -> dict[str, str]:
+    """Kubernetes readiness: the database and NATS answer within a second (no token, no details)."""
+    (database, _), nats = await asyncio.gather(check_database(b), check_nats(b))
+    if database != "ok" or nats != "ok":
+        response.status_code = 503
+        return {"status": "unready"}
+    return {"status": "ready"}

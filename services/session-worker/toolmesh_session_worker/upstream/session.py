@@ -311,15 +311,17 @@ class UpstreamSession:
 
     async def _start(self, connect_timeout: float) -> None:
         self._runner = asyncio.create_task(self._run(), name=f"upstream-session:{self.server_name}")
+        answered = False
         try:
             with anyio.move_on_after(connect_timeout):
                 await self._ready.wait()
         finally:
-            if not self._ready.is_set():  # timed out, or our caller was cancelled
+            answered = self._ready.is_set()
+            if not answered:  # timed out, or our caller was cancelled
                 self._closing = True
                 self._scope.cancel()
-                await asyncio.shield(self._runner)
-        if not self._ready.is_set() or self._connect_error is not None:
+                await asyncio.shield(self._runner)  # the runner sets _ready on its way out: not an answer
+        if not answered or self._connect_error is not None:
             error = self._connect_error or UpstreamError(
                 _with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
             )

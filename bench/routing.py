@@ -1,0 +1,359 @@
+"""Tool-call routing overhead: direct MCP calls vs ``POST /api/v1/tools/call`` through toolmesh.
+
+    python bench/routing.py [--calls-c1 N] [--calls N] [--concurrency 1,16,64]
+
+Starts NATS and Postgres (``toolmesh.embedded``), runs every toolmesh role in ONE subprocess
+(``toolmesh up``), registers the demo peer (a Python MCP server over stdio) and drives load from
+this process with a small keep-alive HTTP/1.1 client over asyncio streams (an httpx client would
+measure itself). The same calls go to a second copy of the demo peer over the ``mcp`` client
+directly. Prints ONE JSON line: latency percentiles, throughput, added latency, and CPU seconds
+per call of the toolmesh process (from /proc). Targets are not asserted here.
+
+More front doors (e.g. the ``/mcp`` facade) plug in as another ``Target`` in ``TARGETS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "tests" / "peers" / "demo_server.py"
+TOKEN = "bench-" + secrets.token_hex(8)
+TOOL, ARGUMENTS = "echo", {"text": "hello"}
+Call = Callable[[], Awaitable[None]]
+
+
+# -- a cheap HTTP/1.1 keep-alive client -------------------------------------------------------
+
+
+class HttpConnection:
+    """One keep-alive connection that POSTs JSON and reads ``Content-Length`` bodies."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._host = host
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> HttpConnection:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer, f"{host}:{port}")
+
+    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self._host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self._writer.write(head + body)
+        status_line = await self._reader.readline()
+        length = 0
+        while True:
+            line = await self._reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split(b" ", 2)[1]), await self._reader.readexactly(length)
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+
+# -- targets -------------------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    """A way to call the demo tool: ``callers(n)`` gives ``n`` independent callers."""
+
+    name: str
+
+    async def callers(self, n: int) -> list[Call]: ...
+
+    async def close(self) -> None: ...
+
+
+class DirectMcp:
+    """The demo peer over its own stdio session with the ``mcp`` client (concurrent calls multiplex)."""
+
+    name = "direct"
+
+    def __init__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+        self._session: ClientSession | None = None
+
+    async def start(self) -> None:
+        params = StdioServerParameters(command=sys.executable, args=[str(DEMO), "--transport", "stdio"])
+        read, write = await self._stack.enter_async_context(stdio_client(params))
+        self._session = await self._stack.enter_async_context(ClientSession(read, write))
+        await self._session.initialize()
+
+    async def callers(self, n: int) -> list[Call]:
+        session = self._session
+        assert session is not None
+
+        async def call() -> None:
+            result = await session.call_tool(TOOL, ARGUMENTS)
+            if result.is_error:
+                raise RuntimeError(f"direct call failed: {result}")
+
+        return [call] * n
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
+class RestApi:
+    """``POST /api/v1/tools/call``, one keep-alive connection per caller."""
+
+    name = "rest"
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
+        self._connections: list[HttpConnection] = []
+        self._body = json.dumps({"name": f"demo.{TOOL}", "arguments": ARGUMENTS}).encode()
+
+    async def callers(self, n: int) -> list[Call]:
+        # Fresh connections per run: the server closes keep-alive connections idle for 5 s.
+        await self.close()
+        self._connections = [await HttpConnection.open(self._host, self._port) for _ in range(n)]
+
+        def caller(connection: HttpConnection) -> Call:
+            async def call() -> None:
+                status, body = await connection.post("/api/v1/tools/call", self._body, TOKEN)
+                if status != 200:
+                    raise RuntimeError(f"toolmesh call failed: {status} {body[:300]!r}")
+
+            return call
+
+        return [caller(c) for c in self._connections[:n]]
+
+    async def close(self) -> None:
+        for connection in self._connections:
+            await connection.close()
+        self._connections = []
+
+
+# -- measurement ---------------------------------------------------------------------------------
+
+
+def note(message: str) -> None:
+    """Progress on stderr (stdout carries the one JSON line)."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+    return found
+
+
+async def run_load(target: Target, concurrency: int, calls: int) -> dict[str, float]:
+    """``calls`` calls spread over ``concurrency`` callers; latency percentiles and throughput."""
+    callers = await target.callers(concurrency)
+    latencies: list[float] = []
+    per_caller = [calls // concurrency + (1 if i < calls % concurrency else 0) for i in range(concurrency)]
+
+    async def drive(call: Call, count: int) -> None:
+        for _ in range(count):
+            started = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(drive(call, count) for call, count in zip(callers, per_caller, strict=True)))
+    elapsed = time.perf_counter() - started
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "calls": calls,
+        "p50_ms": round(cuts[49] * 1000, 3),
+        "p95_ms": round(cuts[94] * 1000, 3),
+        "p99_ms": round(cuts[98] * 1000, 3),
+        "throughput_per_s": round(calls / elapsed, 1),
+    }
+
+
+# -- the system under test ------------------------------------------------------------------------
+
+
+def spawn_toolmesh(work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``toolmesh up`` (all roles, one process), logging to ``work/toolmesh.log``."""
+    with (work / "toolmesh.log").open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(work / "data")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+
+
+@contextlib.asynccontextmanager
+async def toolmesh_up(
+    work: Path, nats_url: str, database_url: str, port: int
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """``toolmesh up`` as one subprocess on the given backends; stopped with SIGTERM."""
+    env = {
+        **os.environ,
+        "TOOLMESH_NATS_URL": nats_url,
+        "TOOLMESH_DATABASE_URL": database_url,
+        "TOOLMESH_ADMIN_TOKEN": TOKEN,
+        "TOOLMESH_PORT": str(port),
+        "TOOLMESH_LOG_LEVEL": os.environ.get("TOOLMESH_LOG_LEVEL", "INFO"),
+        "MCP_CREDENTIAL_KEY": secrets.token_urlsafe(32),
+    }
+    process = spawn_toolmesh(work, env)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(process.wait, 30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+async def register_demo(host: str, port: int) -> None:
+    """Register the demo peer and wait until it is routable."""
+    body = json.dumps(
+        {
+            "name": "demo",
+            "transport_type": "STDIO",
+            "connection_config": {"command": sys.executable, "args": [str(DEMO), "--transport", "stdio"]},
+        }
+    ).encode()
+    deadline = time.monotonic() + 60
+    connection: HttpConnection | None = None
+    while connection is None:
+        try:
+            connection = await HttpConnection.open(host, port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+    try:
+        status, answer = await connection.post("/api/v1/aggregator/servers", body, TOKEN)
+        if status != 201:
+            raise RuntimeError(f"registration failed: {status} {answer!r}")
+        probe = json.dumps({"name": f"demo.{TOOL}", "arguments": ARGUMENTS}).encode()
+        while (await connection.post("/api/v1/tools/call", probe, TOKEN))[0] != 200:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the demo peer did not become routable")
+            await asyncio.sleep(0.2)
+    finally:
+        await connection.close()
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    levels = [int(c) for c in args.concurrency.split(",")]
+    counts = {c: (args.calls_c1 if c == 1 else args.calls) for c in levels}
+    with tempfile.TemporaryDirectory(prefix="toolmesh-bench-") as tmp:
+        work = Path(tmp)
+        async with EmbeddedNats(work / "nats") as nats, EmbeddedPostgres(work / "pg") as postgres:
+            database_url = await postgres.ensure_database("toolmesh")
+            host, port = "127.0.0.1", free_port()
+            note(f"backends up; starting toolmesh on port {port}")
+            direct = DirectMcp()
+            await direct.start()
+            async with contextlib.AsyncExitStack() as cleanup:
+                cleanup.push_async_callback(direct.close)
+                process = await cleanup.enter_async_context(toolmesh_up(work, nats.url, database_url, port))
+                await register_demo(host, port)
+                note("demo peer registered and routable")
+                rest = RestApi(host, port)
+                targets: list[Target] = [direct, rest]
+                results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
+                cpu: dict[str, float] = {}
+                upstream_cpu: dict[str, float] = {}
+                nats_cpu: dict[str, float] = {}
+                peer = children(process.pid)
+                for target in targets:  # warm up both paths
+                    await run_load(target, 4, args.warmup)
+                for level in levels:
+                    for target in targets:
+                        before = cpu_seconds(process.pid)
+                        peer_before = sum(cpu_seconds(p) for p in peer)
+                        nats_before = cpu_seconds(nats.pid) if nats.pid else 0.0
+                        results[target.name][f"c{level}"] = await run_load(target, level, counts[level])
+                        note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
+                        if target is rest:
+                            cpu[f"c{level}"] = round((cpu_seconds(process.pid) - before) / counts[level] * 1e6, 1)
+                            upstream = sum(cpu_seconds(p) for p in peer) - peer_before
+                            upstream_cpu[f"c{level}"] = round(upstream / counts[level] * 1e6, 1)
+                            if nats.pid:
+                                used = cpu_seconds(nats.pid) - nats_before
+                                nats_cpu[f"c{level}"] = round(used / counts[level] * 1e6, 1)
+                await rest.close()
+    added = {
+        level: {
+            "p50_ms": round(results["rest"][level]["p50_ms"] - results["direct"][level]["p50_ms"], 3),
+            "p95_ms": round(results["rest"][level]["p95_ms"] - results["direct"][level]["p95_ms"], 3),
+            "throughput_ratio": round(
+                results["rest"][level]["throughput_per_s"] / results["direct"][level]["throughput_per_s"], 3
+            ),
+        }
+        for level in results["rest"]
+    }
+    return {
+        "bench": "routing",
+        "tool": TOOL,
+        "upstream": "demo_server.py over stdio",
+        "direct": results["direct"],
+        "rest": results["rest"],
+        "mcp": None,  # the /mcp front door, when it exists: another Target
+        "added": added,
+        "toolmesh_cpu_us_per_call": cpu,
+        "upstream_cpu_us_per_call": upstream_cpu,
+        "nats_cpu_us_per_call": nats_cpu,
+        "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls-c1", type=int, default=1000, help="calls at concurrency 1")
+    parser.add_argument("--calls", type=int, default=3000, help="calls at each higher concurrency")
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--warmup", type=int, default=200)
+    print(json.dumps(asyncio.run(bench(parser.parse_args()))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The classifier interface and the default one: embedding similarity to skill descriptions."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+import numpy as np
+
+from toolmesh.contracts.events import DiscoveredTool, ToolClassification
+from toolmesh.embed.model import Embedder
+from toolmesh.embed.text import tool_text
+from toolmesh.skills.taxonomy import Skill, skill_text
+from toolmesh_classifier.assignment import assign
+
+
+class Classifier(Protocol):
+    """Classifies a batch of tools (at most 10) into skills of the taxonomy."""
+
+    name: str
+
+    async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]: ...
+
+
+class EmbeddingClassifier:
+    """Cosine similarity of the tool's text to each skill's description, calibrated; no LLM needed."""
+
+    name = "embedding"
+
+    def __init__(self, embedder: Embedder, skills: list[Skill]) -> None:
+        self._embedder = embedder
+        self._skill_ids = [s.id for s in skills]
+        self._skills = embedder.embed([skill_text(s) for s in skills])
+
+    async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]:
+        texts = [tool_text(server_name, t.original_name, t.description, t.input_schema) for t in tools]
+        vectors = await asyncio.to_thread(self._embedder.embed, texts)
+        return self.assign_all(tools, vectors)
+
+    def assign_all(self, tools: list[DiscoveredTool], vectors: np.ndarray) -> list[ToolClassification]:
+        """Classifications from precomputed tool vectors."""
+        similarities = vectors @ self._skills.T
+        return [
+            assign(tool.original_name, dict(zip(self._skill_ids, (float(x) for x in row), strict=True)))
+            for tool, row in zip(tools, similarities, strict=True)
+        ]

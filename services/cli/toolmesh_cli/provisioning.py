@@ -1,0 +1,151 @@
+"""Registering the servers of ``toolmesh up --config`` once the roles run, then logging ``proxy.init``.
+
+It goes through the HTTP API of the gateway just started, with the admin token, like any client:
+the same validation, name reservation, audit trail and events as a registration by hand, and no
+reaching into the gateway's app state from the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.lifecycle import ServerStatus
+from toolmesh_cli.client import PAGE, SERVERS, describe_error, error_code
+
+log = logging.getLogger("toolmesh.up")
+HEALTH = "/api/v1/aggregator/health"
+POLL_SECONDS = 0.25
+READY_SECONDS = 30.0
+CONNECTED = {ServerStatus.CONNECTED, ServerStatus.DEGRADED}
+
+
+@dataclass
+class ProxyInit:
+    """The ``proxy.init`` figures (proxy spec): servers to connect, and how that went."""
+
+    server_count: int
+    connected: int = 0
+    failed: int = 0
+    tool_count: int = 0
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def log(self) -> None:
+        """One structured record with ``span=proxy.init``."""
+        figures = {
+            "serverCount": self.server_count,
+            "connected": self.connected,
+            "failed": self.failed,
+            "toolCount": self.tool_count,
+        }
+        text = " ".join(f"{k}={v}" for k, v in figures.items())
+        log.info("proxy.init %s", text, extra={"span": "proxy.init", **figures})
+
+
+def api_base(host: str, port: int) -> str:
+    """The URL this process's gateway answers on, seen from this process."""
+    local = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{local}]:{port}" if ":" in local else f"http://{local}:{port}"
+
+
+async def _ready(http: httpx.AsyncClient, deadline: float) -> None:
+    while True:
+        try:
+            response = await http.get(HEALTH)
+            if response.status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the gateway did not answer within {READY_SECONDS:.0f} s")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _register(http: httpx.AsyncClient, request: RegisterServerRequest) -> str | None:
+    """Register one server: None when it went in or already exists, else why it failed."""
+    try:
+        response = await http.post(SERVERS, json=request.model_dump(mode="json", exclude_none=True))
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if response.status_code == 409 and error_code(response) == "SERVER_ALREADY_EXISTS":
+        log.info("server %s already registered; left as it is", request.name, extra={"server": request.name})
+        return None
+    if response.is_error:
+        return describe_error(response)
+    log.info("registered server %s", request.name, extra={"server": request.name})
+    return None
+
+
+async def _statuses(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
+    servers: dict[str, dict[str, Any]] = {}
+    while True:
+        response = await http.get(SERVERS, params={"limit": PAGE, "offset": len(servers)})
+        response.raise_for_status()
+        page = response.json()
+        servers.update((s["name"], s) for s in page["servers"])
+        if not page["servers"] or len(servers) >= page["total"]:
+            return servers
+
+
+async def _settle(http: httpx.AsyncClient, names: set[str], deadline: float) -> dict[str, dict[str, Any]]:
+    """Poll until none of ``names`` is still connecting, or the deadline; the last statuses seen."""
+    while True:
+        servers = await _statuses(http)
+        pending = [n for n in names if servers.get(n, {}).get("status") == ServerStatus.CONNECTING]
+        if not pending or time.monotonic() > deadline:
+            return servers
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def provision(
+    base_url: str, token: str, requests: list[RegisterServerRequest], settle_seconds: float
+) -> ProxyInit:
+    """Register ``requests`` in parallel (existing names are skipped), wait for them to settle, log."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30.0) as http:
+        await _ready(http, time.monotonic() + READY_SECONDS)
+        outcomes = await asyncio.gather(*(_register(http, r) for r in requests))
+        report = ProxyInit(server_count=sum(1 for r in requests if r.auto_connect))
+        for request, problem in zip(requests, outcomes, strict=True):
+            if problem is not None:
+                log.error("server %s not registered: %s", request.name, problem, extra={"server": request.name})
+                report.failures[request.name] = problem
+        to_connect = {r.name for r in requests if r.auto_connect and r.name not in report.failures}
+        servers = await _settle(http, to_connect, time.monotonic() + settle_seconds)
+    for name in to_connect:
+        server = servers.get(name, {})
+        if server.get("status") in CONNECTED:
+            report.connected += 1
+            report.tool_count += int(server.get("tool_count") or 0)
+        else:
+            report.failures[name] = str(server.get("status", "missing"))
+            log.warning("server %s did not connect: %s", name, report.failures[name], extra={"server": name})
+    report.failed = report.server_count - report.connected
+    report.log()
+    return report
+
+
+async def provision_until_stopped(
+    base_url: str, token: str, requests: list[RegisterServerRequest], settle_seconds: float, stop: asyncio.Event
+) -> None:
+    """``provision``, given up when ``stop`` is set first; its failures are logged, never raised,
+    so a bad config entry or a slow gateway cannot bring ``toolmesh up`` down."""
+    work = asyncio.ensure_future(provision(base_url, token, requests, settle_seconds))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, stopping):
+            task.cancel()
+        await asyncio.gather(work, stopping, return_exceptions=True)
+    exc = work.exception() if work.done() and not work.cancelled() else None
+    if isinstance(exc, httpx.HTTPError | TimeoutError):
+        log.error("config servers not applied: %s", exc, extra={"span": "proxy.init"})
+    elif exc is not None:
+        raise exc  # a bug, not a condition: let it surface

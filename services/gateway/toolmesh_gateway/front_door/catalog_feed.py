@@ -1,0 +1,76 @@
+"""Keeps a ``Catalog`` fresh (a snapshot of the read model, then every later event) and says when
+its visible tool set changed. The same scheme as ``route_feed``: snapshot and checkpoint in one
+transaction, then an ordered JetStream consumer from the next sequence."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.store.catalog import catalog_snapshot
+from toolmesh_gateway.front_door.catalog import Catalog, CatalogServer, CatalogTool
+
+log = logging.getLogger("toolmesh.gateway.mcp")
+
+
+class CatalogFeed:
+    """Loads a catalog and follows the event stream into it."""
+
+    def __init__(self, js: JetStreamContext, db: asyncpg.Pool, catalog: Catalog | None = None) -> None:
+        self._js = js
+        self._db = db
+        self.catalog = catalog or Catalog()
+        self._sub: JetStreamContext.PushSubscription | None = None
+        self._changed = asyncio.Condition()
+
+    async def start(self) -> None:
+        """Load the snapshot and subscribe from the sequence after it."""
+        snapshot = await catalog_snapshot(self._db)
+        servers = [
+            CatalogServer(r["id"], r["name"], r["transport_type"], ServerStatus(r["status"])) for r in snapshot.servers
+        ]
+        tools = [
+            (r["server_id"], CatalogTool(r["original_name"], r["description"], dict(r["input_schema"] or {})))
+            for r in snapshot.tools
+        ]
+        self.catalog.load(servers, tools, snapshot.seq)
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
+        self._sub = await self._js.subscribe(
+            EVENTS_SUBJECTS, stream=EVENTS_STREAM, cb=self._on_event, ordered_consumer=True, config=config
+        )
+
+    async def close(self) -> None:
+        """Stop following the stream."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:  # the connection may already be closed; nothing left to release
+                log.debug("catalog feed unsubscribe failed: %s", exc)
+
+    async def wait_changed(self, seen_version: int) -> int:
+        """Wait until the visible tool set changed after ``seen_version``; returns the new version."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.catalog.version != seen_version)
+            return self.catalog.version
+
+    async def _on_event(self, msg: Msg) -> None:
+        seq = msg.metadata.sequence.stream
+        try:
+            event = decode_event(msg.subject, msg.data)
+        except ValidationError as exc:
+            log.error("event %d on %s is malformed and was skipped: %s", seq, msg.subject, exc)
+            event = None
+        if event is None:
+            self.catalog.skip(seq)
+        elif self.catalog.apply(event, seq):
+            async with self._changed:
+                self._changed.notify_all()

@@ -1,0 +1,117 @@
+"""The tool lists of the two modes, and tool results as the MCP wire spells them.
+
+*all*: every tool of every CONNECTED or DEGRADED server, under a public name (``names``).
+*search*: three meta-tools: ``search_tools``, ``call_tool`` (namespaced ``server.tool``), ``run``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import mcp_types
+
+from toolmesh.errors import ToolmeshError
+from toolmesh_gateway.front_door.catalog import Catalog
+from toolmesh_gateway.front_door.names import NameMap
+
+Mode = Literal["all", "search"]
+MODES: tuple[Mode, ...] = ("all", "search")
+SEARCH_TOOLS, CALL_TOOL, RUN = "search_tools", "call_tool", "run"
+
+META_TOOLS = [
+    mcp_types.Tool(
+        name=SEARCH_TOOLS,
+        description="Find tools of the servers behind this gateway by what they do (hybrid semantic + keyword "
+        "search). Returns namespaced names (server.tool) with descriptions and input schemas, for call_tool.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What the tool should do"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                "server_filter": {"type": "array", "items": {"type": "string"}, "description": "Only these servers"},
+            },
+            "required": ["query"],
+        },
+    ),
+    mcp_types.Tool(
+        name=CALL_TOOL,
+        description="Call a tool by its namespaced name (server.tool) as search_tools returned it.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "Namespaced tool name, e.g. github.create_issue"},
+                "arguments": {"type": "object", "description": "The tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    ),
+    mcp_types.Tool(
+        name=RUN,
+        description="Run Python code in a sandbox. Every server is a pack: `x = server.tool(arg=...)` calls a tool "
+        "and returns its structured result (or text), so calls chain within one snippet. `proxy.list_servers()`, "
+        "`proxy.list_tools(server=...)` and `toolmesh.search(query)` help find tools. No imports of os, files or "
+        "network. The value of the last expression is returned, with everything printed.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "Python source"},
+                "timeout_seconds": {"type": "number", "exclusiveMinimum": 0},
+            },
+            "required": ["code"],
+        },
+    ),
+]
+
+
+@dataclass
+class AllTools:
+    """The "all tools" listing of one catalog version, with its name map (rebuilt when the version moves)."""
+
+    version: int
+    names: NameMap
+    tools: list[mcp_types.Tool]
+
+
+def all_tools(catalog: Catalog, separator: str) -> AllTools:
+    """Every visible tool under its public name; the description says where it comes from."""
+    visible = catalog.visible()
+    names = NameMap.build(((s.name, t.name) for s, t in visible), separator)
+    tools = []
+    for server, tool in visible:
+        public = names.public(server.name, tool.name)
+        assert public is not None
+        schema = tool.input_schema if tool.input_schema.get("type") == "object" else {"type": "object"}
+        description = f"[{server.name}] {tool.description or tool.name}"
+        tools.append(
+            mcp_types.Tool(
+                name=public, title=f"{server.name}.{tool.name}", description=description, input_schema=schema
+            )
+        )
+    return AllTools(catalog.version, names, tools)
+
+
+def call_result(body: dict[str, Any]) -> mcp_types.CallToolResult:
+    """A ``ToolCalls`` response body as an MCP result; routing metadata goes to ``_meta``."""
+    wire: dict[str, Any] = {"content": body.get("content", []), "isError": bool(body.get("isError"))}
+    if body.get("structuredContent") is not None:
+        wire["structuredContent"] = body["structuredContent"]
+    if body.get("metadata"):
+        wire["_meta"] = {"toolmesh/metadata": body["metadata"]}
+    return mcp_types.CallToolResult.model_validate(wire)
+
+
+def error_result(exc: ToolmeshError) -> mcp_types.CallToolResult:
+    """A toolmesh error as a tool error the model can read: the spec's error body as text."""
+    return text_result(exc.body(), is_error=True)
+
+
+def text_result(value: Any, *, is_error: bool = False) -> mcp_types.CallToolResult:
+    """``value`` as JSON text, and as structured content when it is an object."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)],
+        structured_content=value if isinstance(value, dict) else None,
+        is_error=is_error,
+    )

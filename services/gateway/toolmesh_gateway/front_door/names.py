@@ -1,0 +1,84 @@
+"""Public tool names of the "all tools" mode, valid for common LLM APIs: ``^[a-zA-Z0-9_-]{1,64}$``.
+
+``server`` + separator + ``tool``, with every other character replaced by ``_``. A name that had
+to be changed that way, or is longer than 64 characters, may collide with another one; such a
+name (and any name over the limit) gets a short hash of its exact ``server.tool`` as a suffix,
+truncating the readable part. A name that needed no change keeps it, so the common case stays
+readable and stable. The result depends only on the set of pairs, never on their order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+MAX_LENGTH = 64
+VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_HASH_LENGTH = 8
+
+
+def sanitize(text: str) -> str:
+    """``text`` with every character outside ``[a-zA-Z0-9_-]`` replaced by ``_``."""
+    return _INVALID_CHARS.sub("_", text)
+
+
+def hashed_name(readable: str, server: str, tool: str) -> str:
+    """``readable`` truncated to leave room for ``_`` and a hash of the exact pair."""
+    digest = hashlib.sha256(f"{server}.{tool}".encode()).hexdigest()[:_HASH_LENGTH]
+    return f"{readable[: MAX_LENGTH - _HASH_LENGTH - 1]}_{digest}"
+
+
+def candidate_name(server: str, tool: str, separator: str = "__") -> tuple[str, bool]:
+    """The readable name of a pair and whether it is exact (nothing replaced, within the limit)."""
+    readable = f"{sanitize(server)}{separator}{sanitize(tool)}"
+    exact = readable == f"{server}{separator}{tool}" and len(readable) <= MAX_LENGTH
+    return readable, exact
+
+
+@dataclass
+class NameMap:
+    """Public names of ``(server, tool)`` pairs, both ways."""
+
+    separator: str = "__"
+    by_public: dict[str, tuple[str, str]] = field(default_factory=dict)
+    by_pair: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, pairs: Iterable[tuple[str, str]], separator: str = "__") -> NameMap:
+        """Names for every pair; exact names first, so they are never displaced by a lossy one."""
+        names = cls(separator)
+        unique = sorted(set(pairs))
+        readable = {pair: candidate_name(*pair, separator) for pair in unique}
+        shared = Counter(name for name, _ in readable.values())
+        for pair in unique:  # exact names first ("a__b"+"c" and "a"+"b__c" clash: the first sorted wins)
+            name, exact = readable[pair]
+            if exact and name not in names.by_public:
+                names._add(name, pair)
+        for pair in unique:
+            if pair in names.by_pair:
+                continue
+            name, _ = readable[pair]
+            if name in names.by_public or len(name) > MAX_LENGTH or shared[name] > 1:
+                name = hashed_name(name, *pair)
+            salt = 0
+            while name in names.by_public:  # a hash collision: astronomically rare, still deterministic
+                salt += 1
+                name = hashed_name(readable[pair][0], pair[0], f"{pair[1]}#{salt}")
+            names._add(name, pair)
+        return names
+
+    def _add(self, name: str, pair: tuple[str, str]) -> None:
+        self.by_public[name] = pair
+        self.by_pair[pair] = name
+
+    def public(self, server: str, tool: str) -> str | None:
+        """The public name of a pair."""
+        return self.by_pair.get((server, tool))
+
+    def resolve(self, name: str) -> tuple[str, str] | None:
+        """The ``(server, tool)`` pair of a public name."""
+        return self.by_public.get(name)

@@ -1,0 +1,85 @@
+"""``GET /metrics`` (Prometheus text format) and a span around every HTTP request.
+
+``/metrics`` does not take the API's bearer keys: Prometheus scrapers are configured with at most
+a static token, and the page holds counts and server names, no secrets. When
+``TOOLMESH_METRICS_TOKEN`` is set the scraper must send it (``authorization`` in the scrape
+config); every other endpoint stays behind the API's principals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fastapi import APIRouter, Request, Response
+from opentelemetry.trace import SpanKind
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolmesh import metrics
+from toolmesh.errors import Unauthorized
+from toolmesh.metrics_http import authorized
+from toolmesh.runtime import Backends
+from toolmesh.store import queries
+from toolmesh.telemetry import mark_error, span
+
+log = logging.getLogger("toolmesh.gateway")
+router = APIRouter(tags=["observability"])
+INVENTORY_TIMEOUT_SECONDS = 2.0
+_TRACE_HEADERS = (b"traceparent", b"tracestate")
+
+
+async def _refresh_inventory(b: Backends) -> None:
+    """Servers by status and tool counts from the read model, for this scrape (skipped when slow)."""
+    try:
+        async with asyncio.timeout(INVENTORY_TIMEOUT_SECONDS):
+            counts = await queries.status_counts(b.db)
+            tools = await queries.tool_counts(b.db)
+    except Exception as exc:  # a scrape still answers, with the process's own metrics
+        log.warning("metrics: read model unavailable: %s", type(exc).__name__)
+        return
+    metrics.set_inventory(counts, tools_total=int(tools["total"]), tools_classified=int(tools["classified"]))
+
+
+@router.get("/metrics", include_in_schema=False)
+async def prometheus_metrics(request: Request) -> Response:
+    """The system contract's metrics, in the Prometheus text format."""
+    b: Backends = request.app.state.backends
+    if not authorized(b.settings.metrics_token, request.headers.get("authorization")):
+        raise Unauthorized("Invalid metrics token")
+    await _refresh_inventory(b)
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+
+class TracingMiddleware:
+    """A server span per HTTP request, continuing an incoming ``traceparent`` (no-op cost when off)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        remote = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in _TRACE_HEADERS}
+        attributes = {"http.request.method": scope["method"], "url.path": scope["path"]}
+        with span(f"HTTP {scope['method']}", kind=SpanKind.SERVER, remote=remote, attributes=attributes) as current:
+            status = 500
+
+            async def send_status(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await self.app(scope, receive, send_status if current is not None else send)
+            finally:
+                if current is not None:
+                    route = scope.get("route")
+                    path = getattr(route, "path", None)
+                    if path:
+                        current.update_name(f"HTTP {scope['method']} {path}")
+                        current.set_attribute("http.route", path)
+                    current.set_attribute("http.response.status_code", status)
+                    if status >= 500:
+                        mark_error(current, f"HTTP {status}")

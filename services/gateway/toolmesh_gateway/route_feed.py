@@ -1,0 +1,91 @@
+"""Keeps a ``RouteTable`` fresh: a snapshot of the read model, then every later event.
+
+The snapshot and the projector's checkpoint are read in one transaction, so they describe the
+same stream sequence ``N``; an ordered JetStream consumer then delivers from ``N + 1``. Nothing
+is missed between the load and the subscription, and nothing is applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import asyncpg
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.errors import BackendUnavailable
+from toolmesh.store.routes import route_snapshot
+from toolmesh_gateway.route_table import RouteTable
+
+log = logging.getLogger("toolmesh.gateway.routes")
+CATCH_UP_SECONDS = 1.0
+"""How long a call that found no route waits for the table to reach the stream's last event."""
+
+
+class RouteFeed:
+    """Loads a route table and follows the event stream into it."""
+
+    def __init__(self, js: JetStreamContext, db: asyncpg.Pool, table: RouteTable) -> None:
+        self._js = js
+        self._db = db
+        self.table = table
+        self._sub: JetStreamContext.PushSubscription | None = None
+
+    async def start(self) -> None:
+        """Load the snapshot and subscribe from the sequence after it."""
+        snapshot = await route_snapshot(self._db)
+        self.table.load(snapshot.servers, snapshot.tools, snapshot.seq)
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
+        self._sub = await self._js.subscribe(
+            EVENTS_SUBJECTS, stream=EVENTS_STREAM, cb=self._on_event, ordered_consumer=True, config=config
+        )
+        log.info(
+            "route table loaded at sequence %d: %d servers",
+            snapshot.seq,
+            len(snapshot.servers),
+            extra={"role": "gateway"},
+        )
+
+    async def close(self) -> None:
+        """Stop following the stream."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:  # the connection may already be closed; nothing left to release
+                log.debug("route feed unsubscribe failed: %s", exc)
+
+    async def _on_event(self, msg: Msg) -> None:
+        seq = msg.metadata.sequence.stream
+        try:
+            event = decode_event(msg.subject, msg.data)
+        except ValidationError as exc:
+            log.error("event %d on %s is malformed and was skipped: %s", seq, msg.subject, exc)
+            event = None
+        if event is None:
+            self.table.skip(seq)
+        else:
+            self.table.apply(event, seq)
+
+    async def catch_up(self, timeout: float = CATCH_UP_SECONDS) -> bool:
+        """Wait (bounded) until the table has applied every event in the stream now; True when it has."""
+        try:
+            info = await self._js.stream_info(EVENTS_STREAM)
+        except Exception as exc:  # nats raises several unrelated types when JetStream is unreachable
+            raise BackendUnavailable(f"JetStream unreachable: {exc}") from exc
+        target = int(info.state.last_seq)
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        # The feed applies events in its own subscription task; poll its sequence (rare path only).
+        while self.table.applied_seq < target:
+            if time.monotonic() >= deadline:
+                log.warning("route table at %d, stream at %d after %.1fs", self.table.applied_seq, target, timeout)
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        return True

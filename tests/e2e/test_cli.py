@@ -1,0 +1,308 @@
+"""The ``toolmesh`` command as a user drives it: ``up --config`` as a real process, then the
+``servers``, ``tools`` and ``import`` subcommands against it, then SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.peers.launch import DEMO_SERVER
+from toolmesh.embedded import free_port
+
+pytestmark = pytest.mark.e2e
+
+TOOLMESH = shutil.which("toolmesh", path=str(Path(sys.executable).parent)) or "toolmesh"
+START_SECONDS = 90.0
+SETTLE_SECONDS = 60.0
+STOP_SECONDS = 30.0
+MISSING_COMMAND = "/nonexistent/toolmesh-e2e-missing-command"
+
+
+@dataclass
+class Up:
+    """A running ``toolmesh up`` and how to reach it."""
+
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    env: dict[str, str]
+    log: Path
+
+    def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
+        """Run ``toolmesh ARGS`` against this instance; check the exit code unless ``expect`` is None."""
+        done = subprocess.run([TOOLMESH, *args], env=self.env, capture_output=True, text=True, timeout=60)
+        if expect is not None:
+            assert done.returncode == expect, (
+                f"toolmesh {' '.join(args)}: {done.returncode}\n{done.stdout}{done.stderr}"
+            )
+        return done
+
+    def cli_json(self, *args: str) -> Any:
+        return json.loads(self.cli(*args, "--json").stdout)
+
+    def servers(self) -> dict[str, dict[str, Any]]:
+        return {s["name"]: s for s in self.cli_json("servers", "list")["servers"]}
+
+
+def _clean_env(data_dir: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
+    env.update(TOOLMESH_DATA_DIR=str(data_dir), TOOLMESH_URL=f"http://127.0.0.1:{port}", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _start(data_dir: Path, config: Path, log: Path) -> Up:
+    port = free_port()
+    env = _clean_env(data_dir, port)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port), "--config", str(config)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Up(process, data_dir, env, log)
+
+
+def _wait_for(what: str, check: Callable[[], Any], up: Up, seconds: float) -> Any:
+    """Poll ``check`` until it returns something truthy; fail with the last value at the deadline."""
+    deadline = time.monotonic() + seconds
+    last: Any = None
+    while time.monotonic() < deadline:
+        assert up.process.poll() is None, f"toolmesh up exited with {up.process.returncode}:\n{up.log.read_text()}"
+        try:
+            last = check()
+        except (AssertionError, json.JSONDecodeError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}; last: {last!r}\n{up.log.read_text()[-3000:]}")
+
+
+def _statuses(up: Up, *names: str) -> dict[str, str]:
+    servers = up.servers()
+    return {n: servers[n]["status"] if n in servers else "missing" for n in names}
+
+
+def _settled(up: Up, expected: dict[str, str]) -> Callable[[], bool]:
+    return lambda: _statuses(up, *expected) == expected
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every live process under ``pid``, with its command line."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: dict[int, str] = {}
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found[child] = _cmdline(child) or "?"
+            stack.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str | None:
+    """The command line of a live (non-zombie) process, None when it is gone."""
+    try:
+        if (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) == "Z":
+            return None
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except (OSError, IndexError):
+        return None
+
+
+def _stop(up: Up) -> int:
+    up.process.send_signal(signal.SIGTERM)
+    try:
+        return up.process.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        up.process.kill()
+        up.process.wait()
+        pytest.fail(f"toolmesh up did not stop within {STOP_SECONDS:.0f} s after SIGTERM")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def config(workdir: Path) -> Path:
+    path = workdir / "toolmesh.yaml"
+    demo = {"command": sys.executable, "args": [str(DEMO_SERVER), "--transport", "stdio", "--name", "demo"]}
+    document = {
+        "servers": [{"name": "demo", "transport_type": "STDIO", "connection_config": demo}],
+        "mcpServers": {"Broken Server": {"command": MISSING_COMMAND}},
+    }
+    path.write_text(json.dumps(document))  # JSON is YAML
+    return path
+
+
+@pytest.fixture(scope="module")
+def up(workdir: Path, config: Path) -> Iterator[Up]:
+    running = _start(workdir / "data", config, workdir / "up.log")
+    try:
+        yield running
+    finally:
+        for pid in _descendants(running.process.pid) if running.process.poll() is None else {}:
+            os.kill(pid, signal.SIGKILL)
+        if running.process.poll() is None:
+            running.process.kill()
+            running.process.wait()
+
+
+def test_config_servers_settle_and_up_keeps_running(up: Up) -> None:
+    expected = {"demo": "CONNECTED", "broken-server": "ERROR"}
+    _wait_for("the config's servers to settle", _settled(up, expected), up, START_SECONDS)
+    assert up.process.poll() is None
+
+    def proxy_init() -> list[dict[str, Any]]:
+        lines = (json.loads(line) for line in up.log.read_text().splitlines() if line.startswith("{"))
+        return [r for r in lines if r.get("span") == "proxy.init"]
+
+    (record,) = _wait_for("the proxy.init record", proxy_init, up, SETTLE_SECONDS)
+    assert "serverCount=2 connected=1 failed=1" in record["msg"]
+
+
+def test_servers_list_and_show(up: Up) -> None:
+    listed = up.cli("servers", "list").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "STATUS", "TRANSPORT", "TOOLS", "CONNECTED", "ID"]
+    rows = {line.split()[0]: line.split() for line in listed[1:]}
+    assert rows["demo"][1:3] == ["CONNECTED", "STDIO"] and int(rows["demo"][3]) > 0
+    assert rows["broken-server"][1:4] == ["ERROR", "STDIO", "0"]
+    assert [s["name"] for s in up.cli_json("servers", "list", "--status", "error")["servers"]] == ["broken-server"]
+
+    shown = up.cli("servers", "show", "broken-server").stdout
+    assert "status:" in shown and "ERROR" in shown and MISSING_COMMAND in shown
+    by_name = up.cli_json("servers", "show", "demo")
+    by_id = up.cli_json("servers", "show", by_name["id"])
+    assert (by_id["name"], by_id["connection_config"]) == ("demo", by_name["connection_config"])
+
+    missing = up.cli("servers", "show", "no-such-server", expect=1)
+    assert missing.stdout == "" and "SERVER_NOT_FOUND" in missing.stderr
+
+
+def test_tools_list(up: Up) -> None:
+    tools = up.cli_json("tools", "list", "--server", "demo")["tools"]
+    names = {t["name"] for t in tools}
+    assert {"demo.echo", "demo.add"} <= names
+    everywhere = up.cli("tools", "list").stdout.splitlines()
+    assert everywhere[0].split()[0] == "TOOL"
+    assert {line.split()[0] for line in everywhere[1:]} == names
+
+
+def test_disconnect_connect_history_rm(up: Up) -> None:
+    assert "DISCONNECTED" in up.cli("servers", "disconnect", "demo").stdout
+    assert up.servers()["demo"]["status"] == "DISCONNECTED"
+    assert up.cli("servers", "connect", "demo").stdout.startswith("demo: ")
+    _wait_for("demo to reconnect", _settled(up, {"demo": "CONNECTED"}), up, SETTLE_SECONDS)
+    history = [line.split()[2] for line in up.cli("servers", "history", "demo").stdout.splitlines()[1:]]
+    assert history[0] == "REGISTERED" and "DISCONNECTED" in history and history.count("CONNECTED") >= 2
+
+    assert "removed broken-server" in up.cli("servers", "rm", "broken-server").stdout
+    assert "broken-server" not in up.servers()
+    assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "broken-server", expect=1).stderr
+
+
+def test_import_mcp_servers(up: Up, workdir: Path) -> None:
+    closed = free_port()
+    remote = workdir / "remote.json"
+    remote.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "Remote Events": {"url": f"http://127.0.0.1:{closed}/sse", "headers": {"X-Key": "secret"}},
+                    "streamed": {"url": f"http://127.0.0.1:{closed}/mcp"},
+                }
+            }
+        )
+    )
+    done = up.cli("import", str(remote), "--no-connect")
+    assert "added remote-events (renamed from 'Remote Events'): SSE, DISCONNECTED" in done.stdout
+    assert "added streamed: HTTP, DISCONNECTED" in done.stdout
+    detail = up.cli_json("servers", "show", "remote-events")
+    assert (
+        detail["connection_config"]["url"].endswith("/sse")
+        and detail["connection_config"]["headers"]["X-Key"] != "secret"
+    )
+    assert up.cli_json("servers", "show", "streamed")["transport_type"] == "HTTP"
+
+    desktop = workdir / "claude_desktop_config.json"
+    demo = {"command": sys.executable, "args": [str(DEMO_SERVER), "--transport", "stdio", "--name", "copy"]}
+    desktop.write_text(json.dumps({"mcpServers": {"Demo Copy": demo, "demo": demo, "empty": {}}}))
+    partial = up.cli("import", str(desktop), expect=1)
+    assert "added demo-copy (renamed from 'Demo Copy')" in partial.stdout
+    assert "imported 1 of 3 servers" in partial.stdout
+    assert "failed demo: Server already exists: demo (SERVER_ALREADY_EXISTS)" in partial.stderr
+    assert "failed empty:" in partial.stderr
+    _wait_for("demo-copy to connect", _settled(up, {"demo-copy": "CONNECTED"}), up, SETTLE_SECONDS)
+
+    yaml_file = workdir / "servers.yaml"
+    yaml_file.write_text("mcpServers:\n  demo: {command: x}\n")
+    assert "not valid JSON" in up.cli("import", str(yaml_file), expect=1).stderr
+
+
+def test_usage_and_connection_errors(up: Up) -> None:
+    assert up.cli("servers", "add", "x", "--sse", "http://h/sse", "--env", "A=1", expect=1).stderr.startswith(
+        "toolmesh: --env is for --stdio"
+    )
+    assert "name:" in up.cli("servers", "add", "Bad Name", "--http", "http://h/mcp", expect=1).stderr
+    assert up.cli("servers", "add", "x", expect=2).returncode == 2
+    assert up.cli("servers", "frobnicate", expect=2).returncode == 2
+    unreachable = up.cli("servers", "list", "--url", f"http://127.0.0.1:{free_port()}", expect=1)
+    assert "toolmesh is not running at" in unreachable.stderr
+    assert "UNAUTHORIZED" in up.cli("servers", "list", "--token", "wrong", expect=1).stderr
+
+
+def test_add_from_the_command_line(up: Up) -> None:
+    added = up.cli(
+        "servers", "add", "added", "--description", "by hand", "--env", "DEMO=1",
+        "--stdio", sys.executable, str(DEMO_SERVER), "--transport", "stdio", "--name", "added",
+    )  # fmt: skip
+    assert added.stdout.startswith("registered added (")
+    _wait_for("added to connect", _settled(up, {"added": "CONNECTED"}), up, SETTLE_SECONDS)
+    detail = up.cli_json("servers", "show", "added")
+    assert detail["description"] == "by hand" and detail["connection_config"]["args"][-2:] == ["--name", "added"]
+
+
+def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(up: Up, workdir: Path, config: Path) -> None:
+    children = _descendants(up.process.pid)
+    assert any("nats-server" in c for c in children.values()), children
+    assert any("postgres" in c for c in children.values()), children
+    assert any(str(DEMO_SERVER) in c for c in children.values()), children
+    before = up.servers()
+
+    assert _stop(up) == 0
+    left = {pid: cmd for pid, cmd in children.items() if _cmdline(pid) == cmd}
+    assert not left, f"processes left behind: {left}"
+
+    again = _start(up.data_dir, config, workdir / "up2.log")
+    try:
+        expected = {"demo": "CONNECTED", "broken-server": "ERROR"}
+        _wait_for("the restart to settle", _settled(again, expected), again, START_SECONDS)
+        after = again.cli_json("servers", "list")["servers"]
+        names = [s["name"] for s in after]
+        assert len(names) == len(set(names))
+        assert {n for n in names} == set(before) | {"broken-server"}
+        assert {s["id"] for s in after if s["name"] == "demo"} == {before["demo"]["id"]}
+    finally:
+        restarted = _descendants(again.process.pid)
+        assert _stop(again) == 0
+    assert not {pid for pid, cmd in restarted.items() if _cmdline(pid) == cmd}

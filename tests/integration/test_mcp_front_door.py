@@ -1,0 +1,171 @@
+"""The gateway as an MCP server (``/mcp``, ``toolmesh mcp``): both modes against peers on all transports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import mcp_types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
+from tests.mcp_client import Received, mcp_session, mcp_url, text_of
+from tests.peers.launch import launch_peer
+
+pytestmark = pytest.mark.integration
+TRANSPORTS = {"alpha": "stdio", "beta": "sse", "gamma": "http"}
+
+
+@pytest.fixture
+async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
+    """A toolmesh with the demo peer registered over stdio (alpha), SSE (beta) and Streamable HTTP (gamma)."""
+    async with (
+        running_system(nats_url, database_url) as system,
+        launch_peer("sse") as sse,
+        launch_peer("http") as http,
+        launch_peer("stdio") as stdio,
+    ):
+        peers = {"alpha": stdio, "beta": sse, "gamma": http}
+        for name, peer in peers.items():
+            created = await system.register(name, peer.transport_type, peer.config)
+            await system.wait_connected(created["id"])
+        yield system
+
+
+async def tool_names(session: ClientSession) -> set[str]:
+    return {tool.name for tool in (await session.list_tools()).tools}
+
+
+async def test_all_mode_lists_and_calls_tools_on_every_transport(system: System) -> None:
+    async with mcp_session(system) as session:
+        names = await tool_names(session)
+        for server in TRANSPORTS:
+            assert {f"{server}__echo", f"{server}__add", f"{server}__progress"} <= names
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert listed["beta__add"].title == "beta.add"
+        assert set(listed["beta__add"].input_schema["properties"]) == {"a", "b"}
+        for server in TRANSPORTS:
+            result = await session.call_tool(f"{server}__echo", {"text": f"hi {server}"})
+            assert result.is_error is False and text_of(result) == f"hi {server}"
+            assert result.meta is not None and result.meta["toolmesh/metadata"]["routed_to"] == server
+        added = await session.call_tool("gamma__add", {"a": 2, "b": 3})
+        assert added.structured_content == {"result": 5.0}
+        failed = await session.call_tool("alpha__fail", {"message": "boom"})
+        assert failed.is_error is True and "boom" in text_of(failed)
+        missing = await session.call_tool("alpha__nope", {})
+        assert missing.is_error is True and json.loads(text_of(missing))["error_code"] == "TOOL_NOT_FOUND"
+
+
+async def test_calls_through_mcp_log_the_proxy_tool_call_span(system: System, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="toolmesh.session")
+    async with mcp_session(system) as session:
+        await session.call_tool("beta__echo", {"text": "traced"})
+    spans = [r for r in caplog.records if getattr(r, "span", None) == "proxy.tool.call"]
+    assert any(r.server == "beta" and r.tool == "echo" and r.status == "SUCCESS" for r in spans)  # type: ignore[attr-defined]
+    record = next(r for r in spans if r.server == "beta")  # type: ignore[attr-defined]
+    assert record.resultLength > 0 and record.duration >= 0  # type: ignore[attr-defined]
+
+
+async def test_tools_list_changed_is_announced_when_a_server_is_added(system: System) -> None:
+    received = Received()
+    async with mcp_session(system, received=received) as session:
+        assert "delta__echo" not in await tool_names(session)
+        await asyncio.sleep(0.3)  # the client opens its standalone stream right after initializing
+        async with launch_peer("stdio") as peer:
+            created = await system.register("delta", peer.transport_type, peer.config)
+        await system.wait_connected(created["id"])
+        await eventually(lambda: _true(received.tools_changed() > 0), timeout=10, what="tools/list_changed")
+        assert "delta__echo" in await tool_names(session)
+        before = received.tools_changed()
+        response = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/disconnect")
+        assert response.status_code == 200, response.text
+        await eventually(lambda: _true(received.tools_changed() > before), timeout=10, what="a second list_changed")
+        assert "delta__echo" not in await tool_names(session)
+
+
+Update = tuple[float, float | None, str | None]
+
+
+def progress_collector() -> tuple[list[Update], Callable[[float, float | None, str | None], Awaitable[None]]]:
+    updates: list[Update] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
+
+    return updates, on_progress
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_progress_of_an_upstream_tool_reaches_the_mcp_client(system: System) -> None:
+    for server in TRANSPORTS:
+        updates, on_progress = progress_collector()
+        async with mcp_session(system) as session:
+            result = await session.call_tool(f"{server}__progress", {"steps": 3}, progress_callback=on_progress)
+        assert text_of(result) == "done 3"
+        assert updates == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")], server
+
+
+async def test_search_mode_serves_the_meta_tools(system: System) -> None:
+    async with mcp_session(system, mode="search") as session:
+        assert await tool_names(session) == {"search_tools", "call_tool", "run"}
+        found = await session.call_tool("search_tools", {"query": "add two numbers", "limit": 5})
+        assert found.is_error is False
+        hits = found.structured_content["tools"]  # type: ignore[index]
+        assert hits and {"alpha.add", "beta.add", "gamma.add"} & {h["name"] for h in hits}
+        assert all(h["input_schema"] is not None for h in hits)
+        only = await session.call_tool("search_tools", {"query": "echo text", "server_filter": ["beta"]})
+        assert {h["server"] for h in only.structured_content["tools"]} == {"beta"}  # type: ignore[index]
+        called = await session.call_tool("call_tool", {"name": "gamma.add", "arguments": {"a": 1, "b": 2}})
+        assert called.structured_content == {"result": 3.0}
+        ran = await session.call_tool("run", {"code": "x = alpha.add(a=1, b=2)\nbeta.echo(text=str(x['result']))"})
+        assert ran.is_error is False, text_of(ran)
+        assert ran.structured_content["result"] == {"result": "3.0"}  # type: ignore[index]
+        unknown = await session.call_tool("alpha__echo", {"text": "x"})
+        assert unknown.is_error is True and "search mode" in text_of(unknown)
+
+
+async def test_unauthenticated_and_invalid_mode_are_refused(system: System) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        for extra in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}):
+            response = await http.post(mcp_url(system), json=init, headers={**headers, **extra})
+            assert response.status_code == 401, response.text
+            assert response.json()["error_code"] == "UNAUTHORIZED"
+            assert response.headers["www-authenticate"] == "Bearer"
+        auth = {**headers, "Authorization": f"Bearer {ADMIN_TOKEN}"}
+        response = await http.post(mcp_url(system, "everything"), json=init, headers=auth)
+        assert response.status_code == 400 and response.json()["context"] == {"mode": "everything"}
+    with pytest.raises(Exception):  # noqa: B017 - the SDK surfaces the 401 as an error of its own choosing
+        async with mcp_session(system, token="wrong") as session:
+            await session.list_tools()
+
+
+async def test_toolmesh_mcp_bridges_stdio_to_a_running_gateway(system: System) -> None:
+    base = f"http://{system.settings.host}:{system.settings.port}"
+    for mode, expected in ((None, "alpha__echo"), ("search", "run")):
+        args = ["-m", "toolmesh_cli.main", "mcp", "--url", base, *(["--mode", mode] if mode else [])]
+        params = StdioServerParameters(command=sys.executable, args=args, env={"TOOLMESH_ADMIN_TOKEN": ADMIN_TOKEN})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = await tool_names(session)
+            assert expected in names
+            if mode is None:
+                result = await session.call_tool("alpha__echo", {"text": "over stdio"})
+                assert text_of(result) == "over stdio"
+                updates, on_progress = progress_collector()
+                await session.call_tool("gamma__progress", {"steps": 2}, progress_callback=on_progress)
+                assert [u[0] for u in updates] == [1.0, 2.0]
+            else:
+                ran = await session.call_tool("run", {"code": "proxy.list_servers()"})
+                assert [s["name"] for s in ran.structured_content["result"]] == ["alpha", "beta", "gamma"]  # type: ignore[index]
+                assert isinstance(ran, mcp_types.CallToolResult)

@@ -1,0 +1,211 @@
+"""Tool search and skills against real NATS, Postgres and MCP peers (BR-003/004/007/008/009, EC-009)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from tests.harness import System, eventually, running_system
+from tests.peers.launch import launch_peer
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.model import load_embedder
+from toolmesh.index.base import Where
+from toolmesh.index.edge import EdgeIndex
+from toolmesh.index.factory import shared_index
+from toolmesh.index.projection import IndexProjection
+from toolmesh.search.service import SearchService
+from toolmesh.skills.taxonomy import load_taxonomy
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+QUERY = {"query": "search documents in the library", "strategy": "flat", "limit": 20}
+ALL_BUT_CLASSIFIER = ["gateway", "session-worker", "projector", "indexer"]
+
+
+async def search(system: System, **body: Any) -> dict[str, Any]:
+    response = await system.api.post("/api/v1/search", json={**QUERY, **body})
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def found(result: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(t["name"], t["source_server"]["name"], t["source_server"]["status"]) for t in result["tools"]}
+
+
+async def search_until(system: System, check: Any, what: str, **body: Any) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        result = await search(system, **body)
+        return result if check(result) else None
+
+    return await eventually(probe, timeout=30, what=what)
+
+
+async def test_br009_br007_br008_search_follows_server_lifecycle(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    async with running_system(nats_url, database_url, data_dir=tmp_path) as system:
+        async with launch_peer("stdio") as peer_a, launch_peer("stdio") as peer_b:
+            a = await system.register("alpha", "STDIO", peer_a.config)
+            b = await system.register("beta", "STDIO", peer_b.config)
+            await system.wait_connected(a["id"])
+            await system.wait_connected(b["id"])
+            both = {("alpha.search", "alpha", "CONNECTED"), ("beta.search", "beta", "CONNECTED")}
+            await search_until(system, lambda r: both <= found(r), "both search tools")
+            result = await search(system)
+            top = result["tools"][0]
+            assert top["original_name"] == "search" and top["type"] == "tool"
+            assert top["db_id"] is not None and top["id"] == str(top["db_id"])
+            assert top["source_server"]["id"] in (a["id"], b["id"])
+            assert "input_schema" not in top or top["input_schema"] is None
+            assert result["metadata"]["servers_searched"] == 2
+            assert result["metadata"]["strategy_used"] == "flat"
+
+            only_beta = await search(system, server_filter=["beta"], include_schemas=True)
+            assert {t["source_server"]["name"] for t in only_beta["tools"]} == {"beta"}
+            schema = next(t for t in only_beta["tools"] if t["original_name"] == "search")["input_schema"]
+            assert schema["properties"]["query"]["type"] == "string"
+            assert (await search(system, include_external=False))["tools"] == []
+
+            # BR-007: a disconnected server's tools leave the results, and come back on reconnect.
+            await system.api.post(f"{SERVERS}/{a['id']}/disconnect", json={"force": True})
+            await search_until(system, lambda r: "alpha" not in {n for _, n, _ in found(r)}, "alpha to drop out")
+            await system.api.post(f"{SERVERS}/{a['id']}/connect")
+            await system.wait_connected(a["id"])
+            await search_until(system, lambda r: both <= found(r), "alpha to come back")
+
+            # BR-008: removal deletes its points from the index.
+            assert (await system.api.delete(f"{SERVERS}/{a['id']}")).status_code == 204
+            await search_until(system, lambda r: "alpha" not in {n for _, n, _ in found(r)}, "alpha removed")
+            index = shared_index(system.settings)
+            assert index is not None
+
+            async def alpha_gone() -> bool:
+                hits = await index.scroll(Where(server_id=a["id"]))
+                return not hits
+
+            await eventually(alpha_gone, what="alpha's points to leave the index")
+
+
+async def test_br004_classification_lands_and_hierarchical_search(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    async with running_system(nats_url, database_url, data_dir=tmp_path) as system:
+        async with launch_peer("stdio") as peer:
+            created = await system.register("demo", "STDIO", peer.config)
+            await system.wait_connected(created["id"])
+
+            async def classified() -> dict[str, Any] | None:
+                body = (await system.api.get(f"{SERVERS}/{created['id']}/tools")).json()
+                return body if body["unclassified"] == 0 and body["total"] > 0 else None
+
+            tools = await eventually(classified, timeout=60, what="every tool classified")
+            search_tool = next(t for t in tools["tools"] if t["original_name"] == "search")
+            assert search_tool["is_classified"] is True
+            assert 1 <= len(search_tool["skill_ids"]) <= 3
+            assert search_tool["primary_skill_id"] == search_tool["skill_ids"][0]
+
+            result = await search_until(
+                system,
+                lambda r: any(t["name"] == "demo.search" and t["skill_ids"] for t in r["tools"]),
+                "classification in the index",
+                strategy="hierarchical",
+                skill_threshold=0.2,
+            )
+            assert result["matched_skills"], result
+            assert result["metadata"]["strategy_used"] in ("hierarchical", "flat")
+            hit = next(t for t in result["tools"] if t["name"] == "demo.search")
+            assert hit["primary_skill_id"] == search_tool["primary_skill_id"]
+            # No skill matches at an impossible threshold: flat fallback still finds the tool.
+            fallback = await search(system, strategy="hierarchical", skill_threshold=1.0)
+            assert fallback["metadata"]["strategy_used"] == "flat" and fallback["matched_skills"] == []
+            assert "demo.search" in {t["name"] for t in fallback["tools"]}
+            health = (await system.api.get("/api/v1/search/health")).json()
+            assert health["index"] == "ok" and health["embedder"].startswith("ok")
+
+
+async def test_ec009_tools_searchable_while_classifier_down_then_classified(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    async with running_system(nats_url, database_url, roles=ALL_BUT_CLASSIFIER, data_dir=tmp_path) as system:
+        async with launch_peer("stdio") as peer:
+            created = await system.register("lonely", "STDIO", peer.config)
+            await system.wait_connected(created["id"])
+            result = await search_until(
+                system, lambda r: "lonely.search" in {t["name"] for t in r["tools"]}, "unclassified tool found"
+            )
+            assert all(t["is_classified"] is False for t in result["tools"])
+            tools = (await system.api.get(f"{SERVERS}/{created['id']}/tools")).json()
+            assert tools["classified"] == 0
+            # The classifier-worker comes back (as its own process's role): the durable consumer kept
+            # the discovery for it.
+            async with running_system(nats_url, database_url, roles=["classifier-worker"], data_dir=tmp_path):
+
+                async def classified() -> bool:
+                    body = (await system.api.get(f"{SERVERS}/{created['id']}/tools")).json()
+                    return bool(body["total"]) and body["unclassified"] == 0
+
+                await eventually(classified, timeout=60, what="classification after the worker returned")
+            await search_until(
+                system,
+                lambda r: any(t["name"] == "lonely.search" and t["is_classified"] for t in r["tools"]),
+                "classified in the index",
+            )
+
+
+async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_url: str, tmp_path: Path) -> None:
+    async with running_system(nats_url, database_url, data_dir=tmp_path / "live") as system:
+        async with launch_peer("stdio") as peer_a, launch_peer("stdio", tools=30) as peer_b:
+            a = await system.register("one", "STDIO", peer_a.config)
+            b = await system.register("two", "STDIO", peer_b.config)
+            await system.wait_connected(a["id"])
+            await system.wait_connected(b["id"])
+            live = shared_index(system.settings)
+            assert live is not None
+
+            async def settled() -> bool:
+                body = (await system.api.get(f"{SERVERS}/{b['id']}/tools")).json()
+                state = await live.load_state()
+                info = await system.backends.js.stream_info(EVENTS_STREAM)
+                return body["unclassified"] == 0 and state.last_seq == info.state.last_seq
+
+            await eventually(settled, timeout=60, what="classification and indexing to settle")
+            last_seq = (await live.load_state()).last_seq
+
+            rebuilt = EdgeIndex(tmp_path / "rebuilt", 384)
+            embedder = load_embedder()
+            projection = IndexProjection(rebuilt, embedder, load_taxonomy())
+            await projection.start()
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE)
+            sub = await system.backends.js.pull_subscribe(EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=config)
+            seq = 0
+            while seq < last_seq:
+                try:
+                    messages = await sub.fetch(50, timeout=2)
+                except (NatsTimeout, TimeoutError):
+                    break
+                for msg in messages:
+                    seq = msg.metadata.sequence.stream
+                    if seq <= last_seq:
+                        await projection.apply(decode_event(msg.subject, msg.data), seq)
+            await sub.unsubscribe()
+
+            async def source_live() -> Any:
+                return live
+
+            async def source_rebuilt() -> Any:
+                return rebuilt
+
+            for query in ("search documents", "add two numbers", "echo the text back", "tool 7"):
+                for strategy in ("flat", "hierarchical"):
+                    request = SearchRequest(query=query, strategy=strategy, limit=15, include_schemas=True)
+                    expected = await SearchService(source_live, embedder).search(request)
+                    got = await SearchService(source_rebuilt, embedder).search(request)
+                    assert [t.model_dump() for t in got.tools] == [t.model_dump() for t in expected.tools]
+                    assert got.matched_skills == expected.matched_skills
+            await rebuilt.close()

@@ -1,0 +1,35 @@
+"""The Prometheus exposition carries the system contract's metric names."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolmesh import metrics
+
+pytestmark = pytest.mark.unit
+CONTRACT_NAMES = (
+    'mcp_aggregator_servers_total{status="connected"}',
+    'mcp_aggregator_servers_total{status="error"}',
+    "mcp_aggregator_tools_total ",
+    "mcp_aggregator_tools_classified ",
+    'mcp_aggregator_routing_duration_seconds_bucket{le="0.05"}',
+    'mcp_aggregator_execution_duration_seconds_bucket{le="1.0",server="github-mcp"}',
+    'mcp_aggregator_health_check_duration_seconds{server="github-mcp"}',
+    'mcp_aggregator_health_check_failures_total{server="github-mcp"}',
+)
+
+
+def test_monitoring_contract_metric_names() -> None:
+    metrics.set_inventory({"CONNECTED": 4, "ERROR": 1}, tools_total=125, tools_classified=120)
+    metrics.record_routing(0.02)
+    metrics.record_execution("github-mcp", 0.3)
+    metrics.record_health_check("github-mcp", 0.045, failed=True)
+    metrics.record_health_check("github-mcp", 0.045, failed=True)
+    text = metrics.render().decode()
+    for name in CONTRACT_NAMES:
+        assert name in text, name
+    assert 'mcp_aggregator_servers_total{status="connected"} 4.0' in text
+    assert "mcp_aggregator_tools_total 125.0" in text
+    assert 'mcp_aggregator_health_check_failures_total{server="github-mcp"} 2.0' in text
+    assert 'mcp_aggregator_health_check_duration_seconds{server="github-mcp"} 0.045' in text
+    assert "otel_scope" not in text and "target_info" not in text

@@ -1,0 +1,111 @@
+"""BR-005 route resolution and the status check, over an in-memory view (no servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolNotFound
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.routing import RoutingStrategy, ServerRoute, resolve_route, serving_warning
+
+pytestmark = pytest.mark.unit
+A = ServerRoute("id-a", "server-a", ServerStatus.CONNECTED)
+B = ServerRoute("id-b", "server-b", ServerStatus.CONNECTED)
+
+
+class View:
+    """A ``RouteSource`` from plain data."""
+
+    def __init__(self, tools: dict[ServerRoute, set[str]]) -> None:
+        self.tools = {server.id: names for server, names in tools.items()}
+        self.servers = {server.id: server for server in tools}
+
+    def server(self, server_id: str) -> ServerRoute | None:
+        return self.servers.get(server_id)
+
+    def server_named(self, name: str) -> ServerRoute | None:
+        return next((s for s in self.servers.values() if s.name == name), None)
+
+    def has_tool(self, server_id: str, original_name: str) -> bool:
+        return original_name in self.tools.get(server_id, set())
+
+    def servers_with_tool(self, original_name: str) -> Sequence[ServerRoute]:
+        return [self.servers[i] for i, names in self.tools.items() if original_name in names]
+
+
+VIEW = View({A: {"echo", "api.v2.create", "only_a"}, B: {"echo", "only_b"}})
+
+
+def test_br005_explicit_server_id_wins() -> None:
+    route = resolve_route(VIEW, "echo", "id-b")
+    assert (route.server, route.tool, route.strategy) == (B, "echo", RoutingStrategy.EXPLICIT_SERVER)
+
+
+def test_br005_explicit_server_id_accepts_namespaced_name() -> None:
+    assert resolve_route(VIEW, "server-b.echo", "id-b").tool == "echo"
+
+
+def test_br005_explicit_server_id_forwards_unknown_tool() -> None:
+    # The upstream decides about a tool the view does not know (it may be new).
+    assert resolve_route(VIEW, "brand_new", "id-a").tool == "brand_new"
+
+
+def test_br005_unknown_server_id_is_server_not_found() -> None:
+    with pytest.raises(ServerNotFound) as caught:
+        resolve_route(VIEW, "echo", "nope")
+    assert caught.value.status == 404 and caught.value.context == {"server_id": "nope"}
+
+
+def test_br005_namespaced_name_resolves() -> None:
+    route = resolve_route(VIEW, "server-b.echo")
+    assert (route.server, route.tool, route.strategy) == (B, "echo", RoutingStrategy.NAMESPACE_RESOLVED)
+
+
+def test_ec002_first_dot_splits() -> None:
+    route = resolve_route(VIEW, "server-a.api.v2.create")
+    assert (route.server, route.tool) == (A, "api.v2.create")
+
+
+def test_ec002_dotted_original_name_resolves_by_lookup() -> None:
+    route = resolve_route(VIEW, "api.v2.create")
+    assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.LOOKUP_RESOLVED)
+
+
+def test_br005_unique_original_name_resolves() -> None:
+    route = resolve_route(VIEW, "only_b")
+    assert (route.server, route.tool, route.strategy) == (B, "only_b", RoutingStrategy.LOOKUP_RESOLVED)
+
+
+def test_br005_original_name_on_several_servers_is_ambiguous() -> None:
+    with pytest.raises(ToolAmbiguous) as caught:
+        resolve_route(VIEW, "echo")
+    assert caught.value.status == 400
+    assert caught.value.context["servers"] == [{"id": "id-a", "name": "server-a"}, {"id": "id-b", "name": "server-b"}]
+
+
+@pytest.mark.parametrize("name", ["missing", "server-a.missing", "server-a.only_b", "nowhere.echo"])
+def test_br005_unknown_tool_is_tool_not_found(name: str) -> None:
+    with pytest.raises(ToolNotFound) as caught:
+        resolve_route(VIEW, name)
+    assert caught.value.status == 404 and caught.value.context == {"tool": name}
+
+
+def test_br005_connected_server_has_no_warning() -> None:
+    assert serving_warning(A) is None
+
+
+def test_br005_degraded_server_executes_with_warning() -> None:
+    warning = serving_warning(ServerRoute("id", "slowpoke", ServerStatus.DEGRADED))
+    assert warning is not None and "slowpoke" in warning and "DEGRADED" in warning
+
+
+@pytest.mark.parametrize("status", [ServerStatus.DISCONNECTED, ServerStatus.CONNECTING, ServerStatus.ERROR])
+def test_br005_server_not_serving_is_unavailable_with_server_info(status: ServerStatus) -> None:
+    with pytest.raises(ServerUnavailable) as caught:
+        serving_warning(ServerRoute("id-x", "down", status))
+    body = caught.value.body()
+    assert caught.value.status == 503
+    assert body["error_code"] == "SERVER_UNAVAILABLE" and body["detail"] == "Server unavailable: down"
+    assert body["server"] == {"id": "id-x", "name": "down", "status": str(status)}
