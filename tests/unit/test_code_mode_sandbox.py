@@ -18,8 +18,8 @@ from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ServerUnavailable
 from toolmesh.lifecycle import ServerStatus
+from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.front_door import packs
-from toolmesh_gateway.front_door.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.front_door.code_mode import CodeRunner, PackError, RunResult, tool_value
 
 pytestmark = pytest.mark.unit
@@ -55,10 +55,10 @@ async def search(query: str, limit: int, servers: list[str] | None) -> list[dict
 
 def catalog() -> Catalog:
     servers = [
-        CatalogServer("1", "alpha", "STDIO", ServerStatus.CONNECTED),
-        CatalogServer("2", "beta-two", "HTTP", ServerStatus.DEGRADED),
-        CatalogServer("3", "toolmesh", "SSE", ServerStatus.CONNECTED),
-        CatalogServer("4", "off", "SSE", ServerStatus.DISCONNECTED),
+        CatalogServer("1", "alpha", ServerStatus.CONNECTED, "STDIO"),
+        CatalogServer("2", "beta-two", ServerStatus.DEGRADED, "HTTP"),
+        CatalogServer("3", "toolmesh", ServerStatus.CONNECTED, "SSE"),
+        CatalogServer("4", "off", ServerStatus.DISCONNECTED, "SSE"),
     ]
     tools = [
         ("1", CatalogTool("echo")),

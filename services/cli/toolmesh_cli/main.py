@@ -9,15 +9,19 @@ from toolmesh import eventloop
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
+from toolmesh.index.factory import open_index
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
-from toolmesh_cli import commands, mcp_bridge, up
+from toolmesh_cli import commands, mcp_bridge, search_command, up
 from toolmesh_cli.config_file import load_config
 from toolmesh_cli.datadir import DataDirInUse
 from toolmesh_cli.errors import CliError
 from toolmesh_cli.roles import ROLES, run_roles, seed_admin
 from toolmesh_cli.signals import stop_on_signals
+from toolmesh_projector.indexer import reset_index
 from toolmesh_projector.projector import reset_projection
+
+REBUILDS = {"projector": "Postgres read model", "indexer": "vector index"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,13 +30,16 @@ def _parser() -> argparse.ArgumentParser:
     up.add_parser(sub)
     commands.add_parsers(sub)
     mcp_bridge.add_parser(sub)
+    search_command.add_parser(sub)
     for name in ROLES:
         role = sub.add_parser(name, help=f"run the {name} role against TOOLMESH_NATS_URL / TOOLMESH_DATABASE_URL")
         if name == "gateway":
             role.add_argument("--host")
             role.add_argument("--port", type=int)
-        if name == "projector":
-            role.add_argument("--rebuild", action="store_true", help="drop the read model and replay every event")
+        if name in REBUILDS:
+            role.add_argument(
+                "--rebuild", action="store_true", help=f"drop the {REBUILDS[name]} and replay every event"
+            )
     return parser
 
 
@@ -56,8 +63,11 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
     async with open_backends(settings, name) as backends:
         if name == "gateway":
             await seed_admin(backends, settings.admin_token)
-        if rebuild:
+        if rebuild and name == "projector":
             await reset_projection(backends.js, backends.db)
+        if rebuild and name == "indexer":
+            async with open_index(settings) as index:
+                await reset_index(backends.js, index)
         await run_roles([name], backends, CredentialBox(settings.credential_key), stop)
     return 0
 

@@ -12,10 +12,9 @@ from toolmesh.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
 from toolmesh_gateway.auth import Authenticator
+from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.errors import install_error_handlers
 from toolmesh_gateway.front_door.mount import mount_front_door
-from toolmesh_gateway.route_feed import RouteFeed
-from toolmesh_gateway.route_table import RouteTable
 from toolmesh_gateway.routers import aggregator, search, servers, tools
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -28,10 +27,10 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.state.started_at = time.monotonic()
     app.state.authenticator = Authenticator(backends.db)
     app.state.server_commands = ServerCommands(backends, await names_bucket(backends.js), box)
-    routes = RouteFeed(backends.js, backends.db, RouteTable())
-    await routes.start()
-    app.state.route_feed = routes
-    app.state.tool_calls = ToolCalls(backends.nc, backends.js, routes, backends.settings)
+    feed = CatalogFeed(backends.js, backends.db)
+    await feed.start()
+    app.state.catalog_feed = feed
+    app.state.tool_calls = ToolCalls(backends.nc, backends.js, feed, backends.settings)
     app.state.search = await build_search(backends.settings, backends.db)
     install_error_handlers(app)
     app.add_middleware(observability.TracingMiddleware)
@@ -41,11 +40,11 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(aggregator.probes)
     app.include_router(tools.router)
     app.include_router(search.router)
-    app.state.mcp = await mount_front_door(app, backends, app.state.tool_calls)
+    app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app
 
 
 async def close_app(app: FastAPI) -> None:
-    """Release what ``create_app`` opened (the route feed's subscription)."""
+    """Release what ``create_app`` opened (the front door, then the catalog feed's subscription)."""
     await app.state.mcp.close()
-    await app.state.route_feed.close()
+    await app.state.catalog_feed.close()

@@ -1,6 +1,6 @@
 """Tool execution: resolve the route in memory, check the server, ask its owner, map the outcome.
 
-The hot path touches no database: routes come from the event-fed ``RouteTable``, the call is one
+The hot path touches no database: routes come from the event-fed ``Catalog``, the call is one
 NATS request/reply to the session-worker holding the server. Nothing here speaks HTTP; a caller
 that can go away passes ``abandoned``, an awaitable that completes when it did.
 """
@@ -40,8 +40,8 @@ from toolmesh.errors import (
 from toolmesh.metrics import record_execution, record_routing
 from toolmesh.routing import Route, resolve_route, serving_warning
 from toolmesh.telemetry import outgoing_headers
+from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.owners import NoOwner, ask_owner
-from toolmesh_gateway.route_feed import RouteFeed
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0
@@ -64,24 +64,24 @@ PROGRESS_DRAIN_SECONDS = 1.0
 class ToolCalls:
     """``POST /api/v1/tools/call`` without HTTP."""
 
-    def __init__(self, nc: NATS, js: JetStreamContext, routes: RouteFeed, settings: Settings) -> None:
+    def __init__(self, nc: NATS, js: JetStreamContext, feed: CatalogFeed, settings: Settings) -> None:
         self._nc = nc
         self._js = js
-        self._routes = routes
+        self._feed = feed
         self._default_timeout = settings.request_timeout_seconds
         # Call ids: unique per gateway process and cheap (no urandom syscall per call).
         self._call_prefix = secrets.token_hex(6)
         self._call_numbers = itertools.count(1)
 
     async def route(self, request: ToolCallRequest) -> tuple[Route, str | None]:
-        """The route and its warning; on a miss, once more after the table caught up with the stream."""
+        """The route and its warning; on a miss, once more after the catalog caught up with the stream."""
         try:
-            route = resolve_route(self._routes.table, request.name, request.server_id)
+            route = resolve_route(self._feed.catalog, request.name, request.server_id)
             return route, serving_warning(route.server)
         except _MISSES:
-            if not await self._routes.catch_up():
+            if not await self._feed.catch_up():
                 raise
-        route = resolve_route(self._routes.table, request.name, request.server_id)
+        route = resolve_route(self._feed.catalog, request.name, request.server_id)
         return route, serving_warning(route.server)
 
     async def call(

@@ -1,4 +1,4 @@
-"""The read model as the MCP front door needs it: servers with transports, tools with schemas."""
+"""The read model as the gateway's catalog needs it: servers with transports, tools with schemas."""
 
 from __future__ import annotations
 

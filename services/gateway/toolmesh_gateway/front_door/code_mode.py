@@ -36,8 +36,8 @@ from pydantic_monty import (
 from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError
+from toolmesh_gateway.catalog import Catalog, CatalogServer
 from toolmesh_gateway.front_door import packs
-from toolmesh_gateway.front_door.catalog import Catalog, CatalogServer
 
 log = logging.getLogger("toolmesh.gateway.code")
 POOL_GRACE_SECONDS = 5.0

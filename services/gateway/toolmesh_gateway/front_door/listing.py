@@ -13,7 +13,7 @@ from typing import Any, Literal
 import mcp_types
 
 from toolmesh.errors import ToolmeshError
-from toolmesh_gateway.front_door.catalog import Catalog
+from toolmesh_gateway.catalog import Catalog
 from toolmesh_gateway.front_door.names import NameMap
 
 Mode = Literal["all", "search"]

@@ -6,19 +6,20 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from toolmesh.runtime import Backends
-from toolmesh_gateway.front_door.catalog_feed import CatalogFeed
+from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.server import FrontDoor
 from toolmesh_gateway.tool_calls import ToolCalls
 
 MCP_PATH = "/mcp"
 
 
-async def mount_front_door(app: FastAPI, backends: Backends, calls: ToolCalls) -> FrontDoor:
-    """Start the MCP server on the app's authenticator, tool calls and search service; serve it at ``/mcp``."""
+async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, calls: ToolCalls) -> FrontDoor:
+    """Start the MCP server on the app's authenticator, catalog feed (started), tool calls and search
+    service; serve it at ``/mcp``."""
     front = FrontDoor(
         backends.settings,
         app.state.authenticator,
-        CatalogFeed(backends.js, backends.db),
+        feed,
         calls,
         app.state.search,
     )

@@ -34,8 +34,8 @@ from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Authenticator, Principal
+from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door import listing
-from toolmesh_gateway.front_door.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.code_mode import CodeRunner
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
 
@@ -47,7 +47,10 @@ Ctx = ServerRequestContext[Any, Any]
 
 
 class FrontDoor:
-    """The gateway's MCP server; ``start()`` before serving, ``close()`` after."""
+    """The gateway's MCP server; ``start()`` before serving, ``close()`` after.
+
+    It reads the gateway's catalog through ``feed``, which its owner starts before and closes after.
+    """
 
     def __init__(
         self,
@@ -83,8 +86,7 @@ class FrontDoor:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Load the catalog and start the session manager and the announcer (in one runner task)."""
-        await self._feed.start()
+        """Start the session manager and the announcer (in one runner task)."""
         self._runner = asyncio.create_task(self._run(), name="mcp-front-door")
         waiter = asyncio.ensure_future(self._ready.wait())
         await asyncio.wait({waiter, self._runner}, return_when=asyncio.FIRST_COMPLETED)
@@ -93,7 +95,7 @@ class FrontDoor:
             self._runner.result()
 
     async def close(self) -> None:
-        """Stop serving MCP sessions, the catalog feed and the sandbox pool."""
+        """Stop serving MCP sessions and the sandbox pool (the catalog feed is its owner's to close)."""
         self._stop.set()
         if self._runner is not None:
             with contextlib.suppress(asyncio.TimeoutError):
@@ -101,7 +103,6 @@ class FrontDoor:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
-        await self._feed.close()
         await self.code.close()
 
     async def _run(self) -> None:

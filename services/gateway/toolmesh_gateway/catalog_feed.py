@@ -1,11 +1,17 @@
-"""Keeps a ``Catalog`` fresh (a snapshot of the read model, then every later event) and says when
-its visible tool set changed. The same scheme as ``route_feed``: snapshot and checkpoint in one
-transaction, then an ordered JetStream consumer from the next sequence."""
+"""Keeps the gateway's ``Catalog`` fresh: a snapshot of the read model, then every later event.
+
+The snapshot and the projector's checkpoint are read in one transaction, so they describe the
+same stream sequence ``N``; an ordered JetStream consumer then delivers from ``N + 1``. Nothing
+is missed between the load and the subscription, and nothing is applied twice. One feed per
+gateway serves both the tool-call path (``catch_up`` on a routing miss) and the MCP front door
+(``wait_changed`` for ``tools/list_changed``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -14,11 +20,14 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.store.catalog import catalog_snapshot
-from toolmesh_gateway.front_door.catalog import Catalog, CatalogServer, CatalogTool
+from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 
-log = logging.getLogger("toolmesh.gateway.mcp")
+log = logging.getLogger("toolmesh.gateway.catalog")
+CATCH_UP_SECONDS = 1.0
+"""How long a call that found no route waits for the catalog to reach the stream's last event."""
 
 
 class CatalogFeed:
@@ -35,7 +44,7 @@ class CatalogFeed:
         """Load the snapshot and subscribe from the sequence after it."""
         snapshot = await catalog_snapshot(self._db)
         servers = [
-            CatalogServer(r["id"], r["name"], r["transport_type"], ServerStatus(r["status"])) for r in snapshot.servers
+            CatalogServer(r["id"], r["name"], ServerStatus(r["status"]), r["transport_type"]) for r in snapshot.servers
         ]
         tools = [
             (r["server_id"], CatalogTool(r["original_name"], r["description"], dict(r["input_schema"] or {})))
@@ -46,6 +55,7 @@ class CatalogFeed:
         self._sub = await self._js.subscribe(
             EVENTS_SUBJECTS, stream=EVENTS_STREAM, cb=self._on_event, ordered_consumer=True, config=config
         )
+        log.info("catalog loaded at sequence %d: %d servers", snapshot.seq, len(servers), extra={"role": "gateway"})
 
     async def close(self) -> None:
         """Stop following the stream."""
@@ -55,6 +65,24 @@ class CatalogFeed:
                 await sub.unsubscribe()
             except Exception as exc:  # the connection may already be closed; nothing left to release
                 log.debug("catalog feed unsubscribe failed: %s", exc)
+
+    async def catch_up(self, timeout: float = CATCH_UP_SECONDS) -> bool:
+        """Wait (bounded) until the catalog has applied every event in the stream now; True when it has."""
+        try:
+            info = await self._js.stream_info(EVENTS_STREAM)
+        except Exception as exc:  # nats raises several unrelated types when JetStream is unreachable
+            raise BackendUnavailable(f"JetStream unreachable: {exc}") from exc
+        target = int(info.state.last_seq)
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        # The feed applies events in its own subscription task; poll its sequence (rare path only).
+        while self.catalog.applied_seq < target:
+            if time.monotonic() >= deadline:
+                log.warning("catalog at %d, stream at %d after %.1fs", self.catalog.applied_seq, target, timeout)
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        return True
 
     async def wait_changed(self, seen_version: int) -> int:
         """Wait until the visible tool set changed after ``seen_version``; returns the new version."""
