@@ -20,13 +20,12 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types
-from mcp.client._transport import ReadStream
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
 
 from toolmesh_session_worker.upstream.transports import UpstreamTransport, build_transport
+from toolmesh_session_worker.upstream.watch import WatchedReadStream
 
 logger = logging.getLogger("toolmesh.upstream")
 
@@ -56,50 +55,6 @@ class UpstreamError(Exception):
 
 class UpstreamTimeout(UpstreamError):
     """A request exceeded its timeout; the request was cancelled upstream."""
-
-
-class _WatchedReadStream:
-    """The transport's read stream, reporting its end (EOF or breakage) to the session."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[str], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        """The sender's contextvars, forwarded for the HTTP transports' context streams."""
-        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
-        return context
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            return await self._inner.receive()
-        except anyio.EndOfStream:
-            self._on_end("the upstream closed the connection")
-            raise
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end("the connection to the upstream broke")
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class _ProgressForwarder:
@@ -353,7 +308,7 @@ class UpstreamSession:
 
     async def _serve(self) -> None:
         async with self._transport.connect() as (read, write):
-            watched = _WatchedReadStream(read, self._mark_lost)
+            watched = WatchedReadStream(read, self._mark_lost)
             async with anyio.create_task_group() as tg:
                 async with ClientSession(
                     watched, write, message_handler=self._on_message, client_info=CLIENT_INFO
