@@ -215,23 +215,29 @@ async def test_list_filters_and_pages(system: System) -> None:
     assert (await system.api.get(SERVERS, params={"status": "DISCONNECTED"})).json()["total"] == 3
 
 
-async def test_crashed_stdio_server_goes_to_error_and_leaves_no_process(system: System) -> None:
+async def test_ec003_crashed_stdio_server_answers_503_then_is_reconnected(system: System) -> None:
     async with launch_peer("stdio", name="crashy") as peer:
         created = await system.register("crashy", "STDIO", peer.config)
         await system.wait_connected(created["id"])
-        assert processes_running(f"{DEMO_SERVER} --transport stdio --name crashy")
+        marker = f"{DEMO_SERVER} --transport stdio --name crashy"
+        [first_pid] = processes_running(marker)
         with pytest.raises(Exception) as raised:
             await ask_owner(
                 system.backends.nc, created["id"], "call", CallToolRpc(tool="crash", timeout_seconds=10), timeout=15
             )
         assert getattr(raised.value, "error_code", "") == "SERVER_UNAVAILABLE"
-        detail = await system.wait_status(created["id"], "ERROR")
-        assert "Connection lost" in detail["error_message"]
-        with pytest.raises(NoOwner):
-            await ask_owner(
-                system.backends.nc, created["id"], "call", CallToolRpc(tool="echo", timeout_seconds=5), timeout=5
-            )
-        assert not processes_running(f"{DEMO_SERVER} --transport stdio --name crashy")
+        assert raised.value.context["in_progress"]["tool"] == "crash"  # type: ignore[attr-defined]
+
+        async def reconnected() -> bool:
+            history = await system.history(created["id"])
+            return "ERROR" in history and history[-2:] == ["RECONNECT", "TOOLS_DISCOVERED"]
+
+        await eventually(reconnected, timeout=30, what="the crashed server to be reconnected (EC-003)")
+        rows = await system.api.get(f"{SERVERS}/{created['id']}/history")
+        lost = next(e for e in rows.json() if e["event_type"] == "ERROR")
+        assert lost["details"]["error_message"].startswith("Connection lost")
+        assert (await system.server(created["id"]))["status"] == "CONNECTED"
+        assert processes_running(marker) != [first_pid] and first_pid not in processes_running(marker)
 
 
 async def test_ec004_stale_name_reservation_is_taken_over(system: System) -> None:

@@ -131,22 +131,28 @@ class OwnedServer:
             return HealthVerdictResult(status=self.status, reconnecting=self.reconnecting)
         details = {"consecutive_failures": verdict.consecutive_failures, "source": "health"}
         if verdict.reconnect:
-            self.reconnecting = True
-            self._settled.clear()
-            seq = await self.set_status(
-                ServerStatus.ERROR, verdict.history, error=f"Health check failed: {verdict.error}", **details
+            seq = await self._error_then_reconnect(
+                verdict.history, f"Health check failed: {verdict.error}", source="health", **details
             )
-            self.tasks.spawn(self._reconnect())
             return HealthVerdictResult(status=ServerStatus.ERROR, reconnecting=True, seq=seq)
         seq = await self.set_status(verdict.status, verdict.history, error=verdict.error, **details)
         return HealthVerdictResult(status=self.status, seq=seq)
 
-    async def _reconnect(self) -> None:
-        """EC-001/EC-010: drop the stale session and open a new one with backoff; ERROR after the last attempt."""
+    async def _error_then_reconnect(self, history: str, error: str, *, source: str, **details: Any) -> int:
+        """Publish ERROR, then reconnect in the background (EC-001 backoff); returns the ERROR's sequence."""
+        self.reconnecting = True
+        self._settled.clear()
+        seq = await self.set_status(ServerStatus.ERROR, history, error=error, source=source, **details)
+        self.tasks.spawn(self._reconnect(source))
+        return seq
+
+    async def _reconnect(self, source: str) -> None:
+        """EC-001/EC-003/EC-010: drop the dead or stale session and open a new one with backoff;
+        ERROR after the last attempt."""
         settings = self._b.settings
         try:
             await self.close()
-            await self.set_status(ServerStatus.CONNECTING, "RECONNECTING", source="health")
+            await self.set_status(ServerStatus.CONNECTING, "RECONNECTING", source=source)
             delays = reconnect_delays(settings.reconnect_backoff_seconds, settings.reconnect_attempts)
             error, attempts = await self._open(delays)
             if self.session is None:
@@ -190,8 +196,8 @@ class OwnedServer:
         if self.draining or self.reconnecting or self.status is ServerStatus.DISCONNECTED:
             return
         log.error("session lost: %s", reason, extra={"server": self.name})
-        await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Connection lost: {reason}")
-        self.tasks.spawn(self.release())
+        # EC-003: calls in flight already answered 503; the reconnection is scheduled here.
+        await self._error_then_reconnect("ERROR", f"Connection lost: {reason}", source="session_lost")
 
     async def drain(self, timeout: float) -> None:
         """Wait until calls in flight finish (or ``timeout`` passes)."""
