@@ -1,6 +1,7 @@
-"""Tool-call routing overhead: direct MCP calls vs ``POST /api/v1/tools/call`` through toolmesh.
+"""Tool-call routing overhead: direct MCP calls vs ``POST /api/v1/tools/call`` and ``/mcp`` through toolmesh.
 
-    python bench/routing.py [--calls-c1 N] [--calls N] [--concurrency 1,16,64]
+    python bench/routing.py [--calls-c1 N] [--calls N] [--mcp-calls-c1 N] [--mcp-calls N]
+                            [--concurrency 1,16,64]
 
 Starts NATS and Postgres (``toolmesh.embedded``), runs every toolmesh role in ONE subprocess
 (``toolmesh up``), registers the demo peer (a Python MCP server over stdio) and drives load from
@@ -9,7 +10,11 @@ measure itself). The same calls go to a second copy of the demo peer over the ``
 directly. Prints ONE JSON line: latency percentiles, throughput, added latency, and CPU seconds
 per call of the toolmesh process (from /proc). Targets are not asserted here.
 
-More front doors (e.g. the ``/mcp`` facade) plug in as another ``Target`` in ``TARGETS``.
+The ``mcp`` column calls the same tool through toolmesh's own MCP front door (``/mcp?mode=all``,
+Streamable HTTP, bearer token) with the ``mcp`` SDK client: one session, concurrent ``call_tool``s.
+That client costs far more CPU than the raw HTTP client above, and it shares the machine with
+toolmesh, so the column also reports this process's own CPU per call (``bench_cpu_us_per_call``)
+next to toolmesh's; it runs fewer calls (``--mcp-calls-c1``/``--mcp-calls``) to stay short.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
@@ -155,6 +162,60 @@ class RestApi:
         self._connections = []
 
 
+class McpFrontDoor:
+    """toolmesh's ``/mcp`` (all-tools mode) with the SDK's Streamable HTTP client: ONE session, the
+    callers' ``call_tool``s multiplex on it (each one is its own POST on the httpx2 pool)."""
+
+    name = "mcp"
+    client = (
+        "mcp SDK ClientSession over streamable_http_client (httpx2.AsyncClient, bearer header), "
+        "one session, concurrent call_tool; runs in the bench process"
+    )
+
+    def __init__(self, host: str, port: int) -> None:
+        self.url = f"http://{host}:{port}/mcp?mode=all"
+        self.tool = ""
+        self._stack = contextlib.AsyncExitStack()
+        self._session: ClientSession | None = None
+
+    async def start(self, deadline: float) -> None:
+        """Open the session, then wait until ``tools/list`` shows the demo peer's echo tool."""
+        # Keep-alive for every caller (the default pool keeps only 20 idle connections, which would
+        # make c64 reconnect all the time).
+        limits = httpx2.Limits(max_connections=256, max_keepalive_connections=256)
+        http = await self._stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=120), limits=limits
+            )
+        )
+        read, write = await self._stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+        self._session = await self._stack.enter_async_context(ClientSession(read, write))
+        await self._session.initialize()
+        while True:  # the front door's listing follows the catalog feed, which may lag registration
+            names = [tool.name for tool in (await self._session.list_tools()).tools]
+            matches = [n for n in names if n.startswith("demo") and n.endswith(TOOL)]
+            if len(matches) == 1:
+                self.tool = matches[0]
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no single demo {TOOL} tool in /mcp tools/list: {names}")
+            await asyncio.sleep(0.2)
+
+    async def callers(self, n: int) -> list[Call]:
+        session = self._session
+        assert session is not None
+
+        async def call() -> None:
+            result = await session.call_tool(self.tool, ARGUMENTS)
+            if result.is_error:
+                raise RuntimeError(f"/mcp call failed: {result}")
+
+        return [call] * n
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
 # -- measurement ---------------------------------------------------------------------------------
 
 
@@ -168,6 +229,23 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def per_call_us(used: float, calls: int) -> float:
+    """CPU seconds over ``calls`` calls, as microseconds per call."""
+    return round(used / calls * 1e6, 1)
+
+
+def added_vs(column: dict[str, dict[str, float]], direct: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Added p50/p95 latency and throughput ratio of a column against the direct column, per level."""
+    return {
+        level: {
+            "p50_ms": round(column[level]["p50_ms"] - direct[level]["p50_ms"], 3),
+            "p95_ms": round(column[level]["p95_ms"] - direct[level]["p95_ms"], 3),
+            "throughput_ratio": round(column[level]["throughput_per_s"] / direct[level]["throughput_per_s"], 3),
+        }
+        for level in column
+    }
 
 
 def children(pid: int) -> list[int]:
@@ -283,7 +361,11 @@ async def register_demo(host: str, port: int) -> None:
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     levels = [int(c) for c in args.concurrency.split(",")]
-    counts = {c: (args.calls_c1 if c == 1 else args.calls) for c in levels}
+    counts = {
+        "direct": {c: (args.calls_c1 if c == 1 else args.calls) for c in levels},
+        "rest": {c: (args.calls_c1 if c == 1 else args.calls) for c in levels},
+        "mcp": {c: (args.mcp_calls_c1 if c == 1 else args.mcp_calls) for c in levels},
+    }
     with tempfile.TemporaryDirectory(prefix="toolmesh-bench-") as tmp:
         work = Path(tmp)
         async with EmbeddedNats(work / "nats") as nats, EmbeddedPostgres(work / "pg") as postgres:
@@ -298,50 +380,58 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 await register_demo(host, port)
                 note("demo peer registered and routable")
                 rest = RestApi(host, port)
-                targets: list[Target] = [direct, rest]
+                cleanup.push_async_callback(rest.close)
+                front = McpFrontDoor(host, port)
+                cleanup.push_async_callback(front.close)
+                await front.start(time.monotonic() + 60)
+                note(f"/mcp session open; the tool is {front.tool!r}")
+                targets: list[Target] = [direct, rest, front]
                 results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
-                cpu: dict[str, float] = {}
-                upstream_cpu: dict[str, float] = {}
-                nats_cpu: dict[str, float] = {}
                 peer = children(process.pid)
-                for target in targets:  # warm up both paths
+                probes: dict[str, Callable[[], float]] = {
+                    "toolmesh": lambda: cpu_seconds(process.pid),
+                    "upstream": lambda: sum(cpu_seconds(p) for p in peer),
+                    "bench": lambda: cpu_seconds(os.getpid()),
+                }
+                if nats.pid:
+                    nats_pid = nats.pid
+                    probes["nats"] = lambda: cpu_seconds(nats_pid)
+                # cpu[target][probe][level]: CPU microseconds per call of that process
+                cpu: dict[str, dict[str, dict[str, float]]] = {t.name: {p: {} for p in probes} for t in targets}
+                for target in targets:  # warm up every path
                     await run_load(target, 4, args.warmup)
                 for level in levels:
                     for target in targets:
-                        before = cpu_seconds(process.pid)
-                        peer_before = sum(cpu_seconds(p) for p in peer)
-                        nats_before = cpu_seconds(nats.pid) if nats.pid else 0.0
-                        results[target.name][f"c{level}"] = await run_load(target, level, counts[level])
+                        calls = counts[target.name][level]
+                        before = {name: probe() for name, probe in probes.items()}
+                        results[target.name][f"c{level}"] = await run_load(target, level, calls)
+                        for name, probe in probes.items():
+                            cpu[target.name][name][f"c{level}"] = per_call_us(probe() - before[name], calls)
                         note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
-                        if target is rest:
-                            cpu[f"c{level}"] = round((cpu_seconds(process.pid) - before) / counts[level] * 1e6, 1)
-                            upstream = sum(cpu_seconds(p) for p in peer) - peer_before
-                            upstream_cpu[f"c{level}"] = round(upstream / counts[level] * 1e6, 1)
-                            if nats.pid:
-                                used = cpu_seconds(nats.pid) - nats_before
-                                nats_cpu[f"c{level}"] = round(used / counts[level] * 1e6, 1)
-                await rest.close()
-    added = {
-        level: {
-            "p50_ms": round(results["rest"][level]["p50_ms"] - results["direct"][level]["p50_ms"], 3),
-            "p95_ms": round(results["rest"][level]["p95_ms"] - results["direct"][level]["p95_ms"], 3),
-            "throughput_ratio": round(
-                results["rest"][level]["throughput_per_s"] / results["direct"][level]["throughput_per_s"], 3
-            ),
-        }
-        for level in results["rest"]
+    mcp_column: dict[str, Any] = {
+        "client": McpFrontDoor.client,
+        "tool": front.tool,
+        **results["mcp"],
+        "added": added_vs(results["mcp"], results["direct"]),
+        "toolmesh_cpu_us_per_call": cpu["mcp"]["toolmesh"],
+        "bench_cpu_us_per_call": cpu["mcp"]["bench"],
+        "upstream_cpu_us_per_call": cpu["mcp"]["upstream"],
     }
+    if "nats" in cpu["mcp"]:
+        mcp_column["nats_cpu_us_per_call"] = cpu["mcp"]["nats"]
     return {
         "bench": "routing",
         "tool": TOOL,
         "upstream": "demo_server.py over stdio",
         "direct": results["direct"],
         "rest": results["rest"],
-        "mcp": None,  # the /mcp front door, when it exists: another Target
-        "added": added,
-        "toolmesh_cpu_us_per_call": cpu,
-        "upstream_cpu_us_per_call": upstream_cpu,
-        "nats_cpu_us_per_call": nats_cpu,
+        "mcp": mcp_column,
+        "added": added_vs(results["rest"], results["direct"]),  # of the rest column
+        # of the rest column (its load generator is the raw HTTP/1.1 client above):
+        "toolmesh_cpu_us_per_call": cpu["rest"]["toolmesh"],
+        "upstream_cpu_us_per_call": cpu["rest"]["upstream"],
+        "nats_cpu_us_per_call": cpu["rest"].get("nats", {}),
+        "rest_bench_cpu_us_per_call": cpu["rest"]["bench"],
         "cpus": os.cpu_count(),
     }
 
@@ -351,6 +441,8 @@ def main() -> None:
     parser.add_argument("--calls-c1", type=int, default=1000, help="calls at concurrency 1")
     parser.add_argument("--calls", type=int, default=3000, help="calls at each higher concurrency")
     parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--mcp-calls-c1", type=int, default=300, help="/mcp calls at concurrency 1")
+    parser.add_argument("--mcp-calls", type=int, default=1000, help="/mcp calls at each higher concurrency")
     parser.add_argument("--warmup", type=int, default=200)
     print(json.dumps(asyncio.run(bench(parser.parse_args()))), flush=True)
 
