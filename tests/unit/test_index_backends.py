@@ -76,6 +76,9 @@ async def test_index_contract_query_filter_payload_delete_state(index: ToolIndex
     await index.upsert(points)
     hits = await index.query(_vec(0), Where(kind="tool"), 10)
     assert hits[0].id == points[0].id and len(hits) == 3
+    bare = await index.query(_vec(0), Where(kind="tool"), 10, with_payload=False)
+    assert [(h.id, h.payload) for h in bare] == [(h.id, {}) for h in hits]
+    assert [h.score for h in bare] == pytest.approx([h.score for h in hits])
     serving = Where(kind="tool", statuses=["CONNECTED", "DEGRADED"], embedded_only=True)
     assert {h.id for h in await index.query(_vec(2), serving, 10)} == {points[0].id, points[1].id}
     assert {h.id for h in await index.scroll(Where(server_names=["b"]))} == {points[2].id}

@@ -37,6 +37,8 @@ def test_bm25_ranks_matching_text_and_respects_the_mask() -> None:
     assert [i for i, _ in lexical.search("web search", 5)] == [0]
     assert lexical.search("web search", 5, np.array([False, True, True])) == []
     assert lexical.search("unknownword", 5) == []
+    assert [i for i, _ in lexical.search("search a file", 1)] in ([0], [2])
+    assert len(lexical.search("search a file", 5)) == 2
     assert LexicalIndex([]).search("anything", 5) == []
 
 
@@ -71,6 +73,11 @@ def test_catalog_masks_follow_the_index_filter_semantics() -> None:
     assert catalog.mask(Where(skill_ids=["web_search"])).tolist() == [True, True, False]
     assert catalog.mask(Where(skill_ids=["web_search"], or_unclassified=True)).tolist() == [True, True, True]
     assert catalog.mask(Where(external_only_false=True)).tolist() == [False, False, False]
+    assert catalog.mask(Where(server_names=["nobody"])).tolist() == [False, False, False]
+    assert catalog.mask(Where(server_id="b", namespace="default")).tolist() == [False, True, True]
+    assert catalog.mask(Where(namespace="other")).tolist() == [False, False, False]
+    assert catalog.count_servers(catalog.mask(serving)) == 2
+    assert catalog.count_servers(catalog.mask(Where(server_names=[]))) == 0
     # Same texts: the BM25 index is reused, not rebuilt.
     again = Catalog.build(2, [_hit(i, "a", "CONNECTED", [], False) for i in ("t1", "t2", "t3")], catalog)
     assert again.lexical is catalog.lexical

@@ -1,4 +1,11 @@
-"""What of a tool gets embedded and indexed: its name, description and parameter names."""
+"""What of a tool gets embedded and indexed.
+
+BM25 indexes ``tool_text`` (server, readable name, description, parameter names: every word a
+query may share with the tool). The dense model embeds ``dense_text`` (readable name and
+description only): server names and parameter lists are noise to a sentence embedding. On
+LiveMCPBench (bench/search_quality.py), embedding ``tool_text`` gave a hybrid MRR@10 of .46,
+``dense_text`` .51 (.52 with 256-token truncation).
+"""
 
 from __future__ import annotations
 
@@ -23,9 +30,16 @@ def parameter_names(input_schema: Mapping[str, Any] | None) -> list[str]:
 def tool_text(
     server_name: str, original_name: str, description: str | None, input_schema: Mapping[str, Any] | None
 ) -> str:
-    """The one text a tool is embedded and BM25-indexed by: its namespaced name, description, parameters."""
+    """The text a tool is BM25-indexed (and classified) by: its namespaced name, description, parameters."""
     params = " ".join(readable(p) for p in parameter_names(input_schema))
     parts = [f"{server_name} {readable(original_name)}", (description or "").strip().rstrip(".")]
     if params:
         parts.append(f"parameters: {params}")
     return ". ".join(p for p in parts if p)
+
+
+def dense_text(original_name: str, description: str | None) -> str:
+    """The text a tool is embedded by for dense search: ``"create issue: Open an issue."``."""
+    name = readable(original_name)
+    description = (description or "").strip()
+    return f"{name}: {description}" if description else name

@@ -1,9 +1,10 @@
 """The index interface: points with a vector and a payload, a neutral filter, and a checkpoint.
 
 Payload fields of a tool point (system contract, plus what search needs): ``kind`` ("tool"),
-``name``, ``original_name``, ``description``, ``input_schema``, ``text``, ``source_server_id``,
-``source_server_name``, ``is_external``, ``is_classified``, ``skill_ids``, ``primary_skill_id``,
-``server_status``, ``namespace``, ``embedded`` (False when stored without a real vector).
+``name``, ``original_name``, ``description``, ``input_schema``, ``text`` (what BM25 indexes),
+``dense_text`` (what the vector embeds), ``source_server_id``, ``source_server_name``,
+``is_external``, ``is_classified``, ``skill_ids``, ``primary_skill_id``, ``server_status``,
+``namespace``, ``embedded`` (False when stored without a real vector).
 A skill point has ``kind`` "skill", ``skill_id``, ``name``, ``description``, ``tool_count``.
 """
 
@@ -86,7 +87,7 @@ class ToolIndex(Protocol):
 
     async def set_payload_where(self, where: Where, payload: dict[str, Any]) -> None: ...
 
-    async def query(self, vector: list[float], where: Where, limit: int) -> list[Hit]: ...
+    async def query(self, vector: list[float], where: Where, limit: int, *, with_payload: bool = True) -> list[Hit]: ...
 
     async def scroll(self, where: Where, *, with_vectors: bool = False) -> list[Hit]: ...
 

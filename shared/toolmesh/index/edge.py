@@ -36,6 +36,7 @@ class EdgeIndex:
         self._state_path = path / "checkpoint.json"
         self._dimensions = dimensions
         self._lock = threading.RLock()
+        self._state_cache: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._shard = self._open()
 
     def _open(self) -> qe.EdgeShard:
@@ -86,9 +87,12 @@ class EdgeIndex:
     async def set_payload_where(self, where: Where, payload: dict[str, Any]) -> None:
         await self._run(self._update, qe.UpdateOperation.set_payload_by_filter(qdrant_filter(where, qe), payload))
 
-    async def query(self, vector: list[float], where: Where, limit: int) -> list[Hit]:
+    async def query(self, vector: list[float], where: Where, limit: int, *, with_payload: bool = True) -> list[Hit]:
         request = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(list(vector)), filter=qdrant_filter(where, qe), with_payload=True
+            limit=limit,
+            query=qe.Query.Nearest(list(vector)),
+            filter=qdrant_filter(where, qe),
+            with_payload=with_payload,
         )
         found = await self._run(self._shard.query, request)
         return [Hit(id=str(p.id), payload=dict(p.payload or {}), score=float(p.score)) for p in found]
@@ -116,8 +120,13 @@ class EdgeIndex:
         return [_hit(r, with_vectors) for r in records]
 
     async def load_state(self) -> IndexState:
+        # Search asks on every query: parse the file again only when it was replaced.
         try:
-            data = json.loads(self._state_path.read_text())
+            stat = self._state_path.stat()
+            version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            if self._state_cache is None or self._state_cache[0] != version:
+                self._state_cache = (version, json.loads(self._state_path.read_text()))
+            data = self._state_cache[1]
         except FileNotFoundError:
             return IndexState()
         except (OSError, ValueError) as exc:
@@ -125,7 +134,7 @@ class EdgeIndex:
         return IndexState(
             last_seq=int(data.get("last_seq", 0)),
             revision=int(data.get("revision", 0)),
-            servers=dict(data.get("servers", {})),
+            servers={server_id: dict(info) for server_id, info in data.get("servers", {}).items()},
         )
 
     async def save_state(self, state: IndexState) -> None:
@@ -138,6 +147,7 @@ class EdgeIndex:
             handle.flush()
             os.fsync(handle.fileno())
         temporary.replace(self._state_path)
+        self._state_cache = None  # never trust (inode, mtime, size) across our own writes
 
     async def reset(self) -> None:
         def wipe() -> None:
@@ -145,6 +155,7 @@ class EdgeIndex:
                 self._shard.close()
                 shutil.rmtree(self._shard_path, ignore_errors=True)
                 self._state_path.unlink(missing_ok=True)
+                self._state_cache = None
                 self._shard = self._open()
 
         await asyncio.to_thread(wipe)

@@ -23,7 +23,7 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
 )
 from toolmesh.embed.model import DIMENSIONS, Embedder
-from toolmesh.embed.text import tool_text
+from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.index.filters import flags
 from toolmesh.lifecycle import ServerStatus
@@ -127,6 +127,7 @@ class IndexProjection:
                 "description": tool.description,
                 "input_schema": tool.input_schema,
                 "text": tool_text(event.server_name, tool.original_name, tool.description, tool.input_schema),
+                "dense_text": dense_text(tool.original_name, tool.description),
                 "source_server_id": event.server_id,
                 "source_server_name": event.server_name,
                 "is_external": True,
@@ -139,7 +140,11 @@ class IndexProjection:
         embedded = self.embedder is not None
         for point_id, payload in wanted.items():
             old = existing.get(point_id)
-            same = old is not None and old.payload.get("text") == payload["text"] and old.vector is not None
+            same = (
+                old is not None
+                and old.vector is not None
+                and all(old.payload.get(key) == payload[key] for key in ("text", "dense_text"))
+            )
             if old is not None and same and old.payload.get("embedded") == embedded:
                 # Same text: keep the vector and the classification.
                 points.append(Point(point_id, old.vector or _PLACEHOLDER, {**old.payload, **payload}))
@@ -147,7 +152,7 @@ class IndexProjection:
                 fresh.append(point_id)
                 if old is not None:
                     affected.update(old.payload.get("skill_ids", []))
-        vectors = await self._embed([wanted[i]["text"] for i in fresh])
+        vectors = await self._embed([wanted[i]["dense_text"] for i in fresh])
         for row, point_id in enumerate(fresh):
             payload = {**wanted[point_id], "is_classified": False, "skill_ids": [], "primary_skill_id": None}
             payload["embedded"] = vectors is not None

@@ -84,14 +84,14 @@ class QdrantIndex:
         selector = models.FilterSelector(filter=qdrant_filter(where, models))
         await self._call(self._client.set_payload(self._collection, payload, points=selector, wait=True))
 
-    async def query(self, vector: list[float], where: Where, limit: int) -> list[Hit]:
+    async def query(self, vector: list[float], where: Where, limit: int, *, with_payload: bool = True) -> list[Hit]:
         response = await self._call(
             self._client.query_points(
                 self._collection,
                 query=list(vector),
                 query_filter=qdrant_filter(where, models),
                 limit=limit,
-                with_payload=True,
+                with_payload=with_payload,
             )
         )
         return [Hit(id=str(p.id), payload=dict(p.payload or {}), score=float(p.score)) for p in response.points]

@@ -5,6 +5,7 @@ Rebuilt when the index's revision moves; the BM25 part only when the set of text
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,25 @@ from toolmesh.search.lexical import LexicalIndex
 Mask = npt.NDArray[np.bool_]
 
 
+class Column:
+    """One payload field as small integer codes, so a filter is an integer comparison, not a string scan."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self._codes: dict[Any, int] = {}
+        codes = [self._codes.setdefault(v, len(self._codes)) for v in values]
+        self.codes = np.array(codes, dtype=np.int32)
+
+    def equals(self, value: Any) -> Mask:
+        """Rows whose value is ``value``."""
+        code = self._codes.get(value)
+        return self.codes == code if code is not None else np.zeros(self.codes.size, dtype=bool)
+
+    def any_of(self, values: Sequence[Any]) -> Mask:
+        """Rows whose value is one of ``values``."""
+        wanted = [self._codes[v] for v in set(values) if v in self._codes]
+        return np.isin(self.codes, wanted) if wanted else np.zeros(self.codes.size, dtype=bool)
+
+
 @dataclass
 class Catalog:
     """Tool payloads in a fixed order, with column arrays for filtering."""
@@ -27,20 +47,19 @@ class Catalog:
     lexical: LexicalIndex
     text_key: int
     position: dict[str, int] = field(init=False)
-    _columns: dict[str, npt.NDArray[Any]] = field(init=False)
-    _server_codes: npt.NDArray[np.intp] = field(init=False)
+    _columns: dict[str, Column] = field(init=False)
+    _external: Mask = field(init=False)
+    _unclassified: Mask = field(init=False)
     _skills: dict[str, Mask] = field(init=False)
 
     def __post_init__(self) -> None:
         self.position = {point_id: i for i, point_id in enumerate(self.ids)}
-        column = {
-            key: np.array([p.get(key) for p in self.payloads], dtype=object)
+        self._columns = {
+            key: Column([p.get(key) for p in self.payloads])
             for key in ("source_server_id", "source_server_name", "server_status", "namespace")
         }
-        column["is_external"] = np.array([bool(p.get("is_external")) for p in self.payloads], dtype=bool)
-        column["is_classified"] = np.array([bool(p.get("is_classified")) for p in self.payloads], dtype=bool)
-        self._columns = column
-        _, self._server_codes = np.unique(column["source_server_id"].astype(str), return_inverse=True)
+        self._external = np.array([bool(p.get("is_external")) for p in self.payloads], dtype=bool)
+        self._unclassified = ~np.array([bool(p.get("is_classified")) for p in self.payloads], dtype=bool)
         skills: dict[str, Mask] = {}
         for i, payload in enumerate(self.payloads):
             for skill in payload.get("skill_ids") or []:
@@ -59,28 +78,29 @@ class Catalog:
 
     def count_servers(self, mask: Mask) -> int:
         """How many distinct servers the masked tools come from."""
-        return int(np.unique(self._server_codes[mask]).size)
+        column = self._columns["source_server_id"]
+        return int(np.count_nonzero(np.bincount(column.codes[mask], minlength=1)))
 
     def mask(self, where: Where) -> Mask:
         """Which tools satisfy ``where`` (the same semantics as the index's filter)."""
         result = np.ones(len(self.ids), dtype=bool)
         c = self._columns
         if where.server_id is not None:
-            result &= c["source_server_id"] == where.server_id
+            result &= c["source_server_id"].equals(where.server_id)
         if where.server_names is not None:
-            result &= np.isin(c["source_server_name"], list(where.server_names))
+            result &= c["source_server_name"].any_of(where.server_names)
         if where.statuses is not None:
-            result &= np.isin(c["server_status"], list(where.statuses))
+            result &= c["server_status"].any_of(where.statuses)
         if where.external_only_false:
-            result &= ~c["is_external"]
+            result &= ~self._external
         if where.namespace is not None:
-            result &= c["namespace"] == where.namespace
+            result &= c["namespace"].equals(where.namespace)
         if where.skill_ids is not None:
             skills = np.zeros(len(self.ids), dtype=bool)
             for skill in where.skill_ids:
                 if skill in self._skills:
                     skills |= self._skills[skill]
             if where.or_unclassified:
-                skills |= ~c["is_classified"]
+                skills |= self._unclassified
             result &= skills
         return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -27,12 +28,14 @@ from toolmesh.embed.model import Embedder
 from toolmesh.errors import BackendUnavailable
 from toolmesh.index.base import Hit, ToolIndex, Where
 from toolmesh.lifecycle import SERVING
-from toolmesh.search.catalog import Catalog
+from toolmesh.search.catalog import Catalog, Mask
 from toolmesh.search.fusion import normalised, reciprocal_rank_fusion
+from toolmesh.search.lexical import Scores, best
 
 log = logging.getLogger("toolmesh.search")
 CANDIDATES = 50  # per ranking, before fusion
 MAX_SKILLS = 5
+QUERY_CACHE_SIZE = 512  # query vectors kept: agents repeat their searches
 IndexSource = Callable[[], Awaitable[ToolIndex | None]]
 DbIds = Callable[[list[str]], Awaitable[dict[str, int]]]
 
@@ -40,12 +43,21 @@ DbIds = Callable[[list[str]], Awaitable[dict[str, int]]]
 class SearchService:
     """Answers searches against whatever index ``index_source`` gives (None: not available here)."""
 
-    def __init__(self, index_source: IndexSource, embedder: Embedder | None, db_ids: DbIds | None = None) -> None:
+    def __init__(
+        self,
+        index_source: IndexSource,
+        embedder: Embedder | None,
+        db_ids: DbIds | None = None,
+        *,
+        query_cache_size: int = QUERY_CACHE_SIZE,
+    ) -> None:
         self._index_source = index_source
         self.embedder = embedder
         self._db_ids = db_ids
+        self._query_cache_size = query_cache_size
         self._catalog: Catalog | None = None
         self._catalog_lock = asyncio.Lock()
+        self._query_vectors: OrderedDict[str, list[float]] = OrderedDict()
 
     async def _index(self) -> ToolIndex:
         index = await self._index_source()
@@ -84,11 +96,15 @@ class SearchService:
                 self._catalog = current
         return current
 
+    async def _prepare(self, where: Where, query: str) -> tuple[ToolIndex, Catalog, Mask, Scores | None]:
+        """The index, its catalog, the tools ``where`` allows and the BM25 scores of ``query``."""
+        index = await self._index()
+        catalog = await self.catalog(index)
+        return index, catalog, catalog.mask(where), catalog.lexical.scores(query)
+
     async def search(self, request: SearchRequest, *, namespace: str | None = None) -> SearchResponse:
         """Run one search; ``namespace`` is the caller's (a request for another namespace finds nothing)."""
         started = time.perf_counter()
-        index = await self._index()
-        catalog = await self.catalog(index)
         where = Where(
             kind="tool",
             statuses=[str(s) for s in SERVING],
@@ -98,8 +114,11 @@ class SearchService:
         )
         if namespace and request.namespace and request.namespace != namespace:
             where = replace(where, server_names=[])  # another tenant's tools are invisible
-        base = catalog.mask(where)
-        query_vector = await self._embed_query(request.query)
+        # The query embeds in a worker thread while this thread does the in-memory work (gather,
+        # not a TaskGroup: errors keep their own type for the error table).
+        query_vector, (index, catalog, base, lexical) = await asyncio.gather(
+            self._embed_query(request.query), self._prepare(where, request.query)
+        )
         matched: list[MatchedSkill] = []
         strategy = "flat"
         tools: list[ToolHit] = []
@@ -107,10 +126,12 @@ class SearchService:
             matched = await self._match_skills(index, query_vector, request.skill_threshold)
             if matched:
                 narrowed = replace(where, skill_ids=[s.id for s in matched], or_unclassified=True)
-                tools = await self._tools(index, catalog, narrowed, request, query_vector)
+                tools = await self._tools(
+                    index, catalog, narrowed, catalog.mask(narrowed), lexical, request, query_vector
+                )
                 strategy = "hierarchical" if tools else "flat"
         if strategy == "flat":
-            tools = await self._tools(index, catalog, where, request, query_vector)
+            tools = await self._tools(index, catalog, where, base, lexical, request, query_vector)
         if self._db_ids is not None and tools:
             known = await self._db_ids([t.name for t in tools])
             for tool in tools:
@@ -132,8 +153,18 @@ class SearchService:
     async def _embed_query(self, query: str) -> list[float] | None:
         if self.embedder is None:
             return None
-        vectors = await asyncio.to_thread(self.embedder.embed, [query])
-        return [float(x) for x in vectors[0]]
+        cache = self._query_vectors
+        vector = cache.get(query)
+        if vector is None:
+            vectors = await asyncio.to_thread(self.embedder.embed, [query])
+            vector = vectors[0].tolist()
+            if self._query_cache_size > 0:
+                cache[query] = vector
+                if len(cache) > self._query_cache_size:
+                    cache.popitem(last=False)
+        else:
+            cache.move_to_end(query)
+        return vector
 
     async def _match_skills(self, index: ToolIndex, vector: list[float], threshold: float) -> list[MatchedSkill]:
         hits = await index.query(vector, Where(kind="skill"), MAX_SKILLS)
@@ -150,24 +181,33 @@ class SearchService:
         ]
 
     async def _tools(
-        self, index: ToolIndex, catalog: Catalog, where: Where, request: SearchRequest, vector: list[float] | None
+        self,
+        index: ToolIndex,
+        catalog: Catalog,
+        where: Where,
+        allowed: Mask,
+        lexical: Scores | None,
+        request: SearchRequest,
+        vector: list[float] | None,
     ) -> list[ToolHit]:
-        rankings: list[list[str]] = []
-        payloads: dict[str, dict[str, Any]] = {}
+        """Fused dense and BM25 ranking; ``allowed`` is ``catalog.mask(where)``, ``lexical`` the BM25 scores."""
+        # Payloads come from the catalog, so the index returns ids and scores only. A point newer
+        # than the catalog (the index moved during this search) waits for the next search.
+        rankings: list[list[int]] = []
         if vector is not None:
-            dense = await index.query(vector, replace(where, embedded_only=True), CANDIDATES)
-            rankings.append([h.id for h in dense])
-            payloads.update((h.id, h.payload) for h in dense)
-        lexical = catalog.lexical.search(request.query, CANDIDATES, catalog.mask(where))
-        rankings.append([catalog.ids[i] for i, _ in lexical])
-        for i, _ in lexical:
-            payloads.setdefault(catalog.ids[i], catalog.payloads[i])
+            dense = await index.query(vector, replace(where, embedded_only=True), CANDIDATES, with_payload=False)
+            # Equal scores (the same tool on two servers embeds the same) in catalog order, not in
+            # whatever order the index's segments hold them: a rebuilt index must answer the same.
+            scored = [(-h.score, i) for h in dense if (i := catalog.position.get(h.id)) is not None]
+            rankings.append([i for _, i in sorted(scored)])
+        rankings.append([i for i, _ in best(lexical, CANDIDATES, allowed)])
         found: list[ToolHit] = []
-        for point_id, fused in reciprocal_rank_fusion(rankings):
+        for i, fused in reciprocal_rank_fusion(rankings):
             score = normalised(fused, len(rankings))
             if score < request.tool_threshold:
                 continue
-            found.append(_tool_hit(Hit(point_id, payloads[point_id], score), request.include_schemas))
+            hit = Hit(catalog.ids[i], catalog.payloads[i], score)
+            found.append(_tool_hit(hit, request.include_schemas))
             if len(found) == request.limit:
                 break
         return found
