@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +27,7 @@ from nats.js.errors import NotFoundError
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
 
 _CLEAN_STREAM_PREFIXES = ("TOOLMESH", "KV_toolmesh")
+_OWN_BASETEMP = pytest.StashKey[str]()
 
 
 def _docker_enabled() -> bool:
@@ -143,3 +145,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in ("unit", "integration", "e2e"):
             if f"/tests/{marker}/" in str(item.path):
                 item.add_marker(getattr(pytest.mark, marker))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give each test session a private temp root.
+
+    pytest's numbered ``/tmp/pytest-of-<user>/pytest-N`` roots are pruned by whichever session
+    ends next, which deletes the data dirs of servers a concurrent session is still running.
+    """
+    if not config.option.basetemp:
+        config.option.basetemp = tempfile.mkdtemp(prefix="toolmesh-tests-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the private temp root made in ``pytest_configure``."""
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own:
+        shutil.rmtree(own, ignore_errors=True)
