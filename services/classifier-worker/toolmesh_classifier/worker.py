@@ -14,15 +14,14 @@ import logging
 import uuid
 
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
+from toolmesh.bus.consuming import consume
 from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.events import EVENTS_STREAM, DiscoveredTool, ToolsClassified, ToolsDiscovered
 from toolmesh.errors import ToolmeshError
-from toolmesh.telemetry import adopt_trace
 from toolmesh_classifier.classifiers import Classifier
 
 log = logging.getLogger("toolmesh.classifier")
@@ -79,23 +78,14 @@ async def classify_snapshot(
 
 async def run_classifier(js: JetStreamContext, classifier: Classifier, stop: asyncio.Event) -> None:
     """Classify discovered tools until ``stop`` is set."""
-    sub = await js.pull_subscribe(
-        ToolsDiscovered.subject, durable=DURABLE, stream=EVENTS_STREAM, config=consumer_config()
-    )
-    try:
-        while not stop.is_set():
-            try:
-                messages = await sub.fetch(1, timeout=0.5)
-            except (NatsTimeout, TimeoutError):
-                continue
-            for msg in messages:
-                await _handle(js, classifier, msg)
-    finally:
-        await sub.unsubscribe()
+
+    async def handle(msg: Msg) -> None:
+        await _handle(js, classifier, msg)
+
+    await consume(js, ToolsDiscovered.subject, stream=EVENTS_STREAM, config=consumer_config(), handle=handle, stop=stop)
 
 
 async def _handle(js: JetStreamContext, classifier: Classifier, msg: Msg) -> None:
-    adopt_trace(msg.headers)
     try:
         event = ToolsDiscovered.model_validate_json(msg.data)
     except ValidationError as exc:

@@ -12,10 +12,10 @@ import secrets
 
 import httpx
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
+from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth
@@ -60,22 +60,24 @@ class HealthWorker:
             ack_wait=60,
             filter_subject=CheckServerHealth.subject,
         )
-        sub = await self._b.js.pull_subscribe(
-            CheckServerHealth.subject, durable=DURABLE, stream=COMMANDS_STREAM, config=config
-        )
         checks = TaskSet("health-checks")
+
+        async def start_check(msg: Msg) -> None:
+            await self._slots.acquire()
+            checks.spawn(self._check(checker, msg))
+
         try:
-            while not stop.is_set():
-                try:
-                    messages = await sub.fetch(FETCH_BATCH, timeout=0.5)
-                except (NatsTimeout, TimeoutError):
-                    continue
-                for msg in messages:
-                    await self._slots.acquire()
-                    checks.spawn(self._check(checker, msg))
+            await consume(
+                self._b.js,
+                CheckServerHealth.subject,
+                stream=COMMANDS_STREAM,
+                config=config,
+                handle=start_check,
+                stop=stop,
+                batch=FETCH_BATCH,
+            )
         finally:
             await checks.cancel_all()
-            await sub.unsubscribe()
 
     async def _check(self, checker: Checker, msg: Msg) -> None:
         try:

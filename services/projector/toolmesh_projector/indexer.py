@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nats.errors import TimeoutError as NatsTimeout
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
+from toolmesh.bus.consuming import consume
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, decode_event
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.projection import IndexProjection
-from toolmesh.telemetry import adopt_trace
 
 log = logging.getLogger("toolmesh.indexer")
 DURABLE = "indexer"
@@ -54,23 +54,15 @@ async def run_indexer(js: JetStreamContext, projection: IndexProjection, stop: a
     """Apply events to the index until ``stop`` is set."""
     state = await projection.start()
     await _position_consumer(js, state.last_seq)
-    sub = await js.pull_subscribe(
-        EVENTS_SUBJECTS, durable=DURABLE, stream=EVENTS_STREAM, config=consumer_config(state.last_seq)
-    )
-    try:
-        while not stop.is_set():
-            try:
-                messages = await sub.fetch(1, timeout=0.5)
-            except (NatsTimeout, TimeoutError):
-                continue
-            for msg in messages:
-                adopt_trace(msg.headers)
-                seq = msg.metadata.sequence.stream
-                applied = await projection.apply(_decode(msg.subject, msg.data, seq), seq)
-                log.debug("event %d %s %s", seq, msg.subject, "indexed" if applied else "skipped")
-                await msg.ack_sync()
-    finally:
-        await sub.unsubscribe()
+
+    async def apply(msg: Msg) -> None:
+        seq = msg.metadata.sequence.stream
+        applied = await projection.apply(_decode(msg.subject, msg.data, seq), seq)
+        log.debug("event %d %s %s", seq, msg.subject, "indexed" if applied else "skipped")
+        await msg.ack_sync()
+
+    config = consumer_config(state.last_seq)
+    await consume(js, EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=config, handle=apply, stop=stop)
 
 
 def _decode(subject: str, data: bytes, seq: int) -> Event | None:

@@ -11,15 +11,15 @@ import asyncio
 import logging
 
 import asyncpg
-from nats.errors import TimeoutError as NatsTimeout
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
+from toolmesh.bus.consuming import consume
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
 from toolmesh.store.projection import apply_event, record_checkpoint, reset_read_model
-from toolmesh.telemetry import adopt_trace
 
 log = logging.getLogger("toolmesh.projector")
 DURABLE = "projector"
@@ -39,20 +39,12 @@ def consumer_config() -> ConsumerConfig:
 
 async def run_projector(js: JetStreamContext, db: asyncpg.Pool, stop: asyncio.Event) -> None:
     """Apply events until ``stop`` is set."""
-    sub = await js.pull_subscribe(EVENTS_SUBJECTS, durable=DURABLE, stream=EVENTS_STREAM, config=consumer_config())
-    try:
-        while not stop.is_set():
-            try:
-                messages = await sub.fetch(1, timeout=0.5)
-            except (NatsTimeout, TimeoutError):
-                continue
-            for msg in messages:
-                adopt_trace(msg.headers)
-                seq = msg.metadata.sequence.stream
-                await _apply_message(db, msg.subject, msg.data, seq)
-                await msg.ack_sync()
-    finally:
-        await sub.unsubscribe()
+
+    async def apply(msg: Msg) -> None:
+        await _apply_message(db, msg.subject, msg.data, msg.metadata.sequence.stream)
+        await msg.ack_sync()
+
+    await consume(js, EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=consumer_config(), handle=apply, stop=stop)
 
 
 async def _apply_message(db: asyncpg.Pool, subject: str, data: bytes, seq: int) -> None:

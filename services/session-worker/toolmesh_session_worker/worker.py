@@ -12,10 +12,11 @@ import logging
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry.trace import SpanKind
+from pydantic import ValidationError
 
+from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
@@ -70,21 +71,25 @@ class SessionWorker:
 
     async def _consume_commands(self, stop: asyncio.Event) -> None:
         config = ConsumerConfig(durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
-        sub = await self._b.js.pull_subscribe(
-            ConnectServer.subject, durable=DURABLE, stream=COMMANDS_STREAM, config=config
+        await consume(
+            self._b.js,
+            ConnectServer.subject,
+            stream=COMMANDS_STREAM,
+            config=config,
+            handle=self._on_connect,
+            stop=stop,
+            batch=10,
         )
+
+    async def _on_connect(self, msg: Msg) -> None:
         try:
-            while not stop.is_set():
-                try:
-                    messages = await sub.fetch(10, timeout=0.5)
-                except (NatsTimeout, TimeoutError):
-                    continue
-                for msg in messages:
-                    command = ConnectServer.model_validate_json(msg.data)
-                    await self.take(command.server_id, reconnect=command.reason == RECONNECT_REASON)
-                    await msg.ack()
-        finally:
-            await sub.unsubscribe()
+            command = ConnectServer.model_validate_json(msg.data)
+        except ValidationError as exc:
+            log.error("malformed connect command dropped: %s", exc)
+            await msg.term()
+            return
+        await self.take(command.server_id, reconnect=command.reason == RECONNECT_REASON)
+        await msg.ack()
 
     async def take(self, server_id: str, *, reconnect: bool = False) -> bool:
         """Claim a server if nobody holds it and its state wants a session; then connect it.
