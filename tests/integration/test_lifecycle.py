@@ -12,6 +12,7 @@ from tests.harness import System, eventually, processes_running, running_system
 from tests.peers.everything import launch_everything
 from tests.peers.launch import DEMO_SERVER, launch_peer
 from toolmesh.bus.topology import names_bucket
+from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
 from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh_gateway.owners import NoOwner, ask_owner
 
@@ -250,3 +251,21 @@ async def test_ec004_stale_name_reservation_is_taken_over(system: System) -> Non
     await names.create("in-flight", fresh.encode())
     body = {"name": "in-flight", "transport_type": "STDIO", "connection_config": {"command": "true"}}
     assert (await system.api.post(SERVERS, json=body)).status_code == 409
+
+
+async def test_malformed_connect_command_is_dropped_not_redelivered(nats_url: str, database_url: str) -> None:
+    """A command that fails validation is terminated once; the ones behind it are still served."""
+    # A long reconcile interval: only the connect command can bring the server up in time.
+    async with running_system(nats_url, database_url, reconcile_interval_seconds=120) as system:
+        js = system.backends.js
+        await js.publish(ConnectServer.subject, b'{"not": "a command"}')
+        async with launch_peer("stdio") as peer:
+            created = await system.register("after-poison", "STDIO", peer.config)
+            await system.wait_connected(created["id"], timeout=20)
+
+        async def queue_empty() -> bool:
+            info = await js.consumer_info(COMMANDS_STREAM, "session-workers")
+            stream = await js.stream_info(COMMANDS_STREAM)
+            return info.num_ack_pending == 0 and stream.state.messages == 0
+
+        await eventually(queue_empty, timeout=10, what="the malformed command to leave the work queue")
