@@ -129,13 +129,18 @@ class OwnedServer:
         """Apply a BR-006 verdict of the health-worker: publish DEGRADED / RECOVERED, or reconnect."""
         if self.draining or self.reconnecting or self.status not in (ServerStatus.CONNECTED, ServerStatus.DEGRADED):
             return HealthVerdictResult(status=self.status, reconnecting=self.reconnecting)
-        details = {"consecutive_failures": verdict.consecutive_failures, "source": "health"}
+        failures = verdict.consecutive_failures
         if verdict.reconnect:
             seq = await self._error_then_reconnect(
-                verdict.history, f"Health check failed: {verdict.error}", source="health", **details
+                verdict.history,
+                f"Health check failed: {verdict.error}",
+                source="health",
+                consecutive_failures=failures,
             )
             return HealthVerdictResult(status=ServerStatus.ERROR, reconnecting=True, seq=seq)
-        seq = await self.set_status(verdict.status, verdict.history, error=verdict.error, **details)
+        seq = await self.set_status(
+            verdict.status, verdict.history, error=verdict.error, source="health", consecutive_failures=failures
+        )
         return HealthVerdictResult(status=self.status, seq=seq)
 
     async def _error_then_reconnect(self, history: str, error: str, *, source: str, **details: Any) -> int:
