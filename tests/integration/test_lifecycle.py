@@ -70,7 +70,7 @@ async def test_br002_br003_demo_peer_connects_and_tools_are_namespaced(system: S
         assert f"demo-{transport}.echo" in names
         echo = next(t for t in tools["tools"] if t["original_name"] == "echo")
         assert echo["input_schema"]["properties"]["text"]["type"] == "string"
-        assert tools["total"] == detail["tool_count"] and tools["unclassified"] == tools["total"]
+        assert tools["total"] == detail["tool_count"] == tools["classified"] + tools["unclassified"]
         assert (await system.history(created["id"]))[:4] == [
             "REGISTERED",
             "CONNECT_REQUESTED",
