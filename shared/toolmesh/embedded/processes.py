@@ -106,6 +106,10 @@ def _signal_pid(pid: int, sig: signal.Signals) -> None:
         pass
 
 
+PARENT_EXIT_GRACE = 3.0
+"""How long leftovers whose parent is still alive are given for that parent to finish exiting."""
+
+
 def _proc_stat(pid: int) -> tuple[str, int] | None:
     """(state, parent pid) of a process from ``/proc``, None if unknown."""
     try:
@@ -175,6 +179,12 @@ async def kill_leftovers(directory: Path, comm: str, sig: signal.Signals, grace:
     A server on ``directory`` whose parent is still alive belongs to another live run: it is left
     alone and ``EmbeddedServerError`` is raised.
     """
+    pids = pids_using_dir(directory, comm)
+    if not pids:
+        return
+    # A parent killed a moment ago may still be exiting: give it a little time before calling the
+    # directory "in use" by a live run.
+    await poll_until(lambda: not _held_by_live_parent(pids_using_dir(directory, comm)), PARENT_EXIT_GRACE)
     pids = pids_using_dir(directory, comm)
     if not pids:
         return
