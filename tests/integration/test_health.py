@@ -48,8 +48,8 @@ async def history_rows(system: System, server_id: str) -> list[dict[str, Any]]:
 
 
 def status_trail(rows: list[dict[str, Any]]) -> list[str]:
-    """The history without the per-check rows."""
-    return [r["event_type"] for r in rows if r["event_type"] != "HEALTH_FAILED"]
+    """The history without the per-check rows and tool snapshots (a reconnect's discovery may land late)."""
+    return [r["event_type"] for r in rows if r["event_type"] not in ("HEALTH_FAILED", "TOOLS_DISCOVERED")]
 
 
 async def wait_history(system: System, server_id: str, event_type: str, *, after: int = 0, timeout: float = 30) -> int:
