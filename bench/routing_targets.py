@@ -1,0 +1,198 @@
+"""What ``routing.py`` calls: the demo tool directly over MCP, through the REST API, and through ``/mcp``.
+
+Each target gives independent callers; the REST one uses a cheap keep-alive HTTP/1.1 client over
+asyncio streams, since an httpx client would measure itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "tests" / "peers" / "demo_server.py"
+TOKEN = "bench-" + secrets.token_hex(8)
+TOOL, ARGUMENTS = "echo", {"text": "hello"}
+Call = Callable[[], Awaitable[None]]
+
+
+# -- a cheap HTTP/1.1 keep-alive client -------------------------------------------------------
+
+
+class HttpConnection:
+    """One keep-alive connection that POSTs JSON and reads ``Content-Length`` bodies."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._host = host
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> HttpConnection:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer, f"{host}:{port}")
+
+    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self._host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self._writer.write(head + body)
+        status_line = await self._reader.readline()
+        length = 0
+        while True:
+            line = await self._reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return int(status_line.split(b" ", 2)[1]), await self._reader.readexactly(length)
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+
+# -- targets -------------------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    """A way to call the demo tool: ``callers(n)`` gives ``n`` independent callers."""
+
+    name: str
+
+    async def callers(self, n: int) -> list[Call]: ...
+
+    async def close(self) -> None: ...
+
+
+class DirectMcp:
+    """The demo peer over its own stdio session with the ``mcp`` client (concurrent calls multiplex)."""
+
+    name = "direct"
+
+    def __init__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+        self._session: ClientSession | None = None
+
+    async def start(self) -> None:
+        params = StdioServerParameters(command=sys.executable, args=[str(DEMO), "--transport", "stdio"])
+        read, write = await self._stack.enter_async_context(stdio_client(params))
+        self._session = await self._stack.enter_async_context(ClientSession(read, write))
+        await self._session.initialize()
+
+    async def callers(self, n: int) -> list[Call]:
+        session = self._session
+        assert session is not None
+
+        async def call() -> None:
+            result = await session.call_tool(TOOL, ARGUMENTS)
+            if result.is_error:
+                raise RuntimeError(f"direct call failed: {result}")
+
+        return [call] * n
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
+class RestApi:
+    """``POST /api/v1/tools/call``, one keep-alive connection per caller."""
+
+    name = "rest"
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
+        self._connections: list[HttpConnection] = []
+        self._body = json.dumps({"name": f"demo.{TOOL}", "arguments": ARGUMENTS}).encode()
+
+    async def callers(self, n: int) -> list[Call]:
+        # Fresh connections per run: the server closes keep-alive connections idle for 5 s.
+        await self.close()
+        self._connections = [await HttpConnection.open(self._host, self._port) for _ in range(n)]
+
+        def caller(connection: HttpConnection) -> Call:
+            async def call() -> None:
+                status, body = await connection.post("/api/v1/tools/call", self._body, TOKEN)
+                if status != 200:
+                    raise RuntimeError(f"toolmesh call failed: {status} {body[:300]!r}")
+
+            return call
+
+        return [caller(c) for c in self._connections[:n]]
+
+    async def close(self) -> None:
+        for connection in self._connections:
+            await connection.close()
+        self._connections = []
+
+
+class McpFrontDoor:
+    """toolmesh's ``/mcp`` (all-tools mode) with the SDK's Streamable HTTP client: ONE session, the
+    callers' ``call_tool``s multiplex on it (each one is its own POST on the httpx2 pool)."""
+
+    name = "mcp"
+    client = (
+        "mcp SDK ClientSession over streamable_http_client (httpx2.AsyncClient, bearer header), "
+        "one session, concurrent call_tool; runs in the bench process"
+    )
+
+    def __init__(self, host: str, port: int) -> None:
+        self.url = f"http://{host}:{port}/mcp?mode=all"
+        self.tool = ""
+        self._stack = contextlib.AsyncExitStack()
+        self._session: ClientSession | None = None
+
+    async def start(self, deadline: float) -> None:
+        """Open the session, then wait until ``tools/list`` shows the demo peer's echo tool."""
+        # Keep-alive for every caller (the default pool keeps only 20 idle connections, which would
+        # make c64 reconnect all the time).
+        limits = httpx2.Limits(max_connections=256, max_keepalive_connections=256)
+        http = await self._stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=120), limits=limits
+            )
+        )
+        read, write = await self._stack.enter_async_context(streamable_http_client(self.url, http_client=http))
+        self._session = await self._stack.enter_async_context(ClientSession(read, write))
+        await self._session.initialize()
+        while True:  # the front door's listing follows the catalog feed, which may lag registration
+            names = [tool.name for tool in (await self._session.list_tools()).tools]
+            matches = [n for n in names if n.startswith("demo") and n.endswith(TOOL)]
+            if len(matches) == 1:
+                self.tool = matches[0]
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no single demo {TOOL} tool in /mcp tools/list: {names}")
+            await asyncio.sleep(0.2)
+
+    async def callers(self, n: int) -> list[Call]:
+        session = self._session
+        assert session is not None
+
+        async def call() -> None:
+            result = await session.call_tool(self.tool, ARGUMENTS)
+            if result.is_error:
+                raise RuntimeError(f"/mcp call failed: {result}")
+
+        return [call] * n
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
+# -- measurement ---------------------------------------------------------------------------------
