@@ -15,6 +15,8 @@ Streamable HTTP, bearer token) with the ``mcp`` SDK client: one session, concurr
 That client costs far more CPU than the raw HTTP client above, and it shares the machine with
 toolmesh, so the column also reports this process's own CPU per call (``bench_cpu_us_per_call``)
 next to toolmesh's; it runs fewer calls (``--mcp-calls-c1``/``--mcp-calls``) to stay short.
+The ``direct_http`` column is that same SDK client calling the demo peer over Streamable HTTP
+directly (its own process); ``mcp.ratio_to_direct_http`` is ``/mcp``'s throughput over it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,19 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from routing_targets import ARGUMENTS, DEMO, TOKEN, TOOL, Call, DirectMcp, HttpConnection, McpFrontDoor, RestApi, Target
+from routing_targets import (
+    ARGUMENTS,
+    DEMO,
+    TOKEN,
+    TOOL,
+    Call,
+    DirectHttpMcp,
+    DirectMcp,
+    HttpConnection,
+    McpFrontDoor,
+    RestApi,
+    Target,
+)
 
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
@@ -135,6 +149,7 @@ async def toolmesh_up(
         "TOOLMESH_PORT": str(port),
         "TOOLMESH_LOG_LEVEL": os.environ.get("TOOLMESH_LOG_LEVEL", "INFO"),
         "MCP_CREDENTIAL_KEY": secrets.token_urlsafe(32),
+        "TOOLMESH_RATE_LIMIT_PER_SECOND": "0",  # measure routing, not the per-principal limit
     }
     process = spawn_toolmesh(work, env)
     try:
@@ -186,6 +201,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "direct": {c: (args.calls_c1 if c == 1 else args.calls) for c in levels},
         "rest": {c: (args.calls_c1 if c == 1 else args.calls) for c in levels},
         "mcp": {c: (args.mcp_calls_c1 if c == 1 else args.mcp_calls) for c in levels},
+        "direct_http": {c: (args.mcp_calls_c1 if c == 1 else args.mcp_calls) for c in levels},
     }
     with tempfile.TemporaryDirectory(prefix="toolmesh-bench-") as tmp:
         work = Path(tmp)
@@ -206,7 +222,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 cleanup.push_async_callback(front.close)
                 await front.start(time.monotonic() + 60)
                 note(f"/mcp session open; the tool is {front.tool!r}")
-                targets: list[Target] = [direct, rest, front]
+                direct_http = DirectHttpMcp(free_port())
+                cleanup.push_async_callback(direct_http.close)
+                await direct_http.start(time.monotonic() + 60)
+                targets: list[Target] = [
+                    t for t in (direct, rest, front, direct_http) if t.name in args.targets.split(",")
+                ]
                 results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
                 peer = children(process.pid)
                 probes: dict[str, Callable[[], float]] = {
@@ -214,6 +235,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     "upstream": lambda: sum(cpu_seconds(p) for p in peer),
                     "bench": lambda: cpu_seconds(os.getpid()),
                 }
+                assert direct_http.process is not None
+                http_peer = direct_http.process.pid
+                probes["http_peer"] = lambda: cpu_seconds(http_peer)
                 if nats.pid:
                     nats_pid = nats.pid
                     probes["nats"] = lambda: cpu_seconds(nats_pid)
@@ -229,6 +253,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         for name, probe in probes.items():
                             cpu[target.name][name][f"c{level}"] = per_call_us(probe() - before[name], calls)
                         note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
+    if {t.name for t in targets} != {"direct", "rest", "mcp", "direct_http"}:
+        return {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
     mcp_column: dict[str, Any] = {
         "client": McpFrontDoor.client,
         "tool": front.tool,
@@ -240,6 +266,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     }
     if "nats" in cpu["mcp"]:
         mcp_column["nats_cpu_us_per_call"] = cpu["mcp"]["nats"]
+    mcp_column["ratio_to_direct_http"] = {
+        level: round(results["mcp"][level]["throughput_per_s"] / results["direct_http"][level]["throughput_per_s"], 3)
+        for level in results["mcp"]
+    }
+    direct_http_column = {
+        "client": McpFrontDoor.client,
+        **results["direct_http"],
+        "server_cpu_us_per_call": cpu["direct_http"]["http_peer"],
+        "bench_cpu_us_per_call": cpu["direct_http"]["bench"],
+    }
     return {
         "bench": "routing",
         "tool": TOOL,
@@ -247,6 +283,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "direct": results["direct"],
         "rest": results["rest"],
         "mcp": mcp_column,
+        "direct_http": direct_http_column,
         "added": added_vs(results["rest"], results["direct"]),  # of the rest column
         # of the rest column (its load generator is the raw HTTP/1.1 client above):
         "toolmesh_cpu_us_per_call": cpu["rest"]["toolmesh"],
@@ -265,6 +302,7 @@ def main() -> None:
     parser.add_argument("--mcp-calls-c1", type=int, default=300, help="/mcp calls at concurrency 1")
     parser.add_argument("--mcp-calls", type=int, default=1000, help="/mcp calls at each higher concurrency")
     parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--targets", default="direct,rest,mcp,direct_http", help="columns to measure")
     print(json.dumps(asyncio.run(bench(parser.parse_args()))), flush=True)
 
 

@@ -1,4 +1,5 @@
-"""What ``routing.py`` calls: the demo tool directly over MCP, through the REST API, and through ``/mcp``.
+"""What ``routing.py`` calls: the demo tool directly over MCP (stdio, and Streamable HTTP), through the
+REST API, and through ``/mcp``.
 
 Each target gives independent callers; the REST one uses a cheap keep-alive HTTP/1.1 client over
 asyncio streams, since an httpx client would measure itself.
@@ -9,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import secrets
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -141,6 +145,75 @@ class RestApi:
         self._connections = []
 
 
+class DirectHttpMcp:
+    """The same SDK client as ``McpFrontDoor`` calling the demo peer over Streamable HTTP directly
+    (``demo_server.py --transport http`` in its own process): the column ``/mcp`` is compared with."""
+
+    name = "direct_http"
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._session: ClientSession | None = None
+
+    async def start(self, deadline: float) -> None:
+        """Start the peer, wait until it listens, and open one session."""
+        self.process = _spawn_http_peer(self.port)
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        self._session = await _sdk_session(self._stack, self.url, {})
+
+    async def callers(self, n: int) -> list[Call]:
+        session = self._session
+        assert session is not None
+
+        async def call() -> None:
+            result = await session.call_tool(TOOL, ARGUMENTS)
+            if result.is_error:
+                raise RuntimeError(f"direct HTTP call failed: {result}")
+
+        return [call] * n
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _spawn_http_peer(port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(DEMO), "--transport", "http", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+async def _sdk_session(stack: contextlib.AsyncExitStack, url: str, headers: dict[str, str]) -> ClientSession:
+    """An initialized SDK session over Streamable HTTP with a keep-alive pool for every caller."""
+    # The default pool keeps only 20 idle connections, which would make c64 reconnect all the time.
+    limits = httpx2.Limits(max_connections=256, max_keepalive_connections=256)
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120), limits=limits)
+    )
+    read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    return session
+
+
 class McpFrontDoor:
     """toolmesh's ``/mcp`` (all-tools mode) with the SDK's Streamable HTTP client: ONE session, the
     callers' ``call_tool``s multiplex on it (each one is its own POST on the httpx2 pool)."""
@@ -159,17 +232,7 @@ class McpFrontDoor:
 
     async def start(self, deadline: float) -> None:
         """Open the session, then wait until ``tools/list`` shows the demo peer's echo tool."""
-        # Keep-alive for every caller (the default pool keeps only 20 idle connections, which would
-        # make c64 reconnect all the time).
-        limits = httpx2.Limits(max_connections=256, max_keepalive_connections=256)
-        http = await self._stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30, read=120), limits=limits
-            )
-        )
-        read, write = await self._stack.enter_async_context(streamable_http_client(self.url, http_client=http))
-        self._session = await self._stack.enter_async_context(ClientSession(read, write))
-        await self._session.initialize()
+        self._session = await _sdk_session(self._stack, self.url, {"Authorization": f"Bearer {TOKEN}"})
         while True:  # the front door's listing follows the catalog feed, which may lag registration
             names = [tool.name for tool in (await self._session.list_tools()).tools]
             matches = [n for n in names if n.startswith("demo") and n.endswith(TOOL)]

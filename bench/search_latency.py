@@ -1,9 +1,24 @@
-"""Search latency at 10,000 tools (p50/p95, with filters), indexing throughput, and the time to
-classify 50 tools (BR-004 target: under 60 s). Embedded index (qdrant-edge), real model. One JSON line.
+"""Search latency and index freshness while the catalog changes. One JSON line.
+
+1. preload: ``--tools`` synthetic tools on ``--servers`` servers go through the index projection
+   (the indexer's code) and the product's classifier, as events in stream order;
+2. steady: search p50/p95 at that size (flat, hierarchical, filtered by server; repeated queries
+   answered from the query cache, and every query embedded afresh: "uncached");
+3. registration: ``--registering`` more servers (``--tools-each`` tools each) arrive at ``--rate``
+   servers per second; each one's events, then its classification (batches of 10, as the
+   classifier-worker publishes them), queue up for the projection like messages of the event
+   stream, while a client searches without pause and a probe measures, per server, the time from
+   its tool snapshot entering the stream to its probe tool being found by search (index lag).
+
+The projection, the catalog publisher, the checkpoint flusher and the searches share one event loop,
+as in ``toolmesh up``. ``--backend qdrant-local`` stores the index in qdrant-client's local mode: no
+package ships a Qdrant server binary, so that stands in for one (searches read the in-memory
+catalog either way; the backend only changes indexing).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -13,22 +28,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_common import livemcp_servers, load_index
+from qdrant_client import AsyncQdrantClient
+from search_common import classifications, one_server
 
 from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.contracts.search import SearchRequest
-from toolmesh.embed.model import load_embedder
+from toolmesh.embed.model import DIMENSIONS, load_embedder
+from toolmesh.index.base import ToolIndex
 from toolmesh.index.edge import EdgeIndex
+from toolmesh.index.projection import IndexProjection
+from toolmesh.index.qdrant import QdrantIndex
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import EmbeddingClassifier
-from toolmesh_classifier.worker import BATCH_SIZE, CONCURRENT_BATCHES
 
-TOOLS = 10_000
-SERVERS = 50
 VERBS = "create read update delete list search get send fetch run query export import sync archive".split()
 NOUNS = (
     "issue file record message event invoice user repository page image report table ticket calendar "
@@ -46,12 +63,13 @@ QUERIES = [
 ]
 
 
-def synthetic() -> dict[str, list[DiscoveredTool]]:
-    rng = random.Random(7)
-    servers: dict[str, list[DiscoveredTool]] = {}
-    for s in range(SERVERS):
+def synthetic(servers: int, per_server: int, prefix: str, seed: int) -> dict[str, list[DiscoveredTool]]:
+    """Servers of plausible tools; each server's last tool is a probe with a unique word in its name."""
+    rng = random.Random(seed)
+    result: dict[str, list[DiscoveredTool]] = {}
+    for s in range(servers):
         tools = []
-        for t in range(TOOLS // SERVERS):
+        for t in range(per_server - 1):
             verb, noun, other = rng.choice(VERBS), rng.choice(NOUNS), rng.choice(NOUNS)
             tools.append(
                 DiscoveredTool(
@@ -60,77 +78,183 @@ def synthetic() -> dict[str, list[DiscoveredTool]]:
                     input_schema={"type": "object", "properties": {f"{noun}_id": {}, other: {}}},
                 )
             )
-        servers[f"server-{s:02d}"] = tools
-    return servers
+        tools.append(DiscoveredTool(original_name=f"probe{prefix}{s}", description="Probe tool for freshness."))
+        result[f"{prefix}-{s:04d}"] = tools
+    return result
 
 
-async def classify_50() -> float:
-    embedder = load_embedder()
-    assert embedder is not None
-    tools = [t for ts in livemcp_servers().values() for t in ts][:50]
+def percentiles(values: list[float], prefix: str) -> dict[str, float]:
+    if not values:
+        return {}
+    values = sorted(values)
+    return {
+        f"{prefix}_p50": round(statistics.median(values), 2),
+        f"{prefix}_p95": round(values[max(0, int(len(values) * 0.95) - 1)], 2),
+        f"{prefix}_max": round(values[-1], 2),
+        f"{prefix}_n": len(values),
+    }
+
+
+class Stream:
+    """Events in arrival order, applied one at a time like the indexer's durable consumer."""
+
+    def __init__(self, projection: IndexProjection) -> None:
+        self.projection = projection
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.seq = projection.state.last_seq
+
+    async def run(self) -> None:
+        while True:
+            event = await self.queue.get()
+            self.seq += 1
+            await self.projection.apply(event, self.seq)
+            self.queue.task_done()
+
+
+async def open_backend(kind: str, path: Path) -> ToolIndex:
+    if kind == "edge":
+        return EdgeIndex(path, DIMENSIONS)
+    local = QdrantIndex(AsyncQdrantClient(location=":memory:"), DIMENSIONS)
+    await local.ensure_collections()
+    return local
+
+
+async def feed(stream: Stream, classifier: EmbeddingClassifier, servers: dict[str, list[DiscoveredTool]]) -> None:
+    for name, tools in servers.items():
+        for event in one_server(name, tools):
+            stream.queue.put_nowait(event)
+        for event in await classifications(classifier, name, tools):
+            stream.queue.put_nowait(event)
+
+
+async def measure_steady(service: SearchService, uncached: SearchService, rounds: int) -> dict[str, float]:
+    result: dict[str, float] = {}
+    for prefix, svc in (("steady", service), ("steady_uncached", uncached)):
+        latencies: dict[str, list[float]] = {}
+        await svc.search(SearchRequest(query="warm up"))
+        for round_ in range(rounds):
+            for query in QUERIES:
+                for name, request in (
+                    ("flat", SearchRequest(query=query, strategy="flat")),
+                    ("hierarchical", SearchRequest(query=query)),
+                    ("server_filter", SearchRequest(query=query, server_filter=[f"base-{round_ % 50:04d}"])),
+                ):
+                    t0 = time.perf_counter()
+                    await svc.search(request)
+                    latencies.setdefault(name, []).append((time.perf_counter() - t0) * 1000)
+        for name, values in latencies.items():
+            result.update(percentiles(values, f"{prefix}_{name}_ms"))
+    return result
+
+
+async def register_while_searching(
+    stream: Stream, classifier: EmbeddingClassifier, service: SearchService, args: argparse.Namespace
+) -> dict[str, Any]:
+    arriving = synthetic(args.registering, args.tools_each, "new", seed=11)
+    latencies: list[float] = []
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def searcher() -> None:
+        rng = random.Random(3)
+        while not done.is_set():
+            t0 = time.perf_counter()
+            await service.search(SearchRequest(query=f"{rng.choice(QUERIES)} {rng.randrange(10_000)}"))
+            latencies.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(0.01)
+
+    async def probe(name: str, tool: str, since: float) -> None:
+        request = SearchRequest(query=tool, strategy="flat", server_filter=[name], limit=1)
+        while True:
+            found = await service.search(request)
+            if found.tools and found.tools[0].original_name == tool:
+                lags.append(time.perf_counter() - since)
+                return
+            await asyncio.sleep(0.05)
+
     started = time.perf_counter()
-    classifier = EmbeddingClassifier(embedder, load_taxonomy())
-    gate = asyncio.Semaphore(CONCURRENT_BATCHES)
+    async with asyncio.TaskGroup() as group:
+        search_task = group.create_task(searcher())
+        probes = []
+        for number, (name, tools) in enumerate(arriving.items()):
+            await asyncio.sleep(max(0.0, started + number / args.rate - time.perf_counter()))
+            for event in one_server(name, tools):
+                stream.queue.put_nowait(event)
+            probes.append(group.create_task(probe(name, tools[-1].original_name, time.perf_counter())))
+            # The classifier-worker classifies the snapshot while the indexer indexes it.
+            group.create_task(_classify(stream, classifier, name, tools))
+        await asyncio.gather(*probes)
+        await stream.queue.join()
+        done.set()
+        await search_task
+    elapsed = time.perf_counter() - started
+    return {
+        "registering_servers": args.registering,
+        "registering_tools": args.registering * args.tools_each,
+        "registering_rate_servers_per_s": args.rate,
+        "registration_seconds": round(elapsed, 1),
+        **percentiles(latencies, "during_registration_search_ms"),
+        **percentiles([lag * 1000 for lag in lags], "index_lag_ms"),
+    }
 
-    async def one(batch: list[DiscoveredTool]) -> None:
-        async with gate:
-            await classifier.classify("bench", batch)
 
-    await asyncio.gather(*(one(tools[i : i + BATCH_SIZE]) for i in range(0, len(tools), BATCH_SIZE)))
-    return time.perf_counter() - started
+async def _classify(stream: Stream, classifier: EmbeddingClassifier, name: str, tools: list[DiscoveredTool]) -> None:
+    for event in await classifications(classifier, name, tools):
+        stream.queue.put_nowait(event)
 
 
-async def main() -> None:
+async def main(args: argparse.Namespace) -> None:
     load_before = os.getloadavg()[0]
     embedder = load_embedder()
-    servers = synthetic()
-    with tempfile.TemporaryDirectory() as tmp:
-        index = EdgeIndex(Path(tmp), 384)
-        started = time.perf_counter()
-        await load_index(index, embedder, servers)
-        indexing = time.perf_counter() - started
-
-        async def source() -> EdgeIndex:
-            return index
-
-        # As deployed (repeated queries answered from the query-vector cache), and with every query
-        # embedded afresh ("uncached": what a query never seen before costs).
-        services = {
-            "": SearchService(source, embedder),
-            "uncached_": SearchService(source, embedder, query_cache_size=0),
-        }
-        latencies: dict[str, list[float]] = {}
-        for prefix, service in services.items():
-            await service.search(SearchRequest(query="warm up"))
-            for round_ in range(25):
-                for query in QUERIES:
-                    for name, request in (
-                        ("flat", SearchRequest(query=query, strategy="flat")),
-                        ("hierarchical", SearchRequest(query=query, strategy="hierarchical", skill_threshold=0.3)),
-                        (
-                            "flat_server_filter",
-                            SearchRequest(query=query, strategy="flat", server_filter=[f"server-{round_ % 50:02d}"]),
-                        ),
-                    ):
-                        t0 = time.perf_counter()
-                        await service.search(request)
-                        latencies.setdefault(prefix + name, []).append((time.perf_counter() - t0) * 1000)
-        await index.close()
-    result: dict[str, object] = {
+    if embedder is None:
+        raise SystemExit("the embedding model did not load")
+    classifier = EmbeddingClassifier(embedder, load_taxonomy())
+    result: dict[str, Any] = {
         "benchmark": "search_latency",
-        "tools": TOOLS,
-        "servers": SERVERS,
-        "indexing_tools_per_s": round(TOOLS / indexing, 1),
-        "indexing_seconds": round(indexing, 1),
+        "backend": "qdrant-edge (embedded)" if args.backend == "edge" else "qdrant-client local mode (stand-in)",
+        "tools": args.tools,
+        "servers": args.servers,
     }
-    for name, values in latencies.items():
-        values.sort()
-        result[f"{name}_p50_ms"] = round(statistics.median(values), 2)
-        result[f"{name}_p95_ms"] = round(values[int(len(values) * 0.95) - 1], 2)
-    result["classify_50_tools_s"] = round(await classify_50(), 2)
+    with tempfile.TemporaryDirectory() as tmp:
+        index = await open_backend(args.backend, Path(tmp))
+        projection = IndexProjection(index, embedder, load_taxonomy())
+        await projection.start()
+        stream = Stream(projection)
+        stop = asyncio.Event()
+        async with asyncio.TaskGroup() as group:
+            workers = [
+                group.create_task(stream.run()),
+                group.create_task(projection.table.run_publisher(stop)),
+                group.create_task(projection.run_flusher(stop)),
+            ]
+            started = time.perf_counter()
+            await feed(stream, classifier, synthetic(args.servers, args.tools // args.servers, "base", seed=7))
+            await stream.queue.join()
+            result["preload_seconds"] = round(time.perf_counter() - started, 1)
+            result["preload_tools_per_s"] = round(args.tools / (time.perf_counter() - started), 1)
+            await asyncio.sleep(0.5)  # the publisher catches up
+            service = SearchService(projection.table.catalog, embedder)
+            # Every query embedded afresh: neither the service's query cache nor the process's text cache.
+            model = getattr(embedder, "inner", embedder)
+            uncached = SearchService(projection.table.catalog, model, query_cache_size=0)
+            result.update(await measure_steady(service, uncached, args.rounds))
+            if args.registering:
+                result.update(await register_while_searching(stream, classifier, service, args))
+            stop.set()
+            workers[0].cancel()
+        projection.close()
+        await index.close()
     result["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # the host is shared
     print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--servers", type=int, default=50)
+    parser.add_argument("--registering", type=int, default=500)
+    parser.add_argument("--tools-each", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=5.0, help="servers registering per second")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--backend", choices=("edge", "qdrant-local"), default="edge")
+    asyncio.run(main(parser.parse_args()))

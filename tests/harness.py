@@ -22,7 +22,7 @@ from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.embedded import free_port
 from toolmesh.runtime import Backends, open_backends
-from toolmesh_cli.roles import ROLES, run_roles, seed_admin
+from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
 
 ADMIN_TOKEN = "test-admin-token"
 CREDENTIAL_KEY = "test-credential-key"
@@ -35,6 +35,8 @@ FAST = {
     "connect_backoff_seconds": (0.2, 0.4, 0.8),
     "connection_timeout_seconds": 20.0,
     "projection_wait_seconds": 5.0,
+    # Tests drive bursts of hundreds of calls with one key (EC-007); the limiter has tests of its own.
+    "rate_limit_per_second": 0.0,
 }
 
 
@@ -67,6 +69,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
         value = getattr(settings, key)
         env[f"TOOLMESH_{key.upper()}"] = json.dumps(list(value)) if isinstance(value, tuple) else str(value)
     return env
+
+
+def credential_box(settings: Settings) -> CredentialBox:
+    """The box of the settings' credential key and previous keys."""
+    return CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys)
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, what: str = "") -> T:
@@ -136,9 +143,9 @@ async def running_system(
     settings = make_settings(nats_url, database_url, **overrides)
     stop = asyncio.Event()
     async with open_backends(settings, "test") as backends:
-        await seed_admin(backends, ADMIN_TOKEN)
+        await seed_owner_key(backends, ADMIN_TOKEN)
         task = asyncio.create_task(
-            run_roles(roles or list(ROLES), backends, CredentialBox(CREDENTIAL_KEY), stop), name="roles"
+            run_roles(roles or list(ROLES), backends, credential_box(settings), stop), name="roles"
         )
         base = f"http://{settings.host}:{settings.port}"
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

@@ -6,15 +6,23 @@ contract names and defaults (``MCP_AGGREGATOR_*``, ``MCP_CREDENTIAL_KEY``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _contract(name: str) -> AliasChoices:
     return AliasChoices(name)
+
+
+Names = Annotated[tuple[str, ...], NoDecode]
+"""A list setting given in the environment as ``A,B,C`` or as a JSON array."""
+
+STDIO_BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+LOOPBACK_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*")
 
 
 class Settings(BaseSettings):
@@ -26,6 +34,16 @@ class Settings(BaseSettings):
     nats_url: str | None = None
     database_url: str | None = None
     qdrant_url: str | None = None
+
+    # NATS client authentication and TLS (any of them; a URL may also carry user:password).
+    nats_user: str | None = None
+    nats_password: str | None = None
+    nats_token: str | None = None
+    nats_creds_file: Path | None = None  # a JWT user credentials file (decentralized auth)
+    nats_nkey_seed_file: Path | None = None  # an NKey seed file
+    nats_tls_ca_file: Path | None = None  # CA bundle that signed the server's certificate
+    nats_tls_cert_file: Path | None = None  # client certificate (mutual TLS), with nats_tls_key_file
+    nats_tls_key_file: Path | None = None
 
     data_dir: Path = Path.home() / ".toolmesh"
     host: str = "127.0.0.1"
@@ -41,6 +59,18 @@ class Settings(BaseSettings):
     connect_retries: int = 3
     connect_backoff_seconds: tuple[float, ...] = (1.0, 2.0, 4.0)
     drain_timeout_seconds: float = 30.0
+    # REST tool servers (connection API spec): attempts of the GET /health that connects, the backoff
+    # factor (attempt n waits factor * n seconds before the next), and the timeout of each request.
+    rest_retry_attempts: int = Field(3, ge=1)
+    rest_retry_backoff_seconds: float = Field(0.5, ge=0)
+    rest_timeout_seconds: float = Field(30.0, gt=0)
+
+    # The public NATS API (toolmesh.api.v1.*): requests handled at once by each gateway, and
+    # idempotency keys: a first result is kept for the window; a claim not renewed for
+    # ``idempotency_claim_seconds`` (its gateway died) is taken over by a retry.
+    api_max_concurrency: int = Field(256, ge=1)
+    idempotency_window_seconds: float = Field(86_400.0, gt=0)
+    idempotency_claim_seconds: float = Field(10.0, gt=0)
 
     # Health monitoring (BR-006, EC-001, EC-010); the interval itself is a contract variable below.
     health_check_timeout_seconds: float = 5.0
@@ -59,15 +89,30 @@ class Settings(BaseSettings):
     connection_timeout_seconds: float = Field(30, validation_alias=_contract("MCP_AGGREGATOR_CONNECTION_TIMEOUT"))
     request_timeout_seconds: float = Field(60, validation_alias=_contract("MCP_AGGREGATOR_REQUEST_TIMEOUT"))
     credential_key: str | None = Field(None, validation_alias=_contract("MCP_CREDENTIAL_KEY"))
+    # Keys being rotated out: configs sealed under them still open until resealed (comma-separated).
+    credential_previous_keys: str | None = Field(None, validation_alias=_contract("MCP_CREDENTIAL_KEY_PREVIOUS"))
     max_tools_per_server: int = 1000
     max_total_tools: int = 10_000
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.
     skills_file: Path | None = None
     classifier: str = "embedding"  # or "llm": any OpenAI-compatible chat endpoint
+    # A batch that fails is tried again after these pauses (the last one repeats); after this many
+    # attempts its tools are UNCLASSIFIED until someone retries.
+    classification_max_attempts: int = Field(6, ge=1)
+    classification_retry_seconds: tuple[float, ...] = (15.0, 30.0, 60.0, 120.0, 240.0)
     classifier_llm_base_url: str | None = None
     classifier_llm_model: str | None = None
     classifier_llm_api_key: str | None = None
+
+    # Optional JWT bearer tokens of an identity provider (on when a JWKS file or URL is set).
+    jwt_jwks_file: Path | None = None
+    jwt_jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_algorithms: tuple[str, ...] = ("RS256", "ES256")
+    jwt_role_claim: str = "toolmesh_role"
+    jwt_namespace_claim: str = "toolmesh_namespace"
 
     # The MCP front door (/mcp, `toolmesh mcp`): every tool ("all") or meta-tools ("search"), which
     # a connection may override with ``?mode=``; and code mode (the ``run`` meta-tool's sandbox).
@@ -76,3 +121,30 @@ class Settings(BaseSettings):
     code_timeout_seconds: float = Field(30.0, gt=0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
+
+    # Upstream hygiene: the only variables of the worker's environment a STDIO server inherits
+    # (by name; the rest of its environment is its config's ``env``).
+    stdio_base_env: Names = STDIO_BASE_ENV
+    # Which of the worker's variables ``${VAR}`` in a server's config may expand (glob patterns,
+    # e.g. ``GITHUB_*,SLACK_TOKEN``); toolmesh's own variables never expand. Narrow it when admins
+    # of several teams register servers on one deployment.
+    expandable_variables: Names = ("*",)
+
+    # The front door: browser origins allowed on /mcp (``scheme://host:port``, ``:*`` = any port;
+    # requests without Origin pass), extra Host names accepted when bound to loopback, the request
+    # body limit, and the per-principal rate limit (token bucket; 0 requests/s disables it).
+    allowed_origins: Names = LOOPBACK_ORIGINS
+    allowed_hosts: Names = ()
+    max_request_body_bytes: int = Field(10 * 1024 * 1024, gt=0)
+    rate_limit_per_second: float = Field(50.0, ge=0)
+    rate_limit_burst: int = Field(100, ge=1)
+
+    @field_validator("stdio_base_env", "expandable_variables", "allowed_origins", "allowed_hosts", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return tuple(json.loads(text))
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        return value

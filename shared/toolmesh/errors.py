@@ -17,6 +17,10 @@ class ToolmeshError(Exception):
         self.context = context or {}
         self.extra = extra
 
+    def headers(self) -> dict[str, str]:
+        """HTTP headers that go with this error's response (none by default)."""
+        return {}
+
     def body(self) -> dict[str, Any]:
         """The error body of the system contract: ``{"detail", "error_code", "context", ...}``."""
         body: dict[str, Any] = {"detail": self.detail, "error_code": self.error_code}
@@ -66,6 +70,23 @@ class RoutingFailed(ToolmeshError):
     status = 500
 
 
+class ResourceNotFound(ToolmeshError):
+    """No registered server serves a resource URI."""
+
+    error_code = "RESOURCE_NOT_FOUND"
+    status = 404
+
+
+class PromptNotFound(ToolmeshError):
+    error_code = "PROMPT_NOT_FOUND"
+    status = 404
+
+
+class PromptAmbiguous(ToolmeshError):
+    error_code = "PROMPT_AMBIGUOUS"
+    status = 400
+
+
 class ExecutionFailed(ToolmeshError):
     error_code = "EXECUTION_FAILED"
     status = 502
@@ -100,6 +121,93 @@ class Unauthorized(ToolmeshError):
     error_code = "UNAUTHORIZED"
     status = 401
 
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class RequestTooLarge(ToolmeshError):
+    """The request body is over ``TOOLMESH_MAX_REQUEST_BODY_BYTES``."""
+
+    error_code = "PAYLOAD_TOO_LARGE"
+    status = 413
+
+
+class RateLimited(ToolmeshError):
+    """The principal's token bucket is empty; ``context["retry_after_seconds"]`` says for how long."""
+
+    error_code = "RATE_LIMITED"
+    status = 429
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
+
+
+class Forbidden(ToolmeshError):
+    """The caller's role may not do this (inside its namespace; outside it, things are not found)."""
+
+    error_code = "FORBIDDEN"
+    status = 403
+
+
+class ToolChanged(ToolmeshError):
+    """A tool's definition changed (or it is new under review) and waits for an admin's approval."""
+
+    error_code = "TOOL_CHANGED"
+    status = 409
+
+
+class EndpointNotFound(ToolmeshError):
+    error_code = "ENDPOINT_NOT_FOUND"
+    status = 404
+
+
+class EndpointAlreadyExists(ToolmeshError):
+    error_code = "ENDPOINT_ALREADY_EXISTS"
+    status = 409
+
+
+class NamespaceNotFound(ToolmeshError):
+    error_code = "NAMESPACE_NOT_FOUND"
+    status = 404
+
+
+class KeyNotFound(ToolmeshError):
+    error_code = "KEY_NOT_FOUND"
+    status = 404
+
+
+class KeyAlreadyExists(ToolmeshError):
+    error_code = "KEY_ALREADY_EXISTS"
+    status = 409
+
+
+class ValidationFailed(ToolmeshError):
+    """A request body, parameter or header broke its contract (nothing was applied)."""
+
+    error_code = "VALIDATION_ERROR"
+    status = 422
+
+
+class UnsupportedVersion(ToolmeshError):
+    """A NATS API subject names a version this gateway does not serve."""
+
+    error_code = "UNSUPPORTED_VERSION"
+    status = 400
+
+
+class UnknownOperation(ToolmeshError):
+    """A NATS API subject names no operation of its version."""
+
+    error_code = "UNKNOWN_OPERATION"
+    status = 404
+
+
+class IdempotencyKeyReused(ToolmeshError):
+    """An idempotency key came back with another request than the one it was first used for."""
+
+    error_code = "IDEMPOTENCY_KEY_REUSED"
+    status = 422
+
 
 class BackendUnavailable(ToolmeshError):
     """NATS, Postgres or the index could not be reached in time."""
@@ -117,6 +225,9 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         ServerConnectionFailed,
         ToolNotFound,
         ToolAmbiguous,
+        ResourceNotFound,
+        PromptNotFound,
+        PromptAmbiguous,
         SessionNotFound,
         RoutingFailed,
         ExecutionFailed,
@@ -126,6 +237,19 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         InvalidStateTransition,
         LimitExceeded,
         Unauthorized,
+        Forbidden,
+        ToolChanged,
+        KeyNotFound,
+        KeyAlreadyExists,
+        NamespaceNotFound,
+        EndpointNotFound,
+        EndpointAlreadyExists,
+        RequestTooLarge,
+        RateLimited,
+        ValidationFailed,
+        UnsupportedVersion,
+        UnknownOperation,
+        IdempotencyKeyReused,
         BackendUnavailable,
     )
 }

@@ -48,6 +48,7 @@ class _Instruments:
     execution: Histogram
     health_duration: _Gauge
     health_failures: Counter
+    limit_rejections: Counter
     inventory: _Inventory
 
 
@@ -99,6 +100,10 @@ def _instruments() -> _Instruments:
         health_failures=meter.create_counter(
             "mcp_aggregator_health_check_failures_total", description="Health checks that failed (counted), by server"
         ),
+        limit_rejections=meter.create_counter(
+            "mcp_aggregator_limit_rejections_total",
+            description="Requests refused by a resource limit, by limit (servers, tools, sessions)",
+        ),
         inventory=inventory,
     )
 
@@ -119,6 +124,11 @@ def record_health_check(server: str, seconds: float, *, failed: bool) -> None:
     instruments.health_duration.set(seconds, {"server": server})
     # Add 0 on success so the series exists (at 0) from the first check on.
     instruments.health_failures.add(1 if failed else 0, {"server": server})
+
+
+def record_limit_rejection(limit: str) -> None:
+    """A resource limit (``servers``, ``tools``, ``sessions``) refused something."""
+    _instruments().limit_rejections.add(1, {"limit": limit})
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

@@ -1,4 +1,4 @@
-"""Namespacing of tool names: ``{server}.{tool}``; the first dot splits (EC-002)."""
+"""Names: tools are ``{server}.{tool}`` (the first dot splits, EC-002); servers and tenants' namespaces."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import re
 
 SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]*$"
 SERVER_NAME_RE = re.compile(SERVER_NAME_PATTERN)
+NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+DEFAULT_NAMESPACE = "default"
+"""Where everything lives that was created before namespaces, or by a principal that named none."""
 
 
 def namespace_tool(server_name: str, tool_name: str) -> str:

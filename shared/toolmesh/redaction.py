@@ -1,8 +1,44 @@
-"""Masking secrets in log records, whatever logger (ours or a library's) wrote them."""
+"""Masking secrets in log records, whatever logger (ours or a library's) wrote them.
+
+How a secret is masked depends on its length, so that short values are hidden without turning
+every ``1`` or ``true`` of every log line into ``***``:
+
+* ``MIN_ANYWHERE`` characters or more: wherever it appears.
+* shorter, *sensitive* (its name says it is a secret: ``TOKEN``, ``--api-key``, ``Authorization``)
+  and not trivial (``TRIVIAL``, or under three characters): wherever it appears as a whole token.
+* any length, when it has a name: next to that name (``TOKEN=x``, ``TOKEN: x``, ``"TOKEN": "x"``,
+  ``--token x``, ``Bearer x``).
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MASK = "***"
+MIN_ANYWHERE = 6
+TRIVIAL = frozenset({"true", "false", "yes", "null", "none", "nil", "off"})
+_SEPARATOR = r"(?:[\"']?[ \t]*[=:][ \t]*[\"']?|[ \t]+)"
+_EDGE_BEFORE, _EDGE_AFTER = r"(?<![\w-])", r"(?![\w-])"
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A string that must never reach a log line.
+
+    ``name`` is the variable, header or flag that held it; ``sensitive`` says that name marks a
+    secret (a short value of a name like ``MODE`` is masked only next to its name).
+    """
+
+    value: str
+    name: str | None = None
+    sensitive: bool = True
+
+
+def _is_trivial(value: str) -> bool:
+    return len(value) < 3 or value.lower() in TRIVIAL
 
 
 class SecretRedactor(logging.Filter):
@@ -10,21 +46,63 @@ class SecretRedactor(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._secrets: set[str] = set()
+        self._anywhere: set[str] = set()
+        self._tokens: set[str] = set()
+        self._named: dict[str, set[str]] = {}  # lower-cased name -> values
+        self._compiled: tuple[re.Pattern[str] | None, ...] | None = None
 
-    def add(self, values: list[str]) -> None:
-        """Never let these strings reach a log line."""
-        self._secrets.update(v for v in values if v)
+    def add(self, secrets: Iterable[Secret | str]) -> None:
+        """Never let these values reach a log line (a bare string is a sensitive, unnamed secret)."""
+        for secret in secrets:
+            if isinstance(secret, str):
+                secret = Secret(secret)
+            value = secret.value
+            if not value.strip():
+                continue
+            if len(value) >= MIN_ANYWHERE:
+                self._anywhere.add(value)
+            elif secret.sensitive and not _is_trivial(value):
+                self._tokens.add(value)
+            if secret.name:
+                self._named.setdefault(secret.name.lower(), set()).add(value)
+            self._compiled = None
+
+    def _patterns(self) -> tuple[re.Pattern[str] | None, ...]:
+        if self._compiled is None:
+            values = {v for group in self._named.values() for v in group}
+            named = (
+                re.compile(
+                    f"{_EDGE_BEFORE}(?P<keep>(?i:{_alternation(self._named)}){_SEPARATOR})"
+                    f"(?P<value>{_alternation(values)}){_EDGE_AFTER}"
+                )
+                if self._named
+                else None
+            )
+            anywhere = re.compile(_alternation(self._anywhere)) if self._anywhere else None
+            tokens = (
+                re.compile(f"{_EDGE_BEFORE}(?:{_alternation(self._tokens)}){_EDGE_AFTER}") if self._tokens else None
+            )
+            self._compiled = (named, anywhere, tokens)
+        return self._compiled
+
+    def _mask_named(self, match: re.Match[str]) -> str:
+        name = match["keep"].rstrip("\"' \t=:").lower()
+        if match["value"] in self._named.get(name, ()):
+            return f"{match['keep']}{MASK}"
+        return match[0]
 
     def redact(self, text: str) -> str:
         """``text`` with every registered secret replaced by ``***``."""
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, "***")
+        named, anywhere, tokens = self._patterns()
+        if named is not None:
+            text = named.sub(self._mask_named, text)
+        for pattern in (anywhere, tokens):
+            if pattern is not None:
+                text = pattern.sub(MASK, text)
         return text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._secrets:
+        if self._anywhere or self._tokens or self._named:
             message = record.getMessage()
             redacted = self.redact(message)
             if redacted != message:
@@ -33,6 +111,11 @@ class SecretRedactor(logging.Filter):
                 record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
                 record.exc_info = None
         return True
+
+
+def _alternation(values: Iterable[str]) -> str:
+    """A regex matching any of ``values``, longest first."""
+    return "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
 
 
 # Logging is process-wide, so the registry of secrets to mask is too.

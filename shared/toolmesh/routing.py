@@ -2,7 +2,8 @@
 
 Resolution order: an explicit ``server_id``; then ``server.tool`` split on the first dot (EC-002)
 when that server exists and has the tool; then the tool's original name when exactly one server
-has it. The caller's view (``RouteSource``) is in memory; nothing here does I/O.
+has it. The caller's view (``RouteSource``) is in memory and holds only what the caller may see
+(its namespace); nothing here does I/O. A tool held back by pinning resolves, then refuses (409).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolNotFound
+from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolChanged, ToolNotFound
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.naming import DEFAULT_NAMESPACE
+from toolmesh.pinning import Hold
 
 
 class RoutingStrategy(StrEnum):
@@ -31,6 +34,7 @@ class ServerRoute:
     id: str
     name: str
     status: ServerStatus
+    namespace: str = DEFAULT_NAMESPACE
 
     def identity(self) -> dict[str, str]:
         """``{"id", "name", "status"}``, as error bodies show a server."""
@@ -53,8 +57,8 @@ class RouteSource(Protocol):
         """A server by id."""
         ...
 
-    def server_named(self, name: str) -> ServerRoute | None:
-        """A server by its registered name."""
+    def servers_named(self, name: str) -> Sequence[ServerRoute]:
+        """The servers registered under ``name`` (one per namespace the view spans)."""
         ...
 
     def has_tool(self, server_id: str, original_name: str) -> bool:
@@ -65,6 +69,10 @@ class RouteSource(Protocol):
         """Every server whose tool list has ``original_name``."""
         ...
 
+    def hold_of(self, server_id: str, original_name: str) -> Hold | None:
+        """Why the tool is held back until an admin approves it, or None."""
+        ...
+
 
 def resolve_route(source: RouteSource, name: str, server_id: str | None = None) -> Route:
     """The route of a call to ``name`` (optionally on ``server_id``).
@@ -73,7 +81,26 @@ def resolve_route(source: RouteSource, name: str, server_id: str | None = None) 
         ServerNotFound: ``server_id`` is unknown.
         ToolAmbiguous: several servers have the original name; ``context.servers`` lists them.
         ToolNotFound: no server has the tool.
+        ToolChanged: the tool is held back until an admin approves its current definition.
     """
+    route = _resolve(source, name, server_id)
+    hold = source.hold_of(route.server.id, route.tool)
+    if hold is not None:
+        what = "is new and waits for review" if hold.reason == "new" else f"changed its {' and '.join(hold.fields)}"
+        raise ToolChanged(
+            f"Tool {route.server.name}.{route.tool} {what}; an admin must approve it before it can be called",
+            {
+                "server": route.server.name,
+                "server_id": route.server.id,
+                "tool": route.tool,
+                "reason": hold.reason,
+                "fields": hold.fields,
+            },
+        )
+    return route
+
+
+def _resolve(source: RouteSource, name: str, server_id: str | None) -> Route:
     if server_id:
         server = source.server(server_id)
         if server is None:
@@ -81,19 +108,28 @@ def resolve_route(source: RouteSource, name: str, server_id: str | None = None) 
         return Route(server, _tool_on(source, server, name), RoutingStrategy.EXPLICIT_SERVER)
     server_name, dot, original = name.partition(".")
     if dot:
-        server = source.server_named(server_name)
-        if server is not None and source.has_tool(server.id, original):
-            return Route(server, original, RoutingStrategy.NAMESPACE_RESOLVED)
+        named = [s for s in source.servers_named(server_name) if source.has_tool(s.id, original)]
+        if len(named) == 1:
+            return Route(named[0], original, RoutingStrategy.NAMESPACE_RESOLVED)
+        if named:
+            raise _ambiguous(name, named)
     candidates = source.servers_with_tool(name)
     if len(candidates) == 1:
         return Route(candidates[0], name, RoutingStrategy.LOOKUP_RESOLVED)
     if candidates:
-        servers = sorted(({"id": s.id, "name": s.name} for s in candidates), key=lambda s: s["name"])
-        raise ToolAmbiguous(
-            f"Tool '{name}' is provided by {len(candidates)} servers; use a namespaced name or server_id",
-            {"tool": name, "servers": servers},
-        )
+        raise _ambiguous(name, candidates)
     raise ToolNotFound(f"Tool not found: {name}", {"tool": name})
+
+
+def _ambiguous(name: str, servers: Sequence[ServerRoute]) -> ToolAmbiguous:
+    listed = sorted(
+        ({"id": s.id, "name": s.name, "namespace": s.namespace} for s in servers),
+        key=lambda s: (s["name"], s["namespace"]),
+    )
+    return ToolAmbiguous(
+        f"Tool '{name}' is provided by {len(servers)} servers; use a namespaced name or server_id",
+        {"tool": name, "servers": listed},
+    )
 
 
 def _tool_on(source: RouteSource, server: ServerRoute, name: str) -> str:

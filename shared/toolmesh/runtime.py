@@ -12,7 +12,7 @@ import asyncpg
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from toolmesh.bus.connection import connect_nats
+from toolmesh.bus.connection import connect_nats, nats_options
 from toolmesh.bus.topology import ensure_topology
 from toolmesh.config import Settings
 from toolmesh.errors import BackendUnavailable
@@ -40,7 +40,7 @@ async def open_backends(settings: Settings, role: str) -> AsyncIterator[Backends
     """Connect to NATS and Postgres, create the topology and schema, and close both on exit."""
     if not settings.nats_url or not settings.database_url:
         raise BackendUnavailable("TOOLMESH_NATS_URL and TOOLMESH_DATABASE_URL must be set for this role")
-    nc = await connect_nats(settings.nats_url, name=f"toolmesh-{role}")
+    nc = await connect_nats(settings.nats_url, name=f"toolmesh-{role}", **nats_options(settings))
     try:
         js = nc.jetstream()
         await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)

@@ -180,6 +180,15 @@ def test_config_servers_settle_and_up_keeps_running(up: Up) -> None:
     (record,) = _wait_for("the proxy.init record", proxy_init, up, SETTLE_SECONDS)
     assert "serverCount=2 connected=1 failed=1" in record["msg"]
 
+    # what up started and where, then the config's servers one by one and a summary
+    shown = [line.split() for line in up.log.read_text().splitlines() if not line.startswith("{")]
+    assert ["✓", "NATS", "started"] in [line[:3] for line in shown]
+    assert ["✓", "Postgres", "started"] in [line[:3] for line in shown]
+    assert ["console", f"{up.env['TOOLMESH_URL']}/ui/"] in [line[:2] for line in shown]
+    assert ["demo", "ok", "CONNECTED", "STDIO"] in [line[:4] for line in shown]
+    assert ["broken-server", "failed", "ERROR", "STDIO", "0"] in [line[:5] for line in shown]
+    assert ["config:", "1", "of", "2", "servers", "connected,"] in [line[:6] for line in shown]
+
 
 def test_servers_list_and_show(up: Up) -> None:
     listed = up.cli("servers", "list").stdout.splitlines()
@@ -216,7 +225,8 @@ def test_disconnect_connect_history_rm(up: Up) -> None:
     history = [line.split()[2] for line in up.cli("servers", "history", "demo").stdout.splitlines()[1:]]
     assert history[0] == "REGISTERED" and "DISCONNECTED" in history and history.count("CONNECTED") >= 2
 
-    assert "removed broken-server" in up.cli("servers", "rm", "broken-server").stdout
+    broken = up.servers()["broken-server"]["id"]
+    assert up.cli_json("servers", "rm", "broken-server") == {"id": broken, "removed": True}
     assert "broken-server" not in up.servers()
     assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "broken-server", expect=1).stderr
 
@@ -252,7 +262,21 @@ def test_import_mcp_servers(up: Up, workdir: Path) -> None:
     assert "imported 1 of 3 servers" in partial.stdout
     assert "failed demo: Server already exists: demo (SERVER_ALREADY_EXISTS)" in partial.stderr
     assert "failed empty:" in partial.stderr
-    _wait_for("demo-copy to connect", _settled(up, {"demo-copy": "CONNECTED"}), up, SETTLE_SECONDS)
+    # import follows the servers it added until they settle, then sums up
+    summary = partial.stdout.splitlines()
+    header = next(i for i, line in enumerate(summary) if line.split()[:3] == ["SERVER", "RESULT", "STATUS"])
+    rows = {line.split()[0]: line.split() for line in summary[header + 1 : header + 4]}
+    assert rows["demo-copy"][1:3] == ["ok", "CONNECTED"] and int(rows["demo-copy"][4]) > 0
+    assert rows["demo"][1:3] == ["failed", "-"] and rows["empty"][1] == "failed"
+    assert up.servers()["demo-copy"]["status"] == "CONNECTED"
+
+    again = json.loads(up.cli("import", str(desktop), "--json", "--wait", "0", expect=1).stdout)
+    assert (again["imported"], again["total"]) == (0, 3)
+    assert {s["name"]: s["result"] for s in again["servers"]} == {
+        "demo-copy": "failed",
+        "demo": "failed",
+        "empty": "failed",
+    }
 
     yaml_file = workdir / "servers.yaml"
     yaml_file.write_text("mcpServers:\n  demo: {command: x}\n")

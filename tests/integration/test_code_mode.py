@@ -58,7 +58,9 @@ async def test_list_servers_and_tools_and_their_errors(system: System) -> None:
         pack = await run(session, "unknown.some_tool()")
         assert "available packs: alpha, beta, proxy, toolmesh" in pack["error"]
         tool = await run(session, "alpha.nonexistent()")
-        assert "pack 'alpha' has no tool 'nonexistent'; available tools: add, add_tool, crash, echo" in tool["error"]
+        assert (
+            "pack 'alpha' has no tool 'nonexistent'; available tools: add, add_tool, ask, crash, echo" in tool["error"]
+        )
 
 
 async def test_local_pack_wins_over_a_server_of_the_same_name(system: System) -> None:

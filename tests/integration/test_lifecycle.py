@@ -15,6 +15,7 @@ from toolmesh.bus.topology import names_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
 from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh_gateway.owners import NoOwner, ask_owner
+from toolmesh_gateway.server_commands import name_key
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -71,11 +72,12 @@ async def test_br002_br003_demo_peer_connects_and_tools_are_namespaced(system: S
         echo = next(t for t in tools["tools"] if t["original_name"] == "echo")
         assert echo["input_schema"]["properties"]["text"]["type"] == "string"
         assert tools["total"] == detail["tool_count"] == tools["classified"] + tools["unclassified"]
+        # Tools first: whoever sees CONNECTED (an event consumer, a client) can call them at once.
         assert (await system.history(created["id"]))[:4] == [
             "REGISTERED",
             "CONNECT_REQUESTED",
-            "CONNECTED",
             "TOOLS_DISCOVERED",
+            "CONNECTED",
         ]
         # Connecting again is idempotent.
         again = (await system.api.post(f"{SERVERS}/{created['id']}/connect")).json()
@@ -245,10 +247,10 @@ async def test_ec004_stale_name_reservation_is_taken_over(system: System) -> Non
     """A gateway that died between reserving a name and registering must not block it forever."""
     names = await names_bucket(system.backends.js)
     stale = json.dumps({"server_id": "00000000-0000-4000-8000-000000000000", "at": time.time() - 3600})
-    await names.create("orphan-name", stale.encode())
+    await names.create(name_key("default", "orphan-name"), stale.encode())
     await system.register("orphan-name", "STDIO", {"command": "true"}, auto_connect=False)
     fresh = json.dumps({"server_id": "00000000-0000-4000-8000-000000000001", "at": time.time()})
-    await names.create("in-flight", fresh.encode())
+    await names.create(name_key("default", "in-flight"), fresh.encode())
     body = {"name": "in-flight", "transport_type": "STDIO", "connection_config": {"command": "true"}}
     assert (await system.api.post(SERVERS, json=body)).status_code == 409
 

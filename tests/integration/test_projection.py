@@ -7,6 +7,7 @@ import uuid
 
 import asyncpg
 import pytest
+from nats.js import JetStreamContext
 
 from tests.harness import RoleProcess, eventually, make_settings, running_system
 from tests.peers.launch import launch_peer
@@ -30,7 +31,7 @@ TABLES = {
 }
 
 
-def _registered(name: str, event_id: str | None = None) -> ServerRegistered:
+def _registered(name: str, event_id: str | None = None, description: str | None = None) -> ServerRegistered:
     extra = {"event_id": event_id} if event_id else {}
     return ServerRegistered(
         server_id=str(uuid.uuid4()),
@@ -38,6 +39,7 @@ def _registered(name: str, event_id: str | None = None) -> ServerRegistered:
         transport_type=TransportType.STDIO,
         sealed_config="sealed",
         masked_config={"command": "x"},
+        description=description,
         **extra,
     )
 
@@ -66,6 +68,18 @@ async def test_event_published_twice_is_applied_once(nats_url: str, database_url
         assert await db.fetchval("SELECT count(*) FROM mcp.audit_log") == 1
 
 
+async def test_an_event_the_database_cannot_store_is_skipped_not_blocking(nats_url: str, database_url: str) -> None:
+    async with running_system(nats_url, database_url, roles=["projector"]) as system:
+        js = system.backends.js
+        await publish_event(js, _registered("poison", description="a\u0000b"))  # Postgres text cannot hold NUL
+        after = await publish_event(js, _registered("healthy"))
+        await eventually(lambda: _applied(system.backends.db, after), what="the event behind the poison one")
+        db = system.backends.db
+        names = {r["name"] for r in await db.fetch("SELECT name FROM mcp.external_servers")}
+        assert names == {"healthy"}
+        assert await db.fetchval("SELECT count(*) FROM mcp.audit_log WHERE server_name = 'poison'") == 0
+
+
 async def _applied(db: asyncpg.Pool, seq: int) -> bool:
     return await applied_sequence(db) >= seq
 
@@ -80,29 +94,33 @@ async def test_rebuild_reproduces_projection_exactly(nats_url: str, database_url
             assert response.status_code == 200
             await system.wait_status(created["id"], "DISCONNECTED")
             assert (await system.api.delete(f"/api/v1/aggregator/servers/{second['id']}")).status_code == 204
-        db = system.backends.db
-        before = await _dump(db)
-        assert before["mcp.tools"], "the peer's tools should be projected"
-        last = await applied_sequence(db)
 
-    # Rebuild: drop the read model and the consumer, replay the whole stream.
+    # Every role has stopped: the stream is final. Project all of it, then drop and replay it.
     settings = make_settings(nats_url, database_url)
     nc = await connect_nats(nats_url, "rebuild-test")
     db = await open_pool(database_url)
     try:
         js = nc.jetstream()
         await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+        last = (await js.stream_info(EVENTS_STREAM)).state.last_seq
+        before = await _project_until(js, db, last)
+        assert before["mcp.tools"], "the peer's tools should be projected"
         await reset_projection(js, db)
         assert await applied_sequence(db) == 0
-        stop = asyncio.Event()
-        projector = asyncio.create_task(run_projector(js, db, stop))
-        await eventually(lambda: _applied(db, last), what="replay to finish")
-        stop.set()
-        await projector
-        assert await _dump(db) == before
+        assert await _project_until(js, db, last) == before
     finally:
         await db.close()
         await nc.close()
+
+
+async def _project_until(js: JetStreamContext, db: asyncpg.Pool, seq: int) -> dict[str, list[tuple[object, ...]]]:
+    """Run the projector until it applied ``seq``; the tables then."""
+    stop = asyncio.Event()
+    projector = asyncio.create_task(run_projector(js, db, stop))
+    await eventually(lambda: _applied(db, seq), what=f"the projector to apply {seq}")
+    stop.set()
+    await projector
+    return await _dump(db)
 
 
 async def test_projector_killed_mid_stream_resumes_without_gap(nats_url: str, database_url: str) -> None:

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
+import nats
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.harness import System, eventually, running_system
+from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, make_settings, running_system
 from tests.peers.launch import launch_peer
+from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.model import load_embedder
+from toolmesh.embedded import free_port
 from toolmesh.index.base import Where
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.factory import shared_index
 from toolmesh.index.projection import IndexProjection
 from toolmesh.search.service import SearchService
+from toolmesh.search.setup import local_catalogs
 from toolmesh.skills.taxonomy import load_taxonomy
+from toolmesh_projector.indexer import LEASE as INDEXER_LEASE
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -194,13 +202,9 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
                     if seq <= last_seq:
                         await projection.apply(decode_event(msg.subject, msg.data), seq)
             await sub.unsubscribe()
+            await projection.flush()
 
-            async def source_live() -> Any:
-                return live
-
-            async def source_rebuilt() -> Any:
-                return rebuilt
-
+            source_live, source_rebuilt = local_catalogs(system.settings), projection.table.catalog
             for query in ("search documents", "add two numbers", "echo the text back", "tool 7"):
                 for strategy in ("flat", "hierarchical"):
                     request = SearchRequest(query=query, strategy=strategy, limit=15, include_schemas=True)
@@ -208,4 +212,108 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
                     got = await SearchService(source_rebuilt, embedder).search(request)
                     assert [t.model_dump() for t in got.tools] == [t.model_dump() for t in expected.tools]
                     assert got.matched_skills == expected.matched_skills
+            projection.close()
             await rebuilt.close()
+
+
+async def test_every_gateway_replica_answers_search_and_reports_index_lag(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    # The embedded index lives in the process running the indexer; gateways elsewhere forward.
+    async with running_system(nats_url, database_url, data_dir=tmp_path / "main") as system:
+        async with launch_peer("stdio") as peer:
+            created = await system.register("shared", "STDIO", peer.config)
+            await system.wait_connected(created["id"])
+            expected = await search_until(
+                system, lambda r: "shared.search" in {t["name"] for t in r["tools"]}, "the tool in the index"
+            )
+            ports = [free_port(), free_port()]
+            replicas = [
+                RoleProcess("gateway", make_settings(nats_url, database_url, port=port, data_dir=tmp_path / f"g{port}"))
+                for port in ports
+            ]
+            headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            clients = [httpx.AsyncClient(base_url=f"http://127.0.0.1:{p}", headers=headers, timeout=30) for p in ports]
+            try:
+                for client in clients:
+
+                    async def answers(c: httpx.AsyncClient = client) -> dict[str, Any] | None:
+                        try:
+                            response = await c.post("/api/v1/search", json=QUERY)
+                        except httpx.TransportError:
+                            return None
+                        return response.json() if response.status_code == 200 else None
+
+                    got = await eventually(answers, timeout=60, what="a gateway replica to answer a search")
+                    assert [t["name"] for t in got["tools"]] == [t["name"] for t in expected["tools"]]
+                    assert [t["id"] for t in got["tools"]] == [t["id"] for t in expected["tools"]]  # db ids
+                    health = (await client.get("/api/v1/search/health")).json()
+                    assert health["index"] == "ok" and health["tools"] >= 1
+                    assert health["events_behind"] >= 0 and "catalog_age_s" in health
+                    assert health["answered_by"] == "indexer (over NATS)"
+                local = (await system.api.get("/api/v1/search/health")).json()
+                info = await system.backends.js.stream_info(EVENTS_STREAM)
+                assert local["stream_last_seq"] <= info.state.last_seq
+                assert local["events_behind"] == local["stream_last_seq"] - local["last_applied_seq"]
+            finally:
+                for client in clients:
+                    await client.aclose()
+                for replica in replicas:
+                    replica.terminate()
+
+
+async def test_a_gateway_without_any_indexer_says_search_is_unavailable(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    async with running_system(nats_url, database_url, roles=["gateway"], data_dir=tmp_path) as system:
+        response = await system.api.post("/api/v1/search", json=QUERY)
+        assert response.status_code == 503, response.text
+        assert response.json()["error_code"] == "BACKEND_UNAVAILABLE"
+        health = (await system.api.get("/api/v1/search/health")).json()
+        assert health["index"].startswith("error")
+
+
+async def test_one_indexer_replica_is_active_and_a_standby_takes_over(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    standby_settings = make_settings(nats_url, database_url, data_dir=tmp_path / "standby")
+    observer = await nats.connect(nats_url)
+    kv = await leases_bucket(observer.jetstream(), standby_settings.lease_ttl_seconds)
+    leases = LeaseTable(kv, "test-observer")
+    standby: RoleProcess | None = None
+    try:
+        async with running_system(nats_url, database_url, data_dir=tmp_path / "active") as system:
+            async with launch_peer("stdio") as peer:
+                created = await system.register("failover", "STDIO", peer.config)
+                await system.wait_connected(created["id"])
+                await search_until(system, lambda r: "failover.search" in {t["name"] for t in r["tools"]}, "indexed")
+                assert await leases.holder_of(INDEXER_LEASE) == system.backends.process_id
+                standby = RoleProcess("indexer", standby_settings)
+
+                async def standby_waits() -> bool:  # started, asked for the lease, and did not get it
+                    holder = await leases.holder_of(INDEXER_LEASE)
+                    return (
+                        standby is not None and standby.process.poll() is None and holder == system.backends.process_id
+                    )
+
+                await eventually(standby_waits, what="the standby to run without the lease")
+        # The active replica stopped and gave the lease back: the standby takes it, replays the
+        # stream into its own index, and answers searches for a gateway of a third process.
+        standby_id = f"{socket.gethostname()}:{standby.pid}"
+
+        async def taken_over() -> bool:
+            return await leases.holder_of(INDEXER_LEASE) == standby_id
+
+        await eventually(taken_over, timeout=30, what="the standby to take the indexer lease")
+        async with running_system(nats_url, database_url, roles=["gateway"], data_dir=tmp_path / "gw") as gateway:
+
+            async def answered() -> dict[str, Any] | None:
+                health = (await gateway.api.get("/api/v1/search/health")).json()
+                return health if health.get("index") == "ok" and health.get("tools", 0) >= 1 else None
+
+            health = await eventually(answered, timeout=60, what="the standby to answer with the replayed index")
+            assert health["answered_by"] == "indexer (over NATS)"
+    finally:
+        await observer.close()
+        if standby is not None:
+            assert standby.terminate() == 0, standby.stderr_text()

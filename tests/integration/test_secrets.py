@@ -80,3 +80,38 @@ async def test_secrets_never_leave_the_session_worker(
         assert secret.encode() not in events, f"{secret} leaked into events"
     assert "${TM_TEST_SECRET}" not in stored  # even the reference is sealed
     assert os.environ["TM_TEST_SECRET"] == EXPANDED
+
+
+ARG_SECRET = "arg-secret-5c4b3a"
+SHORT_SECRET = "k!z"  # shorter than any value masked anywhere; not in base64, so absent from sealed configs
+
+
+async def test_secrets_in_stdio_args_never_leave_the_session_worker(nats_url: str, database_url: str) -> None:
+    log_output = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    configure_logging("DEBUG", stream=log_output)
+    bodies: list[str] = []
+    async with running_system(nats_url, database_url) as system:
+        async with launch_peer("stdio", name="long") as long_peer, launch_peer("stdio", name="short") as short_peer:
+            configs = {
+                "args-long": {**long_peer.config, "args": [*long_peer.args, f"--api-key={ARG_SECRET}"]},
+                "args-short": {**short_peer.config, "args": [*short_peer.args, "--api-key", SHORT_SECRET]},
+            }
+            created = [await system.register(name, "STDIO", config) for name, config in configs.items()]
+            for server in created:
+                bodies.append(repr(server))
+                await system.wait_connected(server["id"])
+                bodies.append((await system.api.get(f"/api/v1/aggregator/servers/{server['id']}")).text)
+            details = [(await system.api.get(f"/api/v1/aggregator/servers/{s['id']}")).json() for s in created]
+            assert details[0]["connection_config"]["args"][-1] == "--api-key=***"
+            assert details[1]["connection_config"]["args"][-2:] == ["--api-key", "***"]
+            bodies.append((await system.api.get("/api/v1/aggregator/servers")).text)
+            events = await _stream_bytes(system.backends.js)
+    root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+    logs = log_output.getvalue()
+    assert "started with --api-key ***" in logs  # the servers' stderr was logged, masked
+    for secret in (ARG_SECRET, SHORT_SECRET):
+        assert secret not in "\n".join(bodies), f"{secret} leaked into responses"
+        assert secret not in logs, f"{secret} leaked into logs"
+        assert secret.encode() not in events, f"{secret} leaked into events"

@@ -97,7 +97,10 @@ async def test_br005_original_name_on_two_servers_is_ambiguous(demo: Demo) -> No
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["error_code"] == "TOOL_AMBIGUOUS"
-    assert body["context"]["servers"] == [{"id": demo.server_id, "name": "demo"}, {"id": other_id, "name": "other"}]
+    assert body["context"]["servers"] == [
+        {"id": demo.server_id, "name": "demo", "namespace": "default"},
+        {"id": other_id, "name": "other", "namespace": "default"},
+    ]
     # Either way of naming the server still works.
     assert (await demo.call("other.echo", {"text": "x"})).json()["metadata"]["routed_to"] == "other"
     assert (await demo.call("echo", {"text": "x"}, server_id=other_id)).json()["metadata"]["server_id"] == other_id

@@ -1,19 +1,26 @@
 """A real MCP server for tests, over stdio, SSE or Streamable HTTP (always on 127.0.0.1).
 
     python -m tests.peers.demo_server --transport stdio|sse|http [--port N] [--tools N]
-                                      [--name NAME] [--page-size N]
+                                      [--name NAME] [--page-size N] [--api-key KEY]
 
 Tools: echo, add, search, slow (notices cancellation), fail (tool error), crash (kills the
 process mid-call), progress (progress notifications), add_tool (registers a tool at run time and
-sends notifications/tools/list_changed), stats (counters), plus ``--tools N`` generated tools
-``tool_0000`` ... MCPServer does not paginate tools/list; ``--page-size N`` makes this server do
-it, so clients' cursor handling is exercised against a real peer.
+sends notifications/tools/list_changed), redescribe (changes a tool's description at run time
+and sends list_changed), stats (counters), ask (asks the client for a sampling completion on the
+call's own stream), roots (asks the client for its roots), touch (notifications/resources/updated
+for a URI; resource subscriptions are counted in ``stats``), plus ``--tools N`` generated tools
+``tool_0000`` ... Resources: ``demo://readme`` (text), ``demo://logo`` (binary), template
+``demo://items/{item}`` (text); prompt ``greet(name)``. MCPServer does not paginate tools/list;
+``--page-size N`` makes this server do it, so clients' cursor handling is exercised against a real
+peer. ``--api-key KEY`` stands for a secret passed on the command line; the server echoes its
+command line on stderr, as careless servers do.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 import anyio
@@ -21,7 +28,7 @@ import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-STATS = {"slow_started": 0, "slow_cancelled": 0, "slow_completed": 0}
+STATS = {"slow_started": 0, "slow_cancelled": 0, "slow_completed": 0, "subscribes": 0, "unsubscribes": 0}
 
 
 class PagingServer(MCPServer[Any]):
@@ -104,14 +111,74 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         return f"added {name}"
 
     @server.tool()
+    async def redescribe(name: str, description: str, ctx: Context) -> str:
+        """Give an existing tool a new description at run time and notify clients (a "rug pull")."""
+        tool = server._tool_manager.get_tool(name)
+        if tool is None:
+            raise ToolError(f"no tool {name}")
+        server.remove_tool(name)
+        server.add_tool(tool.fn, name=name, description=description)
+        await ctx.session.send_tool_list_changed()
+        return f"redescribed {name}"
+
+    @server.tool()
     def getenv(name: str) -> str:
         """Return the value of an environment variable of this process ("" when unset)."""
         return os.environ.get(name, "")
 
     @server.tool()
     def stats() -> dict[str, int]:
-        """Counters of the slow tool (started, cancelled, completed)."""
+        """Counters of the slow tool (started, cancelled, completed) and of resource subscriptions."""
         return dict(STATS)
+
+    @server.tool()
+    async def roots(ctx: Context) -> str:
+        """The client's roots (roots/list), comma-separated."""
+        listed = await ctx.session.list_roots()
+        return ",".join(str(root.uri) for root in listed.roots)
+
+    @server.tool()
+    async def touch(uri: str, ctx: Context) -> str:
+        """Tell the client the resource ``uri`` changed (notifications/resources/updated)."""
+        await ctx.session.send_resource_updated(uri)
+        return f"touched {uri}"
+
+    async def subscribe(ctx: Any, params: mcp_types.SubscribeRequestParams) -> mcp_types.EmptyResult:
+        STATS["subscribes"] += 1
+        return mcp_types.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: mcp_types.UnsubscribeRequestParams) -> mcp_types.EmptyResult:
+        STATS["unsubscribes"] += 1
+        return mcp_types.EmptyResult()
+
+    lowlevel = server._lowlevel_server  # MCPServer has no decorator for resource subscriptions
+    lowlevel.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe)
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str:
+        """Ask the client's model a question (sampling/createMessage) and return its answer."""
+        message = mcp_types.SamplingMessage(role="user", content=mcp_types.TextContent(type="text", text=question))
+        answer = await ctx.session.create_message([message], max_tokens=50, related_request_id=ctx.request_id)
+        content = answer.content
+        return f"model said: {content.text if isinstance(content, mcp_types.TextContent) else content}"
+
+    @server.resource("demo://readme", name="readme", description="The demo server's readme", mime_type="text/plain")
+    def readme() -> str:
+        return f"# {name}\nA demo server."
+
+    @server.resource("demo://logo", name="logo", mime_type="image/png")
+    def logo() -> bytes:
+        return bytes(range(16))
+
+    @server.resource("demo://items/{item}", name="item", description="One item", mime_type="text/plain")
+    def item(item: str) -> str:
+        return f"item {item} of {name}"
+
+    @server.prompt()
+    def greet(name: str) -> str:
+        """Greet someone by name."""
+        return f"Say hello to {name}."
 
     for index in range(extra_tools):
         description = f"Generated tool number {index}"
@@ -134,7 +201,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--name", default="demo")
     parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--api-key")
     args = parser.parse_args(argv)
+    if args.api_key is not None:
+        print(f"{args.name}: started with --api-key {args.api_key}", file=sys.stderr, flush=True)
     server = build_server(args.name, args.tools, args.page_size)
     if args.transport == "stdio":
         server.run("stdio")

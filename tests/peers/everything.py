@@ -31,8 +31,15 @@ def repo_root() -> Path:
 
 
 def loopback_preload() -> Path:
-    """The Node preload that rewrites listen(PORT) to listen(PORT, "127.0.0.1")."""
-    return repo_root().parent / "shared" / "tools" / "loopback.cjs"
+    """The Node preload that rewrites listen(PORT) to listen(PORT, "127.0.0.1").
+
+    It lives in ``shared/tools`` next to the checkout, or further up for a worktree.
+    """
+    for parent in repo_root().parents:
+        candidate = parent / "shared" / "tools" / "loopback.cjs"
+        if candidate.is_file():
+            return candidate
+    raise EverythingUnavailable("shared/tools/loopback.cjs not found above the checkout")
 
 
 def install_everything(cache_dir: Path = CACHE_DIR) -> Path:

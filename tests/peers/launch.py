@@ -17,6 +17,8 @@ import anyio
 from anyio.abc import Process
 
 DEMO_SERVER = Path(__file__).with_name("demo_server.py")
+CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")
+REST_SERVER = Path(__file__).with_name("rest_server.py")
 STARTUP_SECONDS = 30.0
 
 
@@ -73,6 +75,27 @@ async def launch_peer(
     argv = [sys.executable, *args, "--port", str(port)]
     async with running_process(argv, port=port) as process:
         yield PeerInfo(transport, url=f"http://127.0.0.1:{port}{path}", process=process)
+
+
+@asynccontextmanager
+async def launch_rest_peer(*, token: str | None = None, tools_list: str = "ok") -> AsyncIterator[str]:
+    """The REST tool server (``rest_server.py``) on a free loopback port; yields its base URL."""
+    port = free_port()
+    argv = [sys.executable, str(REST_SERVER), "--port", str(port), "--tools-list", tools_list]
+    if token is not None:
+        argv += ["--token", token]
+    async with running_process(argv, port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def launch_chat_endpoint(*, failing: bool = False) -> AsyncIterator[str]:
+    """The OpenAI-compatible chat endpoint (``chat_endpoint.py``) on a free loopback port; yields its
+    base URL (``.../v1``)."""
+    port = free_port()
+    argv = [sys.executable, str(CHAT_ENDPOINT), "--port", str(port), *(["--failing"] if failing else [])]
+    async with running_process(argv, port=port):
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ from toolmesh.errors import ServerUnavailable
 from toolmesh.lifecycle import ServerStatus
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.front_door import packs
-from toolmesh_gateway.front_door.code_mode import CodeRunner, PackError, RunResult, tool_value
+from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner, PackError, RunResult, tool_value
 
 pytestmark = pytest.mark.unit
 
@@ -55,10 +55,10 @@ async def search(query: str, limit: int, servers: list[str] | None) -> list[dict
 
 def catalog() -> Catalog:
     servers = [
-        CatalogServer("1", "alpha", ServerStatus.CONNECTED, "STDIO"),
-        CatalogServer("2", "beta-two", ServerStatus.DEGRADED, "HTTP"),
-        CatalogServer("3", "toolmesh", ServerStatus.CONNECTED, "SSE"),
-        CatalogServer("4", "off", ServerStatus.DISCONNECTED, "SSE"),
+        CatalogServer("1", "alpha", ServerStatus.CONNECTED, transport="STDIO"),
+        CatalogServer("2", "beta-two", ServerStatus.DEGRADED, transport="HTTP"),
+        CatalogServer("3", "toolmesh", ServerStatus.CONNECTED, transport="SSE"),
+        CatalogServer("4", "off", ServerStatus.DISCONNECTED, transport="SSE"),
     ]
     tools = [
         ("1", CatalogTool("echo")),
@@ -78,7 +78,7 @@ def catalog() -> Catalog:
 async def runner() -> AsyncIterator[tuple[CodeRunner, Calls]]:
     calls = Calls()
     settings = Settings(code_timeout_seconds=2.0, code_max_memory_bytes=32 * 1024 * 1024)
-    code = CodeRunner(settings, catalog(), calls, search)
+    code = CodeRunner(settings)
     try:
         yield code, calls
     finally:
@@ -86,7 +86,7 @@ async def runner() -> AsyncIterator[tuple[CodeRunner, Calls]]:
 
 
 async def run(runner: tuple[CodeRunner, Calls], code: str, timeout: float | None = None) -> RunResult:
-    return await runner[0].run(code, timeout)
+    return await runner[0].run(code, CallerPacks(catalog().view("default"), runner[1], search), timeout)
 
 
 async def test_pack_calls_chain_and_return_structured_content_or_text(runner: tuple[CodeRunner, Calls]) -> None:

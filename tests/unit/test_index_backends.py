@@ -6,6 +6,7 @@ skill vectors (BR-003/004/007/008), and idempotent replay.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from tests.harness import eventually
 from toolmesh.contracts.events import (
     DiscoveredTool,
     ServerRegistered,
@@ -24,12 +26,14 @@ from toolmesh.contracts.events import (
     ToolsClassified,
     ToolsDiscovered,
 )
-from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
+from toolmesh.contracts.search import SearchRequest
+from toolmesh.index.base import Hit, IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.filters import flags
 from toolmesh.index.projection import IndexProjection
 from toolmesh.index.qdrant import QdrantIndex
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import Skill
 
 pytestmark = pytest.mark.unit
@@ -100,9 +104,9 @@ async def test_index_contract_query_filter_payload_delete_state(index: ToolIndex
     assert await index.scroll(Where()) == []
 
     assert await index.load_state() == IndexState()
-    await index.save_state(IndexState(last_seq=7, revision=3, servers={"a": {"name": "a", "status": "CONNECTED"}}))
+    await index.save_state(IndexState(last_seq=7, servers={"a": {"name": "a", "status": "CONNECTED"}}))
     state = await index.load_state()
-    assert (state.last_seq, state.revision, state.servers["a"]["status"]) == (7, 3, "CONNECTED")
+    assert (state.last_seq, state.servers["a"]["status"]) == (7, "CONNECTED")
     await index.reset()
     assert await index.load_state() == IndexState() and await index.scroll(Where()) == []
 
@@ -141,11 +145,12 @@ SKILLS = [
 async def _events(projection: IndexProjection, events: list[object], start: int = 1) -> None:
     for seq, event in enumerate(events, start=start):
         await projection.apply(event, seq)
+    await projection.flush()
 
 
 async def test_index_projection_follows_the_server_lifecycle(tmp_path: Path) -> None:
     index = EdgeIndex(tmp_path, DIM)
-    projection = IndexProjection(index, _FakeEmbedder(), SKILLS)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid4())
     tools = [DiscoveredTool(original_name="search", description="web"), DiscoveredTool(original_name="echo")]
@@ -194,4 +199,105 @@ async def test_index_projection_follows_the_server_lifecycle(tmp_path: Path) -> 
     assert skill_empty.payload["tool_count"] == 0 and np.allclose(skill_empty.vector, skill_before.vector, atol=1e-5)
     state = await index.load_state()
     assert state.last_seq == 7 and sid not in state.servers
+    await index.close()
+
+
+class _CountingEdge(EdgeIndex):
+    """The real embedded index, counting full scans and checkpoint writes; ``gate`` can hold upserts."""
+
+    def __init__(self, path: Path, dimensions: int) -> None:
+        super().__init__(path, dimensions)
+        self.scrolls = 0
+        self.saves = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.blocked = False
+
+    async def scroll(self, where: Where, *, with_vectors: bool = False) -> list[Hit]:
+        self.scrolls += 1
+        return await super().scroll(where, with_vectors=with_vectors)
+
+    async def save_state(self, state: IndexState) -> None:
+        self.saves += 1
+        await super().save_state(state)
+
+    async def upsert(self, points: list[Point]) -> None:
+        self.blocked = not self.gate.is_set()
+        await self.gate.wait()
+        self.blocked = False
+        await super().upsert(points)
+
+
+def _server_events(sid: str, name: str, tools: list[DiscoveredTool]) -> list[object]:
+    return [
+        ServerRegistered(server_id=sid, name=name, transport_type="STDIO", sealed_config="", masked_config={}),
+        ServerStatusChanged(server_id=sid, status=ServerStatus.CONNECTED, history="CONNECTED"),
+        ToolsDiscovered(server_id=sid, server_name=name, tools=tools),
+    ]
+
+
+async def test_events_never_scan_the_index_and_checkpoints_are_coalesced(tmp_path: Path) -> None:
+    # Profiled before: a full scan per classified batch (skill vectors) and a checkpoint per event.
+    index = _CountingEdge(tmp_path, DIM)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
+    await projection.start()
+    scans, saves = index.scrolls, index.saves
+    events: list[object] = []
+    for n in range(5):
+        sid = str(uuid.uuid4())
+        tools = [DiscoveredTool(original_name=f"search{i}", description="web") for i in range(12)]
+        events += _server_events(sid, f"s{n}", tools)
+        classified = [
+            ToolClassification(
+                original_name=f"search{i}",
+                skills=[SkillAssignment(skill_id="web_search", confidence=0.9)],
+                primary_skill_id="web_search",
+            )
+            for i in range(12)
+        ]
+        events.append(ToolsClassified(server_id=sid, server_name=f"s{n}", classifier="t", tools=classified))
+        events.append(
+            ServerRemoved(server_id=sid, name=f"s{n}")
+            if n == 0
+            else ServerRegistered(
+                server_id=sid, name=f"s{n}", transport_type="STDIO", sealed_config="", masked_config={}
+            )
+        )
+    for seq, event in enumerate(events, start=1):
+        await projection.apply(event, seq)
+    assert index.scrolls == scans and index.saves == saves
+    await projection.flush()
+    assert index.saves == saves + 1 and (await index.load_state()).last_seq == len(events)
+    (skill,) = await index.retrieve([skill_point_id("web_search")])
+    assert skill.payload["tool_count"] == 48  # four servers of twelve; the removed one left
+    projection.close()
+    await index.close()
+
+
+async def test_search_reads_the_published_catalog_while_the_writer_is_blocked(tmp_path: Path) -> None:
+    index = _CountingEdge(tmp_path, DIM)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
+    await projection.start()
+    sid = str(uuid.uuid4())
+    for seq, event in enumerate(_server_events(sid, "one", [DiscoveredTool(original_name="search")]), start=1):
+        await projection.apply(event, seq)
+    service = SearchService(projection.table.catalog, _FakeEmbedder())
+    index.gate.clear()  # the next index write hangs, holding the projection
+    writer = asyncio.create_task(
+        projection.apply(
+            ToolsDiscovered(server_id=sid, server_name="one", tools=[DiscoveredTool(original_name="x")]), 4
+        )
+    )
+
+    async def writer_blocked() -> bool:
+        return index.blocked
+
+    await eventually(writer_blocked, timeout=10, what="the writer to block on the index")
+    result = await asyncio.wait_for(service.search(SearchRequest(query="search", strategy="flat")), timeout=10)
+    assert [t.name for t in result.tools] == ["one.search"] and not writer.done()
+    index.gate.set()
+    assert await writer
+    result = await service.search(SearchRequest(query="x", strategy="flat"))
+    assert [t.name for t in result.tools] == ["one.x"]
+    projection.close()
     await index.close()

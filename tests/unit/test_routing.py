@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolNotFound
+from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolChanged, ToolNotFound
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.pinning import Hold
 from toolmesh.routing import RoutingStrategy, ServerRoute, resolve_route, serving_warning
 
 pytestmark = pytest.mark.unit
@@ -25,14 +26,17 @@ class View:
     def server(self, server_id: str) -> ServerRoute | None:
         return self.servers.get(server_id)
 
-    def server_named(self, name: str) -> ServerRoute | None:
-        return next((s for s in self.servers.values() if s.name == name), None)
+    def servers_named(self, name: str) -> Sequence[ServerRoute]:
+        return [s for s in self.servers.values() if s.name == name]
 
     def has_tool(self, server_id: str, original_name: str) -> bool:
         return original_name in self.tools.get(server_id, set())
 
     def servers_with_tool(self, original_name: str) -> Sequence[ServerRoute]:
         return [self.servers[i] for i, names in self.tools.items() if original_name in names]
+
+    def hold_of(self, server_id: str, original_name: str) -> Hold | None:
+        return None
 
 
 VIEW = View({A: {"echo", "api.v2.create", "only_a"}, B: {"echo", "only_b"}})
@@ -82,7 +86,10 @@ def test_br005_original_name_on_several_servers_is_ambiguous() -> None:
     with pytest.raises(ToolAmbiguous) as caught:
         resolve_route(VIEW, "echo")
     assert caught.value.status == 400
-    assert caught.value.context["servers"] == [{"id": "id-a", "name": "server-a"}, {"id": "id-b", "name": "server-b"}]
+    assert caught.value.context["servers"] == [
+        {"id": "id-a", "name": "server-a", "namespace": "default"},
+        {"id": "id-b", "name": "server-b", "namespace": "default"},
+    ]
 
 
 @pytest.mark.parametrize("name", ["missing", "server-a.missing", "server-a.only_b", "nowhere.echo"])
@@ -109,3 +116,16 @@ def test_br005_server_not_serving_is_unavailable_with_server_info(status: Server
     assert caught.value.status == 503
     assert body["error_code"] == "SERVER_UNAVAILABLE" and body["detail"] == "Server unavailable: down"
     assert body["server"] == {"id": "id-x", "name": "down", "status": str(status)}
+
+
+def test_a_held_tool_resolves_then_refuses_with_tool_changed() -> None:
+    class Held(View):
+        def hold_of(self, server_id: str, original_name: str) -> Hold | None:
+            return Hold("changed", ["input_schema"]) if original_name == "only_a" else None
+
+    view = Held({A: {"echo", "only_a"}})
+    with pytest.raises(ToolChanged) as caught:
+        resolve_route(view, "server-a.only_a")
+    assert caught.value.status == 409 and caught.value.error_code == "TOOL_CHANGED"
+    assert caught.value.context["fields"] == ["input_schema"] and "input_schema" in caught.value.detail
+    assert resolve_route(view, "echo").tool == "echo"

@@ -4,6 +4,7 @@ query-vector cache, and hits built from the catalog (the real model has its own 
 from __future__ import annotations
 
 import uuid
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,11 @@ from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
 
 pytestmark = pytest.mark.unit
-DIM = 8
+DIM = 64
 
 
 class _RecordingEmbedder:
-    """Deterministic unit vectors from a hash of the text; remembers every text it was given."""
+    """Bag-of-words unit vectors (one hashed bucket per word); remembers every text it was given."""
 
     model_id = "fake"
     dimensions = DIM
@@ -34,8 +35,10 @@ class _RecordingEmbedder:
         self.texts += texts
         rows = []
         for text in texts:
-            v = np.random.default_rng(abs(hash(text)) % (2**32)).normal(size=DIM).astype(np.float32)
-            rows.append(v / np.linalg.norm(v))
+            v = np.zeros(DIM, dtype=np.float32)
+            for word in text.lower().replace(":", " ").replace(".", " ").split():
+                v[zlib.crc32(word.encode()) % DIM] += 1.0
+            rows.append(v / max(float(np.linalg.norm(v)), 1e-9))
         return np.array(rows, dtype=np.float32).reshape(len(texts), DIM)
 
 
@@ -49,9 +52,9 @@ TOOLS = [
 ]
 
 
-async def _indexed(path: Path, embedder: _RecordingEmbedder, server: str = "demo") -> EdgeIndex:
+async def _indexed(path: Path, embedder: _RecordingEmbedder, server: str = "demo") -> IndexProjection:
     index = EdgeIndex(path, DIM)
-    projection = IndexProjection(index, embedder, [])
+    projection = IndexProjection(index, embedder, [], dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, server))
     events = [
@@ -61,12 +64,13 @@ async def _indexed(path: Path, embedder: _RecordingEmbedder, server: str = "demo
     ]
     for seq, event in enumerate(events, start=1):
         await projection.apply(event, seq)
-    return index
+    await projection.flush()
+    return projection
 
 
 async def test_dense_vectors_embed_name_and_description_while_bm25_keeps_the_full_text(tmp_path: Path) -> None:
     embedder = _RecordingEmbedder()
-    index = await _indexed(tmp_path, embedder)
+    index = (await _indexed(tmp_path, embedder)).index
     assert sorted(embedder.texts) == ["read file: Read a file from disk.", "web search: Search the web for pages."]
     payloads = {h.payload["original_name"]: h.payload for h in await index.scroll(Where(kind="tool"))}
     assert payloads["web_search"]["text"] == "demo web search. Search the web for pages. parameters: query"
@@ -76,11 +80,11 @@ async def test_dense_vectors_embed_name_and_description_while_bm25_keeps_the_ful
 
 async def test_a_tool_indexed_before_dense_text_existed_is_embedded_again(tmp_path: Path) -> None:
     embedder = _RecordingEmbedder()
-    index = await _indexed(tmp_path, embedder)
+    index = (await _indexed(tmp_path, embedder)).index
     old = await index.scroll(Where(kind="tool"))
     await index.set_payload([h.id for h in old], {"dense_text": None})  # as an older indexer wrote it
     embedder.texts.clear()
-    projection = IndexProjection(index, embedder, [])
+    projection = IndexProjection(index, embedder, [], dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "demo"))
     await projection.apply(ToolsDiscovered(server_id=sid, server_name="demo", tools=TOOLS), 4)
@@ -93,11 +97,8 @@ async def test_a_tool_indexed_before_dense_text_existed_is_embedded_again(tmp_pa
 
 async def test_repeated_queries_are_embedded_once_and_hits_come_from_the_catalog(tmp_path: Path) -> None:
     embedder = _RecordingEmbedder()
-    index = await _indexed(tmp_path, embedder)
-
-    async def source() -> EdgeIndex:
-        return index
-
+    projection = await _indexed(tmp_path, embedder)
+    index, source = projection.index, projection.table.catalog
     service = SearchService(source, embedder)
     embedder.texts.clear()
     request = SearchRequest(query="search the web", strategy="flat", include_schemas=True)

@@ -11,8 +11,8 @@ import pytest
 from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.embed.model import DIMENSIONS, mean_pool_normalise
 from toolmesh.embed.text import tool_text
-from toolmesh.index.projection import skill_vector
-from toolmesh.skills.taxonomy import TaxonomyError, default_taxonomy, load_taxonomy
+from toolmesh.search.table import SkillVectors, skill_vector
+from toolmesh.skills.taxonomy import Skill, TaxonomyError, default_taxonomy, load_taxonomy
 from toolmesh_classifier.assignment import KEEP_AT, assign, confidence, from_confidences
 from toolmesh_classifier.llm import LlmClassifier
 from toolmesh_classifier.worker import batches
@@ -102,9 +102,20 @@ def test_real_embedder_gives_unit_vectors_and_sensible_similarity() -> None:
 
 def test_br008_skill_vector_is_normalised_mean_or_description_alone() -> None:
     description = np.array([1.0, 0.0], dtype=np.float32)
-    assert skill_vector(description, []) == [1.0, 0.0]
-    mixed = skill_vector(description, [[0.0, 1.0]])
-    assert mixed == pytest.approx([2**-0.5, 2**-0.5])
+    assert skill_vector(description, np.zeros(2), 0).tolist() == [1.0, 0.0]
+    mixed = skill_vector(description, np.array([0.0, 1.0]), 1)
+    assert mixed.tolist() == pytest.approx([2**-0.5, 2**-0.5])
+
+
+def test_br008_skill_sums_follow_tools_in_and_out() -> None:
+    skills = SkillVectors({"a": Skill(id="a", name="A", description="a")}, 2)
+    skills.descriptions["a"] = np.array([1.0, 0.0], dtype=np.float32)
+    tool = np.array([0.0, 1.0], dtype=np.float32)
+    skills.add(["a", "unknown"], tool, 1)
+    assert skills.count("a") == 1 and skills.changed == {"a"}
+    assert skills.vector("a").tolist() == pytest.approx([2**-0.5, 2**-0.5])
+    skills.add(["a"], tool, -1)
+    assert skills.count("a") == 0 and skills.vector("a").tolist() == pytest.approx([1.0, 0.0])
 
 
 def test_tool_text_has_name_description_and_parameter_names() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from toolmesh.contracts.events import DiscoveredTool, ToolClassification
 from toolmesh.embed.model import Embedder
-from toolmesh.embed.text import tool_text
+from toolmesh.embed.text import dense_text
 from toolmesh.skills.taxonomy import Skill, skill_text
 from toolmesh_classifier.assignment import assign
 
@@ -23,7 +23,11 @@ class Classifier(Protocol):
 
 
 class EmbeddingClassifier:
-    """Cosine similarity of the tool's text to each skill's description, calibrated; no LLM needed."""
+    """Cosine similarity of the tool's text to each skill's description, calibrated; no LLM needed.
+
+    The tool's text is the one the index embeds (``dense_text``), so in one process the shared
+    embedder computes each tool's vector once for both.
+    """
 
     name = "embedding"
 
@@ -33,7 +37,7 @@ class EmbeddingClassifier:
         self._skills = embedder.embed([skill_text(s) for s in skills])
 
     async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]:
-        texts = [tool_text(server_name, t.original_name, t.description, t.input_schema) for t in tools]
+        texts = [dense_text(t.original_name, t.description) for t in tools]
         vectors = await asyncio.to_thread(self._embedder.embed, texts)
         return self.assign_all(tools, vectors)
 

@@ -4,7 +4,10 @@ Replicas share the durable consumer (each snapshot goes to one of them). A snaps
 batches of 10 tools, at most 5 classified at once (BR-004, EC-006); each batch becomes one
 ``ToolsClassified`` event whose id derives from the snapshot's, so a redelivered snapshot
 publishes duplicates JetStream drops. While this worker is down the consumer keeps its place:
-tools stay searchable unclassified and are classified when it returns (EC-009).
+tools stay searchable unclassified and are classified when it returns (EC-009). A batch that
+fails (an LLM endpoint down) is tried again on a growing pause; after
+``TOOLMESH_CLASSIFICATION_MAX_ATTEMPTS`` its tools are UNCLASSIFIED (``tools.unclassified``) until
+a ``ClassifyTools`` command (``POST .../tools/classify``) asks again.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -20,7 +24,15 @@ from pydantic import ValidationError
 
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.publishing import publish_event
-from toolmesh.contracts.events import EVENTS_STREAM, DiscoveredTool, ToolsClassified, ToolsDiscovered
+from toolmesh.config import Settings
+from toolmesh.contracts.commands import COMMANDS_STREAM, ClassifyTools
+from toolmesh.contracts.events import (
+    EVENTS_STREAM,
+    DiscoveredTool,
+    ToolsClassified,
+    ToolsDiscovered,
+    ToolsUnclassified,
+)
 from toolmesh.errors import ToolmeshError
 from toolmesh_classifier.classifiers import Classifier
 
@@ -44,62 +56,141 @@ def consumer_config() -> ConsumerConfig:
     )
 
 
+def command_config() -> ConsumerConfig:
+    """Retries asked for by ``POST .../tools/classify`` (commands: a work queue, each taken once)."""
+    return ConsumerConfig(
+        durable_name=f"{DURABLE}-retries",
+        ack_policy=AckPolicy.EXPLICIT,
+        max_ack_pending=CONCURRENT_BATCHES,
+        ack_wait=120,
+        filter_subject=ClassifyTools.subject,
+    )
+
+
 def batches(tools: list[DiscoveredTool], size: int = BATCH_SIZE) -> list[list[DiscoveredTool]]:
     """Tools in consecutive batches of ``size``."""
     return [tools[i : i + size] for i in range(0, len(tools), size)]
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What one classification job is about: a discovery snapshot, or a retry command."""
+
+    key: str  # names the job: result event ids derive from it (a redelivery publishes duplicates)
+    server_id: str
+    server_name: str
+    namespace: str
+    tools: list[DiscoveredTool]
+
+
 async def classify_snapshot(
-    js: JetStreamContext, classifier: Classifier, event: ToolsDiscovered, *, limit: int = CONCURRENT_BATCHES
-) -> int:
-    """Classify one snapshot batch by batch and publish the results; returns the number of events."""
+    js: JetStreamContext, classifier: Classifier, job: Snapshot, *, limit: int = CONCURRENT_BATCHES
+) -> list[tuple[list[DiscoveredTool], ToolmeshError]]:
+    """Classify one job batch by batch and publish each result; the batches that failed, with why."""
     gate = asyncio.Semaphore(limit)
+    failed: list[tuple[list[DiscoveredTool], ToolmeshError]] = []
 
     async def one(number: int, batch: list[DiscoveredTool]) -> None:
         async with gate:
-            results = await classifier.classify(event.server_name, batch)
+            try:
+                results = await classifier.classify(job.server_name, batch)
+            except ToolmeshError as exc:
+                failed.append((batch, exc))
+                return
             await publish_event(
                 js,
                 ToolsClassified(
-                    event_id=str(uuid.uuid5(_IDS, f"{event.event_id}:{number}:{classifier.name}")),
-                    server_id=event.server_id,
-                    server_name=event.server_name,
+                    event_id=str(uuid.uuid5(_IDS, f"{job.key}:{number}:{classifier.name}")),
+                    server_id=job.server_id,
+                    namespace=job.namespace,
+                    server_name=job.server_name,
                     classifier=classifier.name,
                     tools=results,
                 ),
             )
 
-    parts = batches(event.tools)
     async with asyncio.TaskGroup() as group:
-        for number, batch in enumerate(parts):
+        for number, batch in enumerate(batches(job.tools)):
             group.create_task(one(number, batch))
-    return len(parts)
+    return failed
 
 
-async def run_classifier(js: JetStreamContext, classifier: Classifier, stop: asyncio.Event) -> None:
-    """Classify discovered tools until ``stop`` is set."""
-
-    async def handle(msg: Msg) -> None:
-        await _handle(js, classifier, msg)
-
-    await consume(js, ToolsDiscovered.subject, stream=EVENTS_STREAM, config=consumer_config(), handle=handle, stop=stop)
+def retry_delay(attempt: int, schedule: tuple[float, ...]) -> float:
+    """The pause before attempt ``attempt + 1`` (the schedule's last pause repeats)."""
+    return schedule[min(attempt - 1, len(schedule) - 1)] if schedule else RETRY_DELAY_SECONDS
 
 
-async def _handle(js: JetStreamContext, classifier: Classifier, msg: Msg) -> None:
-    try:
-        event = ToolsDiscovered.model_validate_json(msg.data)
-    except ValidationError as exc:
-        log.error("malformed tools.discovered skipped: %s", exc)
-        await msg.term()
+async def run_classifier(js: JetStreamContext, classifier: Classifier, stop: asyncio.Event, settings: Settings) -> None:
+    """Classify discovered tools (and retries asked for by command) until ``stop`` is set."""
+
+    async def discovered(msg: Msg) -> None:
+        try:
+            event = ToolsDiscovered.model_validate_json(msg.data)
+        except ValidationError as exc:
+            log.error("malformed tools.discovered skipped: %s", exc)
+            await msg.term()
+            return
+        job = Snapshot(event.event_id, event.server_id, event.server_name, event.namespace, event.tools)
+        await _classify(js, classifier, msg, job, settings)
+
+    async def retried(msg: Msg) -> None:
+        try:
+            command = ClassifyTools.model_validate_json(msg.data)
+        except ValidationError as exc:
+            log.error("malformed classify command dropped: %s", exc)
+            await msg.term()
+            return
+        job = Snapshot(command.command_id, command.server_id, command.server_name, command.namespace, command.tools)
+        await _classify(js, classifier, msg, job, settings)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(
+            consume(
+                js,
+                ToolsDiscovered.subject,
+                stream=EVENTS_STREAM,
+                config=consumer_config(),
+                handle=discovered,
+                stop=stop,
+            )
+        )
+        group.create_task(
+            consume(
+                js, ClassifyTools.subject, stream=COMMANDS_STREAM, config=command_config(), handle=retried, stop=stop
+            )
+        )
+
+
+async def _classify(js: JetStreamContext, classifier: Classifier, msg: Msg, job: Snapshot, settings: Settings) -> None:
+    """One delivery of a job: failed batches are tried again later, until the attempts run out (EC-009)."""
+    failed = await classify_snapshot(js, classifier, job)
+    if not failed:
+        log.info("classified %d tools of %s", len(job.tools), job.server_name)
+        await msg.ack_sync()
         return
-    try:
-        count = await classify_snapshot(js, classifier, event)
-    except ExceptionGroup as group:
-        failures = group.subgroup(ToolmeshError)
-        if failures is None or failures is not group:
-            raise
-        log.warning("classification of %s failed, retrying later: %s", event.server_name, failures.exceptions[0])
-        await msg.nak(delay=RETRY_DELAY_SECONDS)
+    attempt = msg.metadata.num_delivered
+    error = str(failed[0][1].detail)
+    if attempt < settings.classification_max_attempts:
+        delay = retry_delay(attempt, settings.classification_retry_seconds)
+        log.warning(
+            "classification of %s failed (attempt %d), again in %.0fs: %s", job.server_name, attempt, delay, error
+        )
+        await msg.nak(delay=delay)
         return
-    log.info("classified %d tools of %s in %d batches", len(event.tools), event.server_name, count)
+    names = [t.original_name for batch, _ in failed for t in batch]
+    log.error(
+        "classification of %d tools of %s gave up after %d attempts: %s", len(names), job.server_name, attempt, error
+    )
+    await publish_event(
+        js,
+        ToolsUnclassified(
+            event_id=str(uuid.uuid5(_IDS, f"{job.key}:unclassified")),
+            server_id=job.server_id,
+            namespace=job.namespace,
+            server_name=job.server_name,
+            tools=names,
+            error=error,
+            attempts=attempt,
+        ),
+    )
     await msg.ack_sync()

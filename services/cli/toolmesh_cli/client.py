@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,16 @@ def resolve_target(url: str | None, token: str | None, environ: Mapping[str, str
         return Target(base, token_file.read_text().strip() or None, str(token_file))
     except OSError:
         return Target(base, None, f"none (no --token, TOOLMESH_ADMIN_TOKEN or {token_file})")
+
+
+def api_options() -> argparse.ArgumentParser:
+    """The options every API command takes (``--url``, ``--token``, ``--json``), as a parent parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    api = common.add_argument_group("API")
+    api.add_argument("--url", help="toolmesh API (default $TOOLMESH_URL or http://127.0.0.1:8081)")
+    api.add_argument("--token", help="admin token (default $TOOLMESH_ADMIN_TOKEN or $TOOLMESH_DATA_DIR/admin-token)")
+    api.add_argument("--json", action="store_true", help="print the API's JSON")
+    return common
 
 
 def _json_body(response: httpx.Response) -> Any:

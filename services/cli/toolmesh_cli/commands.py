@@ -1,20 +1,19 @@
-"""``toolmesh servers ...``, ``toolmesh tools list`` and ``toolmesh import``: the API from a shell."""
+"""``toolmesh servers ...`` and ``toolmesh tools list``: the API from a shell (``import``, ``keys`` and
+``search`` have modules of their own)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from toolmesh.lifecycle import ServerStatus
-from toolmesh_cli.client import ApiClient, resolve_target
-from toolmesh_cli.errors import ApiError, ConfigError, UsageError
-from toolmesh_cli.mcp_servers import convert, validate
-from toolmesh_cli.tables import as_json, clip, fields, table, when
+from toolmesh_cli.client import ApiClient, api_options, resolve_target
+from toolmesh_cli.errors import UsageError
+from toolmesh_cli.mcp_servers import validate
+from toolmesh_cli.tables import as_json, clip, fields, show, table, when
 
 Command = Callable[[argparse.Namespace, ApiClient], int]
 
@@ -39,10 +38,6 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def _out(text: str) -> None:
     print(text, flush=True)
-
-
-def _err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # servers
@@ -71,6 +66,7 @@ def servers_add(args: argparse.Namespace, api: ApiClient) -> int:
         "connection_config": config,
         "health_check_url": args.health_url,
         "auto_connect": not args.no_connect,
+        "allow_insecure": args.allow_insecure,
     }
     try:
         request = validate(body)
@@ -93,7 +89,7 @@ def servers_list(args: argparse.Namespace, api: ApiClient) -> int:
             (s["name"], s["status"], s["transport_type"], s["tool_count"], when(s["connected_at"]), s["id"])
             for s in servers
         ]
-        _out(table(("NAME", "STATUS", "TRANSPORT", "TOOLS", "CONNECTED", "ID"), rows))
+        show(table(("NAME", "STATUS", "TRANSPORT", "TOOLS", "CONNECTED", "ID"), rows))
     return 0
 
 
@@ -103,7 +99,7 @@ def servers_show(args: argparse.Namespace, api: ApiClient) -> int:
     if args.json:
         _out(as_json(s))
         return 0
-    _out(
+    show(
         fields(
             [
                 ("name", s.get("name")),
@@ -143,7 +139,10 @@ def servers_rm(args: argparse.Namespace, api: ApiClient) -> int:
     """Remove a server with its tools and history."""
     server_id = api.resolve(args.server)
     api.remove(server_id)
-    _out(f"removed {args.server}" + (f" ({server_id})" if server_id != args.server else ""))
+    if args.json:
+        _out(as_json({"id": server_id, "removed": True}))
+    else:
+        _out(f"removed {args.server}" + (f" ({server_id})" if server_id != args.server else ""))
     return 0
 
 
@@ -153,11 +152,8 @@ def servers_history(args: argparse.Namespace, api: ApiClient) -> int:
     if args.json:
         _out(as_json(entries))
     else:
-        _out(
-            table(
-                ("TIME", "EVENT", "DETAILS"), [(when(e["timestamp"]), e["event_type"], e["details"]) for e in entries]
-            )
-        )
+        rows = [(when(e["timestamp"]), e["event_type"], e["details"]) for e in entries]
+        show(table(("TIME", "EVENT", "DETAILS"), rows, coloured=("EVENT",)))
     return 0
 
 
@@ -177,65 +173,16 @@ def tools_list(args: argparse.Namespace, api: ApiClient) -> int:
         _out("no tools")
     else:
         rows = [(t["name"], "yes" if t["is_classified"] else "no", clip(t["description"])) for t in tools]
-        _out(table(("TOOL", "CLASSIFIED", "DESCRIPTION"), rows))
+        show(table(("TOOL", "CLASSIFIED", "DESCRIPTION"), rows))
     return 0
-
-
-# import
-
-
-def _read_mcp_servers(path: Path) -> Any:
-    try:
-        document = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(document, dict) or "mcpServers" not in document:
-        raise ConfigError(f'{path}: expected an object with "mcpServers"')
-    return document["mcpServers"]
-
-
-def import_servers(args: argparse.Namespace, api: ApiClient) -> int:
-    """Register every server of a desktop client's ``mcpServers`` JSON; 1 when any failed."""
-    entries = convert(_read_mcp_servers(args.file))
-    added = 0
-    for entry in entries:
-        if entry.request is None:
-            _err(f"failed {entry.source_name}: {entry.problem}")
-            continue
-        body = entry.request.model_dump(mode="json", exclude_none=True)
-        if args.no_connect:
-            body["auto_connect"] = False
-        try:
-            created = api.register(body)
-        except ApiError as exc:
-            if exc.status is None:  # not running, unreachable: nothing else will get in either
-                raise
-            _err(f"failed {entry.label}: {exc}")
-            continue
-        added += 1
-        renamed = f" (renamed from {entry.source_name!r})" if entry.renamed else ""
-        _out(f"added {created['name']}{renamed}: {created['transport_type']}, {created['status']}")
-    _out(f"imported {added} of {len(entries)} servers")
-    return 0 if added == len(entries) else 1
 
 
 # parsers
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    api = common.add_argument_group("API")
-    api.add_argument("--url", help="toolmesh API (default $TOOLMESH_URL or http://127.0.0.1:8081)")
-    api.add_argument("--token", help="admin token (default $TOOLMESH_ADMIN_TOKEN or $TOOLMESH_DATA_DIR/admin-token)")
-    api.add_argument("--json", action="store_true", help="print the API's JSON")
-    return common
-
-
 def add_parsers(sub: Any) -> None:
-    """Add ``servers``, ``tools`` and ``import`` to the top-level subcommands."""
-    common = [_common()]
+    """Add ``servers`` and ``tools`` to the top-level subcommands."""
+    common = [api_options()]
 
     servers = sub.add_parser("servers", help="register and manage upstream MCP servers").add_subparsers(
         dest="action", required=True
@@ -251,6 +198,7 @@ def add_parsers(sub: Any) -> None:
     add.add_argument("--description")
     add.add_argument("--health-url")
     add.add_argument("--no-connect", action="store_true", help="register without connecting")
+    add.add_argument("--allow-insecure", action="store_true", help="accept a plain http:// URL on a remote host")
     add.set_defaults(run=servers_add)
 
     ls = servers.add_parser("list", parents=common, help="list servers")
@@ -273,8 +221,3 @@ def add_parsers(sub: Any) -> None:
     tls = tools.add_parser("list", parents=common, help="list tools of one or every server")
     tls.add_argument("--server", metavar="ID_OR_NAME")
     tls.set_defaults(run=tools_list)
-
-    imp = sub.add_parser("import", parents=common, help='register the "mcpServers" of a desktop MCP client config')
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--no-connect", action="store_true", help="register without connecting")
-    imp.set_defaults(run=import_servers)

@@ -1,89 +1,76 @@
-"""Entry point of the ``toolmesh`` command."""
+"""Entry point of the ``toolmesh`` command.
+
+Client commands must start fast, so nothing heavy is imported up front: the top-level parser
+names every command, and only the module of the command being run is imported to add its
+arguments and run it. ``toolmesh servers list`` never loads the server side (gateway, embedder,
+index, onnxruntime); ``toolmesh up`` and the roles load it when they start.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Sequence
 
-from toolmesh import eventloop
-from toolmesh.config import Settings
-from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
-from toolmesh.index.factory import open_index
-from toolmesh.runtime import open_backends
-from toolmesh.telemetry import configure_logging
-from toolmesh_cli import commands, mcp_bridge, search_command, up
-from toolmesh_cli.config_file import load_config
 from toolmesh_cli.datadir import DataDirInUse
 from toolmesh_cli.errors import CliError
-from toolmesh_cli.roles import ROLES, run_roles, seed_admin
-from toolmesh_cli.signals import stop_on_signals
-from toolmesh_projector.indexer import reset_index
-from toolmesh_projector.projector import reset_projection
 
-REBUILDS = {"projector": "Postgres read model", "indexer": "vector index"}
+ROLES = ("gateway", "session-worker", "health-worker", "projector", "indexer", "classifier-worker")
+"""The roles a process can run on its own (``toolmesh_cli.roles.ROLES`` holds what each runs)."""
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("toolmesh_cli.up:add_parser", "run everything in one process (embedded NATS and Postgres by default)"),
+    "servers": ("toolmesh_cli.commands:add_parsers", "register and manage upstream MCP servers"),
+    "tools": ("toolmesh_cli.commands:add_parsers", "discovered tools"),
+    "import": ("toolmesh_cli.import_command:add_parser", 'register the "mcpServers" of a desktop MCP client config'),
+    "keys": ("toolmesh_cli.key_commands:add_parser", "API keys and the credential key"),
+    "search": ("toolmesh_cli.search_command:add_parser", "search tools of connected servers (BM25 + embeddings)"),
+    "mcp": ("toolmesh_cli.mcp_bridge:add_parser", "serve the gateway's MCP tools over stdio (for desktop MCP clients)"),
+    "asyncapi": ("toolmesh_cli.asyncapi_command:add_parser", "print the AsyncAPI document of the public NATS API"),
+    **{
+        role: ("toolmesh_cli.serving:add_role_parsers", f"run the {role} role alone (against TOOLMESH_NATS_URL etc.)")
+        for role in ROLES
+    },
+}
+"""Every command: ``module:function`` adding its parser (imported only when that command runs), and its help."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named on the command line (the first word that is not an option)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the chosen command in full, every other one by name and help only."""
     parser = argparse.ArgumentParser(prog="toolmesh", description="MCP server aggregator")
     sub = parser.add_subparsers(dest="command", required=True)
-    up.add_parser(sub)
-    commands.add_parsers(sub)
-    mcp_bridge.add_parser(sub)
-    search_command.add_parser(sub)
-    for name in ROLES:
-        role = sub.add_parser(name, help=f"run the {name} role against TOOLMESH_NATS_URL / TOOLMESH_DATABASE_URL")
-        if name == "gateway":
-            role.add_argument("--host")
-            role.add_argument("--port", type=int)
-        if name in REBUILDS:
-            role.add_argument(
-                "--rebuild", action="store_true", help=f"drop the {REBUILDS[name]} and replay every event"
-            )
+    chosen = _chosen(argv)
+    if chosen in COMMANDS:
+        module, _, function = COMMANDS[chosen][0].partition(":")
+        getattr(importlib.import_module(module), function)(sub)
+    for name, (_, help_) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=help_)
     return parser
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {
-        key: value
-        for key, value in (
-            ("data_dir", getattr(args, "data_dir", None)),
-            ("host", getattr(args, "host", None)),
-            ("port", getattr(args, "port", None)),
-        )
-        if value is not None
-    }
-    return Settings(**overrides)
-
-
-async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
-    stop = stop_on_signals()
-    if not settings.credential_key:
-        raise ToolmeshError("MCP_CREDENTIAL_KEY must be set for a distributed role")
-    async with open_backends(settings, name) as backends:
-        if name == "gateway":
-            await seed_admin(backends, settings.admin_token)
-        if rebuild and name == "projector":
-            await reset_projection(backends.js, backends.db)
-        if rebuild and name == "indexer":
-            async with open_index(settings) as index:
-                await reset_index(backends.js, index)
-        await run_roles([name], backends, CredentialBox(settings.credential_key), stop)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run it; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         if hasattr(args, "run"):
-            return commands.run_command(args)
-        config = load_config(args.config) if getattr(args, "config", None) else None
-        settings = _settings(args)
-        configure_logging(settings.log_level)
-        if args.command == "up":
-            return eventloop.run(up.run_up(settings, config))
-        return eventloop.run(_run_role(args.command, settings, getattr(args, "rebuild", False)))
+            from toolmesh_cli.commands import run_command
+
+            return run_command(args)
+        if hasattr(args, "offline"):
+            result: int = args.offline(args)
+            return result
+        from toolmesh_cli.serving import serve
+
+        return serve(args)
     except (CliError, ToolmeshError, DataDirInUse, OSError) as exc:
         print(f"toolmesh: {exc}", file=sys.stderr)
         return 1

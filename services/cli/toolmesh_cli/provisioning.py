@@ -8,6 +8,7 @@ reaching into the gateway's app state from the CLI.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import httpx
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.lifecycle import ServerStatus
 from toolmesh_cli.client import PAGE, SERVERS, describe_error, error_code
+from toolmesh_cli.progress import ServerProgress
 
 log = logging.getLogger("toolmesh.up")
 HEALTH = "/api/v1/aggregator/health"
@@ -67,19 +69,19 @@ async def _ready(http: httpx.AsyncClient, deadline: float) -> None:
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def _register(http: httpx.AsyncClient, request: RegisterServerRequest) -> str | None:
-    """Register one server: None when it went in or already exists, else why it failed."""
+async def _register(http: httpx.AsyncClient, request: RegisterServerRequest) -> tuple[bool, str | None]:
+    """Register one server: whether it existed already, and why it failed (None when it is in)."""
     try:
         response = await http.post(SERVERS, json=request.model_dump(mode="json", exclude_none=True))
     except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return False, f"{type(exc).__name__}: {exc}"
     if response.status_code == 409 and error_code(response) == "SERVER_ALREADY_EXISTS":
         log.info("server %s already registered; left as it is", request.name, extra={"server": request.name})
-        return None
+        return True, None
     if response.is_error:
-        return describe_error(response)
+        return False, describe_error(response)
     log.info("registered server %s", request.name, extra={"server": request.name})
-    return None
+    return False, None
 
 
 async def _statuses(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
@@ -93,59 +95,103 @@ async def _statuses(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
             return servers
 
 
-async def _settle(http: httpx.AsyncClient, names: set[str], deadline: float) -> dict[str, dict[str, Any]]:
+async def _settle(
+    http: httpx.AsyncClient, names: set[str], deadline: float, progress: ServerProgress | None
+) -> dict[str, dict[str, Any]]:
     """Poll until none of ``names`` is still connecting, or the deadline; the last statuses seen."""
     while True:
         servers = await _statuses(http)
+        if progress is not None:
+            for name in names & servers.keys():
+                server = servers[name]
+                progress.status(name, server["status"], int(server.get("tool_count") or 0))
         pending = [n for n in names if servers.get(n, {}).get("status") == ServerStatus.CONNECTING]
         if not pending or time.monotonic() > deadline:
             return servers
         await asyncio.sleep(POLL_SECONDS)
 
 
+async def _error_message(http: httpx.AsyncClient, server: dict[str, Any]) -> str:
+    """Why a server is in ERROR (its ``error_message``), or its status when that cannot be read."""
+    response = await http.get(f"{SERVERS}/{server['id']}")
+    return str(response.json().get("error_message") or server["status"]) if response.is_success else server["status"]
+
+
 async def provision(
-    base_url: str, token: str, requests: list[RegisterServerRequest], settle_seconds: float
+    base_url: str,
+    token: str,
+    requests: list[RegisterServerRequest],
+    settle_seconds: float,
+    progress: ServerProgress | None = None,
 ) -> ProxyInit:
-    """Register ``requests`` in parallel (existing names are skipped), wait for them to settle, log."""
+    """Register ``requests`` in parallel (existing names are skipped), wait for them to settle, log;
+    ``progress`` follows each server."""
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30.0) as http:
         await _ready(http, time.monotonic() + READY_SECONDS)
         outcomes = await asyncio.gather(*(_register(http, r) for r in requests))
         report = ProxyInit(server_count=sum(1 for r in requests if r.auto_connect))
-        for request, problem in zip(requests, outcomes, strict=True):
+        registered = set()
+        for request, (existed, problem) in zip(requests, outcomes, strict=True):
             if problem is not None:
                 log.error("server %s not registered: %s", request.name, problem, extra={"server": request.name})
                 report.failures[request.name] = problem
+                if progress is not None:
+                    progress.failed(request.name, problem, f"failed {request.name}: {problem}")
+            else:
+                registered.add(request.name)
+                if progress is not None:
+                    progress.say(f"{'kept' if existed else 'registered'} {request.name}")
+        if progress is not None:
+            for server in (await _statuses(http)).values():
+                if server["name"] in registered:
+                    progress.outcomes[server["name"]].server_id = server["id"]
+                    progress.outcomes[server["name"]].transport = server["transport_type"]
         to_connect = {r.name for r in requests if r.auto_connect and r.name not in report.failures}
-        servers = await _settle(http, to_connect, time.monotonic() + settle_seconds)
-    for name in to_connect:
-        server = servers.get(name, {})
-        if server.get("status") in CONNECTED:
-            report.connected += 1
-            report.tool_count += int(server.get("tool_count") or 0)
-        else:
-            report.failures[name] = str(server.get("status", "missing"))
-            log.warning("server %s did not connect: %s", name, report.failures[name], extra={"server": name})
+        servers = await _settle(http, registered, time.monotonic() + settle_seconds, progress)
+        for name in to_connect:
+            server = servers.get(name, {})
+            if server.get("status") in CONNECTED:
+                report.connected += 1
+                report.tool_count += int(server.get("tool_count") or 0)
+            else:
+                problem = await _error_message(http, server) if server.get("status") == "ERROR" else None
+                report.failures[name] = problem or str(server.get("status", "missing"))
+                log.warning("server %s did not connect: %s", name, report.failures[name], extra={"server": name})
+                if progress is not None and server:
+                    progress.status(name, server["status"], 0, report.failures[name])
     report.failed = report.server_count - report.connected
     report.log()
     return report
 
 
 async def provision_until_stopped(
-    base_url: str, token: str, requests: list[RegisterServerRequest], settle_seconds: float, stop: asyncio.Event
+    base_url: str,
+    token: str,
+    requests: list[RegisterServerRequest],
+    settle_seconds: float,
+    stop: asyncio.Event,
+    progress: ServerProgress | None = None,
 ) -> None:
     """``provision``, given up when ``stop`` is set first; its failures are logged, never raised,
-    so a bad config entry or a slow gateway cannot bring ``toolmesh up`` down."""
-    work = asyncio.ensure_future(provision(base_url, token, requests, settle_seconds))
+    so a bad config entry or a slow gateway cannot bring ``toolmesh up`` down. With ``progress``,
+    each server's progress is shown, and a summary once they settled."""
+    work = asyncio.ensure_future(provision(base_url, token, requests, settle_seconds, progress))
     stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (work, stopping):
-            task.cancel()
-        await asyncio.gather(work, stopping, return_exceptions=True)
+    with progress if progress is not None else contextlib.nullcontext():
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (work, stopping):
+                task.cancel()
+            await asyncio.gather(work, stopping, return_exceptions=True)
     exc = work.exception() if work.done() and not work.cancelled() else None
     if isinstance(exc, httpx.HTTPError | TimeoutError):
         log.error("config servers not applied: %s", exc, extra={"span": "proxy.init"})
     elif exc is not None:
         raise exc  # a bug, not a condition: let it surface
+    elif progress is not None and work.done() and not work.cancelled():
+        report = work.result()
+        progress.console.print(progress.summary())
+        connected = f"{report.connected} of {report.server_count} servers connected"
+        progress.say(f"config: {connected}, {report.tool_count} tools")

@@ -6,13 +6,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.topology import leases_bucket
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.embed.model import load_embedder
 from toolmesh.index.factory import open_index
 from toolmesh.index.projection import IndexProjection
+from toolmesh.naming import DEFAULT_NAMESPACE
 from toolmesh.runtime import Backends
 from toolmesh.skills.taxonomy import load_taxonomy
-from toolmesh.store.queries import upsert_principal
+from toolmesh.store.principals import seed_owner
 from toolmesh.supervision import supervise
 from toolmesh_classifier.setup import build_classifier
 from toolmesh_classifier.worker import run_classifier
@@ -50,10 +53,11 @@ async def indexer(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     """Vector index of tools and skills (embedded in the data dir, or Qdrant)."""
     embedder = await asyncio.to_thread(load_embedder)
     skills = load_taxonomy(b.settings.skills_file)
+    leases = LeaseTable(await leases_bucket(b.js, b.settings.lease_ttl_seconds), b.process_id)
 
     async def index_events() -> None:
         async with open_index(b.settings) as index:
-            await run_indexer(b.js, IndexProjection(index, embedder, skills), stop)
+            await run_indexer(b.nc, b.js, IndexProjection(index, embedder, skills), b.settings, leases, stop)
 
     await supervise("indexer", index_events, stop, backoff=5.0)
 
@@ -63,7 +67,7 @@ async def classifier_worker(b: Backends, box: CredentialBox, stop: asyncio.Event
 
     async def classify() -> None:
         async with build_classifier(b.settings) as classifier:
-            await run_classifier(b.js, classifier, stop)
+            await run_classifier(b.js, classifier, stop, b.settings)
 
     await supervise("classifier-worker", classify, stop, backoff=5.0)
 
@@ -78,10 +82,10 @@ ROLES: dict[str, Role] = {
 }
 
 
-async def seed_admin(b: Backends, token: str | None) -> None:
-    """Make ``token`` the bearer token of the first admin (kept hashed)."""
+async def seed_owner_key(b: Backends, token: str | None) -> None:
+    """Make ``token`` the bearer token of the owner ``admin`` (kept hashed; every namespace)."""
     if token:
-        await upsert_principal(b.db, name="admin", token_hash=hash_token(token), role="admin", namespace="default")
+        await seed_owner(b.db, name="admin", token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
 
 
 async def run_roles(names: list[str], b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from toolmesh_cli.client import ApiClient, resolve_target
-from toolmesh_cli.tables import as_json, clip, table
+from toolmesh_cli.tables import as_json, clip, show, table
 
 
 def add_parser(sub: Any) -> None:
@@ -49,7 +49,7 @@ def search(args: argparse.Namespace, api: ApiClient) -> int:
         ]
         for t in result["tools"]
     ]
-    print(table(["SCORE", "TOOL", "SERVER STATUS", "SKILL", "DESCRIPTION"], rows))
+    show(table(["SCORE", "TOOL", "SERVER STATUS", "SKILL", "DESCRIPTION"], rows, coloured=("SERVER STATUS",)))
     meta = result["metadata"]
     skills = ", ".join(s["id"] for s in result["matched_skills"]) or "none"
     print(

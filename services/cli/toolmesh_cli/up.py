@@ -10,35 +10,50 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh.rotation import reseal_configs
 from toolmesh.runtime import Backends, open_backends
+from toolmesh.store.consistency import wait_for_projection
+from toolmesh.store.queries import sealed_configs
+from toolmesh_cli.announcements import starting, where
 from toolmesh_cli.config_file import ServerConfig
 from toolmesh_cli.datadir import DataDirLock, load_or_create_secret, prepare_data_dir
+from toolmesh_cli.endpoints import ENDPOINTS_FILE, remove_endpoints, write_endpoints
+from toolmesh_cli.key_commands import KEY_FILE, PREVIOUS_FILE
+from toolmesh_cli.progress import ServerProgress
 from toolmesh_cli.provisioning import api_base, provision_until_stopped
-from toolmesh_cli.roles import ROLES, run_roles, seed_admin
+from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
 from toolmesh_cli.signals import stop_on_signals
+from toolmesh_cli.tables import console
 
 log = logging.getLogger("toolmesh.up")
 DATABASE = "toolmesh"
+ROTATION_WAIT_SECONDS = 60.0
 
 
 @contextlib.asynccontextmanager
-async def embedded_backends(settings: Settings) -> AsyncIterator[Settings]:
-    """Start NATS and/or Postgres in the data dir when their URL is not set; yield completed settings."""
+async def embedded_backends(settings: Settings, out: Console | None = None) -> AsyncIterator[Settings]:
+    """Start NATS and/or Postgres in the data dir when their URL is not set; yield completed settings.
+    ``out`` shows each start."""
+    out = out or Console(quiet=True)
     async with contextlib.AsyncExitStack() as stack:
         updates: dict[str, str] = {}
         if not settings.nats_url:
             nats = EmbeddedNats(settings.data_dir / "nats")
-            await nats.start()
+            with starting(out, "NATS"):
+                await nats.start()
             stack.push_async_callback(nats.stop)
             updates["nats_url"] = nats.url
         if not settings.database_url:
             postgres = EmbeddedPostgres(settings.data_dir / "postgres")
-            await postgres.start()
+            with starting(out, "Postgres"):
+                await postgres.start()
+                updates["database_url"] = await postgres.ensure_database(DATABASE)
             stack.push_async_callback(postgres.stop)
-            updates["database_url"] = await postgres.ensure_database(DATABASE)
         yield settings.model_copy(update=updates)
 
 
@@ -56,6 +71,17 @@ def settle_seconds(settings: Settings) -> float:
     return settings.connection_timeout_seconds + sum(settings.connect_backoff_seconds[: settings.connect_retries])
 
 
+async def finish_rotation(backends: Backends, box: CredentialBox, previous: Path) -> None:
+    """After ``toolmesh keys rotate-credential-key``: reseal every config under the new key, wait for
+    the projector to write them, then forget the old keys (the file of previous keys goes)."""
+    _, seq = await reseal_configs(backends, box, "toolmesh up")
+    await wait_for_projection(backends.db, seq, ROTATION_WAIT_SECONDS)
+    rows = await sealed_configs(backends.db)
+    if all(box.is_current(r["connection_config"]["sealed"]) for r in rows):
+        await asyncio.to_thread(previous.unlink, missing_ok=True)
+        log.info("credential key rotated: %d server configs sealed under the new key", len(rows))
+
+
 async def _serve(
     settings: Settings,
     backends: Backends,
@@ -64,18 +90,20 @@ async def _serve(
     config: ServerConfig | None,
     stop: asyncio.Event,
 ) -> None:
-    """The roles, and beside them the one-shot registration of the config's servers."""
+    """The roles, and beside them the one-shot registration of the config's servers (and the end of
+    a credential-key rotation)."""
+    previous = settings.data_dir / PREVIOUS_FILE
     async with asyncio.TaskGroup() as tg:
         tg.create_task(run_roles(list(ROLES), backends, box, stop), name="roles")
+        if previous.exists() and not settings.credential_key:
+            tg.create_task(finish_rotation(backends, box, previous), name="rotation")
         if config is not None and config.servers:
             base = api_base(settings.host, settings.port)
+            progress = ServerProgress([r.name for r in config.servers])
             tg.create_task(
-                provision_until_stopped(base, token, config.servers, settle_seconds(settings), stop), name="config"
+                provision_until_stopped(base, token, config.servers, settle_seconds(settings), stop, progress),
+                name="config",
             )
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
@@ -86,21 +114,32 @@ async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
     lock = DataDirLock(data_dir)
     lock.acquire()
     try:
-        key = settings.credential_key or load_or_create_secret(data_dir / "credential.key", new_key)[0]
+        key = settings.credential_key or load_or_create_secret(data_dir / KEY_FILE, new_key)[0]
+        previous = settings.credential_previous_keys
+        if not settings.credential_key and (data_dir / PREVIOUS_FILE).exists():
+            previous = ",".join((data_dir / PREVIOUS_FILE).read_text().split())
         token, created = (settings.admin_token, False)
         if not token:
             token, created = load_or_create_secret(data_dir / "admin-token", lambda: secrets.token_urlsafe(32))
-        async with embedded_backends(settings) as settings, open_backends(settings, "up") as backends:
-            await seed_admin(backends, token)
-            _say(f"toolmesh is up: http://{settings.host}:{settings.port}/api/v1/aggregator/health")
-            _say(f"  nats: {settings.nats_url}  postgres: {settings.database_url}  data: {data_dir}")
+        out = console()
+        embedded = [name for name, url in (("nats", settings.nats_url), ("postgres", settings.database_url)) if not url]
+        async with embedded_backends(settings, out) as settings, open_backends(settings, "up") as backends:
+            await seed_owner_key(backends, token)
+            out.print(f"toolmesh is up: {api_base(settings.host, settings.port)}/api/v1/aggregator/health")
+            out.print(where(settings, data_dir, embedded, list(ROLES)))
+            write_endpoints(settings)
+            out.print(f"  endpoints with credentials (other local services): {data_dir / ENDPOINTS_FILE}")
             if created:
-                _say(f"  admin token (shown once, kept in {data_dir / 'admin-token'}): {token}")
+                out.print(f"admin token (shown once, kept in {data_dir / 'admin-token'}): {token}")
             if config is not None:
                 for note in config.notes:
                     log.info("config: %s", note)
-            await _serve(settings, backends, CredentialBox(key), token, config, stop)
+            box = CredentialBox.from_settings(key, previous)
+            try:
+                await _serve(settings, backends, box, token, config, stop)
+            finally:
+                remove_endpoints(settings)
     finally:
         lock.release()
-    _say("toolmesh stopped")
+    console().print("toolmesh stopped")
     return 0

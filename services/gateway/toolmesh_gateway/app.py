@@ -6,40 +6,97 @@ import time
 
 from fastapi import FastAPI
 
-from toolmesh.bus.topology import names_bucket
+from toolmesh.bus.topology import idempotency_bucket, names_bucket
 from toolmesh.credentials import CredentialBox
+from toolmesh.loopback import is_loopback_host
 from toolmesh.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
 from toolmesh_gateway.auth import Authenticator
+from toolmesh_gateway.body_limit import BodyLimit
+from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.errors import install_error_handlers
-from toolmesh_gateway.front_door.mount import mount_front_door
-from toolmesh_gateway.routers import aggregator, search, servers, tools
+from toolmesh_gateway.event_hub import EventHub
+from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.front_door.mount import MCP_PATH, mount_front_door
+from toolmesh_gateway.idempotency import IdempotencyStore
+from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
+from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.origin import OriginGuard
+from toolmesh_gateway.rate_limit import RateLimiter
+from toolmesh_gateway.routers import (
+    aggregator,
+    audit,
+    endpoints,
+    events,
+    identity,
+    keys,
+    prompts,
+    resources,
+    search,
+    servers,
+    tools,
+)
+from toolmesh_gateway.routers.console import mount_console
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
 
 
 async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     """An app serving ``/api/v1/...`` with OpenAPI at ``/openapi.json``."""
+    settings = backends.settings
     app = FastAPI(title="toolmesh", version="0.1.0", summary="MCP server aggregator")
     app.state.backends = backends
+    app.state.credential_box = box
     app.state.started_at = time.monotonic()
-    app.state.authenticator = Authenticator(backends.db)
-    app.state.server_commands = ServerCommands(backends, await names_bucket(backends.js), box)
+    authenticator = Authenticator(backends.db, backends.settings)
+    app.state.authenticator = authenticator
+    app.state.keys = KeyService(backends, authenticator)
+    names = await names_bucket(backends.js)
+    app.state.server_commands = ServerCommands(backends, names, box)
+    app.state.endpoints = EndpointService(backends, names)
     feed = CatalogFeed(backends.js, backends.db)
+    feed.listeners.append(authenticator.on_event)
     await feed.start()
     app.state.catalog_feed = feed
-    app.state.tool_calls = ToolCalls(backends.nc, backends.js, feed, backends.settings)
-    app.state.search = await build_search(backends.settings, backends.db)
+    call_audit = CallAudit(backends.js)
+    call_audit.start()
+    app.state.call_audit = call_audit
+    app.state.tool_calls = ToolCalls(backends.nc, backends.js, feed, backends.settings, call_audit)
+    app.state.forwarder = Forwarder(backends.nc, app.state.tool_calls, backends.settings)
+    app.state.search = await build_search(backends)
+    app.state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app.state.event_hub = EventHub(backends.js)
+    await app.state.event_hub.start()
+    kept = await idempotency_bucket(backends.js, settings.idempotency_window_seconds)
+    app.state.idempotency = IdempotencyStore(kept, settings.idempotency_claim_seconds)
     install_error_handlers(app)
-    app.add_middleware(observability.TracingMiddleware)
+    app.add_middleware(IdempotencyMiddleware)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_body_bytes)
+    app.add_middleware(
+        OriginGuard,
+        prefix=MCP_PATH,
+        allowed_origins=settings.allowed_origins,
+        allowed_hosts=settings.allowed_hosts,
+        check_host=is_loopback_host(settings.host),
+    )
+    app.add_middleware(observability.TracingMiddleware)  # the last added runs first
     app.include_router(observability.router)
     app.include_router(servers.router)
     app.include_router(aggregator.router)
     app.include_router(aggregator.probes)
     app.include_router(tools.router)
     app.include_router(search.router)
+    app.include_router(keys.router)
+    app.include_router(audit.router)
+    app.include_router(endpoints.router)
+    app.include_router(resources.router)
+    app.include_router(prompts.router)
+    app.include_router(identity.router)
+    app.include_router(events.router)
+    mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app
 
@@ -47,4 +104,6 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
 async def close_app(app: FastAPI) -> None:
     """Release what ``create_app`` opened (the front door, then the catalog feed's subscription)."""
     await app.state.mcp.close()
+    await app.state.event_hub.close()
+    await app.state.call_audit.close()
     await app.state.catalog_feed.close()

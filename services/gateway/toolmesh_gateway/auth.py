@@ -1,4 +1,10 @@
-"""Bearer authentication: API keys are looked up hashed in the database, never trusted from claims."""
+"""Bearer authentication and roles.
+
+API keys are looked up hashed in the database; the role and namespace of a key come from its row,
+never from anything the caller sends. Optionally, JWTs of an identity provider are verified
+(``jwt_bearer``). Hits are cached briefly; a revoked key (event ``key.revoked``) leaves the cache
+of every gateway as soon as the gateway's event feed delivers it.
+"""
 
 from __future__ import annotations
 
@@ -8,47 +14,153 @@ from dataclasses import dataclass
 import asyncpg
 from fastapi import Request
 
+from toolmesh.config import Settings
+from toolmesh.contracts.events import Event, KeyRevoked
+from toolmesh.contracts.keys import Role
 from toolmesh.credentials import hash_token
-from toolmesh.errors import Unauthorized
-from toolmesh.store.queries import principal_for_token_hash
+from toolmesh.errors import Forbidden, Unauthorized
+from toolmesh.store.principals import principal_for_token_hash
+from toolmesh_gateway.jwt_bearer import JwtVerifier, looks_like_jwt
 
 _CACHE_SECONDS = 30.0
+_MAX_CACHED = 10_000
 
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated caller: its role and namespace come from the database."""
+    """An authenticated caller: its key, role and home namespace."""
 
+    key_id: str
     name: str
-    role: str
+    role: Role
     namespace: str
+    endpoints: frozenset[str] | None = None  # a key limited to these MCP endpoints (None: not limited)
+
+    @property
+    def scope(self) -> str | None:
+        """The namespace the caller sees; None for the owner, who sees every namespace."""
+        return None if self.role is Role.OWNER else self.namespace
+
+    @property
+    def manages(self) -> bool:
+        """True for roles that manage servers, keys, endpoints and approvals (owner, admin)."""
+        return self.role in (Role.OWNER, Role.ADMIN)
+
+    def require_manager(self, action: str) -> None:
+        """``Forbidden`` unless the caller may manage its namespace."""
+        if not self.manages:
+            raise Forbidden(f"Role '{self.role}' may not {action}", {"role": str(self.role), "action": action})
+
+    def require_api_access(self) -> None:
+        """``Forbidden`` for a key limited to MCP endpoints: it may use nothing else (REST, NATS API)."""
+        if self.endpoints is not None:
+            raise Forbidden(
+                "This key may only use its MCP endpoints: " + ", ".join(f"/mcp/{n}" for n in sorted(self.endpoints)),
+                {"endpoints": sorted(self.endpoints)},
+            )
+
+    def require_registrar(self) -> None:
+        """``Forbidden`` unless the caller may register servers (owner, admin, agent)."""
+        if self.role is Role.USER:
+            raise Forbidden(
+                f"Role '{self.role}' may not register servers", {"role": str(self.role), "action": "register servers"}
+            )
+
+    def owns(self, created_by: str | None) -> bool:
+        """False when an agent looks at a server another principal registered: for it, that server
+        is not there to manage (404, never 403). Every other role passes (its role decides)."""
+        return self.role is not Role.AGENT or created_by == self.name
+
+    def home(self, requested: str | None) -> str:
+        """The namespace a write lands in: the caller's own, or (owner only) the one it names."""
+        if requested is None or requested == self.namespace:
+            return self.namespace
+        if self.role is not Role.OWNER:
+            raise Forbidden(
+                f"Only the owner may act in another namespace than '{self.namespace}'",
+                {"namespace": requested},
+            )
+        return requested
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asked, and from where: recorded in events and the audit log."""
+
+    principal: Principal
+    ip_address: str | None = None
+    namespace: str | None = None  # set when the caller works in one namespace (an MCP session)
+
+    @property
+    def scope(self) -> str | None:
+        """The namespace the caller acts in (None: every namespace, the owner's REST calls)."""
+        return self.namespace if self.namespace is not None else self.principal.scope
+
+    @property
+    def actor(self) -> str:
+        """The principal's name, as the audit log shows it."""
+        return self.principal.name
 
 
 class Authenticator:
     """Resolves bearer tokens to principals, caching hits briefly."""
 
-    def __init__(self, db: asyncpg.Pool) -> None:
+    def __init__(self, db: asyncpg.Pool, settings: Settings) -> None:
         self._db = db
+        self._jwt = JwtVerifier.configured(settings)
         self._cache: dict[str, tuple[float, Principal]] = {}
+        self._revoked: set[str] = set()  # a lookup that raced a revocation must not cache the key again
 
     async def principal(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization`` header; ``Unauthorized`` otherwise."""
         scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
             raise Unauthorized("Missing bearer token")
-        digest = hash_token(token.strip())
+        if self._jwt is not None and looks_like_jwt(token):
+            subject, role, namespace = self._jwt.identity(await self._jwt.claims(token))
+            return Principal(key_id=f"jwt:{subject}", name=subject, role=role, namespace=namespace)
+        digest = hash_token(token)
         cached = self._cache.get(digest)
         if cached and cached[0] > time.monotonic():
             return cached[1]
         row = await principal_for_token_hash(self._db, digest)
         if row is None:
             raise Unauthorized("Invalid bearer token")
-        principal = Principal(name=row["name"], role=row["role"], namespace=row["namespace"])
+        limited = row["endpoints"]
+        principal = Principal(
+            key_id=row["id"],
+            name=row["name"],
+            role=Role(row["role"]),
+            namespace=row["namespace"],
+            endpoints=frozenset(limited) if limited is not None else None,
+        )
+        if principal.key_id in self._revoked:
+            raise Unauthorized("Invalid bearer token")
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
         self._cache[digest] = (time.monotonic() + _CACHE_SECONDS, principal)
         return principal
 
+    def forget(self, key_id: str) -> None:
+        """Drop a key from the cache (it was revoked)."""
+        if len(self._revoked) >= _MAX_CACHED:
+            self._revoked.clear()
+        self._revoked.add(key_id)
+        for digest, (_, principal) in list(self._cache.items()):
+            if principal.key_id == key_id:
+                del self._cache[digest]
+
+    def on_event(self, event: Event) -> None:
+        """Follow the event stream: a revoked key is refused from now on."""
+        if isinstance(event, KeyRevoked):
+            self.forget(event.key_id)
+
 
 async def require_principal(request: Request) -> Principal:
-    """FastAPI dependency guarding every endpoint."""
+    """FastAPI dependency guarding every REST endpoint (a key limited to MCP endpoints may not use them)."""
     authenticator: Authenticator = request.app.state.authenticator
-    return await authenticator.principal(request.headers.get("authorization"))
+    principal = await authenticator.principal(request.headers.get("authorization"))
+    request.app.state.rate_limiter.check(principal.key_id)
+    principal.require_api_access()
+    return principal

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -19,11 +20,17 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.categories import ToolCategory, categorize
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, decode_event
+from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.pinning import Hold, Pin
 from toolmesh.store.catalog import catalog_snapshot
+from toolmesh.store.queries import Row
+from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
+from toolmesh_gateway.offers import ServerDescription, ServerOffer
 
 log = logging.getLogger("toolmesh.gateway.catalog")
 CATCH_UP_SECONDS = 1.0
@@ -39,18 +46,42 @@ class CatalogFeed:
         self.catalog = catalog or Catalog()
         self._sub: JetStreamContext.PushSubscription | None = None
         self._changed = asyncio.Condition()
+        self.listeners: list[Callable[[Event], None]] = []
+        """Called with every event after the catalog applied it (e.g. the authenticator's revocations)."""
 
     async def start(self) -> None:
         """Load the snapshot and subscribe from the sequence after it."""
         snapshot = await catalog_snapshot(self._db)
         servers = [
-            CatalogServer(r["id"], r["name"], ServerStatus(r["status"]), r["transport_type"]) for r in snapshot.servers
+            CatalogServer(
+                r["id"],
+                r["name"],
+                ServerStatus(r["status"]),
+                r["namespace"],
+                r["transport_type"],
+                NewToolsPolicy(r["new_tools"]),
+            )
+            for r in snapshot.servers
         ]
-        tools = [
-            (r["server_id"], CatalogTool(r["original_name"], r["description"], dict(r["input_schema"] or {})))
-            for r in snapshot.tools
+        tools = [(r["server_id"], _tool(r)) for r in snapshot.tools]
+        seen = [r["id"] for r in snapshot.servers if r["tools_seen"]]
+        offers: dict[str, ServerOffer] = {}
+        for r in snapshot.servers:
+            description = ServerDescription(
+                r["protocol_version"], dict(r["capabilities"] or {}), dict(r["server_info"] or {}), r["instructions"]
+            )
+            offers[r["id"]] = ServerOffer(description=description)
+        for row in snapshot.resources:
+            offers[row["server_id"]].resources[str(row["item"]["uri"])] = row["item"]
+        for row in snapshot.templates:
+            offers[row["server_id"]].templates[str(row["item"]["uriTemplate"])] = row["item"]
+        for row in snapshot.prompts:
+            offers[row["server_id"]].prompts[str(row["item"]["name"])] = row["item"]
+        bundles = [
+            Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])
+            for r in snapshot.endpoints
         ]
-        self.catalog.load(servers, tools, snapshot.seq)
+        self.catalog.load(servers, tools, snapshot.seq, seen=seen, offers=offers, bundles=bundles)
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
         self._sub = await self._js.subscribe(
             EVENTS_SUBJECTS, stream=EVENTS_STREAM, cb=self._on_event, ordered_consumer=True, config=config
@@ -90,6 +121,16 @@ class CatalogFeed:
             await self._changed.wait_for(lambda: self.catalog.version != seen_version)
             return self.catalog.version
 
+    async def wait_any_changed(self, seen: tuple[int, int, int]) -> tuple[int, int, int]:
+        """Wait until the visible tools, resources or prompts changed after ``seen`` (as ``versions()``)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.versions() != seen)
+            return self.versions()
+
+    def versions(self) -> tuple[int, int, int]:
+        """The catalog's tool, resource and prompt versions."""
+        return (self.catalog.version, self.catalog.resources_version, self.catalog.prompts_version)
+
     async def _on_event(self, msg: Msg) -> None:
         seq = msg.metadata.sequence.stream
         try:
@@ -99,6 +140,21 @@ class CatalogFeed:
             event = None
         if event is None:
             self.catalog.skip(seq)
-        elif self.catalog.apply(event, seq):
+            return
+        before = self.versions()
+        self.catalog.apply(event, seq)
+        if self.versions() != before:
             async with self._changed:
                 self._changed.notify_all()
+        for listener in self.listeners:
+            listener(event)
+
+
+def _tool(row: Row) -> CatalogTool:
+    pin = None
+    if row["definition_hash"] is not None:
+        hold = Hold(row["held_reason"], list(row["held_fields"] or [])) if row["held_reason"] else None
+        pin = Pin(row["definition_hash"], row["approved_hash"], hold)
+    stored = row["category"]
+    category = ToolCategory(stored) if stored else categorize(row["original_name"], row["description"])
+    return CatalogTool(row["original_name"], row["description"], dict(row["input_schema"] or {}), pin, category)

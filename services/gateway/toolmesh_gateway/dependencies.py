@@ -5,11 +5,20 @@ They are ``async`` so FastAPI calls them inline instead of in its thread pool.
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated
+
+from fastapi import Query, Request
 
 from toolmesh.runtime import Backends
-from toolmesh_gateway.auth import Principal
-from toolmesh_gateway.server_commands import Caller, ServerCommands
+from toolmesh_gateway.auth import Caller, Principal
+from toolmesh_gateway.catalog import Catalog
+from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.server_commands import ServerCommands
+
+MAX_OFFSET = 2**31 - 1
+"""Larger offsets overflow the database's integer (found by the fuzz run); no list is that long."""
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 async def backends(request: Request) -> Backends:
@@ -24,6 +33,18 @@ async def server_commands(request: Request) -> ServerCommands:
     return result
 
 
+async def catalog(request: Request) -> Catalog:
+    """The gateway's in-memory catalog."""
+    result: Catalog = request.app.state.catalog_feed.catalog
+    return result
+
+
+async def forwarder(request: Request) -> Forwarder:
+    """The service forwarding MCP requests to the owners of servers."""
+    result: Forwarder = request.app.state.forwarder
+    return result
+
+
 def caller_of(request: Request, principal: Principal) -> Caller:
-    """The actor and address recorded for a write."""
-    return Caller(actor=principal.name, ip_address=request.client.host if request.client else None)
+    """The principal and address recorded for a write."""
+    return Caller(principal, request.client.host if request.client else None)

@@ -14,10 +14,11 @@ CHECK_TIMEOUT_SECONDS = 1.0
 """Bound of each backend probe of ``/health``: the whole answer stays under ~1 s for Kubernetes probes."""
 
 
-async def check_database(b: Backends) -> tuple[str, dict[str, int]]:
+async def check_database(b: Backends, namespace: str | None = None) -> tuple[str, dict[str, int]]:
+    """The database answers; with the namespace's servers by status."""
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
-            counts = await queries.status_counts(b.db)
+            counts = await queries.status_counts(b.db, namespace)
     except Exception as exc:  # any failure of the probe is the finding we report
         return f"error: {type(exc).__name__ or 'timeout'}", {}
     return "ok", counts

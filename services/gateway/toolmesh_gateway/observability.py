@@ -32,8 +32,8 @@ async def _refresh_inventory(b: Backends) -> None:
     """Servers by status and tool counts from the read model, for this scrape (skipped when slow)."""
     try:
         async with asyncio.timeout(INVENTORY_TIMEOUT_SECONDS):
-            counts = await queries.status_counts(b.db)
-            tools = await queries.tool_counts(b.db)
+            counts = await queries.status_counts(b.db, None)
+            tools = await queries.tool_counts(b.db, None)
     except Exception as exc:  # a scrape still answers, with the process's own metrics
         log.warning("metrics: read model unavailable: %s", type(exc).__name__)
         return

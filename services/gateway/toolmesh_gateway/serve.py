@@ -12,6 +12,7 @@ import uvicorn
 from toolmesh.credentials import CredentialBox
 from toolmesh.runtime import Backends
 from toolmesh_gateway.app import close_app, create_app
+from toolmesh_gateway.nats_api.server import NatsApi
 
 
 class _Server(uvicorn.Server):
@@ -34,20 +35,24 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 async def run_gateway(backends: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
-    """Serve HTTP on the configured host and port until ``stop`` is set."""
-    app = await create_app(backends, box)
-    sock = bind_socket(backends.settings.host, backends.settings.port)
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
-    server = _Server(config)
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if serving.done():
-            serving.result()  # the server stopped by itself: surface why
-    finally:
-        server.should_exit = True
-        stopping.cancel()
-        await asyncio.gather(serving, stopping, return_exceptions=True)
-        sock.close()
-        await close_app(app)
+    """Serve HTTP on the configured host and port, and the NATS API, until ``stop`` is set."""
+    async with contextlib.AsyncExitStack() as stack:
+        app = await create_app(backends, box)
+        stack.push_async_callback(close_app, app)
+        api = await NatsApi.start(app)
+        stack.push_async_callback(api.close)
+        sock = bind_socket(backends.settings.host, backends.settings.port)
+        stack.callback(sock.close)
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        server = _Server(config)
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()  # the server stopped by itself: surface why
+        finally:
+            server.should_exit = True
+            app.state.event_hub.end_all()  # open event streams would hold the graceful shutdown up
+            stopping.cancel()
+            await asyncio.gather(serving, stopping, return_exceptions=True)

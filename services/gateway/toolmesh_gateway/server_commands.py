@@ -1,22 +1,37 @@
-"""What the gateway does for each server command: validate, publish, wait for the projection.
+"""What the gateway does for each server command: check the caller, publish, wait for the projection.
 
-HTTP routes (and, later, the public NATS API) call these methods; nothing here speaks HTTP.
+Every method takes the ``Caller``: its role decides whether it may act (403 ``FORBIDDEN``) and its
+namespace what it can see — a server of another namespace is not found (404), exactly as if it
+did not exist. An ``agent`` registers servers and connects, disconnects, refreshes and removes the
+ones it registered; to it, a server another principal registered is not found either. HTTP routes
+(and, later, the public NATS API) call these methods; nothing here speaks HTTP.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
 
 from nats.js.kv import KeyValue
 
 from toolmesh.bus.names import release_name, reserve_name
 from toolmesh.bus.publishing import publish_command, publish_event
-from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import Event, ServerRegistered, ServerRemoved, ServerStatusChanged
+from toolmesh.contracts.commands import ClassifyTools, ConnectServer
+from toolmesh.contracts.events import (
+    ApprovedTool,
+    DiscoveredTool,
+    Event,
+    ServerRegistered,
+    ServerRemoved,
+    ServerStatusChanged,
+    ToolsApproved,
+)
+from toolmesh.contracts.keys import Role
 from toolmesh.contracts.rpc import DisconnectRpc, DisconnectRpcResult, RefreshRpc
 from toolmesh.contracts.servers import (
+    ApproveToolsResponse,
+    ClassifyResponse,
     ConnectResponse,
     DisconnectResponse,
     RefreshResponse,
@@ -24,31 +39,41 @@ from toolmesh.contracts.servers import (
     ServerCreated,
 )
 from toolmesh.credentials import CredentialBox, mask_config
-from toolmesh.errors import LimitExceeded, ServerAlreadyExists, ServerNotFound, ServerUnavailable
+from toolmesh.errors import (
+    LimitExceeded,
+    ServerAlreadyExists,
+    ServerNotFound,
+    ServerUnavailable,
+    ToolNotFound,
+)
 from toolmesh.lifecycle import ServerStatus, check_transition
+from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
-from toolmesh_gateway.consistency import wait_for_projection
+from toolmesh.store.consistency import wait_for_projection
+from toolmesh.store.endpoints import endpoint_named
+from toolmesh.store.locks import advisory_lock
+from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.owners import NoOwner, ask_owner
 
 log = logging.getLogger("toolmesh.gateway")
 
 
-@dataclass
-class Caller:
-    """Who asked: recorded in events and the audit log."""
-
-    actor: str | None = None
-    ip_address: str | None = None
+def name_key(namespace: str, name: str) -> str:
+    """The key reserving a server name inside its namespace."""
+    return f"{namespace}.{name}"
 
 
 class ServerCommands:
-    """Registration, connection, disconnection, removal and refresh of servers."""
+    """Registration, connection, disconnection, removal, refresh and tool approval of servers."""
 
     def __init__(self, backends: Backends, names: KeyValue, box: CredentialBox) -> None:
         self._b = backends
         self._names = names
         self._box = box
+        # One registration of this process waits for the database lock at a time, so waiters never
+        # hold every pooled connection while the lock's holder needs one.
+        self._registering = asyncio.Lock()
 
     async def _publish_and_wait(self, *events: Event) -> None:
         seq = 0
@@ -59,28 +84,60 @@ class ServerCommands:
     async def _exists(self, server_id: str) -> bool:
         return await queries.get_server(self._b.db, server_id) is not None
 
-    async def _server(self, server_id: str) -> queries.Row:
-        row = await queries.get_server(self._b.db, server_id)
+    async def server(self, server_id: str, caller: Caller) -> queries.Row:
+        """The server as the caller sees it; ``ServerNotFound`` when unknown or in another namespace."""
+        row = await queries.get_server(self._b.db, server_id, caller.principal.scope)
         if row is None:
             raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
         return row
 
+    async def _managed(self, server_id: str, caller: Caller, action: str, *, agents: bool = True) -> queries.Row:
+        """The server ``caller`` may ``action``: 404 when it cannot see it (another namespace, or for an
+        agent another principal's server), 403 when its role may not (``agents``: agents may, on theirs)."""
+        row = await self.server(server_id, caller)  # not found first: no hint that it exists
+        principal = caller.principal
+        if not principal.owns(row["created_by"]):
+            raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
+        if not (agents and principal.role is Role.AGENT):
+            principal.require_manager(action)
+        return row
+
     async def register(self, request: RegisterServerRequest, caller: Caller) -> ServerCreated:
-        """BR-001: register, then connect when ``auto_connect``; 409 when the name is taken."""
-        _, total = await queries.list_servers(self._b.db, status=None, limit=1, offset=0)
-        if total >= self._b.settings.max_servers:
-            raise LimitExceeded(
-                f"Server limit reached ({self._b.settings.max_servers})",
-                {"max_servers": self._b.settings.max_servers},
-            )
+        """BR-001: register, then connect when ``auto_connect``; 409 when the namespace has the name.
+
+        Registrations take turns across every gateway replica (a database lock held until the new
+        server is in the read model), so concurrent ones can never exceed the server limit.
+        """
+        caller.principal.require_registrar()
+        namespace = caller.principal.home(request.namespace)
+        async with self._registering, advisory_lock(self._b.db, "server-registration"):
+            if await queries.count_servers(self._b.db) >= self._b.settings.max_servers:
+                record_limit_rejection("servers")
+                raise LimitExceeded(
+                    f"Server limit reached ({self._b.settings.max_servers})",
+                    {"max_servers": self._b.settings.max_servers},
+                )
+            created = await self._register(request, namespace, caller)
+        if request.auto_connect:
+            await publish_command(self._b.js, ConnectServer(server_id=created.id, reason="auto_connect"))
+        return created
+
+    async def _register(self, request: RegisterServerRequest, namespace: str, caller: Caller) -> ServerCreated:
         server_id = str(uuid.uuid4())
-        if await queries.get_server_by_name(self._b.db, request.name) is not None or not await reserve_name(
-            self._names, request.name, server_id, self._exists
-        ):
-            raise ServerAlreadyExists(f"Server already exists: {request.name}", {"name": request.name})
+        key = name_key(namespace, request.name)
+        taken = (
+            await queries.get_server_by_name(self._b.db, request.name, namespace) is not None
+            or await endpoint_named(self._b.db, namespace, request.name) is not None
+        )
+        if taken or not await reserve_name(self._names, key, server_id, self._exists):
+            raise ServerAlreadyExists(
+                f"Server already exists: {request.name}",
+                {"name": request.name, "namespace": namespace},
+            )
         health_url = str(request.health_check_url) if request.health_check_url else None
         registered = ServerRegistered(
             server_id=server_id,
+            namespace=namespace,
             actor=caller.actor,
             ip_address=caller.ip_address,
             name=request.name,
@@ -89,22 +146,22 @@ class ServerCommands:
             sealed_config=self._box.seal(request.connection_config),
             masked_config=mask_config(request.connection_config),
             health_check_url=health_url,
+            new_tools=request.new_tools,
         )
         try:
             events: list[Event] = [registered]
             status = ServerStatus.DISCONNECTED
             if request.auto_connect:
-                events.append(self._connecting(server_id, ServerStatus.DISCONNECTED, caller, "auto_connect"))
+                events.append(self._connecting(server_id, namespace, ServerStatus.DISCONNECTED, caller, "auto_connect"))
                 status = ServerStatus.CONNECTING
             await self._publish_and_wait(*events)
         except BaseException:
-            await release_name(self._names, request.name)
+            await release_name(self._names, key)
             raise
-        if request.auto_connect:
-            await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="auto_connect"))
         return ServerCreated(
             id=server_id,
             name=request.name,
+            namespace=namespace,
             description=request.description,
             transport_type=request.transport_type,
             status=status,
@@ -115,10 +172,13 @@ class ServerCommands:
         )
 
     @staticmethod
-    def _connecting(server_id: str, current: ServerStatus, caller: Caller, reason: str) -> ServerStatusChanged:
+    def _connecting(
+        server_id: str, namespace: str, current: ServerStatus, caller: Caller, reason: str
+    ) -> ServerStatusChanged:
         check_transition(current, ServerStatus.CONNECTING)
         return ServerStatusChanged(
             server_id=server_id,
+            namespace=namespace,
             actor=caller.actor,
             status=ServerStatus.CONNECTING,
             previous_status=current,
@@ -128,19 +188,19 @@ class ServerCommands:
 
     async def connect(self, server_id: str, caller: Caller) -> ConnectResponse:
         """BR-002: start connecting; idempotent when already connected or connecting."""
-        row = await self._server(server_id)
+        row = await self._managed(server_id, caller, "connect servers")
         current = ServerStatus(row["status"])
         if current in (ServerStatus.CONNECTED, ServerStatus.DEGRADED):
             return ConnectResponse(server_id=server_id, status=current, message="Server already connected")
         if current is ServerStatus.CONNECTING:
             return ConnectResponse(server_id=server_id, status=current, message="Connection already in progress")
-        await self._publish_and_wait(self._connecting(server_id, current, caller, "connect"))
+        await self._publish_and_wait(self._connecting(server_id, row["namespace"], current, caller, "connect"))
         await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="connect"))
         return ConnectResponse(server_id=server_id, status=ServerStatus.CONNECTING, message="Connection initiated")
 
     async def disconnect(self, server_id: str, force: bool, caller: Caller) -> DisconnectResponse:
         """BR-007: close the session (draining or cancelling calls); tools are kept."""
-        row = await self._server(server_id)
+        row = await self._managed(server_id, caller, "disconnect servers")
         current = ServerStatus(row["status"])
         if current is ServerStatus.DISCONNECTED:
             return DisconnectResponse(
@@ -161,6 +221,7 @@ class ServerCommands:
             await self._publish_and_wait(
                 ServerStatusChanged(
                     server_id=server_id,
+                    namespace=row["namespace"],
                     actor=caller.actor,
                     status=ServerStatus.DISCONNECTED,
                     previous_status=current,
@@ -184,19 +245,21 @@ class ServerCommands:
 
     async def remove(self, server_id: str, caller: Caller) -> None:
         """BR-008: disconnect if needed, then remove the server with its tools and history."""
-        row = await self._server(server_id)
+        row = await self._managed(server_id, caller, "remove servers")
         try:
             await ask_owner(
                 self._b.nc, server_id, "disconnect", DisconnectRpc(force=True, actor=caller.actor), timeout=10
             )
         except NoOwner:
             log.debug("no session to close before removing %s", row["name"], extra={"server": row["name"]})
-        await self._publish_and_wait(ServerRemoved(server_id=server_id, actor=caller.actor, name=row["name"]))
-        await release_name(self._names, row["name"])
+        await self._publish_and_wait(
+            ServerRemoved(server_id=server_id, namespace=row["namespace"], actor=caller.actor, name=row["name"])
+        )
+        await release_name(self._names, name_key(row["namespace"], row["name"]))
 
     async def refresh(self, server_id: str, caller: Caller) -> RefreshResponse:
         """Ask the owner to run discovery again (202); only a connected server discovers."""
-        row = await self._server(server_id)
+        row = await self._managed(server_id, caller, "refresh servers")
         if row["status"] != ServerStatus.CONNECTED:
             raise ServerUnavailable(
                 f"Server unavailable: {row['name']}",
@@ -208,3 +271,53 @@ class ServerCommands:
             await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="refresh"))
             raise
         return RefreshResponse(server_id=server_id)
+
+    async def classify(self, server_id: str, caller: Caller) -> ClassifyResponse:
+        """Queue the server's unclassified tools for classification again (202; results arrive as events)."""
+        row = await self._managed(server_id, caller, "classify tools")
+        waiting = [t for t in await queries.list_tools(self._b.db, [server_id]) if not t["is_classified"]]
+        if waiting:
+            command = ClassifyTools(
+                server_id=server_id,
+                server_name=row["name"],
+                namespace=row["namespace"],
+                tools=[
+                    DiscoveredTool(
+                        original_name=t["original_name"],
+                        description=t["description"],
+                        input_schema=t["input_schema"],
+                        category=t["category"],
+                    )
+                    for t in waiting
+                ],
+            )
+            await publish_command(self._b.js, command)
+        return ClassifyResponse(server_id=server_id, tools=[t["original_name"] for t in waiting])
+
+    async def approve(self, server_id: str, names: list[str] | None, caller: Caller) -> ApproveToolsResponse:
+        """Approve the current definitions of held tools (all held tools when ``names`` is None)."""
+        row = await self._managed(server_id, caller, "approve tools", agents=False)
+        tools = {t["original_name"]: t for t in await queries.list_tools(self._b.db, [server_id])}
+        unknown = sorted(set(names or []) - tools.keys())
+        if unknown:
+            raise ToolNotFound(
+                f"Tool not found on {row['name']}: {', '.join(unknown)}",
+                {"tools": unknown, "available": sorted(tools)},
+            )
+        wanted = names if names is not None else list(tools)
+        approved = [
+            ApprovedTool(original_name=name, definition_hash=tools[name]["definition_hash"])
+            for name in sorted(set(wanted))
+            if tools[name]["held_reason"] is not None
+        ]
+        if approved:
+            await self._publish_and_wait(
+                ToolsApproved(
+                    server_id=server_id,
+                    namespace=row["namespace"],
+                    actor=caller.actor,
+                    server_name=row["name"],
+                    tools=approved,
+                )
+            )
+        return ApproveToolsResponse(server_id=server_id, approved=[t.original_name for t in approved])

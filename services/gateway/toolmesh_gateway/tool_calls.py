@@ -15,6 +15,8 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -26,7 +28,16 @@ from nats.js import JetStreamContext
 from toolmesh.bus.publishing import publish_command
 from toolmesh.config import Settings
 from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.rpc import CallToolRpc, CancelCallRpc, PingRpc, ToolProgress, progress_subject, rpc_subject
+from toolmesh.contracts.events import CallRecord
+from toolmesh.contracts.rpc import (
+    CallToolRpc,
+    CancelCallRpc,
+    ClientRef,
+    PingRpc,
+    ToolProgress,
+    progress_subject,
+    rpc_subject,
+)
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import (
     ExecutionTimeout,
@@ -38,8 +49,11 @@ from toolmesh.errors import (
     error_from_body,
 )
 from toolmesh.metrics import record_execution, record_routing
-from toolmesh.routing import Route, resolve_route, serving_warning
+from toolmesh.routing import Route, ServerRoute, resolve_route, serving_warning
 from toolmesh.telemetry import outgoing_headers
+from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.call_audit import CallAudit
+from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.owners import NoOwner, ask_owner
 
@@ -61,47 +75,116 @@ PROGRESS_DRAIN_SECONDS = 1.0
 """How long progress already sent by the owner may take to arrive before the result is returned."""
 
 
-class ToolCalls:
-    """``POST /api/v1/tools/call`` without HTTP."""
+@dataclass(frozen=True)
+class _Hooks:
+    """How one caller takes part in its call: when it leaves, where progress goes, which MCP client
+    session it is (for server -> client requests) and the call's id."""
 
-    def __init__(self, nc: NATS, js: JetStreamContext, feed: CatalogFeed, settings: Settings) -> None:
+    abandoned: Abandoned | None
+    progress: ProgressSink | None
+    client: ClientRef | None
+    call_id: str | None
+
+
+class ToolCalls:
+    """``POST /api/v1/tools/call`` without HTTP; every call is audited (``CallAudit``)."""
+
+    def __init__(self, nc: NATS, js: JetStreamContext, feed: CatalogFeed, settings: Settings, audit: CallAudit) -> None:
         self._nc = nc
         self._js = js
         self._feed = feed
+        self._audit = audit
         self._default_timeout = settings.request_timeout_seconds
         # Call ids: unique per gateway process and cheap (no urandom syscall per call).
         self._call_prefix = secrets.token_hex(6)
+        self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
 
-    async def route(self, request: ToolCallRequest) -> tuple[Route, str | None]:
-        """The route and its warning; on a miss, once more after the catalog caught up with the stream."""
+    async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
+        """The route among what ``view`` shows and its warning; on a miss, once more after the catalog
+        caught up with the stream."""
         try:
-            route = resolve_route(self._feed.catalog, request.name, request.server_id)
+            route = resolve_route(view, request.name, request.server_id)
             return route, serving_warning(route.server)
         except _MISSES:
             if not await self._feed.catch_up():
                 raise
-        route = resolve_route(self._feed.catalog, request.name, request.server_id)
+        route = resolve_route(view, request.name, request.server_id)
         return route, serving_warning(route.server)
 
+    def new_call_id(self) -> str:
+        """A call id unique in this gateway process (names a call for ``cancel`` and progress)."""
+        return f"{self._call_prefix}-{next(self._call_numbers)}"
+
     async def call(
-        self, request: ToolCallRequest, abandoned: Abandoned | None = None, progress: ProgressSink | None = None
+        self,
+        request: ToolCallRequest,
+        caller: Caller,
+        abandoned: Abandoned | None = None,
+        progress: ProgressSink | None = None,
+        client: ClientRef | None = None,
+        call_id: str | None = None,
+        view: CatalogView | None = None,
     ) -> dict[str, Any]:
         """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
 
-        With ``progress``, every progress notification of the upstream is passed to it during the call.
+        The caller sees only its namespace's servers. With ``progress``, every progress notification
+        of the upstream is passed to it during the call; ``client`` is the MCP client session making it
+        (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle).
         """
         started = time.perf_counter()
-        route, warning = await self.route(request)
+        route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
+        try:
+            response = await self._call_routed(
+                request, route, warning, started, _Hooks(abandoned, progress, client, call_id)
+            )
+        except ToolmeshError as exc:
+            self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
+            raise
+        except (CallAbandoned, asyncio.CancelledError):
+            self.record(caller, route.server, route.tool, started, "failed", "CANCELLED")
+            raise
+        self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
+        return response
+
+    def record(
+        self, caller: Caller, server: ServerRoute, tool: str, started: float, outcome: str, error: str | None
+    ) -> None:
+        """Put one call (started at ``perf_counter()`` ``started``) in the audit trail."""
+        self._audit.record(
+            server.namespace,
+            CallRecord(
+                server_id=server.id,
+                server_name=server.name,
+                tool=tool,
+                actor=caller.actor,
+                ip_address=caller.ip_address,
+                outcome=outcome,  # type: ignore[arg-type]
+                error_code=error,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                at=datetime.now(UTC),
+            ),
+        )
+
+    async def _call_routed(
+        self,
+        request: ToolCallRequest,
+        route: Route,
+        warning: str | None,
+        started: float,
+        hooks: _Hooks,
+    ) -> dict[str, Any]:
         routed = time.perf_counter()
+        abandoned, progress = hooks.abandoned, hooks.progress
         record_routing(routed - started)
         timeout = request.timeout_seconds or self._default_timeout
         body = CallToolRpc(
             tool=route.tool,
             arguments=request.arguments,
             timeout_seconds=timeout,
-            call_id=f"{self._call_prefix}-{next(self._call_numbers)}",
+            call_id=hooks.call_id or self.new_call_id(),
             progress=progress is not None,
+            client=hooks.client,
         )
         payload = body.model_dump_json().encode()
         try:
@@ -111,7 +194,7 @@ class ToolCalls:
             try:
                 result = await self._execute_reporting(route, body, payload, abandoned, progress)
             except NoOwner as exc:
-                raise self._no_session(route) from exc
+                raise self.no_session(route.server) from exc
         done = time.perf_counter()
         record_execution(route.server.name, done - routed)
         metadata: dict[str, Any] = {
@@ -200,25 +283,29 @@ class ToolCalls:
             log.warning("could not send cancel for call %s: %s", body.call_id, exc)
 
     async def _reconnect(self, route: Route) -> None:
+        await self.reconnect(route.server)
+
+    async def reconnect(self, server: ServerRoute) -> None:
         """Nobody holds the session: ask for a connect and wait (bounded) until a session answers a ping."""
-        await publish_command(self._js, ConnectServer(server_id=route.server.id, reason="session_not_found"))
+        await publish_command(self._js, ConnectServer(server_id=server.id, reason="session_not_found"))
         deadline = time.monotonic() + SESSION_WAIT_SECONDS
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self._no_session(route)
+                raise self.no_session(server)
             try:
-                await ask_owner(self._nc, route.server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
+                await ask_owner(self._nc, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
                 return
             except ToolmeshError:
                 await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
 
     @staticmethod
-    def _no_session(route: Route) -> SessionNotFound:
+    def no_session(server: ServerRoute) -> SessionNotFound:
+        """The error of a server nobody holds a session for (a reconnect was requested)."""
         return SessionNotFound(
-            f"No active session for server {route.server.name}",
-            {"server_id": route.server.id, "reconnect": "requested"},
-            server=route.server.identity(),
+            f"No active session for server {server.name}",
+            {"server_id": server.id, "reconnect": "requested"},
+            server=server.identity(),
         )
 
 

@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
-from toolmesh.contracts.servers import HistoryEntry, ServerDetail, ServerSummary, ToolInfo
+from toolmesh.categories import ToolCategory, categorize
+from toolmesh.contracts.servers import HeldChange, HistoryEntry, ServerDetail, ServerSummary, ToolInfo
 from toolmesh.store.queries import Row
+
+
+def held_change(row: Row) -> HeldChange | None:
+    """Why a tool is held back, or None when it is listed and callable."""
+    if row["held_reason"] is None:
+        return None
+    return HeldChange(
+        reason=row["held_reason"],
+        fields=list(row["held_fields"] or []),
+        definition_hash=row["definition_hash"],
+        approved_hash=row["approved_hash"],
+    )
+
+
+def tool_category(row: Row) -> ToolCategory:
+    """The projected category; for a row from before categories, the one its next tool list will give."""
+    stored = row["category"]
+    return ToolCategory(stored) if stored else categorize(row["original_name"] or row["name"], row["description"])
 
 
 def tool_info(row: Row, *, with_schema: bool = False) -> ToolInfo:
@@ -13,11 +32,15 @@ def tool_info(row: Row, *, with_schema: bool = False) -> ToolInfo:
         name=row["name"],
         original_name=row["original_name"],
         description=row["description"],
+        category=tool_category(row),
         skill_ids=list(row["skill_ids"] or []),
         primary_skill_id=row["primary_skill_id"],
         is_classified=row["is_classified"],
         discovered_at=row["discovered_at"],
         input_schema=row["input_schema"] if with_schema else None,
+        held=held_change(row),
+        classification_status=row["classification_status"],
+        classification_error=row["classification_error"],
     )
 
 
@@ -26,6 +49,7 @@ def server_summary(row: Row, tools: list[ToolInfo] | None = None) -> ServerSumma
     return ServerSummary(
         id=row["id"],
         name=row["name"],
+        namespace=row["namespace"],
         description=row["description"],
         transport_type=row["transport_type"],
         status=row["status"],
@@ -33,7 +57,11 @@ def server_summary(row: Row, tools: list[ToolInfo] | None = None) -> ServerSumma
         last_health_check=row["last_health_check"],
         registered_at=row["registered_at"],
         connected_at=row["connected_at"],
+        created_by=row["created_by"],
         tools=tools,
+        consecutive_failures=row["consecutive_failures"],
+        last_response_time_ms=row["last_response_time_ms"],
+        error_message=row["error_message"],
     )
 
 
@@ -42,6 +70,8 @@ def server_detail(row: Row) -> ServerDetail:
     return ServerDetail(
         id=row["id"],
         name=row["name"],
+        namespace=row["namespace"],
+        new_tools=row["new_tools"],
         description=row["description"],
         transport_type=row["transport_type"],
         connection_config=row["connection_config"].get("masked", {}),
@@ -56,6 +86,7 @@ def server_detail(row: Row) -> ServerDetail:
         consecutive_failures=row["consecutive_failures"],
         last_response_time_ms=row["last_response_time_ms"],
         last_error=row["last_error"],
+        created_by=row["created_by"],
     )
 
 

@@ -69,6 +69,7 @@ class Checker:
         verdict = decide(ServerStatus(state["status"]), int(state["consecutive_failures"]), outcome)
         event = HealthChecked(
             server_id=state["id"],
+            namespace=state["namespace"],
             healthy=outcome.healthy,
             counted=outcome.counted,
             response_time_ms=outcome.response_time_ms,
@@ -125,6 +126,7 @@ class Checker:
             self._b.js,
             ServerStatusChanged(
                 server_id=state["id"],
+                namespace=state["namespace"],
                 status=rpc.status,
                 previous_status=ServerStatus(state["status"]),
                 error_message=error,
@@ -137,6 +139,7 @@ class Checker:
                 self._b.js,
                 ServerStatusChanged(
                     server_id=state["id"],
+                    namespace=state["namespace"],
                     status=ServerStatus.CONNECTING,
                     previous_status=ServerStatus.ERROR,
                     history="RECONNECTING",

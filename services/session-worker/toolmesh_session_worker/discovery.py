@@ -1,22 +1,51 @@
-"""Turning an upstream ``tools/list`` into the snapshot event of one server."""
+"""Turning an upstream's lists (tools, resources, templates, prompts) and initialize result into events,
+a tool list into the ``tools.changed`` event when definitions wait for approval (rug-pull defence),
+and into a ``tool.discovered`` event per tool the server did not list before."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from mcp import types as mcp_types
+from pydantic import BaseModel
 
-from toolmesh.contracts.events import DiscoveredTool, ToolsDiscovered
+from toolmesh.contracts.events import (
+    DiscoveredPrompt,
+    DiscoveredResource,
+    DiscoveredResourceTemplate,
+    DiscoveredTool,
+    PromptsDiscovered,
+    ResourcesDiscovered,
+    ServerDescribed,
+    ToolChange,
+    ToolDiscovered,
+    ToolsChanged,
+    ToolsDiscovered,
+)
+from toolmesh.contracts.servers import NewToolsPolicy
+from toolmesh.naming import namespace_tool
+from toolmesh.pinning import approvals, definition_hash, review
+from toolmesh.storable import storable
+from toolmesh.store.queries import Row
 
 log = logging.getLogger("toolmesh.discovery")
 
 
-def tools_snapshot(server_id: str, server_name: str, tools: list[mcp_types.Tool], limit: int) -> ToolsDiscovered:
-    """The ``tools.discovered`` event for a full tool list (duplicates keep the last, BR-003)."""
+def tools_snapshot(
+    server_id: str, server_name: str, namespace: str, tools: list[mcp_types.Tool], limit: int
+) -> ToolsDiscovered:
+    """The ``tools.discovered`` event for a full tool list (duplicates keep the last, BR-003).
+
+    NUL characters an upstream put in names, descriptions or schemas are dropped (see ``storable``).
+    """
     by_name: dict[str, DiscoveredTool] = {}
     for tool in tools:
-        by_name[tool.name] = DiscoveredTool(
-            original_name=tool.name, description=tool.description, input_schema=dict(tool.input_schema or {})
+        name = storable(tool.name)
+        by_name[name] = DiscoveredTool(
+            original_name=name,
+            description=storable(tool.description),
+            input_schema=storable(dict(tool.input_schema or {})),
         )
     found = list(by_name.values())
     if not found:
@@ -30,4 +59,104 @@ def tools_snapshot(server_id: str, server_name: str, tools: list[mcp_types.Tool]
             extra={"server": server_name},
         )
         found = found[:limit]
-    return ToolsDiscovered(server_id=server_id, server_name=server_name, tools=found)
+    return ToolsDiscovered(server_id=server_id, namespace=namespace, server_name=server_name, tools=found)
+
+
+def newly_held(snapshot: ToolsDiscovered, server: Row | None, stored: list[Row]) -> ToolsChanged | None:
+    """The ``tools.changed`` event for tools this snapshot holds back that were not held already
+    with the same definition (None when there is nothing new to report)."""
+    if server is None:
+        return None
+    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in snapshot.tools}
+    descriptions = {t.original_name: t.description for t in snapshot.tools}
+    pins = review(
+        listed.items(),
+        approvals(((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in stored), listed),
+        first_list=not server["tools_seen"],
+        policy=NewToolsPolicy(server["new_tools"]),
+    )
+    already = {r["original_name"]: r["definition_hash"] for r in stored if r["held_reason"] is not None}
+    changes = [
+        ToolChange(
+            original_name=name,
+            reason=pin.hold.reason,  # type: ignore[arg-type]
+            fields=pin.hold.fields,
+            approved_hash=pin.approved_hash,
+            definition_hash=pin.definition_hash,
+            description=descriptions[name],
+        )
+        for name, pin in sorted(pins.items())
+        if pin.hold is not None and already.get(name) != pin.definition_hash
+    ]
+    if not changes:
+        return None
+    return ToolsChanged(
+        server_id=snapshot.server_id, namespace=snapshot.namespace, server_name=snapshot.server_name, changes=changes
+    )
+
+
+def newly_discovered(snapshot: ToolsDiscovered, stored: list[Row]) -> list[ToolDiscovered]:
+    """A ``tool.discovered`` event for each tool of the snapshot that the server's stored tools
+    (rows with ``original_name``) do not have."""
+    known = {row["original_name"] for row in stored}
+    return [
+        ToolDiscovered(
+            server_id=snapshot.server_id,
+            namespace=snapshot.namespace,
+            server_name=snapshot.server_name,
+            name=namespace_tool(snapshot.server_name, tool.original_name),
+            original_name=tool.original_name,
+            description=tool.description,
+            category=tool.category,
+        )
+        for tool in snapshot.tools
+        if tool.original_name not in known
+    ]
+
+
+def _wire(item: BaseModel) -> dict[str, Any]:
+    return item.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def resources_snapshot(
+    server_id: str,
+    server_name: str,
+    namespace: str,
+    resources: list[mcp_types.Resource],
+    templates: list[mcp_types.ResourceTemplate],
+) -> ResourcesDiscovered:
+    """The ``resources.discovered`` event: every resource and template as the upstream spelled it
+    (a repeated URI keeps the last)."""
+    by_uri = {str(r.uri): DiscoveredResource(uri=str(r.uri), item=_wire(r)) for r in resources}
+    by_template = {
+        t.uri_template: DiscoveredResourceTemplate(uri_template=t.uri_template, item=_wire(t)) for t in templates
+    }
+    return ResourcesDiscovered(
+        server_id=server_id,
+        namespace=namespace,
+        server_name=server_name,
+        resources=list(by_uri.values()),
+        templates=list(by_template.values()),
+    )
+
+
+def prompts_snapshot(
+    server_id: str, server_name: str, namespace: str, prompts: list[mcp_types.Prompt]
+) -> PromptsDiscovered:
+    """The ``prompts.discovered`` event (a repeated name keeps the last)."""
+    by_name = {p.name: DiscoveredPrompt(original_name=p.name, item=_wire(p)) for p in prompts}
+    return PromptsDiscovered(
+        server_id=server_id, namespace=namespace, server_name=server_name, prompts=list(by_name.values())
+    )
+
+
+def description(server_id: str, namespace: str, result: mcp_types.InitializeResult) -> ServerDescribed:
+    """The ``server.described`` event of an upstream's initialize result."""
+    return ServerDescribed(
+        server_id=server_id,
+        namespace=namespace,
+        protocol_version=result.protocol_version,
+        capabilities=_wire(result.capabilities),
+        server_info=_wire(result.server_info),
+        instructions=result.instructions,
+    )

@@ -8,22 +8,35 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import mcp_types
 from nats.aio.client import Client as NATS
 
-from toolmesh.contracts.events import Event, ServerStatusChanged
+from toolmesh.contracts.events import Event, ServerConnected, ServerDisconnected, ServerStatusChanged, ToolDiscovered
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
-from toolmesh.credentials import CredentialBox, expand_env, secret_values
+from toolmesh.contracts.servers import TransportType
+from toolmesh.credentials import CredentialBox, expand_env, expandable_environment, secret_values
 from toolmesh.health import reconnect_delays
-from toolmesh.lifecycle import ServerStatus, can_transition
+from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
-from toolmesh.store.queries import Row
+from toolmesh.storable import storable
+from toolmesh.store.consistency import wait_for_projection
+from toolmesh.store.queries import Row, tool_pins
 from toolmesh.supervision import TaskSet
-from toolmesh_session_worker.discovery import tools_snapshot
-from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, open_session
+from toolmesh_session_worker.clients import UpstreamClients
+from toolmesh_session_worker.discovery import (
+    description,
+    newly_discovered,
+    newly_held,
+    prompts_snapshot,
+    resources_snapshot,
+    tools_snapshot,
+)
+from toolmesh_session_worker.upstream import RestPolicy, Upstream, UpstreamError, listing, open_session
+from toolmesh_session_worker.upstream.stdio import base_environment
 
 log = logging.getLogger("toolmesh.session")
-HELD_VERBS = frozenset({"call", "refresh"})
+HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
 """Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
 
@@ -34,19 +47,26 @@ class OwnedServer:
     def __init__(self, backends: Backends, row: Row, box: CredentialBox, publish: Publish) -> None:
         self.server_id: str = row["id"]
         self.name: str = row["name"]
+        self.namespace: str = row["namespace"]
         self.status = ServerStatus(row["status"])
+        self.agent: str | None = row["created_by"]  # the principal that registered it
+        self.tool_count = 0  # tools of the last list
         self._transport: str = row["transport_type"]
         self._sealed: str = row["connection_config"]["sealed"]
         self._b = backends
         self._box = box
         self._publish = publish
-        self.session: UpstreamSession | None = None
+        self.session: Upstream | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
         self.calls: dict[str, asyncio.Task[object]] = {}  # tool calls in flight by call id (for cancel)
+        self.clients = UpstreamClients(
+            backends.nc, self.server_id, self.name, backends.settings.request_timeout_seconds
+        )
         self.on_released: Callable[[OwnedServer], Awaitable[None]] | None = None
         self.reconnecting = False  # a health-driven reconnect is in progress (EC-010)
         self._settled = asyncio.Event()  # set whenever no reconnect is in progress
+        self._status_seq = 0  # stream sequence of the last status this owner published
         self._settled.set()
 
     @property
@@ -66,19 +86,53 @@ class OwnedServer:
             log.warning("ignoring %s -> %s", previous, status, extra={"server": self.name})
             return 0
         self.status = status
-        return await self._publish(
+        seq = await self._publish(
             ServerStatusChanged(
                 server_id=self.server_id,
+                namespace=self.namespace,
                 status=status,
                 previous_status=previous,
-                error_message=error,
+                error_message=storable(error),  # upstream text: no NUL into the projection
                 history=history,
                 details={"worker": self._b.process_id, **details},
             )
         )
+        self._status_seq = seq
+        domain = self._domain_event(previous, status, history, storable(error))
+        if domain is not None:
+            await self._publish(domain)
+        return seq
+
+    def _domain_event(
+        self, previous: ServerStatus, status: ServerStatus, history: str, error: str | None
+    ) -> Event | None:
+        """``server.connected`` on entering CONNECTED without a session before; ``server.disconnected``
+        on leaving the serving states (graceful when asked for: DISCONNECTED; not after an error)."""
+        if status is ServerStatus.CONNECTED and previous not in SERVING:
+            return ServerConnected(
+                server_id=self.server_id,
+                namespace=self.namespace,
+                server_name=self.name,
+                transport_type=TransportType(self._transport),
+                agent=self.agent,
+                tool_count=self.tool_count,
+                reconnect=history != "CONNECTED",
+            )
+        if previous in SERVING and status in (ServerStatus.DISCONNECTED, ServerStatus.ERROR):
+            graceful = status is ServerStatus.DISCONNECTED
+            return ServerDisconnected(
+                server_id=self.server_id,
+                namespace=self.namespace,
+                server_name=self.name,
+                was_graceful=graceful,
+                reason=None if graceful else error,
+            )
+        return None
 
     async def connect(self, *, reconnect: bool = False) -> bool:
-        """Open the session (retrying with backoff, BR-002), discover tools; False when it failed.
+        """Open the session (retrying with backoff, BR-002), list its tools, go CONNECTED and publish
+        what it offers; False when it failed (ERROR: a tool list that cannot be read leaves no session
+        and no partial tool list behind).
 
         ``reconnect`` (a session-worker took over a server the health checks put in ERROR) uses
         the EC-001 schedule instead: up to 5 attempts, 1, 2, 4, 8 s apart.
@@ -95,17 +149,41 @@ class OwnedServer:
         if self.session is None:
             await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Connection failed: {error}", attempts=attempts)
             return False
+        tools = await self._first_tools()
+        if tools is None:
+            return False
+        try:  # lists first: whoever sees CONNECTED can use the server's tools at once
+            await self.discover_all(tools)
+        except UpstreamError as exc:
+            await self.close()
+            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Discovery failed: {exc}", attempts=attempts)
+            return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
         await self.set_status(ServerStatus.CONNECTED, history)
-        await self.discover()
         log.info("connected", extra={"server": self.name, "span": "proxy.connect", "status": "SUCCESS"})
         return True
+
+    async def _first_tools(self) -> list[mcp_types.Tool] | None:
+        """The tool list of a session just opened; on failure the session is closed, the server is in
+        ERROR with the reason, and the answer is None."""
+        assert self.session is not None
+        try:
+            tools = await self.session.list_tools()
+        except UpstreamError as exc:
+            log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
+            await self.close()
+            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Tool discovery failed: {exc}")
+            return None
+        self.tool_count = len(tools)
+        return tools
 
     async def _open(self, delays: list[float]) -> tuple[str, int]:
         """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; (last error, attempts)."""
         settings = self._b.settings
-        config = expand_env(self._box.open(self._sealed), os.environ)
+        environ = expandable_environment(os.environ, settings.expandable_variables)
+        config = expand_env(self._box.open(self._sealed), environ)
         REDACTOR.add(secret_values(config))
+        base_env = base_environment(settings.stdio_base_env, os.environ)
         error = ""
         for attempt in range(len(delays) + 1):
             try:
@@ -115,7 +193,13 @@ class OwnedServer:
                     config,
                     connect_timeout=settings.connection_timeout_seconds,
                     on_tools_changed=self._tools_changed,
+                    on_list_changed=self._lists_changed,
                     on_lost=self._lost,
+                    stdio_base_env=base_env,
+                    client_side=self.clients,
+                    rest_policy=RestPolicy(
+                        settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
+                    ),
                 )
                 return "", attempt + 1
             except UpstreamError as exc:
@@ -169,15 +253,21 @@ class OwnedServer:
                 )
                 self.tasks.spawn(self.release())
                 return
+            tools = await self._first_tools()
+            if tools is None:
+                self.tasks.spawn(self.release())
+                return
             await self.set_status(ServerStatus.CONNECTED, "RECONNECT", attempts=attempts)
             log.info("reconnected", extra={"server": self.name, "span": "proxy.reconnect", "status": "SUCCESS"})
         finally:
             self.reconnecting = False
             self._settled.set()
         try:
-            await self.discover()
+            await self.discover_all(tools)
+            if self.session is not None:
+                await self.clients.restore(self.session)
         except UpstreamError as exc:
-            log.warning("tool discovery after reconnect failed: %s", exc, extra={"server": self.name})
+            log.warning("discovery after reconnect failed: %s", exc, extra={"server": self.name})
 
     async def hold_while_reconnecting(self, timeout: float) -> None:
         """EC-010: a request arriving during a reconnect waits (up to ``timeout``) for it to settle."""
@@ -187,15 +277,83 @@ class OwnedServer:
             except TimeoutError:
                 log.info("request still waiting for reconnect after %.1fs", timeout, extra={"server": self.name})
 
-    async def discover(self) -> int:
-        """Run ``tools/list`` and publish the snapshot; returns its stream sequence."""
+    async def discover(self, tools: list[mcp_types.Tool] | None = None) -> int:
+        """Run ``tools/list`` (unless ``tools`` were just listed) and publish the snapshot, which
+        definitions wait for approval, and a ``tool.discovered`` per tool not listed before;
+        returns the snapshot's stream sequence."""
+        seq, new = await self._discover_tools(tools)
+        await self._announce(new)
+        return seq
+
+    async def _announce(self, events: list[ToolDiscovered]) -> None:
+        for event in events:
+            await self._publish(event)
+
+    async def _discover_tools(self, tools: list[mcp_types.Tool] | None) -> tuple[int, list[ToolDiscovered]]:
+        """Publish the tool snapshot (and held definitions); its sequence, and the tools it has that
+        the server did not list before (their events are published once every snapshot is out)."""
         assert self.session is not None
-        tools = await self.session.list_tools()
-        snapshot = tools_snapshot(self.server_id, self.name, tools, self._b.settings.max_tools_per_server)
-        return await self._publish(snapshot)
+        if tools is None:
+            tools = await self.session.list_tools()
+        self.tool_count = len(tools)
+        snapshot = tools_snapshot(
+            self.server_id, self.name, self.namespace, tools, self._b.settings.max_tools_per_server
+        )
+        server, stored = await tool_pins(self._b.db, self.server_id)
+        changed = newly_held(snapshot, server, stored)
+        seq = await self._publish(snapshot)
+        if changed is not None:
+            log.warning(
+                "tool definitions held for approval: %s",
+                ", ".join(c.original_name for c in changed.changes),
+                extra={"server": self.name},
+            )
+            await self._publish(changed)
+        return seq, newly_discovered(snapshot, stored)
+
+    async def discover_all(self, tools: list[mcp_types.Tool] | None = None) -> int:
+        """Publish what the upstream said at initialize, then every list it offers (``tools`` when
+        just listed); returns the last sequence."""
+        assert self.session is not None
+        if self.session.initialize_result is not None:
+            await self._publish(description(self.server_id, self.namespace, self.session.initialize_result))
+        seq, new = await self._discover_tools(tools)
+        capabilities = self.session.capabilities
+        if capabilities.resources is not None:
+            seq = await self.discover_resources()
+        if capabilities.prompts is not None:
+            seq = await self.discover_prompts()
+        await self._announce(new)
+        return seq
+
+    async def discover_resources(self) -> int:
+        """Run ``resources/list`` and ``resources/templates/list`` and publish the snapshot."""
+        assert self.session is not None
+        resources = await listing.list_resources(self.session)
+        try:
+            templates = await listing.list_resource_templates(self.session)
+        except UpstreamError as exc:  # a server with resources but no templates may not serve the method
+            log.info("no resource templates: %s", exc, extra={"server": self.name})
+            templates = []
+        return await self._publish(resources_snapshot(self.server_id, self.name, self.namespace, resources, templates))
+
+    async def discover_prompts(self) -> int:
+        """Run ``prompts/list`` and publish the snapshot."""
+        assert self.session is not None
+        prompts = await listing.list_prompts(self.session)
+        return await self._publish(prompts_snapshot(self.server_id, self.name, self.namespace, prompts))
 
     async def _tools_changed(self) -> None:
-        self.tasks.spawn(self.discover())
+        self.tasks.spawn(self._rediscover(self.discover))
+
+    async def _lists_changed(self, kind: str) -> None:
+        self.tasks.spawn(self._rediscover(self.discover_resources if kind == "resources" else self.discover_prompts))
+
+    async def _rediscover(self, discover: Callable[[], Awaitable[int]]) -> None:
+        try:
+            await discover()
+        except UpstreamError as exc:
+            log.warning("re-discovery failed: %s", exc, extra={"server": self.name})
 
     async def _lost(self, reason: str) -> None:
         if self.draining or self.reconnecting or self.status is ServerStatus.DISCONNECTED:
@@ -218,7 +376,10 @@ class OwnedServer:
             await session.close()
 
     async def release(self) -> None:
-        """Close and hand the lease back (the worker forgets this server)."""
+        """Close and hand the lease back (the worker forgets this server) once the read model shows the
+        last status this owner published: a reconciler reading an older status (CONNECTED) from a
+        projection that lags would otherwise take the server back and undo a disconnect."""
         await self.close()
+        await wait_for_projection(self._b.db, self._status_seq, self._b.settings.projection_wait_seconds)
         if self.on_released is not None:
             await self.on_released(self)

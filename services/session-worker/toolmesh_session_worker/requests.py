@@ -13,32 +13,28 @@ from nats.aio.msg import Msg
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,
+    ClientGoneRpc,
     DisconnectRpc,
     DisconnectRpcResult,
     HealthVerdictRpc,
     PingRpc,
     RpcReply,
+    SetLevelRpc,
+    SubscribeRpc,
     ToolProgress,
+    UpstreamRequestRpc,
     progress_subject,
 )
 from toolmesh.errors import ExecutionFailed, ExecutionTimeout, RoutingFailed, ServerUnavailable, ToolmeshError
-from toolmesh.lifecycle import SERVING, ServerStatus
+from toolmesh.lifecycle import ServerStatus
 from toolmesh.telemetry import adopt_trace
+from toolmesh_session_worker import forwarding
+from toolmesh_session_worker.forwarding import live_session as _live_session
 from toolmesh_session_worker.owned import OwnedServer
-from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamSession, UpstreamTimeout
+from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger("toolmesh.session")
 _OK_PREFIX = b'{"ok":true,"result":'
-
-
-def _live_session(server: OwnedServer) -> UpstreamSession:
-    session = server.session
-    if session is None or not session.alive or server.draining or server.status not in SERVING:
-        raise ServerUnavailable(
-            f"Server unavailable: {server.name}",
-            server={"id": server.server_id, "name": server.name, "status": str(server.status)},
-        )
-    return session
 
 
 def _failed(exc: BaseException) -> dict[str, Any]:
@@ -48,7 +44,7 @@ def _failed(exc: BaseException) -> dict[str, Any]:
     return {"status": "FAILED", "errorType": type(exc).__name__, "errorMessage": str(exc)}
 
 
-def _progress_publisher(server: OwnedServer, body: CallToolRpc) -> ProgressCallback | None:
+def _progress_publisher(server: OwnedServer, body: CallToolRpc | UpstreamRequestRpc) -> ProgressCallback | None:
     """Publishes the upstream's progress of a call that asked for it on ``progress_subject(call_id)``."""
     if not body.progress or not body.call_id:
         return None
@@ -68,9 +64,12 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
     started = time.perf_counter()
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
+    server.clients.begin(body.call_id, body.client)
     span: dict[str, Any] = {"status": "FAILED"}
     try:
-        result = await session.call_tool(body.tool, body.arguments, timeout=body.timeout_seconds, progress=progress)
+        result = await session.call_tool(
+            body.tool, body.arguments, timeout=body.timeout_seconds, progress=progress, call_id=body.call_id
+        )
         data = result.model_dump_json(by_alias=True, exclude_none=True).encode()
         span = {"status": "SUCCESS", "resultLength": len(data)}
         return data
@@ -97,6 +96,7 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
         span = _failed(exc)
         raise
     finally:
+        server.clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
         log.info(
@@ -143,7 +143,7 @@ async def _refresh(server: OwnedServer) -> dict[str, Any]:
 
 async def _discover_logged(server: OwnedServer) -> None:
     try:
-        await server.discover()
+        await server.discover_all()
     except UpstreamError as exc:
         log.warning("tool discovery failed: %s", exc, extra={"server": server.name})
 
@@ -175,7 +175,19 @@ async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
             data = await _call(server, body, _progress_publisher(server, body))
             await msg.respond(_OK_PREFIX + data + b"}")  # an RpcReply, without re-encoding the result
             return
-        if verb == "cancel":
+        if verb == "request":
+            forwarded = UpstreamRequestRpc.model_validate_json(msg.data)
+            await msg.respond(await forwarding.forward(server, forwarded, _progress_publisher(server, forwarded)))
+            return
+        if verb == "subscribe":
+            result = await forwarding.subscribe(server, SubscribeRpc.model_validate_json(msg.data))
+        elif verb == "unsubscribe":
+            result = await forwarding.unsubscribe(server, SubscribeRpc.model_validate_json(msg.data))
+        elif verb == "set_level":
+            result = await forwarding.set_level(server, SetLevelRpc.model_validate_json(msg.data))
+        elif verb == "client_gone":
+            result = await forwarding.client_gone(server, ClientGoneRpc.model_validate_json(msg.data))
+        elif verb == "cancel":
             result = _cancel(server, CancelCallRpc.model_validate_json(msg.data))
         elif verb == "health":
             result = await _health(server, HealthVerdictRpc.model_validate_json(msg.data))

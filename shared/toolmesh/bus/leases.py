@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
+
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code when a conditional write finds another revision (a delete is not translated)."""
 
 
 class LeaseTable:
@@ -49,6 +52,9 @@ class LeaseTable:
             await self._kv.delete(key, last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
             pass  # it had already expired or moved on: nothing of ours to give back
+        except BadRequestError as exc:
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                raise
 
     async def holder_of(self, key: str) -> str | None:
         """Who holds ``key`` now, or None."""

@@ -18,6 +18,7 @@ from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 
 LEASES_BUCKET = "toolmesh_leases"
 NAMES_BUCKET = "toolmesh_names"
+IDEMPOTENCY_BUCKET = "toolmesh_idempotency"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -82,3 +83,11 @@ async def leases_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
 async def names_bucket(js: JetStreamContext) -> KeyValue:
     """Server names taken, for an atomic uniqueness check across gateway replicas."""
     return await _bucket(js, KeyValueConfig(bucket=NAMES_BUCKET, history=1, storage=StorageType.FILE))
+
+
+async def idempotency_bucket(js: JetStreamContext, window_seconds: float) -> KeyValue:
+    """First results of commands sent with an idempotency key; each expires ``window_seconds`` after
+    its last write (bucket TTL; a bucket made earlier keeps the window it was made with)."""
+    return await _bucket(
+        js, KeyValueConfig(bucket=IDEMPOTENCY_BUCKET, ttl=window_seconds, history=1, storage=StorageType.FILE)
+    )

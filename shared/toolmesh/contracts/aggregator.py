@@ -28,6 +28,7 @@ class AggregatorState(BaseModel):
     total_tools: int
     classified_tools: int
     unclassified_tools: int
+    held_tools: int = 0
     last_sync: datetime | None
     health_check_interval_seconds: float
     uptime_seconds: float
@@ -46,3 +47,11 @@ class HealthReport(BaseModel):
     checks: dict[str, str]
     servers: HealthServers
     issues: list[str] | None = None
+
+
+class ResealReport(BaseModel):
+    """``POST /api/v1/aggregator/credentials/reseal``: configs sealed again under the current key."""
+
+    resealed: int
+    total: int
+    key_id: str

@@ -7,6 +7,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from toolmesh.contracts.events import DiscoveredTool
+
 COMMANDS_STREAM = "TOOLMESH_COMMANDS"
 COMMANDS_SUBJECTS = "toolmesh.cmd.>"
 RECONNECT_REASON = "reconnect"
@@ -27,6 +29,16 @@ class ConnectServer(Command):
     subject: ClassVar[str] = "toolmesh.cmd.server.connect"
     server_id: str
     reason: str = "connect"
+
+
+class ClassifyTools(Command):
+    """Classify these tools of a server again (after they ended UNCLASSIFIED); any classifier-worker."""
+
+    subject: ClassVar[str] = "toolmesh.cmd.tools.classify"
+    server_id: str
+    server_name: str
+    namespace: str
+    tools: list[DiscoveredTool]
 
 
 class CheckServerHealth(Command):

@@ -1,19 +1,22 @@
 """Events: facts in the JetStream stream ``TOOLMESH_EVENTS``, public on ``toolmesh.evt.>``.
 
-Every event carries ``event_id``, ``occurred_at``, ``server_id`` and ``schema_version``; its
-subject is declared once, next to the model.
+Every event carries ``event_id``, ``occurred_at``, ``schema_version``, ``namespace`` and the
+``actor`` that caused it; events about a server (``ServerEvent``) also carry its ``server_id``.
+Its subject is declared once, next to the model.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from toolmesh.contracts.servers import TransportType
+from toolmesh.categories import ToolCategory, categorize
+from toolmesh.contracts.servers import NewToolsPolicy, TransportType
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.naming import DEFAULT_NAMESPACE
 
 EVENTS_STREAM = "TOOLMESH_EVENTS"
 EVENTS_SUBJECTS = "toolmesh.evt.>"
@@ -33,12 +36,19 @@ class Event(BaseModel):
     subject: ClassVar[str]
     event_id: str = Field(default_factory=_new_id)
     occurred_at: datetime = Field(default_factory=_now)
-    server_id: str
+    server_id: str | None = None
+    namespace: str = DEFAULT_NAMESPACE
     schema_version: int = 1
     actor: str | None = None
 
 
-class ServerRegistered(Event):
+class ServerEvent(Event):
+    """An event about one registered server."""
+
+    server_id: str
+
+
+class ServerRegistered(ServerEvent):
     """A server was registered; its connection config travels sealed, never in clear."""
 
     subject: ClassVar[str] = "toolmesh.evt.server.registered"
@@ -49,9 +59,10 @@ class ServerRegistered(Event):
     masked_config: dict[str, Any]
     health_check_url: str | None = None
     ip_address: str | None = None
+    new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
 
 
-class ServerStatusChanged(Event):
+class ServerStatusChanged(ServerEvent):
     """A server moved in the state machine (or reconnected: ``history`` says ``RECONNECT``)."""
 
     subject: ClassVar[str] = "toolmesh.evt.server.status_changed"
@@ -62,7 +73,7 @@ class ServerStatusChanged(Event):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class ServerRemoved(Event):
+class ServerRemoved(ServerEvent):
     """A server was removed with its tools, index entries and history."""
 
     subject: ClassVar[str] = "toolmesh.evt.server.removed"
@@ -70,19 +81,119 @@ class ServerRemoved(Event):
 
 
 class DiscoveredTool(BaseModel):
-    """One upstream tool as ``tools/list`` gave it."""
+    """One upstream tool as ``tools/list`` (or a REST server's ``GET /tools``) gave it.
+
+    ``category`` defaults to the one ``categorize`` infers from the name and description, so
+    events written before categories existed decode with the category they would get today.
+    """
 
     original_name: str
     description: str | None = None
     input_schema: dict[str, Any] = Field(default_factory=dict)
+    category: ToolCategory = ToolCategory.GENERAL
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_category(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("category") is None and isinstance(data.get("original_name"), str):
+            description = data.get("description")
+            inferred = categorize(data["original_name"], description if isinstance(description, str) else None)
+            return {**data, "category": inferred}
+        return data
 
 
-class ToolsDiscovered(Event):
+class ToolsDiscovered(ServerEvent):
     """The full tool list of one server at one moment (a snapshot: it replaces the previous one)."""
 
     subject: ClassVar[str] = "toolmesh.evt.tools.discovered"
     server_name: str
     tools: list[DiscoveredTool]
+
+
+class ServerConnected(ServerEvent):
+    """Domain event: a session to the server opened and its tools were listed; the server serves now.
+
+    Published at every transition into CONNECTED from a state without a session (a first connect
+    or a reconnect), never for DEGRADED -> CONNECTED (the session stayed up)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.server.connected"
+    server_name: str
+    transport_type: TransportType
+    agent: str | None = None  # the principal that registered the server
+    tool_count: int
+    reconnect: bool = False
+
+
+class ServerDisconnected(ServerEvent):
+    """Domain event: the session of a serving server ended.
+
+    ``was_graceful`` is True when someone asked for it (disconnect, removal) and False when an
+    error ended it (session lost, failed health checks): an error is not a graceful disconnect."""
+
+    subject: ClassVar[str] = "toolmesh.evt.server.disconnected"
+    server_name: str
+    was_graceful: bool
+    reason: str | None = None
+
+
+class ToolDiscovered(ServerEvent):
+    """Domain event: one tool the server did not list before (one event per new tool; the full
+    list stays in ``tools.discovered``)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.tool.discovered"
+    server_name: str
+    name: str  # namespaced: server.tool
+    original_name: str
+    description: str | None = None
+    category: ToolCategory
+
+
+class DiscoveredResource(BaseModel):
+    """One upstream resource as ``resources/list`` gave it: its URI and its full wire form."""
+
+    uri: str
+    item: dict[str, Any]
+
+
+class DiscoveredResourceTemplate(BaseModel):
+    """One upstream resource template as ``resources/templates/list`` gave it."""
+
+    uri_template: str
+    item: dict[str, Any]
+
+
+class DiscoveredPrompt(BaseModel):
+    """One upstream prompt as ``prompts/list`` gave it: its original name and its full wire form."""
+
+    original_name: str
+    item: dict[str, Any]
+
+
+class ResourcesDiscovered(ServerEvent):
+    """The full resource and resource-template lists of one server (a snapshot, like ``tools.discovered``)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.resources.discovered"
+    server_name: str
+    resources: list[DiscoveredResource]
+    templates: list[DiscoveredResourceTemplate] = Field(default_factory=list)
+
+
+class PromptsDiscovered(ServerEvent):
+    """The full prompt list of one server (a snapshot)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.prompts.discovered"
+    server_name: str
+    prompts: list[DiscoveredPrompt]
+
+
+class ServerDescribed(ServerEvent):
+    """What an upstream said about itself when its session opened: needed to serve it unchanged."""
+
+    subject: ClassVar[str] = "toolmesh.evt.server.described"
+    protocol_version: str
+    capabilities: dict[str, Any] = Field(default_factory=dict)
+    server_info: dict[str, Any] = Field(default_factory=dict)
+    instructions: str | None = None
 
 
 class SkillAssignment(BaseModel):
@@ -100,7 +211,7 @@ class ToolClassification(BaseModel):
     primary_skill_id: str | None = None
 
 
-class ToolsClassified(Event):
+class ToolsClassified(ServerEvent):
     """Skills assigned to some tools of one server (a batch of at most 10, BR-004/EC-006)."""
 
     subject: ClassVar[str] = "toolmesh.evt.tools.classified"
@@ -109,7 +220,18 @@ class ToolsClassified(Event):
     tools: list[ToolClassification]
 
 
-class HealthChecked(Event):
+class ToolsUnclassified(ServerEvent):
+    """Classification of these tools failed ``attempts`` times and stopped: they are UNCLASSIFIED
+    (still searchable) until someone retries (``POST .../tools/classify``)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.tools.unclassified"
+    server_name: str
+    tools: list[str]
+    error: str
+    attempts: int
+
+
+class HealthChecked(ServerEvent):
     """The outcome of one health check of one server (BR-006)."""
 
     subject: ClassVar[str] = "toolmesh.evt.health.checked"
@@ -123,9 +245,136 @@ class HealthChecked(Event):
     checked_by: str | None = None  # the health-worker that ran it
 
 
+class ServerConfigResealed(ServerEvent):
+    """A server's connection config sealed again under the current credential key (key rotation)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.server.config_resealed"
+    sealed_config: str
+    key_id: str
+
+
+class ToolChange(BaseModel):
+    """One tool held back: its definition changed after it was approved, or it is new under ``review``."""
+
+    original_name: str
+    reason: Literal["changed", "new"]
+    fields: list[str] = Field(default_factory=list)  # "description", "input_schema"
+    approved_hash: str | None = None
+    definition_hash: str
+    description: str | None = None
+
+
+class ToolsChanged(ServerEvent):
+    """The owner of a session saw tool definitions that wait for an admin's approval (rug-pull defence)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.tools.changed"
+    server_name: str
+    changes: list[ToolChange]
+
+
+class ApprovedTool(BaseModel):
+    """A tool definition an admin approved, by its hash."""
+
+    original_name: str
+    definition_hash: str
+
+
+class ToolsApproved(ServerEvent):
+    """An admin approved held tool definitions: they are listed and callable again."""
+
+    subject: ClassVar[str] = "toolmesh.evt.tools.approved"
+    server_name: str
+    tools: list[ApprovedTool]
+
+
+class KeyCreated(Event):
+    """An API key was created (its token is never part of any event)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.key.created"
+    key_id: str
+    name: str
+    role: str
+    ip_address: str | None = None
+
+
+class KeyRevoked(Event):
+    """An API key was revoked: every gateway refuses it from this event on."""
+
+    subject: ClassVar[str] = "toolmesh.evt.key.revoked"
+    key_id: str
+    name: str
+    role: str
+    ip_address: str | None = None
+
+
+class CallRecord(BaseModel):
+    """One tool call as the audit log keeps it: who, what, where, how it ended, how long (no arguments)."""
+
+    server_id: str
+    server_name: str
+    tool: str
+    actor: str | None = None
+    ip_address: str | None = None
+    outcome: Literal["ok", "tool_error", "failed"]
+    error_code: str | None = None
+    duration_ms: float
+    at: datetime
+
+
+class CallsRecorded(Event):
+    """Tool calls of one namespace made through one gateway, recorded in batches off the hot path."""
+
+    subject: ClassVar[str] = "toolmesh.evt.audit.calls"
+    calls: list[CallRecord]
+
+
+class EndpointSaved(Event):
+    """An endpoint (bundle) was created or replaced: its whole definition."""
+
+    subject: ClassVar[str] = "toolmesh.evt.endpoint.saved"
+    endpoint_id: str
+    name: str
+    description: str | None = None
+    include: list[str]
+    exclude: list[str] = Field(default_factory=list)
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ip_address: str | None = None
+
+
+class EndpointDeleted(Event):
+    """An endpoint (bundle) was deleted."""
+
+    subject: ClassVar[str] = "toolmesh.evt.endpoint.deleted"
+    endpoint_id: str
+    name: str
+    ip_address: str | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.subject: cls
-    for cls in (ServerRegistered, ServerStatusChanged, ServerRemoved, ToolsDiscovered, ToolsClassified, HealthChecked)
+    for cls in (
+        ServerRegistered,
+        ServerStatusChanged,
+        ServerRemoved,
+        ServerConfigResealed,
+        ToolsDiscovered,
+        ToolsClassified,
+        ToolsUnclassified,
+        ToolsChanged,
+        ToolsApproved,
+        HealthChecked,
+        KeyCreated,
+        KeyRevoked,
+        CallsRecorded,
+        ResourcesDiscovered,
+        PromptsDiscovered,
+        ServerDescribed,
+        EndpointSaved,
+        EndpointDeleted,
+        ServerConnected,
+        ServerDisconnected,
+        ToolDiscovered,
+    )
 }
 
 

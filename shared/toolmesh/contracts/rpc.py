@@ -70,6 +70,7 @@ class CallToolRpc(BaseModel):
     timeout_seconds: float
     call_id: str | None = None
     progress: bool = False
+    client: ClientRef | None = None
 
 
 class ToolProgress(BaseModel):
@@ -116,3 +117,62 @@ class HealthVerdictResult(BaseModel):
     status: ServerStatus
     reconnecting: bool = False
     seq: int | None = None
+
+
+class ClientRef(BaseModel):
+    """The MCP client session a request comes from, so the owner can send it server → client traffic.
+
+    ``id`` names the session on the bus (``toolmesh.contracts.clients.client_subject``); the flags
+    are what the client declared at initialize, so a request it cannot answer is refused upstream
+    at once with a JSON-RPC error instead of timing out.
+    """
+
+    id: str
+    sampling: bool = False
+    elicitation: bool = False
+    roots: bool = False
+
+
+class UpstreamRequestRpc(BaseModel):
+    """Verb ``request``: one MCP request forwarded to the upstream as is (``method`` + raw ``params``).
+
+    The reply's ``result`` is the upstream's raw result; a JSON-RPC error of the upstream comes back
+    as ``EXECUTION_FAILED`` with ``upstream_error`` (``code``, ``message``, ``data``). ``call_id``
+    names it for ``cancel``; with ``progress`` the owner publishes ``ToolProgress`` on
+    ``progress_subject(call_id)``. Server → client requests the upstream makes while it runs go to
+    ``client``.
+    """
+
+    method: str
+    params: dict[str, Any] | None = None
+    timeout_seconds: float
+    call_id: str | None = None
+    progress: bool = False
+    client: ClientRef | None = None
+
+
+class SubscribeRpc(BaseModel):
+    """Verbs ``subscribe`` / ``unsubscribe``: a client's interest in one resource URI.
+
+    The owner keeps one upstream subscription per URI however many clients hold it
+    (reference-counted) and sends ``notifications/resources/updated`` to every holder.
+    """
+
+    uri: str
+    client: ClientRef
+
+
+class SetLevelRpc(BaseModel):
+    """Verb ``set_level``: the log level a client asked for; the upstream gets the most verbose one."""
+
+    level: str
+    client: ClientRef
+
+
+class ClientGoneRpc(BaseModel):
+    """Verb ``client_gone``: a client session ended; drop its subscriptions and log level."""
+
+    client: ClientRef
+
+
+CallToolRpc.model_rebuild()

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolmesh.categories import ToolCategory
 
 
 class SearchRequest(BaseModel):
     """A search over tools of servers that are CONNECTED or DEGRADED."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt filter would silently widen the search
+
     query: str = Field(min_length=1, max_length=100_000)
     item_type: Literal["tool"] = "tool"
     include_external: bool = True
     server_filter: list[str] | None = None
+    categories: list[ToolCategory] | None = Field(None, description="Only tools of these categories")
     namespace: str | None = None
     limit: int = Field(10, ge=1, le=100)
     skill_threshold: float = Field(0.4, ge=0.0, le=1.0)
@@ -41,6 +46,7 @@ class ToolHit(BaseModel):
     skill_ids: list[str] = Field(default_factory=list)
     primary_skill_id: str | None = None
     is_classified: bool = False
+    category: str | None = None
     source_server: SourceServer
     input_schema: dict[str, Any] | None = None
 
@@ -68,3 +74,17 @@ class SearchResponse(BaseModel):
     tools: list[ToolHit]
     matched_skills: list[MatchedSkill]
     metadata: SearchMetadata
+
+
+SEARCH_SUBJECT = "toolmesh.rpc.search.query"
+"""A search answered by a process that holds the catalog (queue group ``SEARCH_QUEUE``); reply: ``RpcReply``."""
+SEARCH_HEALTH_SUBJECT = "toolmesh.rpc.search.health"
+"""The health of the search index as seen by a process that holds it; reply: ``RpcReply``."""
+SEARCH_QUEUE = "search"
+
+
+class SearchQuery(BaseModel):
+    """A search forwarded over NATS, with the caller's namespace (never taken from the request body)."""
+
+    request: SearchRequest
+    namespace: str | None = None

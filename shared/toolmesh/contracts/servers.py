@@ -4,21 +4,35 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from toolmesh.categories import ToolCategory
+from toolmesh.credentials import protected_references
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.naming import SERVER_NAME_PATTERN
+from toolmesh.loopback import is_loopback_host
+from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
+from toolmesh.storable import has_nul
+
+
+class NewToolsPolicy(StrEnum):
+    """What happens to a tool that appears on a server after its first tool list."""
+
+    AUTO = "auto"  # listed and callable at once
+    REVIEW = "review"  # held until an admin approves it
 
 
 class TransportType(StrEnum):
-    """Upstream transports; ``HTTP`` is MCP Streamable HTTP."""
+    """Upstream kinds: MCP over STDIO, SSE or Streamable HTTP (``HTTP``), and plain REST tool servers
+    (``GET /health``, ``GET /tools``, ``POST /tools/execute``)."""
 
     STDIO = "STDIO"
     SSE = "SSE"
     HTTP = "HTTP"
+    REST = "REST"
 
 
 # Required and optional fields of connection_config per transport (BR-001).
@@ -26,18 +40,38 @@ CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
     TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str}),
     TransportType.SSE: ("url", {"headers": dict}),
     TransportType.HTTP: ("base_url", {"headers": dict}),
+    TransportType.REST: ("url", {"headers": dict}),
 }
 
 
-def config_problems(transport: TransportType, config: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(field, message)`` for every way ``config`` breaks BR-001 for ``transport``."""
+def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | None:
+    """Why ``url`` breaks the TLS rule (https unless loopback or ``allow_insecure``), else None."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "https" or allow_insecure or is_loopback_host(parts.hostname):
+        return None
+    return (
+        f"'{field}' must use https:// (TLS is required for remote upstreams); plain http:// is accepted only "
+        'for a loopback host (127.0.0.0/8, ::1, localhost) or when the registration sets "allow_insecure": true'
+    )
+
+
+def config_problems(
+    transport: TransportType, config: dict[str, Any], *, allow_insecure: bool = False
+) -> list[tuple[str, str]]:
+    """``(field, message)`` for every way ``config`` breaks BR-001 or the TLS rule for ``transport``."""
     required, optional = CONFIG_FIELDS[transport]
     problems: list[tuple[str, str]] = []
     value = config.get(required)
     if not isinstance(value, str) or not value.strip():
         problems.append((required, f"{transport} transport requires '{required}' in connection_config"))
-    elif required != "command" and not value.startswith(("http://", "https://")):
+    elif required != "command" and not value.lower().startswith(("http://", "https://")):
         problems.append((required, f"'{required}' must be an http(s) URL"))
+    elif required != "command" and (problem := insecure_url_problem(required, value, allow_insecure)):
+        problems.append((required, problem))
+    known = (required, *optional)
+    for name in config:
+        if name not in known:  # a misspelt "headers" or "env" would silently drop credentials
+            problems.append((name, f"unknown field '{name}' for {transport} (known: {', '.join(known)})"))
     for name, kind in optional.items():
         if name in config and not isinstance(config[name], kind):
             problems.append((name, f"'{name}' must be a {kind.__name__}"))
@@ -47,7 +81,19 @@ def config_problems(transport: TransportType, config: dict[str, Any]) -> list[tu
     for mapping in ("env", "headers"):
         if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
             problems.append((mapping, f"'{mapping}' values must be strings"))
+    for field, field_value in config.items():
+        if has_nul(field) or has_nul(field_value):
+            problems.append((field, f"'{field}' may not contain the NUL character"))
+        elif names := protected_references(field_value):
+            listed = ", ".join(sorted(set(names)))
+            problems.append((field, f"'{field}' may not reference toolmesh's own variables ({listed})"))
     return problems
+
+
+def _without_nul(value: str | None) -> str | None:
+    if value is not None and has_nul(value):
+        raise ValueError("may not contain the NUL character")
+    return value
 
 
 class RegisterServerRequest(BaseModel):
@@ -56,27 +102,39 @@ class RegisterServerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=255, pattern=SERVER_NAME_PATTERN)
-    description: str | None = Field(None, max_length=1000)
+    description: Annotated[str | None, AfterValidator(_without_nul)] = Field(None, max_length=1000)
     transport_type: TransportType
     connection_config: dict[str, Any]
     health_check_url: AnyHttpUrl | None = None
     auto_connect: bool = True
+    namespace: str | None = Field(
+        None, pattern=NAMESPACE_PATTERN, description="Only the owner may name one; default: the caller's namespace"
+    )
+    new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
+    allow_insecure: bool = False
+    """Accept plain ``http://`` upstream and health check URLs on a non-loopback host."""
 
     @model_validator(mode="after")
     def _check_connection_config(self) -> RegisterServerRequest:
-        problems = config_problems(self.transport_type, self.connection_config)
-        if problems:
-            raise ValidationError.from_exception_data(
-                type(self).__name__,
-                [
-                    InitErrorDetails(
-                        type=PydanticCustomError("value_error", message),
-                        loc=("connection_config", field),
-                        input=self.connection_config.get(field),
-                    )
-                    for field, message in problems
-                ],
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", message),
+                loc=("connection_config", field),
+                input=self.connection_config.get(field),
             )
+            for field, message in config_problems(
+                self.transport_type, self.connection_config, allow_insecure=self.allow_insecure
+            )
+        ]
+        health = str(self.health_check_url) if self.health_check_url else None
+        if health and (problem := insecure_url_problem("health_check_url", health, self.allow_insecure)):
+            errors.append(
+                InitErrorDetails(
+                    type=PydanticCustomError("value_error", problem), loc=("health_check_url",), input=health
+                )
+            )
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
 
@@ -85,6 +143,7 @@ class ServerCreated(BaseModel):
 
     id: str
     name: str
+    namespace: str
     description: str | None
     transport_type: TransportType
     status: ServerStatus
@@ -99,6 +158,7 @@ class ServerSummary(BaseModel):
 
     id: str
     name: str
+    namespace: str
     description: str | None
     transport_type: TransportType
     status: ServerStatus
@@ -106,7 +166,12 @@ class ServerSummary(BaseModel):
     last_health_check: datetime | None
     registered_at: datetime
     connected_at: datetime | None
+    created_by: str | None = Field(None, description="The principal (agent) that registered the server")
     tools: list[ToolInfo] | None = None
+    # BR-006 health of the latest check, and why the server is in ERROR (as in the detail).
+    consecutive_failures: int = 0
+    last_response_time_ms: float | None = None
+    error_message: str | None = None
 
 
 class ServerDetail(BaseModel):
@@ -114,6 +179,8 @@ class ServerDetail(BaseModel):
 
     id: str
     name: str
+    namespace: str
+    new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
     description: str | None
     transport_type: TransportType
     connection_config: dict[str, Any]
@@ -129,6 +196,7 @@ class ServerDetail(BaseModel):
     consecutive_failures: int = 0
     last_response_time_ms: float | None = None
     last_error: str | None = None
+    created_by: str | None = Field(None, description="The principal (agent) that registered the server")
 
 
 class ServerList(BaseModel):
@@ -150,6 +218,8 @@ class ConnectResponse(BaseModel):
 
 class DisconnectRequest(BaseModel):
     """``POST /servers/{id}/disconnect`` (body optional)."""
+
+    model_config = ConfigDict(extra="forbid")  # {"froce": true} must not drain instead of cancelling
 
     force: bool = False
 
@@ -178,20 +248,57 @@ class ToolInfo(BaseModel):
     name: str
     original_name: str
     description: str | None
+    category: ToolCategory
     skill_ids: list[str]
     primary_skill_id: str | None
     is_classified: bool
     discovered_at: datetime
     input_schema: dict[str, Any] | None = None
+    held: HeldChange | None = None
+    classification_status: str = "DISCOVERED"  # DISCOVERED (waiting), CLASSIFIED, UNCLASSIFIED (gave up)
+    classification_error: str | None = None
+
+
+class HeldChange(BaseModel):
+    """Why a tool is held back from clients until an admin approves its current definition."""
+
+    reason: str  # "changed" (description or input schema changed) or "new" (policy ``review``)
+    fields: list[str]
+    definition_hash: str
+    approved_hash: str | None
 
 
 class ToolList(BaseModel):
-    """``GET /servers/{id}/tools``."""
+    """``GET /servers/{id}/tools``; held tools are listed here (for admins), never to MCP clients."""
 
     tools: list[ToolInfo]
     total: int
     classified: int
     unclassified: int
+    held: int = 0
+
+
+class ClassifyResponse(BaseModel):
+    """``POST /servers/{id}/tools/classify`` (202): the unclassified tools queued for classification."""
+
+    server_id: str
+    tools: list[str]
+    status: str = "CLASSIFYING"
+
+
+class ApproveToolsRequest(BaseModel):
+    """``POST /servers/{id}/tools/approve``: approve these held tools (all held tools when omitted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[str] | None = Field(None, description="Original tool names; omit to approve every held tool")
+
+
+class ApproveToolsResponse(BaseModel):
+    """The tools whose current definitions are now approved."""
+
+    server_id: str
+    approved: list[str]
 
 
 class HistoryEntry(BaseModel):
@@ -203,3 +310,4 @@ class HistoryEntry(BaseModel):
 
 
 ServerSummary.model_rebuild()
+ToolInfo.model_rebuild()

@@ -1,4 +1,8 @@
-"""all-MiniLM-L6-v2 on onnxruntime: WordPiece tokens in, mean-pooled L2-normalised 384-d vectors out."""
+"""all-MiniLM-L6-v2 on onnxruntime: WordPiece tokens in, mean-pooled L2-normalised 384-d vectors out.
+
+The process's embedder embeds each distinct text once while it stays among the recent ones
+(``SharedEmbedder``): the indexer and the classifier embed the same tool texts.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import hashlib
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +29,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # sentence-transformers runs it at 256, and long tool descriptions keep useful words past 128.
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+CACHE_TEXTS = 20_000  # recent texts whose vectors are kept (~30 MB)
 
 Vectors = npt.NDArray[np.float32]
 
@@ -110,7 +116,9 @@ class OnnxEmbedder:
         except Exception as exc:  # onnxruntime raises its own untyped errors for a bad file
             raise EmbedderUnavailable(f"cannot load model {path}: {exc}") from exc
         self._lock = threading.Lock()
-        self._workers = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="toolmesh-embed")
+        # Bulk embedding leaves one core to the queries (on a one-core host it shares the only one).
+        default_workers = max(1, (os.cpu_count() or 1) - 1)
+        self._workers = ThreadPoolExecutor(workers or default_workers, thread_name_prefix="toolmesh-embed")
 
     def embed(self, texts: list[str]) -> Vectors:
         """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` (several batches run in parallel)."""
@@ -137,6 +145,53 @@ class OnnxEmbedder:
         return mean_pool_normalise(hidden, mask)
 
 
+class SharedEmbedder:
+    """An ``Embedder`` that embeds each distinct text once while it stays among the recent ones."""
+
+    def __init__(self, inner: Embedder, *, size: int = CACHE_TEXTS) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimensions = inner.dimensions
+        self._size = size
+        self._done: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._running: dict[str, Future[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """Unit vectors for ``texts``: cached, joined from another thread, or embedded here."""
+        found: dict[str, np.ndarray] = {}
+        waiting: dict[str, Future[np.ndarray]] = {}
+        mine: dict[str, Future[np.ndarray]] = {}
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                if (vector := self._done.get(text)) is not None:
+                    self._done.move_to_end(text)
+                    found[text] = vector
+                elif (running := self._running.get(text)) is not None:
+                    waiting[text] = running
+                else:
+                    mine[text] = self._running[text] = Future()
+        if mine:
+            try:
+                vectors = self.inner.embed(list(mine))
+            except BaseException as exc:
+                with self._lock:
+                    for text, future in mine.items():
+                        del self._running[text]
+                        future.set_exception(exc)
+                raise
+            with self._lock:
+                for (text, future), vector in zip(mine.items(), vectors, strict=True):
+                    del self._running[text]
+                    self._done[text] = found[text] = vector
+                    future.set_result(vector)
+                while len(self._done) > self._size:
+                    self._done.popitem(last=False)
+        for text, future in waiting.items():
+            found[text] = future.result()
+        return np.array([found[t] for t in texts], dtype=np.float32).reshape(len(texts), self.dimensions)
+
+
 _loaded: dict[str, Embedder | None] = {}
 _load_lock = threading.Lock()
 
@@ -147,7 +202,7 @@ def load_embedder(model_path: Path | None = None) -> Embedder | None:
     with _load_lock:
         if key not in _loaded:
             try:
-                _loaded[key] = OnnxEmbedder(model_path)
+                _loaded[key] = SharedEmbedder(OnnxEmbedder(model_path))
             except EmbedderUnavailable as exc:
                 log.warning("embedding model unavailable, search falls back to BM25 only: %s", exc)
                 _loaded[key] = None

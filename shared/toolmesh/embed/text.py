@@ -1,8 +1,9 @@
 """What of a tool gets embedded and indexed.
 
-BM25 indexes ``tool_text`` (server, readable name, description, parameter names: every word a
-query may share with the tool). The dense model embeds ``dense_text`` (readable name and
-description only): server names and parameter lists are noise to a sentence embedding. On
+``tool_text`` is the whole tool as one text (server, readable name, description, parameter names);
+BM25F scores those fields separately (``search.lexical``). The dense model embeds ``dense_text``
+(readable name and description only): server names and parameter lists are noise to a sentence
+embedding, and the classifier embeds the same text, so a process embeds each tool once. On
 LiveMCPBench (bench/search_quality.py), embedding ``tool_text`` gave a hybrid MRR@10 of .46,
 ``dense_text`` .51 (.52 with 256-token truncation).
 """

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import json
 import logging
+import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -34,17 +38,43 @@ def nats_server_binary() -> Path:
     return Path(found)
 
 
+NATS_USER = "toolmesh"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    path.chmod(0o600)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class EmbeddedNats:
     """A ``nats-server -js`` child process bound to loopback, storing its data in ``data_dir``.
 
-    ``data_dir`` holds ``nats.conf``, ``nats.log`` and ``jetstream/``; it survives restarts.
-    The port is picked on the first start and kept for later restarts of the same object.
+    ``data_dir`` holds ``nats.conf``, ``nats.log``, ``jetstream/`` and ``credentials.json``; it
+    survives restarts. The server refuses clients without the user and password generated on the
+    first start (kept in ``credentials.json``, mode 0600); ``url`` carries them. The port is picked
+    on the first start and kept for later restarts of the same object.
     """
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
+        if not _is_loopback(host):
+            raise EmbeddedServerError(f"the embedded NATS listens on loopback only, not on {host}")
         self.data_dir = Path(data_dir).resolve()
         self.host = host
         self.port = port
+        self.user = NATS_USER
+        self.password: str | None = None
         self.start_timeout = 15.0
         self.stop_timeout = 10.0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -52,10 +82,22 @@ class EmbeddedNats:
 
     @property
     def url(self) -> str:
-        """Client URL, e.g. ``nats://127.0.0.1:4222`` (valid once started)."""
+        """Client URL with the credentials, e.g. ``nats://toolmesh:<password>@127.0.0.1:4222`` (once started)."""
+        if self.port is None or self.password is None:
+            raise EmbeddedServerError("EmbeddedNats has not been started")
+        return f"nats://{self.user}:{self.password}@{self.host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """Client URL without credentials, e.g. ``nats://127.0.0.1:4222`` (for messages and logs)."""
         if self.port is None:
             raise EmbeddedServerError("EmbeddedNats has not been started")
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def credentials_path(self) -> Path:
+        """Where the generated user and password are kept (mode 0600)."""
+        return self.data_dir / "credentials.json"
 
     @property
     def log_path(self) -> Path:
@@ -75,6 +117,7 @@ class EmbeddedNats:
         await kill_leftovers(self.data_dir, _COMM, signal.SIGTERM, self.stop_timeout)
         if self.port is None:
             self.port = free_port(self.host)
+        self.password = self._load_or_create_password()
         config = self._write_config()
         argv = [str(nats_server_binary()), "-c", str(config), "-js", "-sd", str(self.data_dir / "jetstream")]
         self._log = self.log_path.open("ab")
@@ -84,7 +127,7 @@ class EmbeddedNats:
         except BaseException:
             await self.stop()
             raise
-        logger.info("nats-server pid %d listening on %s (data %s)", self._proc.pid, self.url, self.data_dir)
+        logger.info("nats-server pid %d listening on %s (data %s)", self._proc.pid, self.address, self.data_dir)
 
     async def stop(self) -> None:
         """SIGTERM the server (graceful), SIGKILL after ``stop_timeout``, and reap it."""
@@ -105,10 +148,21 @@ class EmbeddedNats:
     ) -> None:
         await self.stop()
 
+    def _load_or_create_password(self) -> str:
+        path = self.credentials_path
+        if path.exists():
+            password: str = json.loads(path.read_text())["password"]
+            return password
+        password = secrets.token_urlsafe(32)
+        _write_private(path, json.dumps({"user": self.user, "password": password}) + "\n")
+        return password
+
     def _write_config(self) -> Path:
         config = self.data_dir / "nats.conf"
-        config.write_text(
+        _write_private(
+            config,
             f'listen: "{self.host}:{self.port}"\nmax_payload: {MAX_PAYLOAD}\npid_file: "{self.data_dir / "nats.pid"}"\n'
+            f'authorization {{\n  user: "{self.user}"\n  password: "{self.password}"\n}}\n',
         )
         return config
 
@@ -121,7 +175,7 @@ class EmbeddedNats:
             if await self._answers_info():
                 return
             if time.monotonic() >= deadline:
-                raise self._failure(f"nats-server not ready on {self.url} after {self.start_timeout:.0f}s")
+                raise self._failure(f"nats-server not ready on {self.address} after {self.start_timeout:.0f}s")
             await asyncio.sleep(0.05)
 
     async def _answers_info(self) -> bool:

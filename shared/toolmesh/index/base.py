@@ -1,7 +1,7 @@
 """The index interface: points with a vector and a payload, a neutral filter, and a checkpoint.
 
 Payload fields of a tool point (system contract, plus what search needs): ``kind`` ("tool"),
-``name``, ``original_name``, ``description``, ``input_schema``, ``text`` (what BM25 indexes),
+``name``, ``original_name``, ``description``, ``input_schema``, ``text`` (the tool as one text),
 ``dense_text`` (what the vector embeds), ``source_server_id``, ``source_server_name``,
 ``is_external``, ``is_classified``, ``skill_ids``, ``primary_skill_id``, ``server_status``,
 ``namespace``, ``embedded`` (False when stored without a real vector).
@@ -58,6 +58,7 @@ class Where:
     statuses: Sequence[str] | None = None
     external_only_false: bool = False  # True: internal tools only (include_external=false)
     namespace: str | None = None
+    categories: Sequence[str] | None = None  # any of these tool categories
     skill_ids: Sequence[str] | None = None
     or_unclassified: bool = False  # with skill_ids: unclassified tools match too
     embedded_only: bool = False
@@ -68,7 +69,6 @@ class IndexState:
     """The indexer's checkpoint, stored beside the index so both move together."""
 
     last_seq: int = 0
-    revision: int = 0  # bumped whenever the index's content changed (search caches key on it)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> {"name", "status"}
 
 

@@ -133,7 +133,6 @@ class EdgeIndex:
             raise BackendUnavailable(f"unreadable index checkpoint {self._state_path}: {exc}") from exc
         return IndexState(
             last_seq=int(data.get("last_seq", 0)),
-            revision=int(data.get("revision", 0)),
             servers={server_id: dict(info) for server_id, info in data.get("servers", {}).items()},
         )
 
@@ -143,7 +142,7 @@ class EdgeIndex:
     def _write_state(self, state: IndexState) -> None:
         temporary = self._state_path.with_suffix(".tmp")
         with temporary.open("w") as handle:
-            json.dump({"last_seq": state.last_seq, "revision": state.revision, "servers": state.servers}, handle)
+            json.dump({"last_seq": state.last_seq, "servers": state.servers}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         temporary.replace(self._state_path)

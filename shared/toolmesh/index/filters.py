@@ -18,6 +18,7 @@ KEYWORD_FIELDS = (
     "source_server_name",
     "server_status",
     "namespace",
+    "category",
     "skill_ids",
     "external_flag",
     "classified_flag",
@@ -56,6 +57,8 @@ def qdrant_filter(where: Where, models: ModuleType) -> Any:
         must.append(equals("external_flag", "false"))
     if where.namespace is not None:
         must.append(equals("namespace", where.namespace))
+    if where.categories is not None:
+        must.append(any_of("category", list(where.categories)))
     if where.embedded_only:
         must.append(equals("embedded_flag", "true"))
     if where.skill_ids is not None:

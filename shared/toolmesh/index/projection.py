@@ -1,15 +1,20 @@
 """The index as a projection of events: tools indexed on discovery, payloads moved by status and
-classification, points removed with their server, skill vectors recomputed when their tools change.
+classification, points removed with their server, skill vectors kept as running sums.
 
 Every handler is idempotent (snapshots replace, payloads are set, deletes by filter), so applying
-an event twice, or replaying from an older checkpoint, gives the same index.
+an event twice, or replaying from an older checkpoint, gives the same index. The projection keeps
+every tool's row in memory (``SearchTable``, loaded by one scan at start), so no event scans the
+index; the checkpoint and the skill points are written by ``flush`` (coalesced, not per event):
+a crash in between replays the events after the checkpoint, which is safe because they are
+idempotent and skill sums are derived from the rows, not from the events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -28,32 +33,33 @@ from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point
 from toolmesh.index.filters import flags
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
+from toolmesh.search.table import SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill, skill_text
 
 log = logging.getLogger("toolmesh.indexer")
-DEFAULT_NAMESPACE = "default"
-_PLACEHOLDER = [1.0] + [0.0] * (DIMENSIONS - 1)  # stored when no model is loaded; never queried
+FLUSH_INTERVAL = 1.0  # seconds between checkpoint writes while events keep coming
 TOOLS = "tool"
 SKILLS = "skill"
-
-
-def skill_vector(description: np.ndarray, tools: Iterable[list[float]]) -> list[float]:
-    """BR-008: the normalised mean of the description's and the skill's tools' embeddings."""
-    rows = [description, *(np.asarray(v, dtype=np.float32) for v in tools)]
-    mean = np.mean(rows, axis=0)
-    norm = float(np.linalg.norm(mean))
-    return [float(x) for x in (mean / norm if norm > 0 else description)]
+_UPSERT_PAGE = 256
 
 
 class IndexProjection:
-    """Applies events to a ``ToolIndex``, keeping the checkpoint beside it."""
+    """Applies events to a ``ToolIndex`` and to the in-memory ``SearchTable``, checkpoint beside the index."""
 
-    def __init__(self, index: ToolIndex, embedder: Embedder | None, skills: list[Skill]) -> None:
+    def __init__(
+        self, index: ToolIndex, embedder: Embedder | None, skills: list[Skill], *, dimensions: int = DIMENSIONS
+    ) -> None:
         self.index = index
         self.embedder = embedder
         self.skills = {s.id: s for s in skills}
+        self.dimensions = dimensions
+        self.placeholder = [1.0] + [0.0] * (dimensions - 1)  # stored when no model is loaded; never queried
+        self.table = SearchTable(self.skills, dimensions)
         self.state = IndexState()
-        self._skill_descriptions: dict[str, np.ndarray] = {}
+        self._lock = asyncio.Lock()
+        self._unsaved = False
+        # Indexing embeds on one thread: the other core stays free for queries.
+        self._embedding = ThreadPoolExecutor(1, thread_name_prefix="toolmesh-index-embed")
         self._handlers: dict[type[Event], Callable[[Any], Awaitable[None]]] = {
             ServerRegistered: self._server_registered,
             ServerStatusChanged: self._status_changed,
@@ -63,29 +69,64 @@ class IndexProjection:
         }
 
     async def start(self) -> IndexState:
-        """Load the checkpoint and bring skill points in line with the taxonomy."""
+        """Load the checkpoint and every tool row (one scan), and bring skill points in line with the taxonomy."""
         self.state = await self.index.load_state()
+        for hit in await self.index.scroll(Where(kind=TOOLS), with_vectors=True):
+            embedded = bool(hit.payload.get("embedded")) and hit.vector is not None
+            self.table.put(hit.id, hit.payload, np.asarray(hit.vector, dtype=np.float32) if embedded else None)
+        self.table.applied(self.state.last_seq)
         await self.sync_skills()
+        await self.flush()
         return self.state
 
     async def _embed(self, texts: list[str]) -> np.ndarray | None:
         if self.embedder is None or not texts:
             return None
-        return await asyncio.to_thread(self.embedder.embed, texts)
+        return await asyncio.get_running_loop().run_in_executor(self._embedding, self.embedder.embed, texts)
 
     async def apply(self, event: Event | None, seq: int) -> bool:
         """Apply the event at ``seq`` (None: a message with nothing to apply); False if already applied."""
-        if seq <= self.state.last_seq:
-            return False
-        handler = self._handlers.get(type(event)) if event is not None else None
-        if handler is not None:
-            await handler(event)
-        self.state.last_seq = seq
-        await self.index.save_state(self.state)
-        return handler is not None
+        async with self._lock:
+            if seq <= self.state.last_seq:
+                return False
+            handler = self._handlers.get(type(event)) if event is not None else None
+            if handler is not None:
+                await handler(event)
+            self.state.last_seq = seq
+            self.table.applied(seq)
+            self._unsaved = True
+            return handler is not None
 
-    def _changed(self) -> None:
-        self.state.revision += 1
+    async def flush(self) -> None:
+        """Write the changed skill points and the checkpoint (what ``apply`` left for later)."""
+        async with self._lock:
+            changed = sorted(self.table.skills.changed)
+            self.table.skills.changed.clear()
+            points = []
+            for skill in changed:
+                vector = self.table.skills.vector(skill)
+                if vector is not None:
+                    payload = {"kind": SKILLS, **self.table.skills.payload(skill)}
+                    points.append(Point(skill_point_id(skill), [float(x) for x in vector], payload))
+            await self.index.upsert(points)
+            if self._unsaved or points:
+                await self.index.save_state(self.state)
+                self._unsaved = False
+
+    async def run_flusher(self, stop: asyncio.Event, interval: float = FLUSH_INTERVAL) -> None:
+        """Flush every ``interval`` seconds until ``stop``, then once more."""
+        try:
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=interval)
+                except TimeoutError:
+                    await self.flush()
+        finally:
+            await self.flush()
+
+    def close(self) -> None:
+        """Stop the embedding thread."""
+        self._embedding.shutdown(wait=False)
 
     async def _server_registered(self, event: ServerRegistered) -> None:
         if event.server_id not in self.state.servers:
@@ -99,24 +140,21 @@ class IndexProjection:
         await self.index.set_payload_where(
             Where(kind=TOOLS, server_id=event.server_id), {"server_status": str(event.status)}
         )
-        self._changed()
+        for row in self.table.of_server(event.server_id):
+            self.table.update(row.id, {"server_status": str(event.status)})
 
     async def _server_removed(self, event: ServerRemoved) -> None:
-        existing = await self.index.scroll(Where(kind=TOOLS, server_id=event.server_id))
-        affected = {s for hit in existing for s in hit.payload.get("skill_ids", [])}
         await self.index.delete_where(Where(kind=TOOLS, server_id=event.server_id))
+        for row in self.table.of_server(event.server_id):
+            self.table.remove(row.id)
         self.state.servers.pop(event.server_id, None)
-        await self.recompute_skills(affected)
-        self._changed()
 
     async def _tools_discovered(self, event: ToolsDiscovered) -> None:
         server = self.state.servers.get(event.server_id)
         if server is None:
             return  # like the Postgres projection: tools of an unknown (removed) server are dropped
-        existing = {
-            hit.id: hit
-            for hit in await self.index.scroll(Where(kind=TOOLS, server_id=event.server_id), with_vectors=True)
-        }
+        existing = {row.id: row for row in self.table.of_server(event.server_id)}
+        namespace = event.namespace
         wanted: dict[str, dict[str, Any]] = {}
         for tool in event.tools:
             point_id = tool_point_id(event.server_id, tool.original_name)
@@ -132,68 +170,63 @@ class IndexProjection:
                 "source_server_name": event.server_name,
                 "is_external": True,
                 "server_status": server["status"],
-                "namespace": DEFAULT_NAMESPACE,
+                "namespace": namespace,
+                "category": str(tool.category),
             }
-        affected: set[str] = set()
-        points: list[Point] = []
+        rows: list[tuple[str, dict[str, Any], Vector | None]] = []
         fresh: list[str] = []
         embedded = self.embedder is not None
         for point_id, payload in wanted.items():
             old = existing.get(point_id)
-            same = (
-                old is not None
-                and old.vector is not None
-                and all(old.payload.get(key) == payload[key] for key in ("text", "dense_text"))
-            )
-            if old is not None and same and old.payload.get("embedded") == embedded:
-                # Same text: keep the vector and the classification.
-                points.append(Point(point_id, old.vector or _PLACEHOLDER, {**old.payload, **payload}))
+            same = old is not None and all(old.payload.get(key) == payload[key] for key in ("text", "dense_text"))
+            if old is not None and same and (old.vector is not None) == embedded:
+                merged = {**old.payload, **payload}  # same text: keep the vector and the classification
+                if merged != old.payload:
+                    rows.append((point_id, merged, old.vector))
             else:
                 fresh.append(point_id)
-                if old is not None:
-                    affected.update(old.payload.get("skill_ids", []))
         vectors = await self._embed([wanted[i]["dense_text"] for i in fresh])
-        for row, point_id in enumerate(fresh):
+        for row_number, point_id in enumerate(fresh):
             payload = {**wanted[point_id], "is_classified": False, "skill_ids": [], "primary_skill_id": None}
             payload["embedded"] = vectors is not None
             payload.update(flags(is_external=True, is_classified=False, embedded=vectors is not None))
-            vector = [float(x) for x in vectors[row]] if vectors is not None else _PLACEHOLDER
-            points.append(Point(point_id, vector, payload))
-        for start in range(0, len(points), 256):
-            await self.index.upsert(points[start : start + 256])
+            rows.append((point_id, payload, vectors[row_number].astype(np.float32) if vectors is not None else None))
+        await self._write(rows)
         gone = [point_id for point_id in existing if point_id not in wanted]
-        affected.update(s for point_id in gone for s in existing[point_id].payload.get("skill_ids", []))
         await self.index.delete(gone)
-        await self.recompute_skills(affected)
-        self._changed()
+        for point_id in gone:
+            self.table.remove(point_id)
+
+    async def _write(self, rows: list[tuple[str, dict[str, Any], Vector | None]]) -> None:
+        """Upsert points to the index, then to the table (the table never shows what the index lacks)."""
+        points = [
+            Point(i, [float(x) for x in v] if v is not None else self.placeholder, payload) for i, payload, v in rows
+        ]
+        for start in range(0, len(points), _UPSERT_PAGE):
+            await self.index.upsert(points[start : start + _UPSERT_PAGE])
+        for point_id, payload, vector in rows:
+            self.table.put(point_id, payload, vector)
 
     async def _tools_classified(self, event: ToolsClassified) -> None:
         if event.server_id not in self.state.servers:
             return
-        ids = {tool_point_id(event.server_id, t.original_name): t for t in event.tools}
-        present = {hit.id: hit.payload for hit in await self.index.retrieve(list(ids))}
-        affected: set[str] = set()
-        for point_id, tool in ids.items():
-            if point_id not in present:
+        rows: list[tuple[str, dict[str, Any], Vector | None]] = []
+        for tool in event.tools:
+            row = self.table.get(tool_point_id(event.server_id, tool.original_name))
+            if row is None:
                 continue  # a newer snapshot dropped the tool
-            skills = [s.skill_id for s in tool.skills]
-            affected.update(present[point_id].get("skill_ids", []))
-            affected.update(skills)
-            await self.index.set_payload(
-                [point_id],
-                {
-                    "is_classified": True,
-                    "classified_flag": "true",
-                    "skill_ids": skills,
-                    "primary_skill_id": tool.primary_skill_id,
-                    "skill_confidences": {s.skill_id: s.confidence for s in tool.skills},
-                },
-            )
-        await self.recompute_skills(affected)
-        self._changed()
+            changes = {
+                "is_classified": True,
+                "classified_flag": "true",
+                "skill_ids": [s.skill_id for s in tool.skills],
+                "primary_skill_id": tool.primary_skill_id,
+                "skill_confidences": {s.skill_id: s.confidence for s in tool.skills},
+            }
+            rows.append((row.id, {**row.payload, **changes}, row.vector))
+        await self._write(rows)  # one upsert for the batch
 
     async def sync_skills(self) -> None:
-        """Upsert a point per taxonomy skill and drop skills no longer in the taxonomy."""
+        """Drop skill points no longer in the taxonomy; embed the skills' descriptions (vectors follow on flush)."""
         stale = [
             hit.id
             for hit in await self.index.scroll(Where(kind=SKILLS))
@@ -203,28 +236,7 @@ class IndexProjection:
         vectors = await self._embed([skill_text(s) for s in self.skills.values()])
         if vectors is None:
             return
-        self._skill_descriptions = dict(zip(self.skills, vectors, strict=True))
-        await self.recompute_skills(self.skills)
-        self._changed()
-
-    async def recompute_skills(self, skill_ids: Iterable[str]) -> None:
-        """Refresh the vectors of these skills from their description and their tools (BR-004/BR-008)."""
-        points = []
-        for skill_id in sorted(set(skill_ids)):
-            skill, description = self.skills.get(skill_id), self._skill_descriptions.get(skill_id)
-            if skill is None or description is None:
-                continue
-            tools = await self.index.scroll(
-                Where(kind=TOOLS, skill_ids=[skill_id], embedded_only=True), with_vectors=True
-            )
-            vector = skill_vector(description, [t.vector for t in tools if t.vector is not None])
-            payload = {
-                "kind": SKILLS,
-                "skill_id": skill.id,
-                "name": skill.name,
-                "description": skill.description,
-                "tool_count": len(tools),
-                "namespace": DEFAULT_NAMESPACE,
-            }
-            points.append(Point(skill_point_id(skill_id), vector, payload))
-        await self.index.upsert(points)
+        self.table.skills.descriptions = {
+            s: np.asarray(v, dtype=np.float32) for s, v in zip(self.skills, vectors, strict=True)
+        }
+        self.table.skills.changed.update(self.skills)

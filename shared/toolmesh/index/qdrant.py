@@ -130,7 +130,6 @@ class QdrantIndex:
         payload = records[0].payload or {}
         return IndexState(
             last_seq=int(payload.get("last_seq", 0)),
-            revision=int(payload.get("revision", 0)),
             servers=dict(payload.get("servers", {})),
         )
 
@@ -138,7 +137,7 @@ class QdrantIndex:
         point = models.PointStruct(
             id=_STATE_ID,
             vector=[1.0],
-            payload={"last_seq": state.last_seq, "revision": state.revision, "servers": state.servers},
+            payload={"last_seq": state.last_seq, "servers": state.servers},
         )
         await self._call(self._client.upsert(self._state_collection, [point], wait=True))
 

@@ -1,1 +1,1 @@
-"""Tool search: BM25 and dense retrieval fused by reciprocal rank, flat or skills-first."""
+"""Tool search: an in-memory catalog kept by the indexer; BM25F and dense signals mixed, skills as a bonus."""

@@ -1,106 +1,102 @@
-"""An in-memory copy of the index's tool payloads: the BM25 corpus and fast filter masks.
+"""An immutable snapshot of the searchable tools: payloads, vectors, BM25F postings, filter columns.
 
-Rebuilt when the index's revision moves; the BM25 part only when the set of texts changed.
+The table (``search.table``) keeps tools in slots: arrays a new catalog shares or copies in one
+numpy operation each, so publishing costs what changed, not one Python step per tool. Positions of
+a catalog are slots; a slot whose tool was replaced or removed is not ``alive`` and never matches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from toolmesh.index.base import Hit, Where
+from toolmesh.index.base import Where
 from toolmesh.search.lexical import LexicalIndex
 
 Mask = npt.NDArray[np.bool_]
+Matrix = npt.NDArray[np.float32]
+Codes = npt.NDArray[np.int32]
+COLUMNS = ("source_server_id", "source_server_name", "server_status", "namespace", "category")
+FLAGS = ("alive", "embedded", "external", "classified")
 
 
-class Column:
-    """One payload field as small integer codes, so a filter is an integer comparison, not a string scan."""
+@dataclass(frozen=True)
+class SkillRows:
+    """Skill ids, their current vectors (one row each) and their payloads."""
 
-    def __init__(self, values: list[Any]) -> None:
-        self._codes: dict[Any, int] = {}
-        codes = [self._codes.setdefault(v, len(self._codes)) for v in values]
-        self.codes = np.array(codes, dtype=np.int32)
-
-    def equals(self, value: Any) -> Mask:
-        """Rows whose value is ``value``."""
-        code = self._codes.get(value)
-        return self.codes == code if code is not None else np.zeros(self.codes.size, dtype=bool)
-
-    def any_of(self, values: Sequence[Any]) -> Mask:
-        """Rows whose value is one of ``values``."""
-        wanted = [self._codes[v] for v in set(values) if v in self._codes]
-        return np.isin(self.codes, wanted) if wanted else np.zeros(self.codes.size, dtype=bool)
-
-
-@dataclass
-class Catalog:
-    """Tool payloads in a fixed order, with column arrays for filtering."""
-
-    revision: int
     ids: list[str]
+    vectors: Matrix
     payloads: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What one search reads: every array has one entry per slot."""
+
+    seq: int  # the last event this snapshot includes
+    built_at: float  # time.time() when published
+    ids: Sequence[str | None]
+    payloads: Sequence[dict[str, Any] | None]
+    vectors: Matrix
     lexical: LexicalIndex
-    text_key: int
-    position: dict[str, int] = field(init=False)
-    _columns: dict[str, Column] = field(init=False)
-    _external: Mask = field(init=False)
-    _unclassified: Mask = field(init=False)
-    _skills: dict[str, Mask] = field(init=False)
+    skills: SkillRows
+    columns: dict[str, Codes]
+    codes: Mapping[str, Mapping[Any, int]]  # value -> code of each column (shared, only growing)
+    flags: dict[str, Mask]
+    skill_members: npt.NDArray[np.bool_]  # slot x skill (order of ``skill_order``)
+    skill_order: Mapping[str, int]
 
-    def __post_init__(self) -> None:
-        self.position = {point_id: i for i, point_id in enumerate(self.ids)}
-        self._columns = {
-            key: Column([p.get(key) for p in self.payloads])
-            for key in ("source_server_id", "source_server_name", "server_status", "namespace")
-        }
-        self._external = np.array([bool(p.get("is_external")) for p in self.payloads], dtype=bool)
-        self._unclassified = ~np.array([bool(p.get("is_classified")) for p in self.payloads], dtype=bool)
-        skills: dict[str, Mask] = {}
-        for i, payload in enumerate(self.payloads):
-            for skill in payload.get("skill_ids") or []:
-                skills.setdefault(skill, np.zeros(len(self.ids), dtype=bool))[i] = True
-        self._skills = skills
+    @property
+    def size(self) -> int:
+        """How many tools are searchable (slots alive)."""
+        return int(np.count_nonzero(self.flags["alive"]))
 
-    @classmethod
-    def build(cls, revision: int, hits: list[Hit], previous: Catalog | None) -> Catalog:
-        """A catalog of ``hits``; reuses ``previous``'s BM25 index when the texts are the same."""
-        hits = sorted(hits, key=lambda h: h.id)
-        ids = [h.id for h in hits]
-        texts = [str(h.payload.get("text") or "") for h in hits]
-        key = hash((tuple(ids), tuple(texts)))
-        lexical = previous.lexical if previous is not None and previous.text_key == key else LexicalIndex(texts)
-        return cls(revision, ids, [h.payload for h in hits], lexical, key)
+    def _equals(self, column: str, value: Any) -> Mask:
+        code = self.codes[column].get(value)
+        return self.columns[column] == code if code is not None else np.zeros(len(self.ids), dtype=bool)
+
+    def _any_of(self, column: str, values: Sequence[Any]) -> Mask:
+        wanted = [c for v in set(values) if (c := self.codes[column].get(v)) is not None]
+        return np.isin(self.columns[column], wanted) if wanted else np.zeros(len(self.ids), dtype=bool)
+
+    def has_skill(self, skill: str) -> Mask:
+        """Tools classified into ``skill``."""
+        index = self.skill_order.get(skill)
+        if index is None or index >= self.skill_members.shape[1]:
+            return np.zeros(len(self.ids), dtype=bool)
+        return self.skill_members[:, index]
 
     def count_servers(self, mask: Mask) -> int:
         """How many distinct servers the masked tools come from."""
-        column = self._columns["source_server_id"]
-        return int(np.count_nonzero(np.bincount(column.codes[mask], minlength=1)))
+        codes = self.columns["source_server_id"][mask]
+        return int(np.count_nonzero(np.bincount(codes))) if codes.size else 0
 
     def mask(self, where: Where) -> Mask:
-        """Which tools satisfy ``where`` (the same semantics as the index's filter)."""
-        result = np.ones(len(self.ids), dtype=bool)
-        c = self._columns
+        """Which live tools satisfy ``where`` (the same semantics as the index's filter)."""
+        result = self.flags["alive"].copy()
         if where.server_id is not None:
-            result &= c["source_server_id"].equals(where.server_id)
+            result &= self._equals("source_server_id", where.server_id)
         if where.server_names is not None:
-            result &= c["source_server_name"].any_of(where.server_names)
+            result &= self._any_of("source_server_name", where.server_names)
         if where.statuses is not None:
-            result &= c["server_status"].any_of(where.statuses)
+            result &= self._any_of("server_status", where.statuses)
         if where.external_only_false:
-            result &= ~self._external
+            result &= ~self.flags["external"]
         if where.namespace is not None:
-            result &= c["namespace"].equals(where.namespace)
+            result &= self._equals("namespace", where.namespace)
+        if where.categories is not None:
+            result &= self._any_of("category", where.categories)
+        if where.embedded_only:
+            result &= self.flags["embedded"]
         if where.skill_ids is not None:
             skills = np.zeros(len(self.ids), dtype=bool)
             for skill in where.skill_ids:
-                if skill in self._skills:
-                    skills |= self._skills[skill]
+                skills |= self.has_skill(skill)
             if where.or_unclassified:
-                skills |= self._unclassified
+                skills |= ~self.flags["classified"]
             result &= skills
         return result

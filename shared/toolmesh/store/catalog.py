@@ -2,30 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 
+from toolmesh.store.endpoints import list_endpoints
 from toolmesh.store.projection import PROJECTOR
 
 
 @dataclass
 class CatalogSnapshot:
-    """Server rows (``id, name, transport_type, status``) and tool rows
-    (``server_id, original_name, description, input_schema``) exactly as of stream sequence ``seq``."""
+    """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen`` and the
+    upstream's own description), tool rows (``server_id, original_name, description, input_schema``,
+    pinning columns and ``category``), and the ``server_id, item`` rows of resources, resource templates and
+    prompts, exactly as of stream sequence ``seq``."""
 
     servers: list[asyncpg.Record]
     tools: list[asyncpg.Record]
     seq: int
+    resources: list[asyncpg.Record] = field(default_factory=list)
+    templates: list[asyncpg.Record] = field(default_factory=list)
+    prompts: list[asyncpg.Record] = field(default_factory=list)
+    endpoints: list[asyncpg.Record] = field(default_factory=list)
 
 
 async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
     """Read rows and checkpoint in one repeatable-read transaction, so they match each other."""
     async with db.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         seq = await conn.fetchval("SELECT last_seq FROM mcp.projector_checkpoint WHERE projector = $1", PROJECTOR)
-        servers = await conn.fetch("SELECT id::text AS id, name, transport_type, status FROM mcp.external_servers")
+        servers = await conn.fetch(
+            "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, "
+            "protocol_version, capabilities, server_info, instructions FROM mcp.external_servers"
+        )
         tools = await conn.fetch(
-            "SELECT source_server_id::text AS server_id, original_name, description, input_schema FROM mcp.tools "
+            "SELECT source_server_id::text AS server_id, original_name, description, input_schema, definition_hash, "
+            "approved_hash, held_reason, held_fields, category FROM mcp.tools "
             "WHERE source_server_id IS NOT NULL AND original_name IS NOT NULL"
         )
-    return CatalogSnapshot(list(servers), list(tools), int(seq or 0))
+        resources = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resources")
+        templates = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resource_templates")
+        prompts = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.prompts")
+        endpoints = await list_endpoints(conn, None)
+    return CatalogSnapshot(
+        list(servers), list(tools), int(seq or 0), list(resources), list(templates), list(prompts), endpoints
+    )

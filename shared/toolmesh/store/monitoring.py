@@ -21,7 +21,7 @@ async def servers_to_check(db: asyncpg.Pool) -> list[str]:
 async def health_state(db: asyncpg.Pool, server_id: str) -> Row | None:
     """What one check needs: name, status, health URL and the failures counted so far."""
     return await db.fetchrow(
-        "SELECT id::text AS id, name, status, health_check_url, consecutive_failures "
+        "SELECT id::text AS id, name, namespace, status, health_check_url, consecutive_failures "
         "FROM mcp.external_servers WHERE id = $1::uuid",
         server_id,
     )

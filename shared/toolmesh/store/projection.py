@@ -13,15 +13,29 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from toolmesh.contracts.events import (
+    CallsRecorded,
+    EndpointDeleted,
+    EndpointSaved,
     Event,
     HealthChecked,
+    KeyCreated,
+    KeyRevoked,
+    PromptsDiscovered,
+    ResourcesDiscovered,
+    ServerConfigResealed,
+    ServerDescribed,
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    ToolsApproved,
+    ToolsChanged,
     ToolsClassified,
     ToolsDiscovered,
+    ToolsUnclassified,
 )
+from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
+from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
 
 log = logging.getLogger("toolmesh.projection")
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -29,6 +43,10 @@ PROJECTOR = "postgres"
 READ_MODEL_TABLES = (
     "mcp.external_servers",
     "mcp.tools",
+    "mcp.resources",
+    "mcp.resource_templates",
+    "mcp.prompts",
+    "mcp.endpoints",
     "mcp.server_connection_history",
     "mcp.audit_log",
     "mcp.applied_events",
@@ -50,8 +68,16 @@ async def apply_event(conn: Conn, event: Event, stream_seq: int) -> bool:
             event.event_id,
             stream_seq,
         )
-        if first_time:
-            await _HANDLERS[type(event)](conn, event)
+        handler = _HANDLERS.get(type(event))  # domain events (server.connected, ...) change no table
+        if first_time and handler is not None:
+            try:
+                async with conn.transaction():  # a savepoint: a refused event leaves no half of itself
+                    await handler(conn, event)
+            except asyncpg.DataError as exc:
+                # The database cannot hold this event (e.g. a NUL character in a text): skipping it,
+                # the same way on every replay, is better than stopping the projection for every
+                # event behind it.
+                log.error("event %d (%s) cannot be stored and was skipped: %s", stream_seq, event.subject, exc)
         await record_checkpoint(conn, stream_seq)
         return bool(first_time)
 
@@ -74,7 +100,7 @@ async def reset_read_model(conn: Conn) -> None:
 async def _audit(conn: Conn, event: Event, name: str | None, details: dict[str, Any]) -> None:
     await conn.execute(
         "INSERT INTO mcp.audit_log(event, event_id, server_id, server_name, actor, ip_address, details, "
-        "timestamp) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "timestamp, namespace) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         event.subject.removeprefix("toolmesh.evt."),
         event.event_id,
         event.server_id,
@@ -83,6 +109,7 @@ async def _audit(conn: Conn, event: Event, name: str | None, details: dict[str, 
         getattr(event, "ip_address", None),
         details,
         event.occurred_at,
+        event.namespace,
     )
 
 
@@ -102,8 +129,8 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
         async with conn.transaction():
             await conn.execute(
                 "INSERT INTO mcp.external_servers(id, name, description, transport_type, connection_config, "
-                "health_check_url, status, registered_at, updated_at) "
-                "VALUES ($1, $2, $3, $4, $5, $6, 'DISCONNECTED', $7, $7) ON CONFLICT (id) DO NOTHING",
+                "health_check_url, status, registered_at, updated_at, namespace, new_tools, created_by) "
+                "VALUES ($1, $2, $3, $4, $5, $6, 'DISCONNECTED', $7, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
                 event.server_id,
                 event.name,
                 event.description,
@@ -111,10 +138,13 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
                 {"sealed": event.sealed_config, "masked": event.masked_config},
                 event.health_check_url,
                 event.occurred_at,
+                event.namespace,
+                str(event.new_tools),
+                event.actor,
             )
     except asyncpg.UniqueViolationError:
-        # The name was taken by another server id: the KV reservation failed open. The
-        # UNIQUE constraint is the backstop; the losing registration is dropped.
+        # The name was taken in the namespace by another server id: the KV reservation failed open.
+        # The UNIQUE constraint is the backstop; the losing registration is dropped.
         log.error("registration of %s dropped: name already taken", event.name, extra={"server": event.name})
         return
     await _history(conn, event, "REGISTERED", {"actor": event.actor})
@@ -149,38 +179,104 @@ async def _server_removed(conn: Conn, event: ServerRemoved) -> None:
 
 
 async def _tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
-    exists = await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id)
-    if not exists:
+    server = await conn.fetchrow(
+        "SELECT namespace, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
+    )
+    if server is None:
         return
+    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
+    rows = await conn.fetch(
+        "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
+        event.server_id,
+    )
+    stored = ((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in rows)
+    pins = review(
+        listed.items(),
+        approvals(stored, listed),
+        first_list=not server["tools_seen"],
+        policy=NewToolsPolicy(server["new_tools"]),
+    )
     names = [namespace_tool(event.server_name, t.original_name) for t in event.tools]
     await conn.execute(
-        "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (name = ANY($2::text[]))",
+        "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (original_name = ANY($2::text[]))",
         event.server_id,
-        names,
+        [t.original_name for t in event.tools],
     )
     await conn.executemany(
-        "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, "
-        "is_external, is_classified, discovered_at, updated_at) VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6) "
-        "ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, "
-        "input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
-        "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description",
+        "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, is_external, "
+        "is_classified, discovered_at, updated_at, namespace, definition_hash, approved_hash, held_reason, "
+        "held_fields, category) VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12) "
+        "ON CONFLICT (source_server_id, original_name) DO UPDATE SET name = EXCLUDED.name, "
+        "description = EXCLUDED.description, input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
+        "category = EXCLUDED.category, "
+        "definition_hash = EXCLUDED.definition_hash, approved_hash = EXCLUDED.approved_hash, "
+        "held_reason = EXCLUDED.held_reason, held_fields = EXCLUDED.held_fields, "
+        "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description, "
+        "classification_status = CASE WHEN mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description "
+        "  THEN mcp.tools.classification_status ELSE 'DISCOVERED' END",
         [
-            (name, t.original_name, t.description, t.input_schema, event.server_id, event.occurred_at)
+            (
+                name,
+                t.original_name,
+                t.description,
+                t.input_schema,
+                event.server_id,
+                event.occurred_at,
+                server["namespace"],
+                *_pin_columns(pins[t.original_name]),
+                str(t.category),
+            )
             for name, t in zip(names, event.tools, strict=True)
         ],
     )
     await conn.execute(
-        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3 WHERE id = $1",
+        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
         event.server_id,
         len(names),
         event.occurred_at,
     )
-    await _history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names)})
+    held = sorted(name for name, pin in pins.items() if pin.hold is not None)
+    await _history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names), **({"held": held} if held else {})})
+
+
+def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
+    hold = pin.hold
+    return pin.definition_hash, pin.approved_hash, hold.reason if hold else None, hold.fields if hold else []
+
+
+async def _tools_changed(conn: Conn, event: ToolsChanged) -> None:
+    details = {"changes": [c.model_dump(exclude={"description"}) for c in event.changes]}
+    await _history(conn, event, "TOOLS_CHANGED", details)
+    await _audit(conn, event, event.server_name, details)
+
+
+async def _tools_approved(conn: Conn, event: ToolsApproved) -> None:
+    for tool in event.tools:
+        row = await conn.fetchrow(
+            "SELECT definition_hash, approved_hash FROM mcp.tools WHERE source_server_id = $1 AND original_name = $2",
+            event.server_id,
+            tool.original_name,
+        )
+        if row is None or row["definition_hash"] is None:
+            continue  # a newer tool list dropped it
+        pin = approve(Pin(row["definition_hash"], row["approved_hash"]), tool.definition_hash)
+        await conn.execute(
+            "UPDATE mcp.tools SET approved_hash = $3, held_reason = $4, held_fields = $5, updated_at = $6 "
+            "WHERE source_server_id = $1 AND original_name = $2",
+            event.server_id,
+            tool.original_name,
+            *_pin_columns(pin)[1:],
+            event.occurred_at,
+        )
+    details = {"tools": [t.model_dump() for t in event.tools]}
+    await _history(conn, event, "TOOLS_APPROVED", details)
+    await _audit(conn, event, event.server_name, details)
 
 
 async def _tools_classified(conn: Conn, event: ToolsClassified) -> None:
     await conn.executemany(
-        "UPDATE mcp.tools SET skill_ids = $3, primary_skill_id = $4, is_classified = TRUE, updated_at = $5 "
+        "UPDATE mcp.tools SET skill_ids = $3, primary_skill_id = $4, is_classified = TRUE, updated_at = $5, "
+        "classification_status = 'CLASSIFIED', classification_error = NULL "
         "WHERE source_server_id = $1 AND name = $2",
         [
             (
@@ -193,6 +289,18 @@ async def _tools_classified(conn: Conn, event: ToolsClassified) -> None:
             for t in event.tools
         ],
     )
+
+
+async def _tools_unclassified(conn: Conn, event: ToolsUnclassified) -> None:
+    await conn.execute(
+        "UPDATE mcp.tools SET classification_status = 'UNCLASSIFIED', classification_error = $3, updated_at = $4 "
+        "WHERE source_server_id = $1 AND original_name = ANY($2::text[]) AND NOT is_classified",
+        event.server_id,
+        event.tools,
+        event.error,
+        event.occurred_at,
+    )
+    await _history(conn, event, "CLASSIFICATION_FAILED", {"tools": event.tools, "attempts": event.attempts})
 
 
 async def _health_checked(conn: Conn, event: HealthChecked) -> None:
@@ -219,11 +327,158 @@ async def _health_checked(conn: Conn, event: HealthChecked) -> None:
         )
 
 
+async def _config_resealed(conn: Conn, event: ServerConfigResealed) -> None:
+    name = await conn.fetchval(
+        "UPDATE mcp.external_servers "
+        "SET connection_config = jsonb_set(connection_config, '{sealed}', to_jsonb($2::text)) "
+        "WHERE id = $1 RETURNING name",
+        event.server_id,
+        event.sealed_config,
+    )
+    if name is not None:
+        await _audit(conn, event, name, {"key_id": event.key_id})
+
+
+async def _key_changed(conn: Conn, event: KeyCreated | KeyRevoked) -> None:
+    await _audit(conn, event, None, {"key_id": event.key_id, "name": event.name, "role": event.role})
+
+
+async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
+    await conn.executemany(
+        "INSERT INTO mcp.audit_log(event, event_id, server_id, server_name, actor, ip_address, details, timestamp, "
+        "namespace) VALUES ('tool.called', $1, $2, $3, $4, $5, $6, $7, $8)",
+        [
+            (
+                event.event_id,
+                call.server_id,
+                call.server_name,
+                call.actor,
+                call.ip_address,
+                {
+                    "tool": call.tool,
+                    "outcome": call.outcome,
+                    "error_code": call.error_code,
+                    "duration_ms": call.duration_ms,
+                },
+                call.at,
+                event.namespace,
+            )
+            for call in event.calls
+        ],
+    )
+
+
+async def _server_described(conn: Conn, event: ServerDescribed) -> None:
+    await conn.execute(
+        "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
+        "instructions = $5 WHERE id = $1",
+        event.server_id,
+        event.protocol_version,
+        event.capabilities,
+        event.server_info,
+        event.instructions,
+    )
+
+
+async def _resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
+    if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
+        return
+    await conn.execute("DELETE FROM mcp.resources WHERE server_id = $1", event.server_id)
+    await conn.execute("DELETE FROM mcp.resource_templates WHERE server_id = $1", event.server_id)
+    await conn.executemany(
+        "INSERT INTO mcp.resources(server_id, uri, name, description, mime_type, item, discovered_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        [
+            (
+                event.server_id,
+                r.uri,
+                r.item.get("name"),
+                r.item.get("description"),
+                r.item.get("mimeType"),
+                r.item,
+                event.occurred_at,
+            )
+            for r in event.resources
+        ],
+    )
+    await conn.executemany(
+        "INSERT INTO mcp.resource_templates(server_id, uri_template, name, description, item, discovered_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6)",
+        [
+            (event.server_id, t.uri_template, t.item.get("name"), t.item.get("description"), t.item, event.occurred_at)
+            for t in event.templates
+        ],
+    )
+
+
+async def _prompts_discovered(conn: Conn, event: PromptsDiscovered) -> None:
+    if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
+        return
+    await conn.execute("DELETE FROM mcp.prompts WHERE server_id = $1", event.server_id)
+    await conn.executemany(
+        "INSERT INTO mcp.prompts(server_id, original_name, description, arguments, item, discovered_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6)",
+        [
+            (
+                event.server_id,
+                p.original_name,
+                p.item.get("description"),
+                p.item.get("arguments") or [],
+                p.item,
+                event.occurred_at,
+            )
+            for p in event.prompts
+        ],
+    )
+
+
+async def _endpoint_saved(conn: Conn, event: EndpointSaved) -> None:
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO mcp.endpoints(id, namespace, name, description, include, exclude, overrides, created_by, "
+                "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) "
+                "ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, description = EXCLUDED.description, "
+                "include = EXCLUDED.include, exclude = EXCLUDED.exclude, overrides = EXCLUDED.overrides, "
+                "updated_at = EXCLUDED.updated_at",
+                event.endpoint_id,
+                event.namespace,
+                event.name,
+                event.description,
+                event.include,
+                event.exclude,
+                event.overrides,
+                event.actor,
+                event.occurred_at,
+            )
+    except asyncpg.UniqueViolationError:
+        log.error("endpoint %s dropped: the name is taken in %s", event.name, event.namespace)
+        return
+    await _audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
+
+
+async def _endpoint_deleted(conn: Conn, event: EndpointDeleted) -> None:
+    await conn.execute("DELETE FROM mcp.endpoints WHERE id = $1", event.endpoint_id)
+    await _audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
+
+
 _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerRegistered: _server_registered,
     ServerStatusChanged: _status_changed,
     ServerRemoved: _server_removed,
     ToolsDiscovered: _tools_discovered,
     ToolsClassified: _tools_classified,
+    ToolsUnclassified: _tools_unclassified,
+    ToolsChanged: _tools_changed,
+    ToolsApproved: _tools_approved,
     HealthChecked: _health_checked,
+    ServerConfigResealed: _config_resealed,
+    KeyCreated: _key_changed,
+    KeyRevoked: _key_changed,
+    CallsRecorded: _calls_recorded,
+    ServerDescribed: _server_described,
+    ResourcesDiscovered: _resources_discovered,
+    PromptsDiscovered: _prompts_discovered,
+    EndpointSaved: _endpoint_saved,
+    EndpointDeleted: _endpoint_deleted,
 }

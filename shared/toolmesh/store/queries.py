@@ -11,14 +11,17 @@ from toolmesh.store.projection import PROJECTOR
 
 Row = asyncpg.Record
 _SERVER_COLUMNS = (
-    "id::text AS id, name, description, transport_type, connection_config, health_check_url, status, "
+    "id::text AS id, name, namespace, description, transport_type, connection_config, health_check_url, status, "
     "last_health_check, consecutive_failures, last_response_time_ms, last_error, tool_count, error_message, "
-    "registered_at, connected_at, updated_at"
+    "registered_at, connected_at, updated_at, new_tools, created_by, tools_seen"
 )
 _TOOL_COLUMNS = (
     "id::text AS id, name, original_name, description, input_schema, source_server_id::text AS server_id, "
-    "is_classified, skill_ids, primary_skill_id, discovered_at"
+    "is_classified, skill_ids, primary_skill_id, discovered_at, namespace, definition_hash, approved_hash, "
+    "held_reason, held_fields, category, classification_status, classification_error"
 )
+_IN_NAMESPACE = "($2::text IS NULL OR namespace = $2::text)"
+"""Every read takes the caller's namespace; None (the owner) reads every namespace."""
 
 
 async def applied_sequence(db: asyncpg.Pool | asyncpg.Connection) -> int:
@@ -27,33 +30,55 @@ async def applied_sequence(db: asyncpg.Pool | asyncpg.Connection) -> int:
     return int(value or 0)
 
 
-async def get_server(db: asyncpg.Pool, server_id: str) -> Row | None:
-    """One server by id (None when unknown or not a UUID)."""
+async def get_server(db: asyncpg.Pool, server_id: str, namespace: str | None = None) -> Row | None:
+    """One server by id, in ``namespace`` (None: any); None when unknown, elsewhere or not a UUID."""
     try:
-        return await db.fetchrow(f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE id = $1::uuid", server_id)
+        return await db.fetchrow(
+            f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE id = $1::uuid AND {_IN_NAMESPACE}",
+            server_id,
+            namespace,
+        )
     except asyncpg.DataError:
         return None
 
 
-async def get_server_by_name(db: asyncpg.Pool, name: str) -> Row | None:
-    """One server by its registered name."""
-    return await db.fetchrow(f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE name = $1", name)
+async def get_server_by_name(db: asyncpg.Pool, name: str, namespace: str) -> Row | None:
+    """One server by its registered name in a namespace."""
+    return await db.fetchrow(
+        f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE name = $1 AND namespace = $2", name, namespace
+    )
 
 
 async def list_servers(
-    db: asyncpg.Pool, *, status: ServerStatus | None, limit: int, offset: int
+    db: asyncpg.Pool,
+    namespace: str | None,
+    *,
+    status: ServerStatus | None,
+    limit: int,
+    offset: int,
+    agent: str | None = None,
 ) -> tuple[list[Row], int]:
-    """A page of servers ordered by name, and the total matching the filter."""
-    where, args = ("WHERE status = $1", [str(status)]) if status else ("", [])
+    """A page of the namespace's servers ordered by name (then namespace), and the total matching;
+    with ``agent``, only the servers that principal registered, newest first."""
+    where = (
+        "WHERE ($1::text IS NULL OR namespace = $1::text) AND ($2::text IS NULL OR status = $2::text) "
+        "AND ($3::text IS NULL OR created_by = $3::text)"
+    )
+    order = "registered_at DESC, id" if agent is not None else "name, namespace"
+    args = [namespace, str(status) if status else None, agent]
     total = await db.fetchval(f"SELECT count(*) FROM mcp.external_servers {where}", *args)
     rows = await db.fetch(
-        f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers {where} ORDER BY name "
-        f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
+        f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers {where} ORDER BY {order} LIMIT $4 OFFSET $5",
         *args,
         limit,
         offset,
     )
     return list(rows), int(total)
+
+
+async def count_servers(db: asyncpg.Pool) -> int:
+    """Servers registered in every namespace (the registration limit counts them all)."""
+    return int(await db.fetchval("SELECT count(*) FROM mcp.external_servers"))
 
 
 async def list_tools(db: asyncpg.Pool, server_ids: list[str]) -> list[Row]:
@@ -88,34 +113,67 @@ async def servers_wanting_sessions(db: asyncpg.Pool) -> list[Row]:
     )
 
 
-async def status_counts(db: asyncpg.Pool) -> dict[str, int]:
-    """Number of servers in each status."""
-    rows = await db.fetch("SELECT status, count(*) AS n FROM mcp.external_servers GROUP BY status")
+async def status_counts(db: asyncpg.Pool, namespace: str | None) -> dict[str, int]:
+    """Number of the namespace's servers in each status."""
+    rows = await db.fetch(
+        "SELECT status, count(*) AS n FROM mcp.external_servers WHERE $1::text IS NULL OR namespace = $1::text "
+        "GROUP BY status",
+        namespace,
+    )
     return {r["status"]: int(r["n"]) for r in rows}
 
 
-async def tool_counts(db: asyncpg.Pool) -> dict[str, Any]:
-    """Total and classified external tools, and when the projection last changed."""
+async def tool_counts(db: asyncpg.Pool, namespace: str | None) -> dict[str, Any]:
+    """Total, classified and held external tools of the namespace, and when its projection last changed."""
     row = await db.fetchrow(
         "SELECT count(*) AS total, count(*) FILTER (WHERE is_classified) AS classified, "
-        "(SELECT max(updated_at) FROM mcp.external_servers) AS last_sync FROM mcp.tools WHERE is_external"
+        "count(*) FILTER (WHERE held_reason IS NOT NULL) AS held, "
+        "(SELECT max(updated_at) FROM mcp.external_servers WHERE $1::text IS NULL OR namespace = $1::text) "
+        "AS last_sync FROM mcp.tools WHERE is_external AND ($1::text IS NULL OR namespace = $1::text)",
+        namespace,
     )
     assert row is not None
     return dict(row)
 
 
-async def principal_for_token_hash(db: asyncpg.Pool, token_hash: str) -> Row | None:
-    """The principal owning an API key hash."""
-    return await db.fetchrow("SELECT id, name, role, namespace FROM mcp.principals WHERE token_hash = $1", token_hash)
-
-
-async def upsert_principal(db: asyncpg.Pool, *, name: str, token_hash: str, role: str, namespace: str) -> None:
-    """Create or re-key a principal (the first admin is seeded this way at start-up)."""
-    await db.execute(
-        "INSERT INTO mcp.principals(name, token_hash, role, namespace) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (name) DO UPDATE SET token_hash = EXCLUDED.token_hash, role = EXCLUDED.role",
-        name,
-        token_hash,
-        role,
-        namespace,
+async def tool_pins(db: asyncpg.Pool, server_id: str) -> tuple[Row | None, list[Row]]:
+    """What pinning needs of a server: its ``new_tools`` and ``tools_seen``, and each tool's
+    ``original_name``, ``definition_hash``, ``approved_hash`` and ``held_reason``."""
+    server = await db.fetchrow("SELECT new_tools, tools_seen FROM mcp.external_servers WHERE id = $1::uuid", server_id)
+    rows = await db.fetch(
+        "SELECT original_name, definition_hash, approved_hash, held_reason FROM mcp.tools "
+        "WHERE source_server_id = $1::uuid",
+        server_id,
     )
+    return server, list(rows)
+
+
+async def sealed_configs(db: asyncpg.Pool) -> list[Row]:
+    """Every server's id, name, namespace and connection config (sealed and masked), for key rotation."""
+    return list(
+        await db.fetch(
+            "SELECT id::text AS id, name, namespace, connection_config FROM mcp.external_servers ORDER BY id"
+        )
+    )
+
+
+async def list_resources(db: asyncpg.Pool, server_id: str) -> tuple[list[Row], list[Row]]:
+    """The resources and resource templates of one server (``item`` is the upstream's wire form)."""
+    resources = await db.fetch(
+        "SELECT uri, item, discovered_at FROM mcp.resources WHERE server_id = $1::uuid ORDER BY uri", server_id
+    )
+    templates = await db.fetch(
+        "SELECT uri_template, item, discovered_at FROM mcp.resource_templates WHERE server_id = $1::uuid "
+        "ORDER BY uri_template",
+        server_id,
+    )
+    return list(resources), list(templates)
+
+
+async def list_prompts(db: asyncpg.Pool, server_id: str) -> list[Row]:
+    """The prompts of one server (``item`` is the upstream's wire form)."""
+    rows = await db.fetch(
+        "SELECT original_name, item, discovered_at FROM mcp.prompts WHERE server_id = $1::uuid ORDER BY original_name",
+        server_id,
+    )
+    return list(rows)

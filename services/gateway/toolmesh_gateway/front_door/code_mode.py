@@ -35,8 +35,8 @@ from pydantic_monty import (
 
 from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
-from toolmesh.errors import ToolmeshError
-from toolmesh_gateway.catalog import Catalog, CatalogServer
+from toolmesh.errors import ExecutionTimeout, ToolmeshError
+from toolmesh_gateway.catalog import CatalogServer, CatalogView
 from toolmesh_gateway.front_door import packs
 
 log = logging.getLogger("toolmesh.gateway.code")
@@ -48,6 +48,15 @@ MAX_OUTPUT_BYTES = 256 * 1024
 
 CallTool = Callable[[ToolCallRequest], Awaitable[dict[str, Any]]]
 Search = Callable[[str, int, list[str] | None], Awaitable[list[dict[str, Any]]]]
+
+
+@dataclass(frozen=True)
+class CallerPacks:
+    """What one caller's snippet can reach: the servers it sees, its tool calls and its search."""
+
+    view: CatalogView
+    call_tool: CallTool
+    search: Search
 
 
 class PackHandle:
@@ -91,7 +100,7 @@ class PackError(Exception):
 class _Run:
     """The packs of one run, and its deadline."""
 
-    catalog: Catalog
+    catalog: CatalogView
     call_tool: CallTool
     search: Search
     deadline: float
@@ -139,6 +148,8 @@ class _Run:
         request = ToolCallRequest(name=tool, server_id=server.id, arguments=kwargs, timeout_seconds=timeout)
         try:
             result = await self.call_tool(request)
+        except ExecutionTimeout as exc:  # the call's share of the run's budget ran out: one timeout type
+            raise PackError(f"{exc.error_code}: {exc.detail}", TimeoutError) from exc
         except ToolmeshError as exc:
             raise PackError(f"{exc.error_code}: {exc.detail}", RuntimeError) from exc
         return tool_value(pack, tool, result)
@@ -185,11 +196,8 @@ def tool_value(pack: str, tool: str, result: dict[str, Any]) -> Any:
 class CodeRunner:
     """Runs snippets in a pool of monty workers, started on first use."""
 
-    def __init__(self, settings: Settings, catalog: Catalog, call_tool: CallTool, search: Search) -> None:
+    def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._catalog = catalog
-        self._call_tool = call_tool
-        self._search = search
         self._pool: AsyncMonty | None = None
         self._lock = asyncio.Lock()
 
@@ -222,14 +230,15 @@ class CodeRunner:
             await pool.__aexit__(None, None, None)
             await asyncio.sleep(SHUTDOWN_SETTLE_SECONDS)
 
-    async def run(self, code: str, timeout: float | None = None) -> RunResult:
-        """Execute ``code``; errors (sandbox, pack, timeout) come back in the result, never raised."""
+    async def run(self, code: str, caller_packs: CallerPacks, timeout: float | None = None) -> RunResult:
+        """Execute ``code`` with the caller's packs; errors (sandbox, pack, timeout) come back in the
+        result, never raised."""
         budget = min(timeout or self._settings.code_timeout_seconds, self._settings.code_timeout_seconds)
         started = time.monotonic()
         state = _Run(
-            self._catalog,
-            self._call_tool,
-            self._search,
+            caller_packs.view,
+            caller_packs.call_tool,
+            caller_packs.search,
             deadline=started + budget,
             default_timeout=self._settings.request_timeout_seconds,
         )

@@ -13,12 +13,14 @@ from typing import Any, Literal
 import mcp_types
 
 from toolmesh.errors import ToolmeshError
-from toolmesh_gateway.catalog import Catalog
+from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.front_door.names import NameMap
 
 Mode = Literal["all", "search"]
 MODES: tuple[Mode, ...] = ("all", "search")
 SEARCH_TOOLS, CALL_TOOL, RUN = "search_tools", "call_tool", "run"
+CATEGORY_META = "toolmesh/category"
+"""``_meta`` key of a listed tool's category (memory, search, file, ...)."""
 
 META_TOOLS = [
     mcp_types.Tool(
@@ -74,22 +76,39 @@ class AllTools:
     tools: list[mcp_types.Tool]
 
 
-def all_tools(catalog: Catalog, separator: str) -> AllTools:
-    """Every visible tool under its public name; the description says where it comes from."""
-    visible = catalog.visible()
-    names = NameMap.build(((s.name, t.name) for s, t in visible), separator)
+def all_tools(catalog: CatalogView, separator: str) -> AllTools:
+    """Every visible tool under its public name; the description says where it comes from (an
+    endpoint's overrides rename and re-describe tools).
+
+    Held tools get a name too (a call then says why it is refused) but are not listed; naming them
+    keeps every other tool's name stable while one is held.
+    """
+    named = catalog.visible(include_held=True)
+    renames = catalog.renames()
+    chosen = {pair: o.name for pair, o in renames.items() if o.name is not None}
+    names = NameMap.build(((s.name, t.name) for s, t in named), separator, chosen)
     tools = []
-    for server, tool in visible:
+    for server, tool in named:
+        if tool.hold is not None:
+            continue
         public = names.public(server.name, tool.name)
         assert public is not None
         schema = tool.input_schema if tool.input_schema.get("type") == "object" else {"type": "object"}
-        description = f"[{server.name}] {tool.description or tool.name}"
+        override = renames.get((server.name, tool.name))
+        if override is not None and override.description is not None:
+            description = override.description
+        else:
+            description = f"[{server.name}] {tool.description or tool.name}"
         tools.append(
             mcp_types.Tool(
-                name=public, title=f"{server.name}.{tool.name}", description=description, input_schema=schema
+                name=public,
+                title=f"{server.name}.{tool.name}",
+                description=description,
+                input_schema=schema,
+                _meta={CATEGORY_META: str(tool.category)},
             )
         )
-    return AllTools(catalog.version, names, tools)
+    return AllTools(catalog.catalog.version, names, tools)
 
 
 def call_result(body: dict[str, Any]) -> mcp_types.CallToolResult:

@@ -7,22 +7,38 @@ from starlette.routing import Route
 
 from toolmesh.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.front_door.client_links import ClientLinks
+from toolmesh_gateway.front_door.input_required import InputBridge
+from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.server import FrontDoor
+from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls
 
 MCP_PATH = "/mcp"
+NAMED_PATH = "/mcp/{name}"
 
 
 async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, calls: ToolCalls) -> FrontDoor:
-    """Start the MCP server on the app's authenticator, catalog feed (started), tool calls and search
-    service; serve it at ``/mcp``."""
+    """Start the MCP servers on the app's authenticator, catalog feed (started), tool calls, forwarder
+    and search service; serve the aggregate at ``/mcp`` and each endpoint or server at ``/mcp/{name}``."""
+    links = ClientLinks(backends.nc, calls.replica)
+    await links.start()
     front = FrontDoor(
         backends.settings,
         app.state.authenticator,
         feed,
         calls,
         app.state.search,
+        app.state.rate_limiter,
+        app.state.forwarder,
+        links,
+        InputBridge(links, backends.settings.request_timeout_seconds),
     )
+    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate)
+    named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)
+    front.managers.append(transparent.manager)
+    front.on_changes.append(transparent.announce)
     await front.start()
     app.router.routes.append(Route(MCP_PATH, front, include_in_schema=False))  # an ASGI app: every method
+    app.router.routes.append(Route(NAMED_PATH, named, include_in_schema=False))
     return front

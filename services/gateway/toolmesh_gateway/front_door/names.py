@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MAX_LENGTH = 64
@@ -48,10 +48,19 @@ class NameMap:
     by_pair: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, pairs: Iterable[tuple[str, str]], separator: str = "__") -> NameMap:
-        """Names for every pair; exact names first, so they are never displaced by a lossy one."""
+    def build(
+        cls,
+        pairs: Iterable[tuple[str, str]],
+        separator: str = "__",
+        chosen: Mapping[tuple[str, str], str] | None = None,
+    ) -> NameMap:
+        """Names for every pair: ``chosen`` names first (an endpoint's renames), then exact names, so
+        they are never displaced by a lossy one."""
         names = cls(separator)
-        unique = sorted(set(pairs))
+        for pair, name in sorted((chosen or {}).items()):
+            if name not in names.by_public:
+                names._add(name, pair)
+        unique = sorted(set(pairs) - names.by_pair.keys())
         readable = {pair: candidate_name(*pair, separator) for pair in unique}
         shared = Counter(name for name, _ in readable.values())
         for pair in unique:  # exact names first ("a__b"+"c" and "a"+"b__c" clash: the first sorted wins)

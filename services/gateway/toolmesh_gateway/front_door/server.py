@@ -2,7 +2,8 @@
 
 ``FrontDoor`` is an ASGI app (Streamable HTTP through the SDK's session manager) with the REST
 API's bearer auth in front: the principal comes from the same ``Authenticator``, and an MCP
-session is bound to the principal that opened it. ``?mode=all|search`` picks the mode of a
+session is bound to the principal that opened it and to one namespace — the principal's, or
+for the owner the one ``?namespace=`` names. ``?mode=all|search`` picks the mode of a
 connection (default: ``TOOLMESH_MCP_MODE``). Tool calls go through ``ToolCalls``, like
 ``POST /api/v1/tools/call``; upstream progress reaches the client when it sent a progress token.
 """
@@ -12,15 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs
 
 import anyio
 import mcp_types
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -33,17 +33,42 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
 from toolmesh.search.service import SearchService
-from toolmesh_gateway.auth import Authenticator, Principal
+from toolmesh_gateway.auth import Authenticator, Caller
+from toolmesh_gateway.bundle_view import BundleView
+from toolmesh_gateway.bundles import Bundle
+from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
-from toolmesh_gateway.front_door.code_mode import CodeRunner
+from toolmesh_gateway.front_door.aggregate import Aggregate
+from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
+from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
+from toolmesh_gateway.front_door.eras import CACHE_HINTS
+from toolmesh_gateway.front_door.input_required import InputBridge, bridged
+from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
+from toolmesh_gateway.rate_limit import RateLimiter
+from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
 
 log = logging.getLogger("toolmesh.gateway.mcp")
-PRINCIPAL_KEY, MODE_KEY = "toolmesh.principal", "toolmesh.mode"
+MODE_KEY, BUNDLE_KEY = "toolmesh.mode", "toolmesh.bundle"
 ANNOUNCE_TIMEOUT_SECONDS = 2.0
 MAX_TRACKED_SESSIONS = 10_000
 Ctx = ServerRequestContext[Any, Any]
+
+
+class AggregateServer(Server[Any]):
+    """The lowlevel server of ``/mcp``, announcing list changes of tools, resources and prompts."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """The initialize result's payload, with every ``listChanged`` announced."""
+        options = notification_options or NotificationOptions(True, True, True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
 class FrontDoor:
@@ -59,26 +84,46 @@ class FrontDoor:
         feed: CatalogFeed,
         calls: ToolCalls,
         search: SearchService,
+        rate_limiter: RateLimiter,
+        forwarder: Forwarder,
+        links: ClientLinks,
+        bridge: InputBridge,
     ) -> None:
         self._settings = settings
         self._auth = authenticator
+        self._limiter = rate_limiter
         self._feed = feed
         self._calls = calls
         self._search = search
-        self._listing: listing.AllTools | None = None
+        self._forwarder = forwarder
+        self.links = links
+        self.bridge = bridge
+        self._listings: dict[str, listing.AllTools] = {}  # by namespace
         self._sessions: dict[str, ServerSession] = {}  # legacy-era connections, for list_changed
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 connections listen on subscriptions/listen
-        self.code = CodeRunner(settings, feed.catalog, calls.call, self._search_for_code)
-        self.server: Server[Any] = Server(
+        self.code = CodeRunner(settings)
+        self.server: Server[Any] = AggregateServer(
             "toolmesh",
+            cache_hints=CACHE_HINTS,
             version="0.1.0",
             instructions="Tools of every MCP server registered with toolmesh.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
-        self.server.middleware.append(self._track_session)
-        self._manager = StreamableHTTPSessionManager(app=self.server)
+        # Spans come from the gateway's HTTP and NATS hops; the SDK's per-message span is dropped (cost).
+        self.server.middleware.clear()
+        self.server.add_notification_handler(
+            "notifications/initialized", mcp_types.NotificationParams, self._track_session
+        )
+        self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
+        self.aggregate.install(self.server)
+        # The gateway's BodyLimit enforces the same limit first, with the contract's error body.
+        self._manager = StreamableHTTPSessionManager(
+            app=self.server, max_request_body_size=settings.max_request_body_bytes
+        )
+        self.managers: list[StreamableHTTPSessionManager] = [self._manager]
+        self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
         self._stop = anyio.Event()
         self._runner: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -104,9 +149,17 @@ class FrontDoor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
         await self.code.close()
+        await self.bridge.close()
+        await self.links.close()
 
     async def _run(self) -> None:
-        async with self._manager.run(), anyio.create_task_group() as tg:
+        async with contextlib.AsyncExitStack() as stack:
+            for manager in self.managers:
+                await stack.enter_async_context(manager.run())
+            await self._serve()
+
+    async def _serve(self) -> None:
+        async with anyio.create_task_group() as tg:
             tg.start_soon(self._announce_changes)
             self._ready.set()
             await self._stop.wait()
@@ -115,69 +168,111 @@ class FrontDoor:
     # -- ASGI ------------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Authenticate, pick the mode, and hand the request to the SDK's session manager."""
+        """``/mcp``: authenticate and serve the aggregate (a key limited to endpoints may not)."""
         if scope["type"] != "http":
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
-            principal = await self._auth.principal(headers.get("authorization"))
+            caller = await authenticate(self._auth, self._limiter, scope)
+            caller.principal.require_api_access()
         except ToolmeshError as exc:
-            extra = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-            await JSONResponse(exc.body(), status_code=exc.status, headers=extra)(scope, receive, send)
+            await refuse(exc, scope, receive, send)
             return
-        mode = (parse_qs(_query(scope)).get("mode") or [self._settings.mcp_mode])[0]
+        await self.serve(scope, receive, send, caller)
+
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, caller: Caller, bundle: Bundle | None = None
+    ) -> None:
+        """Serve the aggregate, or one endpoint's bundle of it, to an authenticated caller."""
+        mode = query_of(scope).get("mode") or self._settings.mcp_mode
         if mode not in listing.MODES:
             detail = f"Unknown mode {mode!r}; use one of {', '.join(listing.MODES)}"
             body = {"detail": detail, "error_code": "VALIDATION_ERROR", "context": {"mode": mode}}
             await JSONResponse(body, status_code=400)(scope, receive, send)
             return
-        user = AuthenticatedUser(AccessToken(token="-", client_id=principal.name, scopes=[principal.role]))
-        scope = {**scope, "user": user, PRINCIPAL_KEY: principal, MODE_KEY: mode}
-        await self._manager.handle_request(scope, receive, send)
+        await self._manager.handle_request(
+            as_user(scope, caller, **{MODE_KEY: mode, BUNDLE_KEY: bundle}), receive, send
+        )
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        if scope.get("method") == "DELETE" and session:
+            await release_client(self.links, self._forwarder, self._feed, session.decode("latin-1"))
 
     # -- handlers --------------------------------------------------------------------------------
 
     def _mode(self, ctx: Ctx) -> str:
-        request = ctx.request
-        scope = getattr(request, "scope", None) or {}
-        return str(scope.get(MODE_KEY) or self._settings.mcp_mode)
+        return str(_scope_of(ctx).get(MODE_KEY) or self._settings.mcp_mode)
 
     @staticmethod
-    def _principal(ctx: Ctx) -> Principal | None:
-        scope = getattr(ctx.request, "scope", None) or {}
-        principal = scope.get(PRINCIPAL_KEY)
-        return principal if isinstance(principal, Principal) else None
+    def _caller(ctx: Ctx) -> Caller:
+        caller = _scope_of(ctx).get(CALLER_KEY)
+        if not isinstance(caller, Caller):
+            raise Unauthorized("MCP request without an authenticated caller")
+        return caller
 
-    def _all_tools(self) -> listing.AllTools:
-        current = self._listing
+    def _view(self, ctx: Ctx) -> CatalogView:
+        """What the connection sees: its namespace, narrowed to its endpoint's bundle if it has one."""
+        bundle = _scope_of(ctx).get(BUNDLE_KEY)
+        namespace = self._caller(ctx).scope
+        if isinstance(bundle, Bundle):
+            return BundleView(self._feed.catalog, namespace, bundle)
+        return self._feed.catalog.view(namespace)
+
+    def _all_tools(self, view: CatalogView) -> listing.AllTools:
+        bundle = view.bundle if isinstance(view, BundleView) and view.bundle is not None else None
+        key = f"{view.namespace}/{bundle.id if bundle else ''}"
+        current = self._listings.get(key)
         if current is None or current.version != self._feed.catalog.version:
-            current = listing.all_tools(self._feed.catalog, self._settings.mcp_name_separator)
-            self._listing = current
+            current = listing.all_tools(view, self._settings.mcp_name_separator)
+            self._listings[key] = current
         return current
 
     async def _list_tools(self, ctx: Ctx, params: mcp_types.PaginatedRequestParams | None) -> mcp_types.ListToolsResult:
         if self._mode(ctx) == "search":
             return mcp_types.ListToolsResult(tools=listing.META_TOOLS)
-        return mcp_types.ListToolsResult(tools=self._all_tools().tools)
+        return mcp_types.ListToolsResult(tools=self._all_tools(self._view(ctx)).tools)
 
-    async def _call_tool(self, ctx: Ctx, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+    async def _call_tool(
+        self, ctx: Ctx, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         arguments = dict(params.arguments or {})
         try:
             if self._mode(ctx) == "search":
                 return await self._call_meta(ctx, params.name, arguments)
-            pair = self._all_tools().names.resolve(params.name)
-            server = self._feed.catalog.server_named(pair[0]) if pair else None
+            view = self._view(ctx)
+            pair = self._all_tools(view).names.resolve(params.name)
+            server = view.server_named(pair[0]) if pair else None
             if pair is None or server is None:
                 request = _call_request(params.name, arguments)  # routing has the last word
             else:
                 request = _call_request(pair[1], arguments, server.id)
-            return listing.call_result(await self._calls.call(request, progress=_progress_sink(ctx)))
+            return await self._call(ctx, request)
         except ToolmeshError as exc:
             return listing.error_result(exc)
 
-    async def _call_meta(self, ctx: Ctx, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+    async def _call(
+        self, ctx: Ctx, request: ToolCallRequest
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """A tool call in the session's namespace, as its caller; in the 2026-07-28 era through the
+        ``InputBridge``."""
+        caller = self._caller(ctx)
+        if bridged(ctx):
+            outcome = await self.bridge.run(
+                ctx,
+                lambda link: self._calls.call(
+                    request, caller, progress=_progress_sink(ctx), client=link.ref, view=self._view(ctx)
+                ),
+            )
+            return outcome if isinstance(outcome, mcp_types.InputRequiredResult) else listing.call_result(outcome)
+        call_id = self._calls.new_call_id()
+        with self.links.call(ctx, call_id) as client:
+            body = await self._calls.call(
+                request, caller, progress=_progress_sink(ctx), client=client, call_id=call_id, view=self._view(ctx)
+            )
+        return listing.call_result(body)
+
+    async def _call_meta(
+        self, ctx: Ctx, name: str, arguments: dict[str, Any]
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         if name == listing.SEARCH_TOOLS:
-            principal = self._principal(ctx)
             search = SearchRequest.model_validate(
                 {
                     "query": str(arguments.get("query", "")) or "*",
@@ -186,7 +281,7 @@ class FrontDoor:
                     "include_schemas": True,
                 }
             )
-            found = await self._search.search(search, namespace=principal.namespace if principal else None)
+            found = await search_visible(self._search, search, self._view(ctx))
             tools = [
                 {
                     "name": t.name,
@@ -200,17 +295,31 @@ class FrontDoor:
             return listing.text_result({"tools": tools})
         if name == listing.CALL_TOOL:
             request = _call_request(str(arguments.get("name", "")), arguments.get("arguments") or {})
-            return listing.call_result(await self._calls.call(request, progress=_progress_sink(ctx)))
+            return await self._call(ctx, request)
         if name == listing.RUN:
             timeout = arguments.get("timeout_seconds")
-            outcome = await self.code.run(str(arguments.get("code", "")), float(timeout) if timeout else None)
+            view = self._view(ctx)
+
+            async def call_tool(request: ToolCallRequest) -> dict[str, Any]:
+                return await self._calls.call(request, self._caller(ctx), view=view)
+
+            async def search_tools(query: str, limit: int, servers: list[str] | None) -> list[dict[str, Any]]:
+                return await self._search_for_code(view, query, limit, servers)
+
+            outcome = await self.code.run(
+                str(arguments.get("code", "")),
+                CallerPacks(view, call_tool, search_tools),
+                float(timeout) if timeout else None,
+            )
             return listing.text_result(outcome.body(), is_error=not outcome.ok)
         known = ", ".join(t.name for t in listing.META_TOOLS)
         return listing.text_result(f"Unknown tool {name!r} in search mode; tools: {known}", is_error=True)
 
-    async def _search_for_code(self, query: str, limit: int, servers: list[str] | None) -> list[dict[str, Any]]:
+    async def _search_for_code(
+        self, view: CatalogView, query: str, limit: int, servers: list[str] | None
+    ) -> list[dict[str, Any]]:
         request = SearchRequest.model_validate({"query": query, "limit": limit, "server_filter": servers})
-        found = await self._search.search(request)
+        found = await search_visible(self._search, request, view)
         return [
             {
                 "name": t.name,
@@ -224,29 +333,37 @@ class FrontDoor:
 
     # -- list_changed ----------------------------------------------------------------------------
 
-    async def _track_session(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
-        """Remember each legacy-era connection (by its session id) to announce tool-list changes to it."""
-        if ctx.method == "notifications/initialized":
-            headers = getattr(ctx.request, "headers", None)
-            key = headers.get("mcp-session-id") if headers is not None else None
-            self._sessions[key or str(id(ctx.session))] = ctx.session
-            while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
-                self._sessions.pop(next(iter(self._sessions)))
-        return await call_next(ctx)
+    async def _track_session(self, ctx: Ctx, _: mcp_types.NotificationParams) -> None:
+        """Remember each legacy-era connection (by its session id) to announce list changes to it."""
+        headers = getattr(ctx.request, "headers", None)
+        key = headers.get("mcp-session-id") if headers is not None else None
+        self._sessions[key or str(id(ctx.session))] = ctx.session
+        while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
+            self._sessions.pop(next(iter(self._sessions)))
 
     async def _announce_changes(self) -> None:
-        version = self._feed.catalog.version
+        seen = self._feed.versions()
         while True:
-            version = await self._feed.wait_changed(version)
-            self._listing = None
-            await self._bus.publish(ToolsListChanged())
+            now = await self._feed.wait_any_changed(seen)
+            tools, resources, prompts = (a != b for a, b in zip(now, seen, strict=True))
+            seen = now
+            if tools:
+                self._listings = {}
+                await self._bus.publish(ToolsListChanged())
             for key, session in list(self._sessions.items()):
                 try:
                     with anyio.fail_after(ANNOUNCE_TIMEOUT_SECONDS):
-                        await session.send_tool_list_changed()
+                        if tools:
+                            await session.send_tool_list_changed()
+                        if resources:
+                            await session.send_resource_list_changed()
+                        if prompts:
+                            await session.send_prompt_list_changed()
                 except Exception as exc:  # the client went away: forget its connection
                     log.debug("dropping MCP session %s: %s", key, exc)
                     self._sessions.pop(key, None)
+            for announce in self.on_changes:
+                await announce()
 
 
 def _progress_sink(ctx: Ctx) -> ProgressSink | None:
@@ -261,10 +378,10 @@ def _progress_sink(ctx: Ctx) -> ProgressSink | None:
     return sink
 
 
+def _scope_of(ctx: Ctx) -> dict[str, Any]:
+    scope = getattr(ctx.request, "scope", None)
+    return scope if isinstance(scope, dict) else {}
+
+
 def _call_request(name: str, arguments: dict[str, Any], server_id: str | None = None) -> ToolCallRequest:
     return ToolCallRequest(name=name, arguments=arguments, server_id=server_id, timeout_seconds=None)
-
-
-def _query(scope: Scope) -> str:
-    raw = scope.get("query_string", b"")
-    return raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)

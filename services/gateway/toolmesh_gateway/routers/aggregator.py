@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from toolmesh.contracts.aggregator import AggregatorState, HealthReport, HealthServers
+from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, HealthReport, HealthServers, ResealReport
+from toolmesh.contracts.keys import Role
+from toolmesh.errors import Forbidden
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.rotation import reseal_configs
 from toolmesh.runtime import Backends
-from toolmesh.store import queries
+from toolmesh.store.consistency import wait_for_projection
+from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import backends
 from toolmesh_gateway.health_checks import check_database, check_index, check_nats
@@ -24,32 +27,17 @@ S = ServerStatus
 
 
 @router.get("/state")
-async def aggregator_state(request: Request, _: Auth, b: Conns) -> AggregatorState:
-    """Counts of servers by status and of tools, and how long this gateway has run."""
-    counts = await queries.status_counts(b.db)
-    tools = await queries.tool_counts(b.db)
-    return AggregatorState(
-        total_servers=sum(counts.values()),
-        connected_servers=counts.get(S.CONNECTED, 0),
-        degraded_servers=counts.get(S.DEGRADED, 0),
-        disconnected_servers=counts.get(S.DISCONNECTED, 0),
-        error_servers=counts.get(S.ERROR, 0),
-        connecting_servers=counts.get(S.CONNECTING, 0),
-        total_tools=tools["total"],
-        classified_tools=tools["classified"],
-        unclassified_tools=tools["total"] - tools["classified"],
-        last_sync=tools["last_sync"],
-        health_check_interval_seconds=b.settings.health_interval_seconds,
-        uptime_seconds=round(time.monotonic() - request.app.state.started_at, 3),
-    )
+async def aggregator_state(request: Request, principal: Auth, b: Conns) -> AggregatorState:
+    """Counts of the caller's servers by status and of their tools, and how long this gateway has run."""
+    return await reads.aggregator_state(b.db, b.settings, principal, request.app.state.started_at)
 
 
 @router.get("/health", responses={503: {"model": HealthReport}})
-async def aggregator_health(request: Request, _: Auth, b: Conns, response: Response) -> HealthReport:
+async def aggregator_health(request: Request, principal: Auth, b: Conns, response: Response) -> HealthReport:
     """Healthy; degraded (200) with ``issues`` when servers are in error or degraded; unhealthy (503)
     when a backend (database, NATS) does not answer within a second, so a readiness probe fails."""
     (database, counts), nats, (index, embedder) = await asyncio.gather(
-        check_database(b), check_nats(b), check_index(request)
+        check_database(b, principal.scope), check_nats(b), check_index(request)
     )
     checks = {"database": database, "nats": nats, "qdrant": index}
     issues = [f"{name} check failed: {value}" for name, value in checks.items() if value != "ok"]
@@ -71,6 +59,18 @@ async def aggregator_health(request: Request, _: Auth, b: Conns, response: Respo
         servers=HealthServers(total=total, connected=counts.get(S.CONNECTED, 0), error=errors),
         issues=issues or None,
     )
+
+
+@router.post("/credentials/reseal", responses={403: {"model": ErrorBody}})
+async def reseal_credentials(request: Request, principal: Auth, b: Conns) -> ResealReport:
+    """Owner only: seal every server's connection config again under the current credential key
+    (after ``MCP_CREDENTIAL_KEY`` was rotated with the old key in ``MCP_CREDENTIAL_KEY_PREVIOUS``)."""
+    if principal.role is not Role.OWNER:
+        raise Forbidden("Only the owner may reseal credentials", {"role": str(principal.role)})
+    report, seq = await reseal_configs(b, request.app.state.credential_box, principal.name)
+    if seq:
+        await wait_for_projection(b.db, seq, b.settings.projection_wait_seconds)
+    return report
 
 
 @probes.get("/livez")

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, Request
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Principal, require_principal
+from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.searching import search_visible
 
 router = APIRouter(prefix="/api/v1", tags=["search"])
 Auth = Annotated[Principal, Depends(require_principal)]
@@ -24,9 +26,12 @@ Search = Annotated[SearchService, Depends(search_service)]
 
 
 @router.post("/search")
-async def search(body: SearchRequest, principal: Auth, service: Search) -> SearchResponse:
-    """Tools matching the query, skills first (``hierarchical``) or directly (``flat``)."""
-    return await service.search(body, namespace=principal.namespace)
+async def search(body: SearchRequest, request: Request, principal: Auth, service: Search) -> SearchResponse:
+    """The caller's tools matching the query, skills first (``hierarchical``) or directly (``flat``)."""
+    feed: CatalogFeed = request.app.state.catalog_feed
+    # The owner may look into one namespace; anyone else asking for another one finds nothing.
+    namespace = principal.scope if principal.scope is not None else body.namespace
+    return await search_visible(service, body, feed.catalog.view(namespace))
 
 
 @router.get("/search/health")

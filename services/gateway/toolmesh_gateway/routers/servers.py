@@ -7,7 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
+from toolmesh.contracts.api import ListServersRequest
 from toolmesh.contracts.servers import (
+    ApproveToolsRequest,
+    ApproveToolsResponse,
+    ClassifyResponse,
     ConnectResponse,
     DisconnectRequest,
     DisconnectResponse,
@@ -19,30 +23,25 @@ from toolmesh.contracts.servers import (
     ServerList,
     ToolList,
 )
-from toolmesh.errors import ServerNotFound
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.naming import NAMESPACE_PATTERN
 from toolmesh.runtime import Backends
-from toolmesh.store import queries
+from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
-from toolmesh_gateway.dependencies import backends, caller_of, server_commands
+from toolmesh_gateway.dependencies import Limit, Offset, backends, caller_of, server_commands
+from toolmesh_gateway.routers.audit import NO_NUL
 from toolmesh_gateway.server_commands import ServerCommands
-from toolmesh_gateway.views import history_entry, server_detail, server_summary, tool_info
+from toolmesh_gateway.views import server_detail
 
 router = APIRouter(prefix="/api/v1/aggregator/servers", tags=["servers"])
 Auth = Annotated[Principal, Depends(require_principal)]
 Commands = Annotated[ServerCommands, Depends(server_commands)]
 Conns = Annotated[Backends, Depends(backends)]
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
+MANAGED: dict[int | str, dict[str, Any]] = {403: {"model": ErrorBody}, 404: {"model": ErrorBody}}
 
 
-async def _existing(b: Backends, server_id: str) -> queries.Row:
-    row = await queries.get_server(b.db, server_id)
-    if row is None:
-        raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
-    return row
-
-
-@router.post("", status_code=status.HTTP_201_CREATED, responses={409: {"model": ErrorBody}})
+@router.post("", status_code=status.HTTP_201_CREATED, responses={403: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def register_server(
     body: RegisterServerRequest, request: Request, principal: Auth, commands: Commands
 ) -> ServerCreated:
@@ -52,40 +51,42 @@ async def register_server(
 
 @router.get("")
 async def list_servers(
-    _: Auth,
+    principal: Auth,
     b: Conns,
     status_filter: Annotated[ServerStatus | None, Query(alias="status")] = None,
     include_tools: bool = False,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    namespace: Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)] = None,
+    agent: Annotated[str | None, Query(min_length=1, max_length=256, pattern=NO_NUL)] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> ServerList:
-    """A page of registered servers, optionally by status and with their tools."""
-    rows, total = await queries.list_servers(b.db, status=status_filter, limit=limit, offset=offset)
-    tools_by_server: dict[str, list] = {r["id"]: [] for r in rows}
-    if include_tools and rows:
-        for tool in await queries.list_tools(b.db, list(tools_by_server)):
-            tools_by_server[tool["server_id"]].append(tool_info(tool))
-    return ServerList(
-        servers=[server_summary(r, tools_by_server[r["id"]] if include_tools else None) for r in rows],
-        total=total,
+    """A page of the caller's servers, optionally by status and with their tools (the owner sees every
+    namespace, or the one ``namespace`` names); with ``agent`` only the servers that principal
+    registered, newest first."""
+    request = ListServersRequest(
+        status=status_filter,
+        include_tools=include_tools,
+        namespace=namespace,
+        agent=agent,
         limit=limit,
         offset=offset,
     )
+    return await reads.list_servers(b.db, principal, request)
 
 
 @router.get("/{server_id}", responses=NOT_FOUND)
-async def get_server(server_id: str, _: Auth, b: Conns) -> ServerDetail:
+async def get_server(server_id: str, request: Request, principal: Auth, commands: Commands) -> ServerDetail:
     """One server with its masked connection config."""
-    return server_detail(await _existing(b, server_id))
+    return server_detail(await commands.server(server_id, caller_of(request, principal)))
 
 
-@router.post("/{server_id}/connect", responses=NOT_FOUND)
+@router.post("/{server_id}/connect", responses=MANAGED)
 async def connect_server(server_id: str, request: Request, principal: Auth, commands: Commands) -> ConnectResponse:
     """Connect (idempotent, BR-002)."""
     return await commands.connect(server_id, caller_of(request, principal))
 
 
-@router.post("/{server_id}/disconnect", responses=NOT_FOUND)
+@router.post("/{server_id}/disconnect", responses=MANAGED)
 async def disconnect_server(
     server_id: str,
     request: Request,
@@ -98,7 +99,7 @@ async def disconnect_server(
     return await commands.disconnect(server_id, force, caller_of(request, principal))
 
 
-@router.delete("/{server_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
+@router.delete("/{server_id}", status_code=status.HTTP_204_NO_CONTENT, responses=MANAGED)
 async def remove_server(server_id: str, request: Request, principal: Auth, commands: Commands) -> Response:
     """Remove a server with its tools, index entries and history (BR-008)."""
     await commands.remove(server_id, caller_of(request, principal))
@@ -106,15 +107,35 @@ async def remove_server(server_id: str, request: Request, principal: Auth, comma
 
 
 @router.get("/{server_id}/tools", responses=NOT_FOUND)
-async def list_server_tools(server_id: str, _: Auth, b: Conns, include_schemas: bool = False) -> ToolList:
-    """The tools discovered on one server, with classified counts."""
-    await _existing(b, server_id)
-    tools = [tool_info(t, with_schema=include_schemas) for t in await queries.list_tools(b.db, [server_id])]
-    classified = sum(1 for t in tools if t.is_classified)
-    return ToolList(tools=tools, total=len(tools), classified=classified, unclassified=len(tools) - classified)
+async def list_server_tools(
+    server_id: str, request: Request, principal: Auth, b: Conns, commands: Commands, include_schemas: bool = False
+) -> ToolList:
+    """The tools discovered on one server, with classified counts; held tools say why they are held."""
+    return await reads.server_tools(b.db, commands, caller_of(request, principal), server_id, include_schemas)
 
 
-@router.post("/{server_id}/tools/refresh", status_code=status.HTTP_202_ACCEPTED, responses=NOT_FOUND)
+@router.post("/{server_id}/tools/approve", responses=MANAGED)
+async def approve_server_tools(
+    server_id: str,
+    request: Request,
+    principal: Auth,
+    commands: Commands,
+    body: Annotated[ApproveToolsRequest | None, Body()] = None,
+) -> ApproveToolsResponse:
+    """Approve the current definitions of held tools (changed or new): they are listed and callable again."""
+    names = body.tools if body else None
+    return await commands.approve(server_id, names, caller_of(request, principal))
+
+
+@router.post("/{server_id}/tools/classify", status_code=status.HTTP_202_ACCEPTED, responses=MANAGED)
+async def classify_server_tools(
+    server_id: str, request: Request, principal: Auth, commands: Commands
+) -> ClassifyResponse:
+    """Classify the server's unclassified tools again (after classification gave up: UNCLASSIFIED)."""
+    return await commands.classify(server_id, caller_of(request, principal))
+
+
+@router.post("/{server_id}/tools/refresh", status_code=status.HTTP_202_ACCEPTED, responses=MANAGED)
 async def refresh_server_tools(
     server_id: str, request: Request, principal: Auth, commands: Commands
 ) -> RefreshResponse:
@@ -123,7 +144,8 @@ async def refresh_server_tools(
 
 
 @router.get("/{server_id}/history", responses=NOT_FOUND)
-async def server_history(server_id: str, _: Auth, b: Conns) -> list[HistoryEntry]:
+async def server_history(
+    server_id: str, request: Request, principal: Auth, b: Conns, commands: Commands
+) -> list[HistoryEntry]:
     """The connection history of one server, oldest first."""
-    await _existing(b, server_id)
-    return [history_entry(r) for r in await queries.connection_history(b.db, server_id)]
+    return await reads.server_history(b.db, commands, caller_of(request, principal), server_id)

@@ -10,13 +10,14 @@ from fastapi import APIRouter, Depends, Request, Response
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
 from toolmesh_gateway.auth import Principal, require_principal
+from toolmesh_gateway.dependencies import caller_of
 from toolmesh_gateway.tool_calls import CallAbandoned, ToolCalls
 
 router = APIRouter(prefix="/api/v1/tools", tags=["tools"])
 Auth = Annotated[Principal, Depends(require_principal)]
 CLIENT_CLOSED = 499
 """Status logged for a call whose client disconnected (nobody reads it)."""
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 404, 502, 503, 504)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 404, 409, 502, 503, 504)}
 
 
 async def tool_calls(request: Request) -> ToolCalls:
@@ -35,10 +36,10 @@ async def _disconnected(request: Request) -> None:
 
 
 @router.post("/call", response_model=ToolCallResponse, responses=ERRORS)
-async def call_tool(body: ToolCallRequest, request: Request, _: Auth, calls: Calls) -> Response:
-    """Execute a tool on the server that has it (BR-005); cancelled upstream if the client leaves."""
+async def call_tool(body: ToolCallRequest, request: Request, principal: Auth, calls: Calls) -> Response:
+    """Execute a tool on the caller's server that has it (BR-005); cancelled upstream if the client leaves."""
     try:
-        result = await calls.call(body, abandoned=lambda: _disconnected(request))
+        result = await calls.call(body, caller_of(request, principal), abandoned=lambda: _disconnected(request))
     except CallAbandoned:
         return Response(status_code=CLIENT_CLOSED)
     return Response(json.dumps(result, separators=(",", ":")).encode(), media_type="application/json")

@@ -1,5 +1,7 @@
-"""Upstream MCP sessions of the session-worker: STDIO, SSE and Streamable HTTP behind one API."""
+"""Upstreams of the session-worker: MCP sessions (STDIO, SSE, Streamable HTTP) and REST tool servers
+behind one surface (``Upstream``)."""
 
+from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
 from toolmesh_session_worker.upstream.session import (
     LostCallback,
     ProgressCallback,
@@ -9,11 +11,15 @@ from toolmesh_session_worker.upstream.session import (
     UpstreamTimeout,
     open_session,
 )
+from toolmesh_session_worker.upstream.surface import Upstream
 
 __all__ = [
     "LostCallback",
     "ProgressCallback",
+    "RestPolicy",
+    "RestSession",
     "ToolsChangedCallback",
+    "Upstream",
     "UpstreamError",
     "UpstreamSession",
     "UpstreamTimeout",

@@ -24,13 +24,37 @@ from mcp.client.session import ClientSession, IncomingMessage
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from toolmesh_session_worker.upstream.client_side import (
+    CURRENT_CALL,
+    ClientAnswers,
+    ClientSide,
+)
+from toolmesh_session_worker.upstream.errors import (
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamTimeout,
+    describe,
+    refused_status,
+    with_hint,
+)
+from toolmesh_session_worker.upstream.listing import list_all
+from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
+from toolmesh_session_worker.upstream.surface import Upstream
 from toolmesh_session_worker.upstream.transports import UpstreamTransport, build_transport
 from toolmesh_session_worker.upstream.watch import WatchedReadStream
+from toolmesh_session_worker.upstream.wire import (
+    LISTED_CHANGES,
+    ProgressCallback,
+    ProgressForwarder,
+    RawRequest,
+    RawResult,
+)
 
 logger = logging.getLogger("toolmesh.upstream")
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 ToolsChangedCallback = Callable[[], Awaitable[None]]
+ListChangedCallback = Callable[[str], Awaitable[None]]
+"""Called with ``resources`` or ``prompts`` when the upstream says that list changed."""
 LostCallback = Callable[[str], Awaitable[None]]
 
 CLOSE_GRACE_SECONDS = 2.0
@@ -40,31 +64,11 @@ PROBE_TIMEOUT_SECONDS = 5.0
 CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version="0.1.0")
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
+
+
 _callback_owner: contextvars.ContextVar[UpstreamSession | None] = contextvars.ContextVar(
     "upstream_callback_owner", default=None
 )
-
-
-class UpstreamError(Exception):
-    """The upstream could not be reached or broke the protocol; ``code`` is a JSON-RPC error code."""
-
-    def __init__(self, message: str, *, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class UpstreamTimeout(UpstreamError):
-    """A request exceeded its timeout; the request was cancelled upstream."""
-
-
-class _ProgressForwarder:
-    """Adapts any ``(progress, total, message) -> Awaitable`` callable to the SDK's progress protocol."""
-
-    def __init__(self, callback: ProgressCallback) -> None:
-        self._callback = callback
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        await self._callback(progress, total, message)
 
 
 class UpstreamSession:
@@ -77,12 +81,17 @@ class UpstreamSession:
         *,
         on_tools_changed: ToolsChangedCallback | None = None,
         on_lost: LostCallback | None = None,
+        client_side: ClientSide | None = None,
+        on_list_changed: ListChangedCallback | None = None,
     ) -> None:
         self.server_name = server_name
         self.initialize_result: mcp_types.InitializeResult | None = None
         self._transport = transport
         self._on_tools_changed = on_tools_changed
         self._on_lost = on_lost
+        self._client_side = client_side
+        self._answers = ClientAnswers(client_side)
+        self._on_list_changed = on_list_changed
         self._session: ClientSession | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
@@ -117,27 +126,50 @@ class UpstreamSession:
 
     async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
         """All tools of the server, following ``nextCursor`` until the last page (``timeout`` in total)."""
-        session = self._require("listing tools")
-        deadline = anyio.current_time() + timeout
-        tools: list[mcp_types.Tool] = []
-        seen: set[str] = set()
-        cursor: str | None = None
-        while True:
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await self._request(
-                session,
-                mcp_types.ListToolsRequest(params=params),
-                mcp_types.ListToolsResult,
-                what="listing tools",
-                limit=max(deadline - anyio.current_time(), 0.0),
-            )
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-            if cursor in seen:
-                raise UpstreamError(f"{self.server_name}: tools/list repeated cursor {cursor!r}")
-            seen.add(cursor)
+        return await list_all(self, mcp_types.ListToolsRequest, mcp_types.ListToolsResult, "tools", timeout)
+
+    async def send(
+        self, request: mcp_types.ClientRequest, result_type: type[_ResultT], *, what: str, limit: float
+    ) -> _ResultT:
+        """One typed request (``UpstreamTimeout`` after ``limit`` seconds, ``UpstreamError`` otherwise)."""
+        return await self._request(self._require(what), request, result_type, what=what, limit=limit)
+
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities:
+        """What the upstream declared at initialize."""
+        result = self.initialize_result
+        return result.capabilities if result is not None else mcp_types.ServerCapabilities()
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float,
+        call_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Send one request as is and return the upstream's raw result.
+
+        ``call_id`` rides the task's context: a server → client request the upstream sends on this
+        request's stream (Streamable HTTP) reaches ``ClientSide`` with it.
+
+        Raises:
+            UpstreamTimeout: no answer within ``timeout``; the request was cancelled upstream.
+            UpstreamError: the connection was lost, or the upstream answered with a JSON-RPC error
+                (``code``, and ``data`` with the error's data).
+        """
+        what = f"sending {method}"
+        session = self._require(what)
+        token = CURRENT_CALL.set(call_id)
+        self._pending += 1
+        try:
+            request = RawRequest(method=method, params=params)
+            result = await self._request(session, request, RawResult, what=what, limit=timeout, progress=progress)
+            return dict(result.model_extra or {})
+        finally:
+            self._pending -= 1
+            CURRENT_CALL.reset(token)
 
     async def call_tool(
         self,
@@ -146,6 +178,7 @@ class UpstreamSession:
         *,
         timeout: float,
         progress: ProgressCallback | None = None,
+        call_id: str | None = None,
     ) -> mcp_types.CallToolResult:
         """Call one tool. A tool error comes back as a result with ``is_error`` set, not raised.
 
@@ -157,6 +190,7 @@ class UpstreamSession:
         session = self._require(what)
         request = mcp_types.CallToolRequest(params=mcp_types.CallToolRequestParams(name=name, arguments=arguments))
         self._pending += 1
+        token = CURRENT_CALL.set(call_id)
         try:
             # Plain result type: a proxy forwards results; it does not re-validate output schemas.
             return await self._request(
@@ -164,6 +198,7 @@ class UpstreamSession:
             )
         finally:
             self._pending -= 1
+            CURRENT_CALL.reset(token)
 
     async def ping(self, *, timeout: float) -> None:
         """Round-trip a ping; raises ``UpstreamTimeout`` or ``UpstreamError``."""
@@ -201,7 +236,7 @@ class UpstreamSession:
     async def _request(
         self,
         session: ClientSession,
-        request: mcp_types.ClientRequest,
+        request: mcp_types.ClientRequest | RawRequest,
         result_type: type[_ResultT],
         *,
         what: str,
@@ -210,7 +245,7 @@ class UpstreamSession:
     ) -> _ResultT:
         # Cancelling the awaiting task makes the SDK send notifications/cancelled (shielded, bounded).
         scope = anyio.move_on_after(limit) if limit is not None else anyio.CancelScope()
-        on_progress = _ProgressForwarder(progress) if progress is not None else None
+        on_progress = ProgressForwarder(progress) if progress is not None else None
         try:
             with scope:
                 return await session.send_request(request, result_type, progress_callback=on_progress)
@@ -220,7 +255,12 @@ class UpstreamSession:
                 raise UpstreamError(
                     f"{self.server_name}: connection lost while {what} ({exc.message})", code=exc.code
                 ) from exc
-            raise UpstreamError(f"{self.server_name}: error while {what}: {exc.message}", code=exc.code) from exc
+            raise UpstreamError(
+                f"{self.server_name}: error while {what}: {exc.message}",
+                code=exc.code,
+                data=exc.error.data,
+                reason=exc.message,
+            ) from exc
         except ValidationError as exc:
             raise UpstreamError(f"{self.server_name}: invalid answer while {what}: {exc}") from exc
         except anyio.BrokenResourceError as exc:
@@ -251,9 +291,18 @@ class UpstreamSession:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            logger.warning("upstream transport reported: %s", _describe(message), extra={"server": self.server_name})
-        elif isinstance(message, mcp_types.ToolListChangedNotification) and self._on_tools_changed is not None:
-            await self._invoke(self._on_tools_changed)
+            logger.warning("upstream transport reported: %s", describe(message), extra={"server": self.server_name})
+            return
+        wire = message.model_dump(by_alias=True, mode="json", exclude_none=True)
+        changed = LISTED_CHANGES.get(wire["method"])
+        if changed == "tools":
+            if self._on_tools_changed is not None:
+                await self._invoke(self._on_tools_changed)
+        elif changed is not None:
+            if self._on_list_changed is not None:
+                await self._invoke(self._on_list_changed, changed)
+        elif self._client_side is not None:
+            await self._invoke(self._client_side.notification, wire["method"], wire.get("params"), CURRENT_CALL.get())
 
     async def _invoke(self, callback: Callable[..., Awaitable[None]], *args: Any) -> None:
         token = _callback_owner.set(self)
@@ -278,17 +327,19 @@ class UpstreamSession:
                 await asyncio.shield(self._runner)  # the runner sets _ready on its way out: not an answer
         if not answered or self._connect_error is not None:
             error = self._connect_error or UpstreamError(
-                _with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
+                with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
             )
             raise error
 
     async def _run(self) -> None:
         failure: str | None = None
+        refused: int | None = None
         try:
             with self._scope:
                 await self._serve()
         except Exception as exc:  # the adapter boundary: every driver error becomes a reason
-            failure = _describe(exc)
+            failure = describe(exc)
+            refused = refused_status(exc)
             logger.debug("upstream session ended with an error", exc_info=True, extra={"server": self.server_name})
         finally:
             self._alive = False
@@ -296,9 +347,8 @@ class UpstreamSession:
         if not self._ready.is_set():
             if not self._closing:
                 reason = failure or self._lost_reason or "the upstream closed the connection"
-                self._connect_error = UpstreamError(
-                    _with_hint(f"{self.server_name}: connect failed: {reason}", self._transport)
-                )
+                kind = UpstreamRefused if refused is not None else UpstreamError
+                self._connect_error = kind(with_hint(f"{self.server_name}: connect failed: {reason}", self._transport))
             self._ready.set()
             return
         if failure is not None:
@@ -311,7 +361,13 @@ class UpstreamSession:
             watched = WatchedReadStream(read, self._mark_lost)
             async with anyio.create_task_group() as tg:
                 async with ClientSession(
-                    watched, write, message_handler=self._on_message, client_info=CLIENT_INFO
+                    watched,
+                    write,
+                    message_handler=self._on_message,
+                    client_info=CLIENT_INFO,
+                    sampling_callback=self._answers.sampling,
+                    elicitation_callback=self._answers.elicitation,
+                    list_roots_callback=self._answers.roots,
                 ) as session:
                     self.initialize_result = await session.initialize()
                     self._session = session
@@ -333,32 +389,43 @@ async def open_session(
     on_tools_changed: ToolsChangedCallback | None = None,
     on_lost: LostCallback | None = None,
     http_client: httpx2.AsyncClient | None = None,
-) -> UpstreamSession:
+    stdio_base_env: Mapping[str, str] | None = None,
+    client_side: ClientSide | None = None,
+    on_list_changed: ListChangedCallback | None = None,
+    rest_policy: RestPolicy | None = None,
+) -> Upstream:
     """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
 
-    ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP); ``config`` is validated
+    ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP), or ``REST`` for a REST
+    tool server (connected by its ``/health``, with ``rest_policy``'s retries); ``config`` is validated
     and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
     (the config headers are still applied per session); without it each session pools its own.
+    ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
+    (see ``base_environment``); without it the server gets only its config's ``env``.
 
     Raises:
         UpstreamError: the server could not be started or reached, or the handshake failed.
     """
-    transport = build_transport(server_name, transport_type, config, http_client=http_client)
-    session = UpstreamSession(server_name, transport, on_tools_changed=on_tools_changed, on_lost=on_lost)
+    if transport_type.upper() == "REST":
+        return await open_rest_session(
+            server_name,
+            config,
+            rest_policy or RestPolicy(),
+            connect_timeout=connect_timeout,
+            on_lost=on_lost,
+            on_tools_changed=on_tools_changed,
+            http_client=http_client,
+        )
+    transport = build_transport(
+        server_name, transport_type, config, http_client=http_client, stdio_base_env=stdio_base_env
+    )
+    session = UpstreamSession(
+        server_name,
+        transport,
+        on_tools_changed=on_tools_changed,
+        on_lost=on_lost,
+        client_side=client_side,
+        on_list_changed=on_list_changed,
+    )
     await session._start(connect_timeout)
     return session
-
-
-def _describe(exc: BaseException) -> str:
-    """A readable one-line reason, unwrapping exception groups to their first leaf."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        return exc.message
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _with_hint(message: str, transport: UpstreamTransport) -> str:
-    hint = transport.failure_hint()
-    return f"{message} ({hint})" if hint else message

@@ -2,8 +2,8 @@
 
 mcp 2.3's ``stdio_client`` already starts the child with ``start_new_session=True``, but it
 gives no hook to run code in the child (``PR_SET_PDEATHSIG``), writes the child's stderr to a
-file object instead of handing us lines, builds the child's environment from a short allow-list
-instead of the worker's environment, and does not expose the process (pid, exit code). So this
+file object instead of handing us lines, takes its inherited environment from a fixed allow-list
+instead of a configurable one, and does not expose the process (pid, exit code). So this
 module spawns the process itself and speaks the same stream contract the SDK's ``ClientSession``
 consumes: a read stream of ``SessionMessage | Exception`` and a write stream of
 ``SessionMessage``, newline-delimited JSON-RPC on stdin/stdout.
@@ -28,6 +28,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from toolmesh.storable import storable
 
 logger = logging.getLogger("toolmesh.upstream")
 
@@ -62,8 +64,18 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return set_pdeathsig
 
 
+def base_environment(names: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` named in ``names`` (``TOOLMESH_STDIO_BASE_ENV``): all a STDIO
+    server inherits from the worker; everything else comes from its own config's ``env``."""
+    return {name: environ[name] for name in names if name in environ}
+
+
 class StdioProcess:
-    """One upstream server process: spawn, stream bridging, stderr capture, group kill."""
+    """One upstream server process: spawn, stream bridging, stderr capture, group kill.
+
+    The child's environment is ``base_env`` (a few variables such as PATH and HOME) overlaid
+    with the server's configured ``env``; nothing else of the worker's environment reaches it.
+    """
 
     def __init__(
         self,
@@ -72,10 +84,11 @@ class StdioProcess:
         args: Sequence[str],
         env: Mapping[str, str],
         cwd: str | None = None,
+        base_env: Mapping[str, str] | None = None,
     ) -> None:
         self.server_name = server_name
         self._argv = [command, *args]
-        self._env = {**os.environ, **env}
+        self._env = {**(base_env or {}), **env}  # never the worker's own environment
         self._cwd = cwd
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         self.process: asyncio.subprocess.Process | None = None
@@ -175,7 +188,7 @@ class StdioProcess:
                 continue
             if not raw:
                 return
-            line = raw.decode(errors="replace").rstrip()[:_STDERR_LINE_CHARS]
+            line = storable(raw.decode(errors="replace")).rstrip()[:_STDERR_LINE_CHARS]
             if line:
                 self._stderr_tail.append(line[:200])
                 logger.info("%s", line, extra={"server": self.server_name})

@@ -132,8 +132,12 @@ def build_transport(
     config: Mapping[str, Any],
     *,
     http_client: httpx2.AsyncClient | None = None,
+    stdio_base_env: Mapping[str, str] | None = None,
 ) -> UpstreamTransport:
-    """The transport for a validated, already ``${VAR}``-expanded connection config."""
+    """The transport for a validated, already ``${VAR}``-expanded connection config.
+
+    ``stdio_base_env`` is what a STDIO server inherits besides its config's ``env`` (nothing when None).
+    """
     kind = transport_type.upper()
     if kind == "STDIO":
         return StdioProcess(
@@ -142,6 +146,7 @@ def build_transport(
             args=[str(a) for a in config.get("args") or []],
             env={str(k): str(v) for k, v in (config.get("env") or {}).items()},
             cwd=config.get("cwd"),
+            base_env=stdio_base_env,
         )
     headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
     if kind == "SSE":

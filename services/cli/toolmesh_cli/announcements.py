@@ -1,0 +1,45 @@
+"""What ``toolmesh up`` tells the user: each backend as it starts, then where everything is."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from toolmesh.config import Settings
+from toolmesh.secret_text import mask_url
+from toolmesh_cli.provisioning import api_base
+
+
+@contextlib.contextmanager
+def starting(out: Console, what: str) -> Iterator[None]:
+    """A spinner while ``what`` starts (on a terminal), then a ``✓ what (1.2 s)`` line."""
+    started = time.monotonic()
+    with out.status(f"starting {what}…"):
+        yield
+    out.print(Text.assemble(("✓ ", "green"), f"{what} started ({time.monotonic() - started:.1f} s)"))
+
+
+def where(settings: Settings, data_dir: Path, embedded: Sequence[str], roles: Sequence[str]) -> Table:
+    """One row per thing ``up`` runs or serves, and where it is."""
+    base = api_base(settings.host, settings.port)
+    grid = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(no_wrap=True, overflow="ignore")
+    grid.add_column(style="dim", no_wrap=True, overflow="ignore")
+    grid.add_row("API", f"{base}/api/v1", f"OpenAPI at {base}/openapi.json")
+    grid.add_row("console", f"{base}/ui/", "sign in with an API key")
+    grid.add_row("MCP", f"{base}/mcp", "Streamable HTTP, bearer token")
+    nats, postgres = mask_url(settings.nats_url or "-"), mask_url(settings.database_url or "-")
+    grid.add_row("NATS", nats, f"embedded, {data_dir / 'nats'}" if "nats" in embedded else "external")
+    grid.add_row("Postgres", postgres, f"embedded, {data_dir / 'postgres'}" if "postgres" in embedded else "external")
+    index = mask_url(settings.qdrant_url) if settings.qdrant_url else f"{data_dir / 'index'}"
+    grid.add_row("index", index, "Qdrant" if settings.qdrant_url else "embedded")
+    grid.add_row("roles", "in this process", ", ".join(roles))
+    grid.add_row("data", str(data_dir), "state, keys and logs of this instance")
+    return grid

@@ -1,0 +1,110 @@
+"""``toolmesh import FILE``: register the ``mcpServers`` of a desktop MCP client's config, with
+per-server progress until they settle, and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from toolmesh_cli.client import ApiClient, api_options
+from toolmesh_cli.errors import ApiError, ConfigError
+from toolmesh_cli.mcp_servers import Entry, convert
+from toolmesh_cli.progress import ServerProgress
+from toolmesh_cli.tables import as_json
+
+WAIT_SECONDS = 60.0
+POLL_SECONDS = 0.5
+
+
+def read_mcp_servers(path: Path) -> Any:
+    """The ``mcpServers`` mapping of a JSON file; ``ConfigError`` when there is none."""
+    try:
+        document = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(document, dict) or "mcpServers" not in document:
+        raise ConfigError(f'{path}: expected an object with "mcpServers"')
+    return document["mcpServers"]
+
+
+def _names(entries: list[Entry]) -> list[str]:
+    """A distinct name per entry: the server's, or the file's for an invalid one (numbered when taken)."""
+    names: list[str] = []
+    for entry in entries:
+        name = entry.request.name if entry.request is not None else entry.source_name
+        names.append(name if name not in names else f"{name} ({len(names) + 1})")
+    return names
+
+
+def _register(entry: Entry, name: str, api: ApiClient, no_connect: bool, progress: ServerProgress) -> None:
+    progress.outcomes[name].source_name = entry.source_name if entry.renamed else None
+    if entry.request is None:
+        progress.failed(name, str(entry.problem), f"failed {entry.source_name}: {entry.problem}")
+        return
+    body = entry.request.model_dump(mode="json", exclude_none=True)
+    if no_connect:
+        body["auto_connect"] = False
+    try:
+        created = api.register(body)
+    except ApiError as exc:
+        if exc.status is None:  # not running, unreachable: nothing else will get in either
+            raise
+        progress.failed(name, str(exc), f"failed {entry.label}: {exc}")
+        return
+    renamed = f" (renamed from {entry.source_name!r})" if entry.renamed else ""
+    line = f"added {created['name']}{renamed}: {created['transport_type']}, {created['status']}"
+    progress.registered(name, created, line)
+
+
+def _settle(api: ApiClient, progress: ServerProgress, seconds: float) -> None:
+    """Follow the registered servers until none is connecting, or ``seconds`` passed."""
+    deadline = time.monotonic() + seconds
+    while progress.pending():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(POLL_SECONDS)
+        for server in api.servers():
+            if server["name"] in progress.outcomes and server["id"] == progress.outcomes[server["name"]].server_id:
+                detail = server if server["status"] != "ERROR" else api.server(server["id"])
+                progress.status(server["name"], server["status"], server["tool_count"], detail.get("error_message"))
+
+
+def import_servers(args: argparse.Namespace, api: ApiClient) -> int:
+    """Register every server of a desktop client's ``mcpServers`` JSON; 1 when any was not registered."""
+    entries = convert(read_mcp_servers(args.file))
+    names = _names(entries)
+    progress = ServerProgress(names, quiet=args.json)
+    with progress:
+        for entry, name in zip(entries, names, strict=True):
+            _register(entry, name, api, args.no_connect, progress)
+        if args.wait > 0:
+            _settle(api, progress, args.wait)
+    outcomes = list(progress.outcomes.values())
+    added = sum(1 for o in outcomes if o.server_id is not None)
+    if args.json:
+        print(as_json({"servers": [o.as_dict() for o in outcomes], "imported": added, "total": len(entries)}))
+    else:
+        progress.console.print(progress.summary())
+        progress.say(f"imported {added} of {len(entries)} servers")
+    return 0 if added == len(entries) else 1
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``import`` to the top-level subcommands."""
+    common = [api_options()]
+    imp = sub.add_parser("import", parents=common, help='register the "mcpServers" of a desktop MCP client config')
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--no-connect", action="store_true", help="register without connecting")
+    imp.add_argument(
+        "--wait",
+        type=float,
+        default=WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"follow the servers until they connect or fail, at most this long (default {WAIT_SECONDS:.0f}; 0: no)",
+    )
+    imp.set_defaults(run=import_servers)

@@ -1,0 +1,81 @@
+"""``toolmesh up`` and ``toolmesh <role>``: running toolmesh itself (imported only for those commands)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from toolmesh.config import Settings
+from toolmesh.credentials import CredentialBox
+from toolmesh.errors import ToolmeshError
+from toolmesh.eventloop import run as run_loop
+from toolmesh.index.factory import open_index
+from toolmesh.runtime import open_backends
+from toolmesh.telemetry import configure_logging
+from toolmesh_cli import up
+from toolmesh_cli.config_file import load_config
+from toolmesh_cli.main import COMMANDS
+from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
+from toolmesh_cli.signals import stop_on_signals
+from toolmesh_projector.indexer import reset_index
+from toolmesh_projector.projector import reset_projection
+
+REBUILDS = {"projector": "Postgres read model", "indexer": "vector index"}
+
+
+def add_role_parsers(sub: Any) -> None:
+    """Add one subcommand per role."""
+    for name in ROLES:
+        role = sub.add_parser(name, help=COMMANDS[name][1])
+        if name == "gateway":
+            role.add_argument("--host")
+            role.add_argument("--port", type=int)
+        if name in REBUILDS:
+            role.add_argument(
+                "--rebuild", action="store_true", help=f"drop the {REBUILDS[name]} and replay every event"
+            )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings, with ``--data-dir``, ``--host`` and ``--port`` over the environment."""
+    overrides = {
+        key: value
+        for key, value in (
+            ("data_dir", getattr(args, "data_dir", None)),
+            ("host", getattr(args, "host", None)),
+            ("port", getattr(args, "port", None)),
+        )
+        if value is not None
+    }
+    return Settings(**overrides)
+
+
+async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
+    stop = stop_on_signals()
+    if not settings.credential_key:
+        raise ToolmeshError("MCP_CREDENTIAL_KEY must be set for a distributed role")
+    async with open_backends(settings, name) as backends:
+        if name == "gateway":
+            await seed_owner_key(backends, settings.admin_token)
+        if rebuild and name == "projector":
+            await reset_projection(backends.js, backends.db)
+        if rebuild and name == "indexer":
+            async with open_index(settings) as index:
+                await reset_index(backends.js, index)
+        await run_roles(
+            [name],
+            backends,
+            CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys),
+            stop,
+        )
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run ``up`` or one role until SIGTERM/SIGINT; the exit code."""
+    config = load_config(args.config) if getattr(args, "config", None) else None
+    settings = settings_from(args)
+    configure_logging(settings.log_level)
+    if args.command == "up":
+        return run_loop(up.run_up(settings, config))
+    return run_loop(_run_role(args.command, settings, getattr(args, "rebuild", False)))

@@ -1,0 +1,56 @@
+"""Request body limit for every endpoint (``TOOLMESH_MAX_REQUEST_BODY_BYTES``): 413 with the
+contract's error body.
+
+A declared ``Content-Length`` over the limit is refused before anything is read; otherwise the
+body is read (at most the limit, however it is sent) before the app sees it, so the 413 can still
+be answered once the limit is passed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolmesh.errors import RequestTooLarge
+
+
+class BodyLimit:
+    """ASGI middleware refusing request bodies over ``max_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        received: deque[Message] = deque()
+        size = 0
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return received.popleft() if received else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        error = RequestTooLarge(f"Request body is larger than {self.max_bytes} bytes", {"max_bytes": self.max_bytes})
+        await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)

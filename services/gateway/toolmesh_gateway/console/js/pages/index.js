@@ -1,0 +1,16 @@
+// Every page of the console, in menu order. A page is one module exporting
+// {path, title, nav, manages, mount(main, ctx)}: ``path`` may hold ":param" segments,
+// ``manages`` hides it from keys that may not manage (their API calls would answer 403 anyway),
+// ``mount`` renders into ``main`` and may return a cleanup function. Adding a page is one module
+// and one line here.
+
+import approvals from "./approvals.js";
+import audit from "./audit.js";
+import endpoints from "./endpoints.js";
+import keys from "./keys.js";
+import playground, { chooser } from "./playground.js";
+import server from "./server.js";
+import servers from "./servers.js";
+import tools from "./tools.js";
+
+export const PAGES = [servers, server, tools, chooser, playground, endpoints, approvals, keys, audit];

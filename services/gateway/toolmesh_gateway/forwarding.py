@@ -1,0 +1,145 @@
+"""MCP requests other than tool calls, forwarded to the owner of a server (``request`` and friends).
+
+The owner sends ``method`` + ``params`` to the upstream unchanged and replies with its raw result;
+a JSON-RPC error of the upstream comes back as ``ExecutionFailed`` carrying ``upstream_error``.
+Timeouts and a caller that goes away cancel the request upstream, like tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from pydantic import BaseModel
+
+from toolmesh.config import Settings
+from toolmesh.contracts.rpc import (
+    CancelCallRpc,
+    ClientRef,
+    ToolProgress,
+    UpstreamRequestRpc,
+    progress_subject,
+    rpc_subject,
+)
+from toolmesh.errors import ExecutionTimeout, error_from_body
+from toolmesh.routing import ServerRoute
+from toolmesh.telemetry import outgoing_headers
+from toolmesh_gateway.owners import NoOwner, ask_owner
+from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ToolCalls
+
+log = logging.getLogger("toolmesh.gateway.forwarding")
+ProgressSink = Callable[[ToolProgress], Awaitable[None]]
+CONTROL_TIMEOUT_SECONDS = 30.0
+"""Bound of subscribe / unsubscribe / set_level / client_gone requests to an owner."""
+
+
+class Forwarder:
+    """Sends MCP requests to the owners of servers."""
+
+    def __init__(self, nc: NATS, calls: ToolCalls, settings: Settings) -> None:
+        self._nc = nc
+        self._calls = calls
+        self._default_timeout = settings.request_timeout_seconds
+
+    async def request(
+        self,
+        server: ServerRoute,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        client: ClientRef | None = None,
+        timeout: float | None = None,
+        progress: ProgressSink | None = None,
+        call_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The upstream's raw result of one request (a session is requested when nobody holds one)."""
+        body = UpstreamRequestRpc(
+            method=method,
+            params=params,
+            timeout_seconds=timeout or self._default_timeout,
+            call_id=call_id or self._calls.new_call_id(),
+            progress=progress is not None,
+            client=client,
+        )
+        try:
+            return await self._listening(server, body, progress)
+        except NoOwner:
+            await self._calls.reconnect(server)
+            try:
+                return await self._listening(server, body, progress)
+            except NoOwner as exc:
+                raise self._calls.no_session(server) from exc
+
+    def new_call_id(self) -> str:
+        """A fresh call id (to register a call with its client before sending it)."""
+        return self._calls.new_call_id()
+
+    async def control(self, server: ServerRoute, verb: str, body: BaseModel) -> dict[str, Any]:
+        """One of ``subscribe``, ``unsubscribe``, ``set_level``, ``client_gone``, asking for a session if needed."""
+        try:
+            return await ask_owner(self._nc, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
+        except NoOwner:
+            await self._calls.reconnect(server)
+            return await ask_owner(self._nc, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
+
+    async def _listening(
+        self, server: ServerRoute, body: UpstreamRequestRpc, progress: ProgressSink | None
+    ) -> dict[str, Any]:
+        if progress is None:
+            return await self._send(server, body)
+        assert body.call_id is not None
+
+        async def forward(msg: Msg) -> None:
+            try:
+                await progress(ToolProgress.model_validate_json(msg.data))
+            except Exception as exc:  # a client that cannot take progress still gets its result
+                log.debug("progress not delivered: %s", exc)
+
+        sub = await self._nc.subscribe(progress_subject(body.call_id), cb=forward)
+        try:
+            return await self._send(server, body)
+        finally:
+            try:
+                await asyncio.wait_for(sub.drain(), 1.0)
+            except Exception as exc:  # the connection may be closing; the subscription dies with it
+                log.debug("progress unsubscribe failed: %s", exc)
+
+    async def _send(self, server: ServerRoute, body: UpstreamRequestRpc) -> dict[str, Any]:
+        try:
+            msg = await self._nc.request(
+                rpc_subject(server.id, "request"),
+                body.model_dump_json().encode(),
+                timeout=body.timeout_seconds + REPLY_GRACE_SECONDS,
+                headers=outgoing_headers(),
+            )
+        except NoRespondersError as exc:
+            raise NoOwner(f"No active session for server {server.name}", {"server_id": server.id}) from exc
+        except NatsTimeout as exc:
+            await self._cancel(server, body)
+            raise ExecutionTimeout(
+                f"{body.method} on {server.name} got no answer within {body.timeout_seconds:g}s; it was cancelled",
+                {"server": server.name, "method": body.method, "timeout_seconds": body.timeout_seconds},
+            ) from exc
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel(server, body))
+            raise
+        reply = json.loads(msg.data)
+        if not reply.get("ok"):
+            raise error_from_body(reply.get("error") or {})
+        result: dict[str, Any] = reply.get("result") or {}
+        return result
+
+    async def _cancel(self, server: ServerRoute, body: UpstreamRequestRpc) -> None:
+        assert body.call_id is not None
+        payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
+        try:
+            await self._nc.publish(rpc_subject(server.id, "cancel"), payload, headers=outgoing_headers())
+        except Exception as exc:  # best effort: the owner's own timeout still ends the request
+            log.warning("could not cancel %s on %s: %s", body.method, server.name, exc)

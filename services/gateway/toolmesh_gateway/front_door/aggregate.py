@@ -1,0 +1,267 @@
+"""Resources, prompts, completions and logging of the aggregate ``/mcp``.
+
+Resource URIs are served unchanged and routed by URI (the collision rule is in ``offers`` and the
+README); each listed item says which server it comes from in ``_meta["toolmesh/server"]``.
+Prompts are named like tools in "all" mode (``server__prompt``, ``names``), and a prompt's
+original name works too when exactly one server has it. ``logging/setLevel`` reaches every
+serving upstream that offers logging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolProgress
+from toolmesh.errors import ToolmeshError
+from toolmesh_gateway import lookup
+from toolmesh_gateway.catalog import CatalogServer, CatalogView
+from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
+from toolmesh_gateway.front_door.eras import for_client
+from toolmesh_gateway.front_door.input_required import InputBridge, bridged
+from toolmesh_gateway.front_door.names import NameMap
+from toolmesh_gateway.front_door.rpc_errors import mcp_error
+
+log = logging.getLogger("toolmesh.gateway.mcp")
+SERVER_META = "toolmesh/server"
+_CLIENT_ONLY_META = frozenset(
+    {
+        "progressToken",  # toolmesh asks the upstream for progress itself and relays it
+        # The 2026-07-28 request envelope: upstream sessions speak the handshake era.
+        mcp_types.PROTOCOL_VERSION_META_KEY,
+        mcp_types.CLIENT_INFO_META_KEY,
+        mcp_types.CLIENT_CAPABILITIES_META_KEY,
+        mcp_types.LOG_LEVEL_META_KEY,
+    }
+)
+
+
+def _tagged(item: dict[str, Any], server: str) -> dict[str, Any]:
+    meta = dict(item.get("_meta") or {})
+    meta[SERVER_META] = server
+    return {**item, "_meta": meta}
+
+
+def progress_sink(ctx: Ctx) -> Callable[[ToolProgress], Awaitable[None]] | None:
+    """Forwards upstream progress to the client when its request carried a progress token."""
+    meta: Any = ctx.meta or {}
+    if not (meta.get("progress_token") or meta.get("progressToken")):
+        return None
+
+    async def sink(update: ToolProgress) -> None:
+        await ctx.session.report_progress(update.progress, update.total, update.message)
+
+    return sink
+
+
+def upstream_params(ctx: Ctx, **replace: Any) -> dict[str, Any]:
+    """The request's raw params for the upstream, without what belongs to the client's own
+    connection (its progress token, the 2026-07-28 envelope)."""
+    params = {k: v for k, v in (ctx.params or {}).items() if k not in ("inputResponses", "requestState")}
+    meta = {k: v for k, v in (params.get("_meta") or {}).items() if k not in _CLIENT_ONLY_META}
+    if meta:
+        params["_meta"] = meta
+    else:
+        params.pop("_meta", None)
+    params.update(replace)
+    return params
+
+
+class Aggregate:
+    """The handlers; ``install`` registers them on the aggregate ``Server``."""
+
+    def __init__(
+        self,
+        view_of: Callable[[Ctx], CatalogView],
+        forwarder: Forwarder,
+        links: ClientLinks,
+        bridge: InputBridge,
+        separator: str,
+    ) -> None:
+        self._view = view_of  # what the connection's caller sees: its namespace
+        self._forwarder = forwarder
+        self._links = links
+        self._bridge = bridge
+        self._separator = separator
+        self._prompt_names: dict[str | None, tuple[int, NameMap]] = {}  # by namespace
+
+    def install(self, server: Server[Any]) -> None:
+        """Register the handlers of every method beyond tools."""
+        handlers: dict[str, Callable[[Ctx, Any], Awaitable[Any]]] = {
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "completion/complete": self._complete,
+            "logging/setLevel": self._set_level,
+        }
+        for method, handler in handlers.items():
+            server.add_request_handler(method, mcp_types.RequestParams, handler)
+
+    # -- forwarding ------------------------------------------------------------------------------
+
+    async def forward(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request to ``server``'s upstream on behalf of this client (its server → client traffic
+        comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
+        if bridged(ctx):
+            outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
+            if isinstance(outcome, mcp_types.InputRequiredResult):
+                return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return for_client(ctx, outcome)
+        call_id = self._forwarder.new_call_id()
+        with self._links.call(ctx, call_id) as client:
+            result = await self._send(ctx, server, method, params, client, call_id)
+        return for_client(ctx, result)
+
+    async def _send(
+        self,
+        ctx: Ctx,
+        server: CatalogServer,
+        method: str,
+        params: dict[str, Any],
+        client: ClientRef,
+        call_id: str | None = None,
+    ) -> dict[str, Any]:
+        try:
+            return await self._forwarder.request(
+                server, method, params, client=client, progress=progress_sink(ctx), call_id=call_id
+            )
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+
+    # -- resources -------------------------------------------------------------------------------
+
+    async def _list_resources(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        listed = []
+        view = self._view(ctx)
+        for server, offer in view.visible_offers():
+            for uri, item in sorted(offer.resources.items()):
+                owner = view.server_for_uri(uri)
+                if owner is not None and owner.id == server.id:
+                    listed.append(_tagged(item, server.name))
+        return for_client(ctx, {"resources": listed})
+
+    async def _list_templates(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        listed, seen = [], set()
+        for server, offer in self._view(ctx).visible_offers():
+            for template, item in sorted(offer.templates.items()):
+                if template not in seen:
+                    seen.add(template)
+                    listed.append(_tagged(item, server.name))
+        return for_client(ctx, {"resourceTemplates": listed})
+
+    def _by_uri(self, ctx: Ctx) -> tuple[CatalogServer, str]:
+        uri = str((ctx.params or {}).get("uri", ""))
+        try:
+            return lookup.server_for_uri(self._view(ctx), uri), uri
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+
+    async def _read_resource(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        server, _uri = self._by_uri(ctx)
+        return await self.forward(ctx, server, "resources/read", upstream_params(ctx))
+
+    async def _subscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        server, uri = self._by_uri(ctx)
+        await self._control(ctx, server, "subscribe", uri)
+        return {}
+
+    async def _unsubscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        server, uri = self._by_uri(ctx)
+        await self._control(ctx, server, "unsubscribe", uri)
+        return {}
+
+    async def _control(self, ctx: Ctx, server: CatalogServer, verb: str, uri: str) -> None:
+        link = self._links.link(ctx)
+        link.servers.add(server.id)
+        try:
+            await self._forwarder.control(server, verb, SubscribeRpc(uri=uri, client=link.ref))
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+
+    # -- prompts ---------------------------------------------------------------------------------
+
+    def prompt_names(self, view: CatalogView) -> NameMap:
+        """Public prompt names of a namespace's current catalog (rebuilt when the prompts change)."""
+        version = view.catalog.prompts_version
+        current = self._prompt_names.get(view.namespace)
+        if current is None or current[0] != version:
+            pairs = ((s.name, p) for s, o in view.visible_offers() for p in o.prompts)
+            current = (version, NameMap.build(pairs, self._separator))
+            self._prompt_names[view.namespace] = current
+        return current[1]
+
+    async def _list_prompts(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        view = self._view(ctx)
+        names = self.prompt_names(view)
+        listed = []
+        for server, offer in view.visible_offers():
+            for original, item in sorted(offer.prompts.items()):
+                public = names.public(server.name, original)
+                description = f"[{server.name}] {item.get('description') or original}"
+                listed.append(
+                    {
+                        **_tagged(item, server.name),
+                        "name": public,
+                        "title": f"{server.name}.{original}",
+                        "description": description,
+                    }
+                )
+        return for_client(ctx, {"prompts": listed})
+
+    def _prompt(self, ctx: Ctx, name: str) -> tuple[CatalogServer, str]:
+        view = self._view(ctx)
+        pair = self.prompt_names(view).resolve(name)
+        if pair is not None:
+            server = lookup.server_by_name(view, pair[0])
+            if server is not None:
+                return server, pair[1]
+        try:
+            return lookup.prompt_route(view, name)
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+
+    async def _get_prompt(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        server, original = self._prompt(ctx, str((ctx.params or {}).get("name", "")))
+        return await self.forward(ctx, server, "prompts/get", upstream_params(ctx, name=original))
+
+    # -- completions and logging -----------------------------------------------------------------
+
+    async def _complete(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        ref = dict((ctx.params or {}).get("ref") or {})
+        if ref.get("type") == "ref/prompt":
+            server, original = self._prompt(ctx, str(ref.get("name", "")))
+            ref["name"] = original
+        else:
+            uri = str(ref.get("uri", ""))
+            view = self._view(ctx)
+            found = view.server_for_template(uri) or view.server_for_uri(uri)
+            if found is None:
+                raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"No connected server offers {uri}")
+            server = found
+        return await self.forward(ctx, server, "completion/complete", upstream_params(ctx, ref=ref))
+
+    async def _set_level(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        level = str((ctx.params or {}).get("level", "info"))
+        link = self._links.link(ctx)
+        link.log_level = level
+        targets = [s for s, o in self._view(ctx).visible_offers() if "logging" in o.description.capabilities]
+        link.servers.update(s.id for s in targets)
+        body = SetLevelRpc(level=level, client=link.ref)
+        outcomes = await asyncio.gather(
+            *(self._forwarder.control(s, "set_level", body) for s in targets), return_exceptions=True
+        )
+        for server, outcome in zip(targets, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.warning("logging/setLevel did not reach %s: %s", server.name, outcome)
+        return {}

@@ -1,0 +1,258 @@
+"""The gateway end of server → client traffic: MCP client sessions of this replica, reachable over NATS.
+
+Each session with a client gets a bus id (``contracts.clients.client_id``: this replica and the
+session's ``mcp-session-id``; a 2026-07-28 request without a session gets one of its own). A
+handler ``enter``s a link for the request it serves and names its upstream call; an upstream's
+request or notification that arrives for that call goes on that request's own stream, anything
+else on the session's standalone stream. A session whose client declared no capability for a
+request, or that speaks the 2026-07-28 protocol (no server → client requests there), is declared
+incapable to the owner, which then answers the upstream with an error at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.dispatcher import Outbound
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from toolmesh.contracts.clients import (
+    FORWARDED_REQUESTS,
+    NO_CLIENT,
+    ClientNotification,
+    ClientRequest,
+    client_id,
+    replica_wildcard,
+)
+from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, RpcReply
+from toolmesh.errors import ToolmeshError
+from toolmesh.supervision import TaskSet
+from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.forwarding import Forwarder
+
+log = logging.getLogger("toolmesh.gateway.clients")
+MAX_LINKS = 10_000
+NOTIFY_SECONDS = 5.0
+"""Bound of delivering one notification to a client (they are delivered in order, one at a time)."""
+Ctx = ServerRequestContext[Any, Any]
+
+
+def request_channel(ctx: Ctx) -> Outbound:
+    """The request-scoped back-channel of a request (its own POST stream on Streamable HTTP)."""
+    return ctx.session._request_outbound  # the SDK keeps both channels on the per-request session
+
+
+def session_channel(ctx: Ctx) -> Outbound:
+    """The session's standalone back-channel (the GET stream on Streamable HTTP)."""
+    return ctx.session._connection.outbound
+
+
+@dataclass
+class PendingInput:
+    """An upstream's request for a 2026-07-28 client, waiting to be handed out as an input request."""
+
+    request: ClientRequest
+    msg: Msg
+
+
+@dataclass
+class ClientLink:
+    """One client session: how to reach it, what it declared, which upstream calls are its.
+
+    A *detached* link (a 2026-07-28 request) has no stream to send requests on: upstream requests
+    for it queue in ``inputs`` for the ``InputBridge``.
+    """
+
+    ref: ClientRef
+    standalone: Outbound
+    calls: dict[str, Outbound] = field(default_factory=dict)  # upstream call id -> request channel
+    servers: set[str] = field(default_factory=set)  # server ids it subscribed or set a level on
+    log_level: str | None = None
+    pending: dict[str, asyncio.Task[Any]] = field(default_factory=dict)  # client request id -> task
+    detached: bool = False
+    inputs: asyncio.Queue[PendingInput] = field(default_factory=asyncio.Queue)
+
+
+class ClientLinks:
+    """Client sessions of this replica, and the subscription that brings their traffic from the bus."""
+
+    def __init__(self, nc: NATS, replica: str) -> None:
+        self._nc = nc
+        self.replica = replica
+        self._links: dict[str, ClientLink] = {}
+        self._sub: Subscription | None = None
+        self._local = itertools.count(1)
+        self._answers = TaskSet("client requests")  # one per request: a slow client holds up no other
+
+    async def start(self) -> None:
+        """Subscribe to this replica's client subjects."""
+        self._sub = await self._nc.subscribe(replica_wildcard(self.replica), cb=self._on_message)
+
+    async def close(self) -> None:
+        """Unsubscribe (pending client requests are answered by their own timeouts)."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        await self._answers.cancel_all()
+
+    # -- handlers' side --------------------------------------------------------------------------
+
+    def link(self, ctx: Ctx) -> ClientLink:
+        """The link of the session a request belongs to (made on first use)."""
+        session = _session_id(ctx) or f"req{next(self._local)}"
+        key = client_id(self.replica, session)
+        link = self._links.get(key)
+        if link is None:
+            link = ClientLink(ref=_ref(key, ctx), standalone=session_channel(ctx))
+            self._links[key] = link
+            while len(self._links) > MAX_LINKS:  # sessions that ended without a DELETE
+                self._links.pop(next(iter(self._links)))
+        return link
+
+    @contextlib.contextmanager
+    def call(self, ctx: Ctx, call_id: str) -> Iterator[ClientRef]:
+        """While the block runs, traffic for upstream call ``call_id`` goes on this request's stream."""
+        link = self.link(ctx)
+        link.calls[call_id] = request_channel(ctx)
+        try:
+            yield link.ref
+        finally:
+            link.calls.pop(call_id, None)
+            if _session_id(ctx) is None and not link.calls:
+                self._links.pop(link.ref.id, None)
+
+    def detached(self, ctx: Ctx) -> ClientLink:
+        """A link of its own for one 2026-07-28 request (and its retries), until ``forget``."""
+        key = client_id(self.replica, f"req{next(self._local)}")
+        link = ClientLink(ref=_ref(key, ctx, detached=True), standalone=session_channel(ctx), detached=True)
+        self._links[key] = link
+        return link
+
+    def forget(self, link: ClientLink) -> None:
+        """Drop a detached link (its request is over)."""
+        self._links.pop(link.ref.id, None)
+
+    def drop(self, session: str) -> ClientLink | None:
+        """Forget a session that ended; returns its link (to release what it held upstream)."""
+        return self._links.pop(client_id(self.replica, session), None)
+
+    # -- the bus side ----------------------------------------------------------------------------
+
+    async def _on_message(self, msg: Msg) -> None:
+        parts = msg.subject.split(".")
+        key, kind = ".".join(parts[2:-1]), parts[-1]
+        link = self._links.get(key)
+        if kind == "request" and link is not None and link.detached:
+            link.inputs.put_nowait(PendingInput(ClientRequest.model_validate_json(msg.data), msg))
+        elif kind == "request":
+            self._answers.spawn(self._answer(link, msg))
+        elif kind == "notify" and link is not None:  # in order, each bounded
+            with anyio.move_on_after(NOTIFY_SECONDS):
+                await self._notify(link, ClientNotification.model_validate_json(msg.data))
+
+    async def _answer(self, link: ClientLink | None, msg: Msg) -> None:
+        request = ClientRequest.model_validate_json(msg.data)
+        if link is None:
+            reply = _error_reply(NO_CLIENT, "the client session is gone")
+        elif request.method not in FORWARDED_REQUESTS:
+            reply = _error_reply(mcp_types.METHOD_NOT_FOUND, f"{request.method} is not forwarded to clients")
+        else:
+            task = asyncio.ensure_future(self._ask(link, request))
+            link.pending[request.request_id] = task
+            try:
+                reply = await task
+            except asyncio.CancelledError:
+                reply = _error_reply(mcp_types.INTERNAL_ERROR, "the upstream withdrew its request")
+            finally:
+                link.pending.pop(request.request_id, None)
+        await msg.respond(reply.model_dump_json().encode())
+
+    async def _ask(self, link: ClientLink, request: ClientRequest) -> RpcReply:
+        channel = link.calls.get(request.call_id or "") or link.standalone
+        try:
+            with anyio.fail_after(request.timeout_seconds):
+                result = await channel.send_raw_request(request.method, request.params)
+        except MCPError as exc:
+            return _error_reply(exc.code, exc.message, exc.error.data)
+        except TimeoutError:
+            return _error_reply(-32001, f"the client did not answer {request.method} in time")
+        except Exception as exc:  # a client that went away, or a channel that cannot send requests
+            return _error_reply(NO_CLIENT, f"the client cannot take {request.method}: {exc}")
+        return RpcReply(ok=True, result=result)
+
+    async def _notify(self, link: ClientLink, note: ClientNotification) -> None:
+        if note.method == "notifications/cancelled":
+            task = link.pending.get(str((note.params or {}).get("requestId")))
+            if task is not None:
+                task.cancel()
+            return
+        if note.method == "notifications/message" and not _passes(note.params, link.log_level):
+            return
+        channel = link.calls.get(note.call_id or "") or link.standalone
+        try:
+            await channel.notify(note.method, note.params)
+        except Exception as exc:  # the client went away: nothing to deliver to
+            log.debug("notification %s not delivered: %s", note.method, exc)
+
+
+async def release_client(links: ClientLinks, forwarder: Forwarder, feed: CatalogFeed, session: str) -> None:
+    """A client session ended: the owners of the servers it subscribed to or set a level on let go."""
+    link = links.drop(session)
+    if link is None:
+        return
+    for server_id in link.servers:
+        server = feed.catalog.server(server_id)
+        if server is None:
+            continue
+        try:
+            await forwarder.control(server, "client_gone", ClientGoneRpc(client=link.ref))
+        except ToolmeshError as exc:
+            log.info("releasing client %s on %s failed: %s", link.ref.id, server.name, exc)
+
+
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _passes(params: dict[str, Any] | None, wanted: str | None) -> bool:
+    level = str((params or {}).get("level", "info"))
+    if wanted not in _LEVELS or level not in _LEVELS:
+        return True
+    return _LEVELS.index(level) >= _LEVELS.index(wanted)
+
+
+def _error_reply(code: int, message: str, data: Any = None) -> RpcReply:
+    return RpcReply(ok=False, error={"code": code, "message": message, "data": data})
+
+
+def _session_id(ctx: Ctx) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get("mcp-session-id") if headers is not None else None
+    return str(value) if value else None
+
+
+def _ref(key: str, ctx: Ctx, *, detached: bool = False) -> ClientRef:
+    """What the client declared. A 2026-07-28 request can take upstream requests only through the
+    ``InputBridge`` (``detached``), never on a stream."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or (ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and not detached):
+        return ClientRef(id=key)
+    return ClientRef(
+        id=key,
+        sampling=capabilities.sampling is not None,
+        elicitation=capabilities.elicitation is not None,
+        roots=capabilities.roots is not None,
+    )

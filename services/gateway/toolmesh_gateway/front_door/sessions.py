@@ -1,0 +1,56 @@
+"""Who an MCP connection is: its caller and the one namespace it works in, kept in the ASGI scope."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from toolmesh.contracts.keys import Role
+from toolmesh.errors import NamespaceNotFound, ToolmeshError
+from toolmesh_gateway.auth import Authenticator, Caller, Principal
+from toolmesh_gateway.rate_limit import RateLimiter
+
+CALLER_KEY = "toolmesh.caller"
+"""Scope key of the connection's ``Caller`` (principal, address, namespace)."""
+
+
+def query_of(scope: Scope) -> dict[str, str]:
+    """The request's query parameters (first value of each)."""
+    raw = scope.get("query_string", b"")
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+    return {k: v[0] for k, v in parse_qs(text).items() if v}
+
+
+def session_namespace(principal: Principal, requested: str | None) -> str:
+    """The one namespace an MCP connection works in: the caller's, or (owner) the one it names."""
+    if requested is None or requested == principal.namespace:
+        return principal.namespace
+    if principal.role is not Role.OWNER:
+        raise NamespaceNotFound(f"Namespace not found: {requested}", {"namespace": requested})
+    return requested
+
+
+async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope: Scope) -> Caller:
+    """The caller of an MCP HTTP request: bearer auth, the rate limit, and its one namespace."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    principal = await authenticator.principal(headers.get("authorization"))
+    limiter.check(principal.key_id)
+    namespace = session_namespace(principal, query_of(scope).get("namespace"))
+    client = scope.get("client")
+    return Caller(principal, client[0] if client else None, namespace)
+
+
+def as_user(scope: Scope, caller: Caller, **extra: object) -> Scope:
+    """The scope the SDK's session manager gets: the authenticated user, the caller, and ``extra``."""
+    principal = caller.principal
+    user = AuthenticatedUser(AccessToken(token="-", client_id=principal.name, scopes=[principal.role]))
+    return {**scope, "user": user, CALLER_KEY: caller, **extra}
+
+
+async def refuse(exc: ToolmeshError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an MCP HTTP request with the contract's error body."""
+    await JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers() or None)(scope, receive, send)

@@ -1,0 +1,237 @@
+"""``/mcp/{server_name}``: one registered server served unchanged.
+
+Original names, the upstream's own protocol version, capabilities, server info and instructions
+(recorded when its session opened): what the client sees is what the upstream offers. Requests
+are forwarded as they are to the session-worker owning the upstream; ``resources/subscribe`` and
+``logging/setLevel`` go through the owner's reference counting (one upstream subscription however
+many clients), and server → client traffic reaches the client like on ``/mcp``. Bearer auth is
+the REST API's; the server is looked up in the caller's namespace (the owner's: ``?namespace=``).
+Tool-definition pinning applies here too: a held tool is left out of ``tools/list`` and refused by
+``tools/call``, and every call is audited.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.server.context import CallNext, HandlerResult
+from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from starlette.types import Receive, Scope, Send
+
+from toolmesh.contracts.rpc import SetLevelRpc, SubscribeRpc
+from toolmesh.errors import ServerNotFound, ToolChanged, ToolmeshError
+from toolmesh_gateway import lookup
+from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.catalog import CatalogServer
+from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
+from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_client
+from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
+from toolmesh_gateway.front_door.listing import error_result
+from toolmesh_gateway.front_door.rpc_errors import mcp_error
+from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, refuse
+from toolmesh_gateway.tool_calls import ToolCalls
+
+SERVER_KEY = "toolmesh.server_id"
+ANNOUNCE_TIMEOUT_SECONDS = 2.0
+MAX_TRACKED_SESSIONS = 10_000
+Lists = tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]]
+"""Tool names, (resource URIs, templates), prompt names of one server: what ``list_changed`` is about."""
+log = logging.getLogger("toolmesh.gateway.mcp")
+FORWARDED = (
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+)
+
+
+class Transparent:
+    """The ASGI app and MCP server behind ``/mcp/{server_name}``; its ``manager`` runs with the front door's."""
+
+    def __init__(
+        self,
+        feed: CatalogFeed,
+        calls: ToolCalls,
+        forwarder: Forwarder,
+        links: ClientLinks,
+        aggregate: Aggregate,
+    ) -> None:
+        self._feed = feed
+        self._calls = calls
+        self._forwarder = forwarder
+        self._links = links
+        self._aggregate = aggregate
+        self.server: Server[Any] = Server("toolmesh-transparent", cache_hints=CACHE_HINTS)
+        self.server.middleware[:] = [self._describe]  # no per-message SDK span: the HTTP and NATS hops have theirs
+        for method in FORWARDED:
+            self.server.add_request_handler(method, mcp_types.RequestParams, self._forward)
+        self.server.add_request_handler("tools/list", mcp_types.RequestParams, self._list_tools)
+        self.server.add_request_handler("tools/call", mcp_types.RequestParams, self._call_tool)
+        self.server.add_request_handler("resources/subscribe", mcp_types.RequestParams, self._subscribe)
+        self.server.add_request_handler("resources/unsubscribe", mcp_types.RequestParams, self._unsubscribe)
+        self.server.add_request_handler("logging/setLevel", mcp_types.RequestParams, self._set_level)
+        self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
+        self.manager = StreamableHTTPSessionManager(app=self.server)
+        self._sessions: dict[str, tuple[str, ServerSession, Lists]] = {}  # session id -> server id, session, lists
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, caller: Caller, name: str) -> None:
+        """Find the server named in the path among the caller's and hand the request to the session manager."""
+        server = lookup.server_by_name(self._feed.catalog.view(caller.scope), name)
+        if server is None:
+            await refuse(ServerNotFound(f"Server not found: {name}", {"server_name": name}), scope, receive, send)
+            return
+        await self.manager.handle_request(as_user(scope, caller, **{SERVER_KEY: server.id}), receive, send)
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        if scope.get("method") == "DELETE" and session:
+            await release_client(self._links, self._forwarder, self._feed, session.decode("latin-1"))
+
+    def _lists(self, server_id: str) -> Lists:
+        catalog = self._feed.catalog
+        offer = catalog.offer(server_id)
+        tools = tuple(t.name for t in catalog.tools_of(server_id))
+        return tools, (tuple(sorted(offer.resources)), tuple(sorted(offer.templates))), tuple(sorted(offer.prompts))
+
+    async def _track(self, ctx: Ctx, _: mcp_types.NotificationParams) -> None:
+        """Remember a session to tell it when its server's lists change."""
+        server = self._server(ctx)
+        headers = getattr(ctx.request, "headers", None)
+        key = (headers.get("mcp-session-id") if headers is not None else None) or str(id(ctx.session))
+        self._sessions[key] = (server.id, ctx.session, self._lists(server.id))
+        while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
+            self._sessions.pop(next(iter(self._sessions)))
+
+    async def announce(self) -> None:
+        """Send ``list_changed`` for each list of a session's server that changed since it last heard."""
+        for key, (server_id, session, seen) in list(self._sessions.items()):
+            now = self._lists(server_id)
+            if now == seen:
+                continue
+            self._sessions[key] = (server_id, session, now)
+            try:
+                with anyio.fail_after(ANNOUNCE_TIMEOUT_SECONDS):
+                    if now[0] != seen[0]:
+                        await session.send_tool_list_changed()
+                    if now[1] != seen[1]:
+                        await session.send_resource_list_changed()
+                    if now[2] != seen[2]:
+                        await session.send_prompt_list_changed()
+            except Exception as exc:  # the client went away: forget it
+                log.debug("dropping MCP session %s: %s", key, exc)
+                self._sessions.pop(key, None)
+
+    def _server(self, ctx: Ctx) -> CatalogServer:
+        scope = getattr(ctx.request, "scope", None) or {}
+        server = self._feed.catalog.server(str(scope.get(SERVER_KEY)))
+        if server is None:
+            raise MCPError(code=mcp_types.INVALID_REQUEST, message="This server is no longer registered")
+        return server
+
+    async def _describe(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """``initialize`` (and ``server/discover``) answered with what the upstream said about itself."""
+        if ctx.method not in ("initialize", "server/discover"):
+            return await call_next(ctx)
+        server = self._server(ctx)
+        described = self._feed.catalog.offer(server.id).description
+        if described.protocol_version is None:
+            raise MCPError(code=mcp_types.INTERNAL_ERROR, message=f"{server.name} has not connected yet")
+        if ctx.method == "server/discover":
+            result: dict[str, Any] = {
+                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "capabilities": described.capabilities,
+                "_meta": {mcp_types.SERVER_INFO_META_KEY: described.server_info},
+            }
+        else:
+            requested = str((ctx.params or {}).get("protocolVersion", ""))
+            version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+            result = {
+                "protocolVersion": version,
+                "capabilities": described.capabilities,
+                "serverInfo": described.server_info,
+            }
+        if described.instructions is not None:
+            result["instructions"] = described.instructions
+        return result
+
+    async def _forward(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        return await self._aggregate.forward(ctx, self._server(ctx), ctx.method, upstream_params(ctx))
+
+    async def _list_tools(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """The upstream's own tools/list, without the tools pinning holds back."""
+        server = self._server(ctx)
+        listed = await self._aggregate.forward(ctx, server, "tools/list", upstream_params(ctx))
+        tools = listed.get("tools")
+        if isinstance(tools, list):
+            listed["tools"] = [t for t in tools if self._hold(server, str(t.get("name"))) is None]
+        return listed
+
+    async def _call_tool(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """tools/call forwarded as it is, unless the tool is held back; audited like every call."""
+        server = self._server(ctx)
+        caller = _caller(ctx)
+        tool = str((ctx.params or {}).get("name", ""))
+        started = time.perf_counter()
+        hold = self._hold(server, tool)
+        if hold is not None:
+            refused = ToolChanged(
+                f"Tool {server.name}.{tool} changed its {' and '.join(hold.fields) or 'definition'} "
+                "(or is new) and waits for an admin's approval",
+                {"server": server.name, "tool": tool, "reason": hold.reason, "fields": hold.fields},
+            )
+            self._calls.record(caller, server, tool, started, "failed", refused.error_code)
+            return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
+        try:
+            result = await self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
+        except MCPError as exc:
+            self._calls.record(caller, server, tool, started, "failed", str(exc.error.code))
+            raise
+        outcome = "tool_error" if result.get("isError") else "ok"
+        self._calls.record(caller, server, tool, started, outcome, None)
+        return result
+
+    def _hold(self, server: CatalogServer, tool: str) -> Any:
+        return self._feed.catalog.view(server.namespace).hold_of(server.id, tool)
+
+    async def _subscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        return await self._control(ctx, "subscribe")
+
+    async def _unsubscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        return await self._control(ctx, "unsubscribe")
+
+    async def _set_level(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        return await self._control(ctx, "set_level")
+
+    async def _control(self, ctx: Ctx, verb: str) -> dict[str, Any]:
+        server = self._server(ctx)
+        link = self._links.link(ctx)
+        link.servers.add(server.id)
+        params = ctx.params or {}
+        body: SubscribeRpc | SetLevelRpc
+        if verb == "set_level":
+            link.log_level = str(params.get("level", "info"))
+            body = SetLevelRpc(level=link.log_level, client=link.ref)
+        else:
+            body = SubscribeRpc(uri=str(params.get("uri", "")), client=link.ref)
+        try:
+            await self._forwarder.control(server, verb, body)
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+        return for_client(ctx, {})
+
+
+def _caller(ctx: Ctx) -> Caller:
+    caller = (getattr(ctx.request, "scope", None) or {}).get(CALLER_KEY)
+    if not isinstance(caller, Caller):
+        raise MCPError(code=mcp_types.INVALID_REQUEST, message="request without an authenticated caller")
+    return caller

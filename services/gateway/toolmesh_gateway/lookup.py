@@ -1,0 +1,65 @@
+"""Finding servers, prompts and resources in the catalog: the one place a name becomes a server.
+
+Every lookup by name of toolmesh's MCP front door and of the resource and prompt APIs goes through
+these functions, on the caller's ``CatalogView``: another namespace's servers are not found.
+"""
+
+from __future__ import annotations
+
+from toolmesh.errors import PromptAmbiguous, PromptNotFound, ResourceNotFound, ServerNotFound
+from toolmesh.naming import split_namespaced
+from toolmesh.routing import serving_warning
+from toolmesh_gateway.catalog import CatalogServer, CatalogView
+
+
+def server_by_name(catalog: CatalogView, name: str) -> CatalogServer | None:
+    """A registered server by its name."""
+    return catalog.server_named(name)
+
+
+def server_by_id(catalog: CatalogView, server_id: str) -> CatalogServer:
+    """A registered server by id; ``ServerNotFound`` otherwise."""
+    server = catalog.server(server_id)
+    if server is None:
+        raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
+    return server
+
+
+def serving(server: CatalogServer) -> CatalogServer:
+    """The server when it takes requests (CONNECTED, DEGRADED); ``ServerUnavailable`` otherwise."""
+    serving_warning(server)
+    return server
+
+
+def server_for_uri(catalog: CatalogView, uri: str, server_id: str | None = None) -> CatalogServer:
+    """The server a resource URI is read from: ``server_id`` if given, else the README's collision rule."""
+    if server_id is not None:
+        return serving(server_by_id(catalog, server_id))
+    server = catalog.server_for_uri(uri)
+    if server is None:
+        raise ResourceNotFound(f"No connected server serves the resource {uri}", {"uri": uri})
+    return server
+
+
+def prompt_route(catalog: CatalogView, name: str, server_id: str | None = None) -> tuple[CatalogServer, str]:
+    """``(server, original prompt name)``: explicit ``server_id``, then ``server.prompt``, then a unique
+    original name (the tool-routing order, BR-005)."""
+    if server_id is not None:
+        server = serving(server_by_id(catalog, server_id))
+        if name not in catalog.catalog.offer(server.id).prompts:
+            raise PromptNotFound(f"Prompt {name} not found on {server.name}", {"prompt": name, "server": server.name})
+        return server, name
+    parts = split_namespaced(name)
+    if parts is not None:
+        named = server_by_name(catalog, parts[0])
+        if named is not None and named.visible and parts[1] in catalog.catalog.offer(named.id).prompts:
+            return named, parts[1]
+    holders = catalog.servers_with_prompt(name)
+    if len(holders) == 1:
+        return holders[0], name
+    if holders:
+        raise PromptAmbiguous(
+            f"Prompt {name} exists on several servers; use server.prompt",
+            {"prompt": name, "servers": [s.name for s in holders]},
+        )
+    raise PromptNotFound(f"Prompt not found: {name}", {"prompt": name})

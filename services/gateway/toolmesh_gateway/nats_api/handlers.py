@@ -1,0 +1,148 @@
+"""What each operation of the NATS API does: the same core calls as the REST routes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from toolmesh.contracts import api
+from toolmesh.contracts.keys import CreateKeyRequest
+from toolmesh.contracts.search import SearchRequest
+from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.contracts.tools import ToolCallRequest
+from toolmesh.runtime import Backends
+from toolmesh.search.service import SearchService
+from toolmesh_gateway import reads
+from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.searching import search_visible
+from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.tool_calls import ToolCalls
+from toolmesh_gateway.views import server_detail
+
+
+@dataclass(frozen=True)
+class GatewayServices:
+    """The gateway's services, as the REST app built them."""
+
+    backends: Backends
+    commands: ServerCommands
+    calls: ToolCalls
+    keys: KeyService
+    search: SearchService
+    feed: CatalogFeed
+    started_at: float
+
+    @classmethod
+    def of(cls, app: FastAPI) -> GatewayServices:
+        """The services of a REST app (one set of services serves both edges)."""
+        state = app.state
+        return cls(
+            state.backends,
+            state.server_commands,
+            state.tool_calls,
+            state.keys,
+            state.search,
+            state.catalog_feed,
+            state.started_at,
+        )
+
+
+Handler = Callable[[GatewayServices, Caller, Any], Awaitable[BaseModel | list[Any] | dict[str, Any] | None]]
+
+
+async def _register(s: GatewayServices, caller: Caller, body: RegisterServerRequest) -> BaseModel:
+    return await s.commands.register(body, caller)
+
+
+async def _list(s: GatewayServices, caller: Caller, body: api.ListServersRequest) -> BaseModel:
+    return await reads.list_servers(s.backends.db, caller.principal, body)
+
+
+async def _get(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return server_detail(await s.commands.server(body.server_id, caller))
+
+
+async def _connect(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await s.commands.connect(body.server_id, caller)
+
+
+async def _disconnect(s: GatewayServices, caller: Caller, body: api.DisconnectServerRequest) -> BaseModel:
+    return await s.commands.disconnect(body.server_id, body.force, caller)
+
+
+async def _remove(s: GatewayServices, caller: Caller, body: api.ServerRef) -> None:
+    await s.commands.remove(body.server_id, caller)
+
+
+async def _tools(s: GatewayServices, caller: Caller, body: api.ServerToolsRequest) -> BaseModel:
+    return await reads.server_tools(s.backends.db, s.commands, caller, body.server_id, body.include_schemas)
+
+
+async def _history(s: GatewayServices, caller: Caller, body: api.ServerRef) -> list[Any]:
+    return await reads.server_history(s.backends.db, s.commands, caller, body.server_id)
+
+
+async def _refresh(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await s.commands.refresh(body.server_id, caller)
+
+
+async def _approve(s: GatewayServices, caller: Caller, body: api.ApproveServerToolsRequest) -> BaseModel:
+    return await s.commands.approve(body.server_id, body.tools, caller)
+
+
+async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
+    return await s.calls.call(body, caller)
+
+
+async def _search(s: GatewayServices, caller: Caller, body: SearchRequest) -> BaseModel:
+    # The owner may look into one namespace; anyone else asking for another one finds nothing.
+    scope = caller.principal.scope
+    namespace = scope if scope is not None else body.namespace
+    return await search_visible(s.search, body, s.feed.catalog.view(namespace))
+
+
+async def _state(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await reads.aggregator_state(s.backends.db, s.backends.settings, caller.principal, s.started_at)
+
+
+async def _create_key(s: GatewayServices, caller: Caller, body: CreateKeyRequest) -> BaseModel:
+    return await s.keys.create(body, caller.principal, caller)
+
+
+async def _list_keys(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.keys.list(caller.principal)
+
+
+async def _revoke_key(s: GatewayServices, caller: Caller, body: api.KeyRef) -> None:
+    await s.keys.revoke(body.key_id, caller.principal, caller)
+
+
+async def _audit(s: GatewayServices, caller: Caller, body: api.AuditRequest) -> BaseModel:
+    return await reads.audit_log(s.backends.db, caller.principal, body)
+
+
+HANDLERS: dict[str, Handler] = {
+    "servers.register": _register,
+    "servers.list": _list,
+    "servers.get": _get,
+    "servers.connect": _connect,
+    "servers.disconnect": _disconnect,
+    "servers.remove": _remove,
+    "servers.tools": _tools,
+    "servers.history": _history,
+    "servers.refresh": _refresh,
+    "servers.approve": _approve,
+    "tools.call": _call,
+    "search.query": _search,
+    "aggregator.state": _state,
+    "keys.create": _create_key,
+    "keys.list": _list_keys,
+    "keys.revoke": _revoke_key,
+    "audit.list": _audit,
+}

@@ -1,0 +1,104 @@
+"""Verbs that forward MCP requests to an owned upstream as they are: ``request``, ``subscribe``,
+``unsubscribe``, ``set_level`` and ``client_gone``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from mcp_types import CONNECTION_CLOSED
+
+from toolmesh.contracts.rpc import ClientGoneRpc, SetLevelRpc, SubscribeRpc, UpstreamRequestRpc
+from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable
+from toolmesh.lifecycle import SERVING
+from toolmesh_session_worker.owned import OwnedServer
+from toolmesh_session_worker.upstream import ProgressCallback, Upstream, UpstreamError, UpstreamTimeout
+
+_OK_PREFIX = b'{"ok":true,"result":'
+
+
+def live_session(server: OwnedServer) -> Upstream:
+    """The server's session when it can take requests; ``ServerUnavailable`` otherwise."""
+    session = server.session
+    if session is None or not session.alive or server.draining or server.status not in SERVING:
+        raise ServerUnavailable(
+            f"Server unavailable: {server.name}",
+            server={"id": server.server_id, "name": server.name, "status": str(server.status)},
+        )
+    return session
+
+
+def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> ExecutionFailed | ServerUnavailable:
+    """The error table's view of an upstream failure; a JSON-RPC error keeps its code and data."""
+    if exc.code is not None and exc.code != CONNECTION_CLOSED:
+        upstream_error = {"code": exc.code, "message": exc.reason, "data": exc.data}
+        return ExecutionFailed(
+            f"{what} failed upstream: {exc}",
+            {"server": server.name, "upstream_code": exc.code},
+            upstream_error=upstream_error,
+        )
+    return ServerUnavailable(
+        f"Server unavailable: {server.name}: {exc}",
+        server={"id": server.server_id, "name": server.name, "status": str(server.status)},
+    )
+
+
+async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: ProgressCallback | None) -> bytes:
+    """Send the request upstream; the reply bytes (an ``RpcReply`` with the raw result)."""
+    session = live_session(server)
+    if body.call_id:
+        server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
+    server.clients.begin(body.call_id, body.client)
+    try:
+        result = await session.request(
+            body.method, body.params, timeout=body.timeout_seconds, call_id=body.call_id, progress=progress
+        )
+    except UpstreamTimeout as exc:
+        raise ExecutionTimeout(
+            f"{body.method} on {server.name} timed out after {body.timeout_seconds:g}s; it was cancelled",
+            {"server": server.name, "method": body.method, "timeout_seconds": body.timeout_seconds},
+        ) from exc
+    except UpstreamError as exc:
+        raise upstream_failure(server, f"{body.method} on {server.name}", exc) from exc
+    finally:
+        server.clients.end(body.call_id)
+        if body.call_id:
+            server.calls.pop(body.call_id, None)
+    return _OK_PREFIX + json.dumps(result, separators=(",", ":")).encode() + b"}"
+
+
+async def subscribe(server: OwnedServer, body: SubscribeRpc) -> dict[str, Any]:
+    """Reference-counted ``resources/subscribe``."""
+    try:
+        await server.clients.subscribe(live_session(server), body.uri, body.client)
+    except UpstreamError as exc:
+        raise upstream_failure(server, f"resources/subscribe on {server.name}", exc) from exc
+    return {"holders": len(server.clients.subscriptions.get(body.uri, {}))}
+
+
+async def unsubscribe(server: OwnedServer, body: SubscribeRpc) -> dict[str, Any]:
+    """Reference-counted ``resources/unsubscribe``."""
+    try:
+        await server.clients.unsubscribe(server.session, body.uri, body.client)
+    except UpstreamError as exc:
+        raise upstream_failure(server, f"resources/unsubscribe on {server.name}", exc) from exc
+    return {"holders": len(server.clients.subscriptions.get(body.uri, {}))}
+
+
+async def set_level(server: OwnedServer, body: SetLevelRpc) -> dict[str, Any]:
+    """A client's ``logging/setLevel``: the upstream gets the most verbose level of its clients."""
+    try:
+        await server.clients.set_level(live_session(server), body.level, body.client)
+    except UpstreamError as exc:
+        raise upstream_failure(server, f"logging/setLevel on {server.name}", exc) from exc
+    return {"upstream_level": server.clients.upstream_level()}
+
+
+async def client_gone(server: OwnedServer, body: ClientGoneRpc) -> dict[str, Any]:
+    """Release what a finished client session held on this upstream."""
+    try:
+        await server.clients.forget(server.session, body.client)
+    except UpstreamError as exc:
+        raise upstream_failure(server, f"releasing a client of {server.name}", exc) from exc
+    return {}

@@ -1,0 +1,370 @@
+"""A REST tool server behind the upstream surface (the connection API spec's adapter).
+
+* connect: ``GET {url}/health`` answers 200, retried (``RestPolicy``: 3 attempts, then waits of
+  ``0.5 * (attempt + 1)`` s, each request bounded by 30 s by default);
+* discover: ``GET {url}/tools``, translated whole by ``toolmesh.translation`` (a malformed list is
+  a protocol error naming what is wrong);
+* call: ``POST {url}/tools/execute`` with ``tool``, ``arguments`` and a fresh ``requestId``; 200 is the
+  result (an error object ``TOOL_EXECUTION_FAILED`` is a tool error, ``isError``), 404 is
+  ``TOOL_NOT_FOUND`` listing the tools the server lists now (a tool it had listed makes the worker
+  publish the new list), any other status is a protocol error (``EXECUTION_FAILED``);
+* ping: ``GET {url}/health``.
+
+The config's ``headers`` (bearer tokens, ``${VAR}`` already expanded) go with every request. No
+connection is held between requests (the client pools keep-alive connections), so a request that
+cannot reach the server makes the session check ``/health`` once, and a failed check ends the
+session (``on_lost``), as a broken MCP transport does. To MCP clients it describes itself as an
+MCP server offering tools only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx2
+import mcp_types
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
+
+from toolmesh.supervision import TaskSet
+from toolmesh.translation import (
+    MCPConnectionError,
+    MCPProtocolError,
+    MCPToolNotFoundError,
+    ToolExecutionError,
+    as_error,
+    domain_tool_execution_to_mcp,
+    domain_tool_to_mcp,
+    failure_to_mcp,
+    is_error_object,
+    mcp_error_to_exception,
+    mcp_tools_response_to_domain,
+    result_to_mcp,
+)
+from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamError, UpstreamRefused, UpstreamTimeout, describe
+from toolmesh_session_worker.upstream.transports import session_http_client
+from toolmesh_session_worker.upstream.wire import ProgressCallback
+
+log = logging.getLogger("toolmesh.upstream.rest")
+REST_PROTOCOL_VERSION = "1.0.0"
+"""The version of the connection API spec's REST protocol, shown as the server's version."""
+PROBE_TIMEOUT_SECONDS = 5.0
+
+_ResultT = TypeVar("_ResultT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class RestPolicy:
+    """Retries and timeout of REST tool servers (settings ``rest_*``)."""
+
+    attempts: int = 3
+    backoff_seconds: float = 0.5
+    timeout_seconds: float = 30.0
+
+
+class RestSession:
+    """A REST tool server in use. Build it with ``open_rest_session``."""
+
+    def __init__(
+        self,
+        server_name: str,
+        url: str,
+        headers: Mapping[str, str],
+        policy: RestPolicy,
+        *,
+        on_lost: Callable[[str], Awaitable[None]] | None = None,
+        on_tools_changed: Callable[[], Awaitable[None]] | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.server_name = server_name
+        self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
+            protocol_version=LATEST_HANDSHAKE_VERSION,
+            capabilities=mcp_types.ServerCapabilities(tools=mcp_types.ToolsCapability(list_changed=False)),
+            server_info=mcp_types.Implementation(
+                name=server_name, title="REST tool server", version=REST_PROTOCOL_VERSION
+            ),
+        )
+        self._base = url.rstrip("/")
+        self._policy = policy
+        self._on_lost = on_lost
+        self._on_tools_changed = on_tools_changed
+        timeout = httpx2.Timeout(policy.timeout_seconds)
+        self._client = session_http_client({"Accept": "application/json", **headers}, http_client, timeout)
+        self._tools: list[str] = []  # names of the last tool list, for a 404's answer
+        self._alive = False
+        self._pending = 0
+        self._lost_reason: str | None = None
+        self._probes = TaskSet(f"rest {server_name}")
+
+    @property
+    def alive(self) -> bool:
+        """True between a successful connect and ``close()`` or a lost server."""
+        return self._alive
+
+    @property
+    def pending(self) -> int:
+        """Tool calls in flight."""
+        return self._pending
+
+    @property
+    def pid(self) -> None:
+        """Remote servers have no local process."""
+        return None
+
+    @property
+    def lost_reason(self) -> str | None:
+        """Why the server was given up, if it was."""
+        return self._lost_reason
+
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities:
+        """Tools only."""
+        assert self.initialize_result is not None
+        return self.initialize_result.capabilities
+
+    async def connect(self, connect_timeout: float) -> None:
+        """``GET /health`` until it answers 200 (``RestPolicy`` retries), within ``connect_timeout`` in all."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._policy.attempts),
+            wait=wait_incrementing(start=self._policy.backoff_seconds, increment=self._policy.backoff_seconds),
+            retry=retry_if_exception_type(MCPConnectionError),
+            reraise=True,
+        )
+        try:
+            async with asyncio.timeout(connect_timeout):
+                async for attempt in retrying:
+                    with attempt:
+                        await self._health(self._policy.timeout_seconds)
+        except MCPConnectionError as exc:
+            raise UpstreamError(
+                f"{self.server_name}: connect failed after {self._policy.attempts} attempts: {exc}"
+            ) from exc
+        except TimeoutError as exc:
+            raise UpstreamError(f"{self.server_name}: no healthy answer within {connect_timeout:g}s") from exc
+        self._alive = True
+
+    async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
+        """``GET /tools``, translated whole; ``UpstreamError`` naming what is wrong with a malformed list."""
+        answer = await self._answer("GET", "/tools", timeout=timeout, what="listing tools")
+        try:
+            tools = mcp_tools_response_to_domain(answer)
+            listed = [mcp_types.Tool.model_validate(domain_tool_to_mcp(t)) for t in tools]
+        except MCPProtocolError as exc:
+            raise UpstreamError(f"{self.server_name}: protocol error: invalid tool list: {exc}") from exc
+        except ValidationError as exc:
+            raise UpstreamError(f"{self.server_name}: protocol error: invalid tool list: {exc}") from exc
+        self._tools = [t.name for t in listed]
+        return listed
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float,
+        progress: ProgressCallback | None = None,
+        call_id: str | None = None,
+    ) -> mcp_types.CallToolResult:
+        """``POST /tools/execute``; a failure the server reports for the tool it ran is ``is_error``.
+
+        Raises:
+            ToolNotFound: the server answered 404 (the tools it listed are in the context).
+            ExecutionFailed: any other non-200 answer, or an answer that breaks the protocol.
+            UpstreamTimeout: no answer within ``timeout`` (the request is abandoned).
+            UpstreamError: the server could not be reached.
+        """
+        return mcp_types.CallToolResult.model_validate(await self._execute(name, arguments, timeout))
+
+    async def ping(self, *, timeout: float) -> None:
+        """``GET /health`` answers 200 within ``timeout``; ``UpstreamTimeout`` or ``UpstreamError`` otherwise."""
+        try:
+            await self._health(timeout)
+        except MCPConnectionError as exc:
+            raise UpstreamError(f"{self.server_name}: {exc}") from exc
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float,
+        call_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """An MCP request as a REST server can answer it: ``tools/list``, ``tools/call`` and ``ping``;
+        any other method is JSON-RPC "method not found"."""
+        params = params or {}
+        if method == "tools/list":
+            tools = await self.list_tools(timeout=timeout)
+            return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
+        if method == "tools/call":
+            arguments = params.get("arguments")
+            return await self._execute(str(params.get("name", "")), dict(arguments or {}), timeout)
+        if method == "ping":
+            await self.ping(timeout=timeout)
+            return {}
+        raise UpstreamError(
+            f"{self.server_name}: a REST tool server does not serve {method}",
+            code=mcp_types.METHOD_NOT_FOUND,
+            reason=f"Method not found: {method}",
+        )
+
+    async def send(
+        self, request: mcp_types.ClientRequest, result_type: type[_ResultT], *, what: str, limit: float
+    ) -> _ResultT:
+        """One typed request, answered by ``request``."""
+        params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if request.params else None
+        answer = await self.request(request.method, params, timeout=limit)
+        try:
+            return result_type.model_validate(answer, by_name=False)
+        except ValidationError as exc:
+            raise UpstreamError(f"{self.server_name}: invalid answer while {what}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Stop using the server and close the connection pool. Idempotent."""
+        self._alive = False
+        await self._probes.cancel_all()
+        await self._client.aclose()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _execute(self, name: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
+        body = domain_tool_execution_to_mcp(name, arguments)
+        self._pending += 1
+        try:
+            response = await self._send("POST", "/tools/execute", timeout, f"calling {name}", body=body)
+        finally:
+            self._pending -= 1
+        if response.status_code == 404:
+            stale = name in self._tools
+            with contextlib.suppress(UpstreamError):  # what it has now; else what it listed last
+                await self.list_tools(timeout=min(timeout, PROBE_TIMEOUT_SECONDS))
+            if stale and self._on_tools_changed is not None:
+                await self._on_tools_changed()  # it was listed: the published list is out of date
+            raise as_error(MCPToolNotFoundError(name, self._tools), self.server_name, name)
+        try:
+            answer = _json(response)
+            if response.status_code != 200:
+                raise _non_200(response.status_code, answer, name)
+            if is_error_object(answer):
+                raise mcp_error_to_exception(answer, name)
+        except ToolExecutionError as exc:
+            if response.status_code == 200:
+                return failure_to_mcp(exc)
+            raise as_error(exc, self.server_name, name) from exc
+        except MCPProtocolError as exc:
+            raise as_error(exc, self.server_name, name) from exc
+        return result_to_mcp(answer)
+
+    async def _health(self, timeout: float) -> None:
+        try:
+            response = await self._send("GET", "/health", timeout, "checking health", probe=False)
+        except UpstreamTimeout as exc:
+            raise MCPConnectionError(f"GET /health: no answer within {timeout:g}s") from exc
+        except UpstreamError as exc:
+            raise MCPConnectionError(f"GET /health failed: {exc.reason}") from exc
+        if response.status_code in REFUSED:
+            raise UpstreamRefused(
+                f"{self.server_name}: GET /health refused our credentials (HTTP {response.status_code})"
+            )
+        if response.status_code != 200:
+            raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
+
+    async def _answer(self, method: str, path: str, *, timeout: float, what: str) -> Any:
+        """The JSON of a 200 answer; ``UpstreamError`` (a protocol error) for anything else."""
+        response = await self._send(method, path, timeout, what)
+        if response.status_code != 200:
+            raise UpstreamError(
+                f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
+            )
+        try:
+            return _json(response)
+        except MCPProtocolError as exc:
+            raise UpstreamError(f"{self.server_name}: protocol error: {method} {path}: {exc}") from exc
+
+    async def _send(
+        self, method: str, path: str, timeout: float, what: str, *, probe: bool = True, body: Any = None
+    ) -> httpx2.Response:
+        """One request within ``timeout`` in all; an unreachable server is ``UpstreamError`` (and a probe)."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._client.request(method, self._base + path, json=body, timeout=timeout)
+        except (TimeoutError, httpx2.TimeoutException) as exc:
+            raise UpstreamTimeout(f"{self.server_name}: timed out after {timeout:g}s while {what}") from exc
+        except httpx2.HTTPError as exc:
+            reason = describe(exc)
+            if probe and self._alive:
+                self._probes.spawn(self._probe())
+            raise UpstreamError(
+                f"{self.server_name}: cannot reach {self._base} while {what}: {reason}", reason=reason
+            ) from exc
+
+    async def _probe(self) -> None:
+        """A request could not reach the server: give it up (``on_lost``) unless ``/health`` still answers."""
+        try:
+            await self._health(PROBE_TIMEOUT_SECONDS)
+        except MCPConnectionError as exc:
+            if not self._alive or self._lost_reason is not None:
+                return
+            self._lost_reason = f"upstream stopped answering: {exc}"
+            self._alive = False
+            log.warning("REST tool server lost: %s", exc, extra={"server": self.server_name})
+            if self._on_lost is not None:
+                await self._on_lost(self._lost_reason)
+
+
+def _json(response: httpx2.Response) -> Any:
+    try:
+        return json.loads(response.content)
+    except ValueError as exc:
+        raise MCPProtocolError(f"HTTP {response.status_code} answer is not JSON") from exc
+
+
+def _non_200(status: int, answer: Any, tool: str) -> Exception:
+    """The spec's exception for a non-200, non-404 answer to ``POST /tools/execute``."""
+    if is_error_object(answer):
+        problem = mcp_error_to_exception(answer, tool)
+        if isinstance(problem, ToolExecutionError):
+            return problem
+        return MCPProtocolError(f"HTTP {status}: {problem}", problem.details)
+    return MCPProtocolError(f"POST /tools/execute answered HTTP {status}", {"http_status": status})
+
+
+async def open_rest_session(
+    server_name: str,
+    config: Mapping[str, Any],
+    policy: RestPolicy,
+    *,
+    connect_timeout: float,
+    on_lost: Callable[[str], Awaitable[None]] | None = None,
+    on_tools_changed: Callable[[], Awaitable[None]] | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+) -> RestSession:
+    """Connect to a REST tool server (``config``: ``url``, ``headers``; validated and ``${VAR}``-expanded).
+
+    Raises:
+        UpstreamError: ``/health`` did not answer 200 within the retries.
+    """
+    headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
+    session = RestSession(
+        server_name,
+        str(config["url"]),
+        headers,
+        policy,
+        on_lost=on_lost,
+        on_tools_changed=on_tools_changed,
+        http_client=http_client,
+    )
+    try:
+        await session.connect(connect_timeout)
+    except BaseException:
+        await session.close()
+        raise
+    return session

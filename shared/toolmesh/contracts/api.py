@@ -1,0 +1,236 @@
+"""The public NATS API: request/reply on ``toolmesh.api.<version>.<resource>.<verb>``.
+
+Every operation the REST API offers is also a NATS request, with the same payload models, the
+same authorization (the caller's key in the ``Authorization`` header) and the same error codes.
+A reply is ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"detail", "error_code",
+"context"}}``. Each operation is declared once here, with its subject, request and result models
+and the REST route that does the same thing, so the gateway, the Python client and the AsyncAPI
+document are all built from this table. Resources added later (``endpoints``, ``bundles``) are new
+rows under the same version; a change that breaks a payload is a new version (``v2``) served next
+to the old one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolmesh.contracts.aggregator import AggregatorState, ErrorBody
+from toolmesh.contracts.audit import AuditPage
+from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
+from toolmesh.contracts.search import SearchRequest, SearchResponse
+from toolmesh.contracts.servers import (
+    ApproveToolsResponse,
+    ConnectResponse,
+    DisconnectResponse,
+    HistoryEntry,
+    RefreshResponse,
+    RegisterServerRequest,
+    ServerCreated,
+    ServerDetail,
+    ServerList,
+    ToolList,
+)
+from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.naming import NAMESPACE_PATTERN
+
+API_PREFIX = "toolmesh.api"
+API_VERSION = "v1"
+SUPPORTED_VERSIONS = (API_VERSION,)
+API_WILDCARD = f"{API_PREFIX}.>"
+API_QUEUE = "toolmesh-api"
+"""The queue group of every gateway replica: one of them answers each request."""
+UNSERVED_QUEUE = "toolmesh-api-unserved"
+"""The queue group answering subjects no operation serves. NATS groups queue subscriptions by name
+whatever their subjects, so it must not share ``API_QUEUE`` (it would take the served requests)."""
+AUTHORIZATION_HEADER = "Authorization"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+"""Set to ``true`` on a reply (NATS header or HTTP header) that repeats a stored first result."""
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+
+
+def api_subject(operation: str, version: str = API_VERSION) -> str:
+    """The request subject of one operation, e.g. ``toolmesh.api.v1.servers.register``."""
+    return f"{API_PREFIX}.{version}.{operation}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoArguments(_Strict):
+    """Operations that take nothing: send ``{}``."""
+
+
+class ServerRef(_Strict):
+    """One server of the caller's namespace, by id."""
+
+    server_id: str = Field(min_length=1, max_length=64)
+
+
+class ServerToolsRequest(ServerRef):
+    """``servers.tools``: the tools of one server."""
+
+    include_schemas: bool = False
+
+
+class DisconnectServerRequest(ServerRef):
+    """``servers.disconnect``: drain pending calls (up to 30 s), or cancel them with ``force``."""
+
+    force: bool = False
+
+
+class ApproveServerToolsRequest(ServerRef):
+    """``servers.approve``: approve these held tools (every held tool when ``tools`` is omitted)."""
+
+    tools: list[str] | None = None
+
+
+class ListServersRequest(_Strict):
+    """``servers.list``: a page of the caller's servers."""
+
+    status: ServerStatus | None = None
+    include_tools: bool = False
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="owner only: one namespace")
+    agent: str | None = Field(
+        default=None, min_length=1, max_length=256, pattern=r"^[^\x00]*$", description="only its servers, newest first"
+    )
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=2**31 - 1)
+
+
+class KeyRef(_Strict):
+    """``keys.revoke``: one key of the caller's namespace, by id."""
+
+    key_id: str = Field(min_length=1, max_length=64)
+
+
+class AuditRequest(_Strict):
+    """``audit.list``: audited operations and tool calls, newest first."""
+
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN)
+    actor: str | None = Field(default=None, max_length=256)
+    event: str | None = Field(default=None, max_length=64, description="e.g. server.registered, tool.called")
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+T = TypeVar("T")
+
+
+class ApiSuccess(BaseModel, Generic[T]):
+    """The reply of an operation that succeeded."""
+
+    ok: Literal[True] = True
+    result: T
+
+
+class ApiFailure(BaseModel):
+    """The reply of an operation that failed: the error body of the REST API."""
+
+    ok: Literal[False] = False
+    error: ErrorBody
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One request/reply operation of the API, and the REST route that does the same."""
+
+    name: str
+    request: type[BaseModel]
+    result: Any
+    summary: str
+    write: bool
+    method: str
+    path: str
+
+    @property
+    def subject(self) -> str:
+        """Its subject in the current version."""
+        return api_subject(self.name)
+
+    @property
+    def path_fields(self) -> tuple[str, ...]:
+        """Request fields that the REST route takes in its path."""
+        return tuple(f for f in self.request.model_fields if "{" + f + "}" in self.path)
+
+
+SERVERS = "/api/v1/aggregator/servers"
+SERVER = SERVERS + "/{server_id}"
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "servers.register", RegisterServerRequest, ServerCreated, "Register a server (BR-001)", True, "POST", SERVERS
+    ),
+    Operation("servers.list", ListServersRequest, ServerList, "A page of the caller's servers", False, "GET", SERVERS),
+    Operation("servers.get", ServerRef, ServerDetail, "One server, its config masked", False, "GET", SERVER),
+    Operation("servers.connect", ServerRef, ConnectResponse, "Connect (BR-002)", True, "POST", SERVER + "/connect"),
+    Operation(
+        "servers.disconnect",
+        DisconnectServerRequest,
+        DisconnectResponse,
+        "Disconnect (BR-007), draining or cancelling pending calls",
+        True,
+        "POST",
+        SERVER + "/disconnect",
+    ),
+    Operation("servers.remove", ServerRef, None, "Remove a server and its tools (BR-008)", True, "DELETE", SERVER),
+    Operation(
+        "servers.tools", ServerToolsRequest, ToolList, "The tools of one server", False, "GET", SERVER + "/tools"
+    ),
+    Operation(
+        "servers.history",
+        ServerRef,
+        list[HistoryEntry],
+        "The connection history of one server",
+        False,
+        "GET",
+        SERVER + "/history",
+    ),
+    Operation(
+        "servers.refresh",
+        ServerRef,
+        RefreshResponse,
+        "Run tool discovery again",
+        True,
+        "POST",
+        SERVER + "/tools/refresh",
+    ),
+    Operation(
+        "servers.approve",
+        ApproveServerToolsRequest,
+        ApproveToolsResponse,
+        "Approve held tool definitions",
+        True,
+        "POST",
+        SERVER + "/tools/approve",
+    ),
+    Operation(
+        "tools.call", ToolCallRequest, ToolCallResponse, "Call a tool (BR-005)", True, "POST", "/api/v1/tools/call"
+    ),
+    Operation("search.query", SearchRequest, SearchResponse, "Hybrid tool search", False, "POST", "/api/v1/search"),
+    Operation(
+        "aggregator.state",
+        NoArguments,
+        AggregatorState,
+        "Counts of servers by status and of tools",
+        False,
+        "GET",
+        "/api/v1/aggregator/state",
+    ),
+    Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
+    Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
+    Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),
+    Operation("audit.list", AuditRequest, AuditPage, "The audit log", False, "GET", "/api/v1/audit"),
+)
+OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
+OPERATIONS_BY_SUBJECT: dict[str, Operation] = {op.subject: op for op in OPERATIONS}
+
+
+def reply_model(operation: Operation) -> Any:
+    """The pydantic type of the operation's reply (success or failure)."""
+    return ApiSuccess[operation.result] | ApiFailure  # type: ignore[name-defined]

@@ -1,0 +1,70 @@
+"""Server → client traffic: from the session-worker owning an upstream to the gateway holding a client.
+
+Each MCP client session has one subject, ``toolmesh.client.<replica>.<session>.<kind>``: the gateway
+replica holding the session subscribes to ``toolmesh.client.<replica>.>`` once and finds the session
+by id. ``request`` (sampling, elicitation, roots) is NATS request/reply; ``notify`` (log messages,
+progress, resource updates) is a plain publish.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+CLIENT_PREFIX = "toolmesh.client"
+Kind = Literal["request", "notify"]
+
+FORWARDED_REQUESTS = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
+"""Server → client requests toolmesh carries to a client."""
+
+NO_CLIENT = -32601
+"""JSON-RPC code the upstream gets when no client can take its request (Method not found: the
+aggregated session has no client for it, like a client that declared no such capability)."""
+
+
+def client_id(replica: str, session: str) -> str:
+    """The bus id of a client session: its replica and its own id, dot-separated (two subject tokens)."""
+    return f"{replica}.{session}"
+
+
+def client_subject(client: str, kind: Kind) -> str:
+    """Where traffic of ``kind`` for the client session ``client`` (from ``client_id``) goes."""
+    return f"{CLIENT_PREFIX}.{client}.{kind}"
+
+
+def replica_wildcard(replica: str) -> str:
+    """What a gateway replica subscribes to for all of its client sessions."""
+    return f"{CLIENT_PREFIX}.{replica}.>"
+
+
+class ClientRequest(BaseModel):
+    """An upstream's request for a client (``sampling/createMessage``, ``elicitation/create``, ``roots/list``).
+
+    ``call_id`` is the client's request in flight it belongs to, when known: the gateway sends it on
+    that request's stream (Streamable HTTP), else on the session's standalone stream.
+    The reply is an ``RpcReply``: ``result`` is the client's result, or ``error`` a JSON-RPC error
+    (``code``, ``message``, ``data``).
+    """
+
+    server_id: str
+    server_name: str
+    method: str
+    params: dict[str, Any] | None = None
+    call_id: str | None = None
+    timeout_seconds: float
+    request_id: str
+
+
+class ClientNotification(BaseModel):
+    """An upstream's notification for a client (``notifications/message``, ``.../resources/updated``, ...).
+
+    ``notifications/cancelled`` with ``{"requestId": <ClientRequest.request_id>}`` withdraws a request
+    the upstream gave up on.
+    """
+
+    server_id: str
+    server_name: str
+    method: str
+    params: dict[str, Any] | None = None
+    call_id: str | None = None

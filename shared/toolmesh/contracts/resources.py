@@ -1,0 +1,68 @@
+"""REST bodies of resources and prompts: listings per server, ``POST /resources/read``, ``POST /prompts/get``.
+
+Items are the upstream's own wire form (``uri``, ``name``, ``mimeType``, ...), unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ResourceList(BaseModel):
+    """``GET /api/v1/aggregator/servers/{id}/resources``: resources and resource templates of one server."""
+
+    resources: list[dict[str, Any]]
+    resource_templates: list[dict[str, Any]]
+    total: int
+
+
+class PromptList(BaseModel):
+    """``GET /api/v1/aggregator/servers/{id}/prompts``: the prompts of one server."""
+
+    prompts: list[dict[str, Any]]
+    total: int
+
+
+class ReadResourceRequest(BaseModel):
+    """Read a resource by URI; the server is found by URI (README: collisions) unless ``server_id`` says."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    uri: str = Field(min_length=1, max_length=8192)
+    server_id: str | None = None
+    timeout_seconds: float | None = Field(None, gt=0, le=3600)
+
+
+class GetPromptRequest(BaseModel):
+    """Get a prompt by namespaced name (``server.prompt``), original name, or original name plus ``server_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=512)
+    arguments: dict[str, str] = Field(default_factory=dict)
+    server_id: str | None = None
+    timeout_seconds: float | None = Field(None, gt=0, le=3600)
+
+
+class ForwardMetadata(BaseModel):
+    """Which server answered."""
+
+    routed_to: str
+    server_id: str
+
+
+class ReadResourceResponse(BaseModel):
+    """The upstream's ``resources/read`` result (``contents``: text or base64 ``blob``) plus where it came from."""
+
+    contents: list[dict[str, Any]]
+    metadata: ForwardMetadata
+
+
+class GetPromptResponse(BaseModel):
+    """The upstream's ``prompts/get`` result (``description``, ``messages``) plus where it came from."""
+
+    description: str | None = None
+    messages: list[dict[str, Any]]
+    metadata: ForwardMetadata

@@ -1,0 +1,23 @@
+"""Postgres advisory locks: one holder at a time across every replica, released with the block."""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import AsyncIterator
+
+import asyncpg
+
+_NAMESPACE = 7_311_422  # keeps toolmesh's lock keys apart from other applications' in one database
+
+
+@contextlib.asynccontextmanager
+async def advisory_lock(db: asyncpg.Pool, name: str) -> AsyncIterator[None]:
+    """Hold the lock called ``name`` for the block (waiting for any other holder first)."""
+    key = (_NAMESPACE << 32) | zlib.crc32(name.encode())  # one bigint key: (int4, int4) keys are signed
+    async with db.acquire() as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", key)
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", key)

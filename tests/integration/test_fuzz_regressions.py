@@ -1,0 +1,54 @@
+"""Inputs found by fuzzing (tests/fuzz and probes around it) that once broke toolmesh: each is now a 4xx."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.harness import System, eventually, running_system
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as running:
+        yield running
+
+
+@pytest.mark.parametrize("path", ["/api/v1/aggregator/servers", "/api/v1/audit"])
+async def test_an_offset_beyond_the_database_integer_is_a_validation_error(system: System, path: str) -> None:
+    response = await system.api.get(path, params={"offset": 2923262381298586541912752128})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["query", "offset"]
+
+
+async def test_a_nul_in_an_audit_filter_is_a_validation_error(system: System) -> None:
+    response = await system.api.get("/api/v1/audit", params={"actor": "\u00eb\u0000q", "event": "x"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["query", "actor"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"description": "a\u0000b"},
+        {"connection_config": {"command": "srv", "args": ["--x\u0000"]}},
+        {"connection_config": {"command": "srv", "env": {"K\u0000": "v"}}},
+    ],
+)
+async def test_nul_in_a_registration_is_refused_and_cannot_stop_the_projection(
+    system: System, fields: dict[str, object]
+) -> None:
+    body = {"name": "nul", "transport_type": "STDIO", "connection_config": {"command": "srv"}, "auto_connect": False}
+    refused = await system.api.post("/api/v1/aggregator/servers", json={**body, **fields})
+    assert refused.status_code == 422, refused.text
+    assert "NUL" in refused.json()["detail"][0]["msg"]
+    created = await system.register("after-nul", "STDIO", {"command": "srv"}, auto_connect=False)
+
+    async def listed() -> bool:
+        servers = (await system.api.get("/api/v1/aggregator/servers")).json()["servers"]
+        return [s["id"] for s in servers] == [created["id"]]
+
+    await eventually(listed, timeout=10, what="the next registration to be projected")

@@ -1,0 +1,57 @@
+"""The log redactor: long secrets anywhere, short ones as whole tokens or next to their name."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from toolmesh.redaction import Secret, SecretRedactor
+
+
+def _redactor(*secrets: Secret | str) -> SecretRedactor:
+    redactor = SecretRedactor()
+    redactor.add(list(secrets))
+    return redactor
+
+
+def test_long_secrets_are_masked_anywhere() -> None:
+    assert _redactor("hunter22").redact("x=hunter22;yhunter22z") == "x=***;y***z"
+
+
+def test_short_sensitive_secrets_are_masked_as_whole_tokens_only() -> None:
+    redactor = _redactor(Secret("k3y", "API_KEY"))
+    assert redactor.redact("using k3y now") == "using *** now"
+    assert redactor.redact("k3yboard and monk3y stay") == "k3yboard and monk3y stay"
+
+
+def test_trivial_values_are_masked_only_next_to_their_name() -> None:
+    redactor = _redactor(Secret("1", "DEBUG_TOKEN"), Secret("true", "SECRET_FLAG"))
+    assert redactor.redact("attempt 1 of 3, ok=true") == "attempt 1 of 3, ok=true"
+    assert redactor.redact("DEBUG_TOKEN=1 and SECRET_FLAG: true") == "DEBUG_TOKEN=*** and SECRET_FLAG: ***"
+
+
+def test_short_values_of_ordinary_names_are_masked_only_in_context() -> None:
+    redactor = _redactor(Secret("dev", "MODE", sensitive=False))
+    assert redactor.redact('dev mode; MODE=dev; {"MODE": "dev"}') == 'dev mode; MODE=***; {"MODE": "***"}'
+
+
+def test_flags_and_bearer_tokens_are_context() -> None:
+    redactor = _redactor(Secret("ab", "--api-key"), Secret("xy", "Bearer"))
+    assert redactor.redact("node s.js --api-key ab --x; Authorization: Bearer xy") == (
+        "node s.js --api-key *** --x; Authorization: Bearer ***"
+    )
+    assert redactor.redact("--api-key abc") == "--api-key abc"  # another value
+
+
+def test_redactor_masks_short_secrets_in_records_of_any_logger() -> None:
+    redactor = _redactor(Secret("pw9", "--password"))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(redactor)
+    logger = logging.getLogger("some.other.library")
+    logger.addHandler(handler)
+    try:
+        logger.warning("spawned %s", "srv --password pw9")
+    finally:
+        logger.removeHandler(handler)
+    assert stream.getvalue() == "spawned srv --password ***\n"
