@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     reconnect_attempts: int = 5
     reconnect_backoff_seconds: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
     reconnect_hold_seconds: float = 5.0  # how long a call waits for a reconnect in progress
+    # BR-002: a server left in ERROR by a network failure is connected again by itself after these
+    # pauses (the last repeats: the cap); refused credentials wait for a person.
+    error_retry_seconds: tuple[float, ...] = Field((10.0, 30.0, 60.0, 120.0, 300.0), min_length=1)
     # Observability: each non-gateway role serves /metrics on this port when set; a token guards
     # the gateway's and roles' /metrics when set (Prometheus sends it as a bearer token).
     metrics_port: int | None = None
@@ -100,7 +103,7 @@ class Settings(BaseSettings):
     # A batch that fails is tried again after these pauses (the last one repeats); after this many
     # attempts its tools are UNCLASSIFIED until someone retries.
     classification_max_attempts: int = Field(6, ge=1)
-    classification_retry_seconds: tuple[float, ...] = (15.0, 30.0, 60.0, 120.0, 240.0)
+    classification_retry_seconds: tuple[float, ...] = Field((15.0, 30.0, 60.0, 120.0, 240.0), min_length=1)
     classifier_llm_base_url: str | None = None
     classifier_llm_model: str | None = None
     classifier_llm_api_key: str | None = None

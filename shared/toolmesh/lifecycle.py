@@ -1,7 +1,8 @@
-"""The server state machine of the logic contract, as plain data and one function."""
+"""The server state machine of the logic contract, as plain data and small functions."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from toolmesh.errors import InvalidStateTransition
@@ -31,8 +32,16 @@ TRANSITIONS: dict[ServerStatus, frozenset[ServerStatus]] = {
 
 # Where a live session is wanted: the reconciler keeps these servers owned and connected.
 SESSION_WANTED = frozenset({S.CONNECTING, S.CONNECTED, S.DEGRADED})
+
+
 # Where tools are visible to search and listing, and may execute (DEGRADED with a warning).
 SERVING = frozenset({S.CONNECTED, S.DEGRADED})
+
+
+def wants_session(status: ServerStatus, retry_at: datetime | None, now: datetime) -> bool:
+    """Whether a session-worker should hold a session: the state wants one, or the server is in
+    ERROR and its automatic retry (BR-002) is due."""
+    return status in SESSION_WANTED or (status is S.ERROR and retry_at is not None and retry_at <= now)
 
 
 def check_transition(current: ServerStatus, target: ServerStatus) -> None:

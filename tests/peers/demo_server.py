@@ -1,7 +1,7 @@
 """A real MCP server for tests, over stdio, SSE or Streamable HTTP (always on 127.0.0.1).
 
     python -m tests.peers.demo_server --transport stdio|sse|http [--port N] [--tools N]
-                                      [--name NAME] [--page-size N] [--api-key KEY]
+                                      [--name NAME] [--page-size N] [--api-key KEY] [--token T]
 
 Tools: echo, add, search, slow (notices cancellation), fail (tool error), crash (kills the
 process mid-call), progress (progress notifications), add_tool (registers a tool at run time and
@@ -13,7 +13,8 @@ for a URI; resource subscriptions are counted in ``stats``), plus ``--tools N`` 
 ``demo://items/{item}`` (text); prompt ``greet(name)``. MCPServer does not paginate tools/list;
 ``--page-size N`` makes this server do it, so clients' cursor handling is exercised against a real
 peer. ``--api-key KEY`` stands for a secret passed on the command line; the server echoes its
-command line on stderr, as careless servers do.
+command line on stderr, as careless servers do. ``--token T`` (http only) answers every request
+without ``Authorization: Bearer T`` with HTTP 401, as a server refusing a wrong key does.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from typing import Any
 
 import anyio
 import mcp_types
+import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 STATS = {"slow_started": 0, "slow_cancelled": 0, "slow_completed": 0, "subscribes": 0, "unsubscribes": 0}
 
@@ -193,6 +197,19 @@ def _generated(index: int) -> Any:
     return generated
 
 
+def require_token(app: ASGIApp, token: str) -> ASGIApp:
+    """``app`` behind a bearer check: a request without ``Authorization: Bearer token`` gets 401."""
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", []))
+        if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
+            await PlainTextResponse("unauthorized", status_code=401)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line and serve until killed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -202,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="demo")
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--api-key")
+    parser.add_argument("--token", help="http only: refuse requests without this bearer token (401)")
     args = parser.parse_args(argv)
     if args.api_key is not None:
         print(f"{args.name}: started with --api-key {args.api_key}", file=sys.stderr, flush=True)
@@ -210,8 +228,11 @@ def main(argv: list[str] | None = None) -> None:
         server.run("stdio")
     elif args.transport == "sse":
         server.run("sse", host="127.0.0.1", port=args.port)
-    else:
+    elif args.token is None:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
+    else:
+        app = require_token(server.streamable_http_app(), args.token)
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -55,18 +55,23 @@ def free_port() -> int:
         return port
 
 
-def demo_args(transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0) -> list[str]:
+def demo_args(
+    transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0, token: str | None = None
+) -> list[str]:
     """Arguments of the demo server script (after the interpreter)."""
     args = [str(DEMO_SERVER), "--transport", transport, "--name", name, "--tools", str(tools)]
-    return [*args, "--page-size", str(page_size)] if page_size else args
+    if page_size:
+        args += ["--page-size", str(page_size)]
+    return [*args, "--token", token] if token is not None else args
 
 
 @asynccontextmanager
 async def launch_peer(
-    transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0
+    transport: str, *, tools: int = 0, name: str = "demo", page_size: int = 0, token: str | None = None
 ) -> AsyncIterator[PeerInfo]:
-    """The demo server: for stdio only the command to run; for sse/http a running process."""
-    args = demo_args(transport, tools=tools, name=name, page_size=page_size)
+    """The demo server: for stdio only the command to run; for sse/http a running process
+    (``token``: http only, requests without it get 401)."""
+    args = demo_args(transport, tools=tools, name=name, page_size=page_size, token=token)
     if transport == "stdio":
         yield PeerInfo("stdio", command=sys.executable, args=args)
         return

@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
+from toolmesh.backoff import scheduled_delay
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.publishing import publish_event
 from toolmesh.config import Settings
@@ -40,7 +41,6 @@ log = logging.getLogger("toolmesh.classifier")
 DURABLE = "classifier"
 BATCH_SIZE = 10
 CONCURRENT_BATCHES = 5
-RETRY_DELAY_SECONDS = 15.0
 _IDS = uuid.UUID("0c6f1d8e-8b7e-4c59-a1f4-3f3f1f2b9e77")
 
 
@@ -115,11 +115,6 @@ async def classify_snapshot(
     return failed
 
 
-def retry_delay(attempt: int, schedule: tuple[float, ...]) -> float:
-    """The pause before attempt ``attempt + 1`` (the schedule's last pause repeats)."""
-    return schedule[min(attempt - 1, len(schedule) - 1)] if schedule else RETRY_DELAY_SECONDS
-
-
 async def run_classifier(js: JetStreamContext, classifier: Classifier, stop: asyncio.Event, settings: Settings) -> None:
     """Classify discovered tools (and retries asked for by command) until ``stop`` is set."""
 
@@ -171,7 +166,7 @@ async def _classify(js: JetStreamContext, classifier: Classifier, msg: Msg, job:
     attempt = msg.metadata.num_delivered
     error = str(failed[0][1].detail)
     if attempt < settings.classification_max_attempts:
-        delay = retry_delay(attempt, settings.classification_retry_seconds)
+        delay = scheduled_delay(attempt, settings.classification_retry_seconds)
         log.warning(
             "classification of %s failed (attempt %d), again in %.0fs: %s", job.server_name, attempt, delay, error
         )

@@ -87,6 +87,7 @@ def server_detail(row: Row) -> ServerDetail:
         last_response_time_ms=row["last_response_time_ms"],
         last_error=row["last_error"],
         created_by=row["created_by"],
+        next_retry_at=row["retry_at"],
     )
 
 

@@ -6,11 +6,14 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mcp_types
 from nats.aio.client import Client as NATS
 
+from toolmesh.backoff import scheduled_delay
 from toolmesh.contracts.events import Event, ServerConnected, ServerDisconnected, ServerStatusChanged, ToolDiscovered
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.contracts.servers import TransportType
@@ -32,13 +35,30 @@ from toolmesh_session_worker.discovery import (
     resources_snapshot,
     tools_snapshot,
 )
-from toolmesh_session_worker.upstream import RestPolicy, Upstream, UpstreamError, listing, open_session
+from toolmesh_session_worker.upstream import (
+    RestPolicy,
+    Upstream,
+    UpstreamError,
+    UpstreamRefused,
+    listing,
+    open_session,
+)
 from toolmesh_session_worker.upstream.stdio import base_environment
 
 log = logging.getLogger("toolmesh.session")
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
 """Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """How opening a session went: the attempts made, the last error, and whether the upstream
+    refused toolmesh's credentials (then trying again cannot help)."""
+
+    count: int
+    error: str = ""
+    refused: bool = False
 
 
 class OwnedServer:
@@ -51,6 +71,7 @@ class OwnedServer:
         self.status = ServerStatus(row["status"])
         self.agent: str | None = row["created_by"]  # the principal that registered it
         self.tool_count = 0  # tools of the last list
+        self._auto_retries: int = row["auto_retries"]  # automatic retries since last CONNECTED (BR-002)
         self._transport: str = row["transport_type"]
         self._sealed: str = row["connection_config"]["sealed"]
         self._b = backends
@@ -79,13 +100,23 @@ class OwnedServer:
         """Calls in flight upstream."""
         return self.session.pending if self.session else 0
 
-    async def set_status(self, status: ServerStatus, history: str, *, error: str | None = None, **details: Any) -> int:
+    async def set_status(
+        self,
+        status: ServerStatus,
+        history: str,
+        *,
+        error: str | None = None,
+        retry_at: datetime | None = None,
+        **details: Any,
+    ) -> int:
         """Publish a status change (or a reconnect, keeping the status); returns its stream sequence."""
         previous = self.status
         if status != previous and not can_transition(previous, status):
             log.warning("ignoring %s -> %s", previous, status, extra={"server": self.name})
             return 0
         self.status = status
+        if status is ServerStatus.CONNECTED:
+            self._auto_retries = 0
         seq = await self._publish(
             ServerStatusChanged(
                 server_id=self.server_id,
@@ -95,6 +126,7 @@ class OwnedServer:
                 error_message=storable(error),  # upstream text: no NUL into the projection
                 history=history,
                 details={"worker": self._b.process_id, **details},
+                retry_at=retry_at,
             )
         )
         self._status_seq = seq
@@ -145,9 +177,9 @@ class OwnedServer:
             delays = reconnect_delays(settings.reconnect_backoff_seconds, settings.reconnect_attempts)
         else:
             delays = list(settings.connect_backoff_seconds[: settings.connect_retries])
-        error, attempts = await self._open(delays)
+        tried = await self._open(delays)
         if self.session is None:
-            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Connection failed: {error}", attempts=attempts)
+            await self.failed(f"Connection failed: {tried.error}", tried.refused, attempts=tried.count)
             return False
         tools = await self._first_tools()
         if tools is None:
@@ -156,7 +188,8 @@ class OwnedServer:
             await self.discover_all(tools)
         except UpstreamError as exc:
             await self.close()
-            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Discovery failed: {exc}", attempts=attempts)
+            refused = isinstance(exc, UpstreamRefused)
+            await self.failed(f"Discovery failed: {exc}", refused, attempts=tried.count)
             return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
         await self.set_status(ServerStatus.CONNECTED, history)
@@ -172,13 +205,42 @@ class OwnedServer:
         except UpstreamError as exc:
             log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            await self.set_status(ServerStatus.ERROR, "ERROR", error=f"Tool discovery failed: {exc}")
+            await self.failed(f"Tool discovery failed: {exc}", isinstance(exc, UpstreamRefused))
             return None
         self.tool_count = len(tools)
         return tools
 
-    async def _open(self, delays: list[float]) -> tuple[str, int]:
-        """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; (last error, attempts)."""
+    async def failed(self, error: str, refused: bool, **details: Any) -> None:
+        """ERROR after connecting failed. BR-002: a network failure schedules an automatic retry on the
+        capped backoff of ``error_retry_seconds``; refused credentials are a security warning and wait
+        for a person (retrying would only knock on the upstream's door with a bad key)."""
+        if refused:
+            log.warning(
+                "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
+                error,
+                extra={"server": self.name, "server_id": self.server_id, "security": True},
+            )
+            await self.set_status(ServerStatus.ERROR, "ERROR", error=error, error_kind="auth", **details)
+            return
+        self._auto_retries += 1
+        delay = scheduled_delay(self._auto_retries, self._b.settings.error_retry_seconds)
+        retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        log.info(
+            "connecting again in %.0fs (automatic retry %d)", delay, self._auto_retries, extra={"server": self.name}
+        )
+        await self.set_status(
+            ServerStatus.ERROR,
+            "ERROR",
+            error=error,
+            retry_at=retry_at,
+            error_kind="network",
+            auto_retry=self._auto_retries,
+            **details,
+        )
+
+    async def _open(self, delays: list[float]) -> Attempts:
+        """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; refused
+        credentials end the attempts at once."""
         settings = self._b.settings
         environ = expandable_environment(os.environ, settings.expandable_variables)
         config = expand_env(self._box.open(self._sealed), environ)
@@ -201,13 +263,15 @@ class OwnedServer:
                         settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
                     ),
                 )
-                return "", attempt + 1
+                return Attempts(attempt + 1)
+            except UpstreamRefused as exc:
+                return Attempts(attempt + 1, str(exc), refused=True)
             except UpstreamError as exc:
                 error = str(exc)
                 log.warning("connect attempt %d failed: %s", attempt + 1, error, extra={"server": self.name})
                 if attempt < len(delays):
                     await asyncio.sleep(delays[attempt])
-        return error, len(delays) + 1
+        return Attempts(len(delays) + 1, error)
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:
         """Apply a BR-006 verdict of the health-worker: publish DEGRADED / RECOVERED, or reconnect."""
@@ -243,21 +307,17 @@ class OwnedServer:
             await self.close()
             await self.set_status(ServerStatus.CONNECTING, "RECONNECTING", source=source)
             delays = reconnect_delays(settings.reconnect_backoff_seconds, settings.reconnect_attempts)
-            error, attempts = await self._open(delays)
+            tried = await self._open(delays)
             if self.session is None:
-                await self.set_status(
-                    ServerStatus.ERROR,
-                    "ERROR",
-                    error=f"Reconnect failed after {attempts} attempts: {error}",
-                    attempts=attempts,
-                )
+                error = f"Reconnect failed after {tried.count} attempts: {tried.error}"
+                await self.failed(error, tried.refused, attempts=tried.count)
                 self.tasks.spawn(self.release())
                 return
             tools = await self._first_tools()
             if tools is None:
                 self.tasks.spawn(self.release())
                 return
-            await self.set_status(ServerStatus.CONNECTED, "RECONNECT", attempts=attempts)
+            await self.set_status(ServerStatus.CONNECTED, "RECONNECT", attempts=tried.count)
             log.info("reconnected", extra={"server": self.name, "span": "proxy.reconnect", "status": "SUCCESS"})
         finally:
             self.reconnecting = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -24,7 +25,7 @@ from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, Conne
 from toolmesh.contracts.events import Event
 from toolmesh.contracts.rpc import rpc_wildcard
 from toolmesh.credentials import CredentialBox
-from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
+from toolmesh.lifecycle import ServerStatus, wants_session
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
@@ -107,7 +108,7 @@ class SessionWorker:
     async def _take(self, server_id: str, reconnect: bool) -> bool:
         assert self._leases is not None
         row = await queries.get_server(self._b.db, server_id)
-        if row is None or ServerStatus(row["status"]) not in SESSION_WANTED:
+        if row is None or not wants_session(ServerStatus(row["status"]), row["retry_at"], datetime.now(UTC)):
             return False
         if not await self._leases.claim(server_id):
             return False

@@ -71,6 +71,9 @@ class ServerStatusChanged(ServerEvent):
     error_message: str | None = None
     history: str
     details: dict[str, Any] = Field(default_factory=dict)
+    retry_at: datetime | None = None
+    """On ERROR: when a session-worker tries to connect again by itself (BR-002: network failures);
+    None when nobody will without being asked (credentials refused, a person disconnected)."""
 
 
 class ServerRemoved(ServerEvent):

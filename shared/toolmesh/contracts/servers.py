@@ -197,6 +197,9 @@ class ServerDetail(BaseModel):
     last_response_time_ms: float | None = None
     last_error: str | None = None
     created_by: str | None = Field(None, description="The principal (agent) that registered the server")
+    next_retry_at: datetime | None = Field(
+        None, description="In ERROR after a network failure: when toolmesh connects it again by itself"
+    )
 
 
 class ServerList(BaseModel):

@@ -158,15 +158,21 @@ async def _status_changed(conn: Conn, event: ServerStatusChanged) -> None:
         "  ELSE error_message END, "
         "connected_at = CASE WHEN $2::text = 'CONNECTED' THEN $4 ELSE connected_at END, "
         "consecutive_failures = CASE WHEN $2::text = 'CONNECTED' THEN 0 ELSE consecutive_failures END, "
+        "retry_at = CASE WHEN $2::text = 'ERROR' THEN $5::timestamptz END, "
+        "auto_retries = CASE WHEN $2::text = 'CONNECTED' THEN 0 "
+        "  WHEN $5::timestamptz IS NOT NULL THEN auto_retries + 1 ELSE auto_retries END, "
         "updated_at = $4 WHERE id = $1 RETURNING name",
         event.server_id,
         str(event.status),
         event.error_message,
         event.occurred_at,
+        event.retry_at,
     )
     if name is None:
         return
     details = {"status": str(event.status), "previous_status": event.previous_status, **event.details}
+    if event.retry_at is not None:
+        details["retry_at"] = event.retry_at.isoformat()
     if event.error_message:
         details["error_message"] = event.error_message
     await _history(conn, event, event.history, details)

@@ -13,7 +13,7 @@ Row = asyncpg.Record
 _SERVER_COLUMNS = (
     "id::text AS id, name, namespace, description, transport_type, connection_config, health_check_url, status, "
     "last_health_check, consecutive_failures, last_response_time_ms, last_error, tool_count, error_message, "
-    "registered_at, connected_at, updated_at, new_tools, created_by, tools_seen"
+    "registered_at, connected_at, updated_at, new_tools, created_by, tools_seen, retry_at, auto_retries"
 )
 _TOOL_COLUMNS = (
     "id::text AS id, name, original_name, description, input_schema, source_server_id::text AS server_id, "
@@ -104,10 +104,12 @@ async def connection_history(db: asyncpg.Pool, server_id: str, limit: int = 100)
 
 
 async def servers_wanting_sessions(db: asyncpg.Pool) -> list[Row]:
-    """Servers whose state says a session should be live (the reconciler's work list)."""
+    """Servers whose state says a session should be live, and those in ERROR whose automatic retry is
+    due (the reconciler's work list)."""
     return list(
         await db.fetch(
-            f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE status = ANY($1::text[])",
+            f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers "
+            "WHERE status = ANY($1::text[]) OR (status = 'ERROR' AND retry_at <= now())",
             [str(s) for s in SESSION_WANTED],
         )
     )

@@ -1,14 +1,13 @@
 """Upstreams of the session-worker: MCP sessions (STDIO, SSE, Streamable HTTP) and REST tool servers
 behind one surface (``Upstream``)."""
 
+from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
 from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
 from toolmesh_session_worker.upstream.session import (
     LostCallback,
     ProgressCallback,
     ToolsChangedCallback,
-    UpstreamError,
     UpstreamSession,
-    UpstreamTimeout,
     open_session,
 )
 from toolmesh_session_worker.upstream.surface import Upstream
@@ -21,6 +20,7 @@ __all__ = [
     "ToolsChangedCallback",
     "Upstream",
     "UpstreamError",
+    "UpstreamRefused",
     "UpstreamSession",
     "UpstreamTimeout",
     "open_session",

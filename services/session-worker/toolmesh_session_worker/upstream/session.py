@@ -339,7 +339,7 @@ class UpstreamSession:
                 await self._serve()
         except Exception as exc:  # the adapter boundary: every driver error becomes a reason
             failure = describe(exc)
-            refused = refused_status(exc)
+            refused = refused_status(exc) or self._transport.refused()
             logger.debug("upstream session ended with an error", exc_info=True, extra={"server": self.server_name})
         finally:
             self._alive = False
@@ -348,6 +348,8 @@ class UpstreamSession:
             if not self._closing:
                 reason = failure or self._lost_reason or "the upstream closed the connection"
                 kind = UpstreamRefused if refused is not None else UpstreamError
+                if refused is not None:
+                    reason = f"{reason} (HTTP {refused}: the upstream refused toolmesh's credentials)"
                 self._connect_error = kind(with_hint(f"{self.server_name}: connect failed: {reason}", self._transport))
             self._ready.set()
             return

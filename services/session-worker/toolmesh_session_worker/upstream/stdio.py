@@ -107,6 +107,10 @@ class StdioProcess:
             parts.append("stderr: " + " | ".join(self._stderr_tail))
         return "; ".join(parts)
 
+    def refused(self) -> None:
+        """A local process has no credentials to refuse."""
+        return None
+
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Spawn the process and yield the SDK's (read, write) streams; kill the group on exit."""

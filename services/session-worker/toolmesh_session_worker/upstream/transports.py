@@ -1,12 +1,13 @@
 """The three upstream transports behind one small interface.
 
 Each transport is an async context manager factory (``connect()``) yielding the SDK's
-``(read, write)`` stream pair, plus ``failure_hint()`` to explain a failed connect.
+``(read, write)`` stream pair, plus ``failure_hint()`` to explain a failed connect and ``refused()``
+to tell refused credentials (HTTP 401/403) from other failures.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from toolmesh_session_worker.upstream.errors import REFUSED
 from toolmesh_session_worker.upstream.stdio import StdioProcess
 
 HTTP_CONNECT_TIMEOUT = 30.0
@@ -32,6 +34,10 @@ class UpstreamTransport(Protocol):
 
     def failure_hint(self) -> str:
         """Extra words explaining why a connect failed ("" when there is nothing to add)."""
+        ...
+
+    def refused(self) -> int | None:
+        """The HTTP 401 or 403 the upstream last answered with, if it did (credentials refused)."""
         ...
 
     @property
@@ -53,14 +59,33 @@ class _SharedClientTransport(httpx2.AsyncBaseTransport):
         """The shared client belongs to whoever injected it."""
 
 
+class RefusalWatch:
+    """Remembers an HTTP 401/403 answer of the upstream: the SDK turns it into a generic error."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        if response.status_code in REFUSED:
+            self.status = response.status_code
+
+
 def session_http_client(
-    headers: Mapping[str, str], shared: httpx2.AsyncClient | None, timeout: httpx2.Timeout | None = None
+    headers: Mapping[str, str],
+    shared: httpx2.AsyncClient | None,
+    timeout: httpx2.Timeout | None = None,
+    *,
+    watch: RefusalWatch | None = None,
 ) -> httpx2.AsyncClient:
-    """A client for one session: its own default headers, connections from ``shared`` if given."""
+    """A client for one session: its own default headers, connections from ``shared`` if given,
+    every answer shown to ``watch`` if given."""
     timeout = timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT)
+    hooks: dict[str, list[Callable[..., Any]]] = {"response": [watch] if watch is not None else []}
     if shared is None:
-        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=HTTP_POOL_LIMITS)
-    return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, transport=_SharedClientTransport(shared))
+        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=HTTP_POOL_LIMITS, event_hooks=hooks)
+    return httpx2.AsyncClient(
+        headers=dict(headers), timeout=timeout, transport=_SharedClientTransport(shared), event_hooks=hooks
+    )
 
 
 class StreamableHttpTransport:
@@ -70,17 +95,22 @@ class StreamableHttpTransport:
         self.url = url
         self._headers = dict(headers)
         self._shared = http_client
+        self._refusal = RefusalWatch()
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
-        async with session_http_client(self._headers, self._shared) as client:
+        async with session_http_client(self._headers, self._shared, watch=self._refusal) as client:
             async with streamable_http_client(self.url, http_client=client) as streams:
                 yield streams
 
     def failure_hint(self) -> str:
         """Nothing beyond the exception itself."""
         return ""
+
+    def refused(self) -> int | None:
+        """The HTTP 401 or 403 the upstream last answered with, if it did."""
+        return self._refusal.status
 
     @property
     def pid(self) -> None:
@@ -95,6 +125,7 @@ class SseTransport:
         self.url = url
         self._headers = dict(headers)
         self._shared = http_client
+        self._refusal = RefusalWatch()
 
     def _client_factory(
         self,
@@ -103,7 +134,7 @@ class SseTransport:
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
         # sse_client enters and closes whatever this returns, so a shared client is wrapped.
-        return session_http_client(self._headers, self._shared, timeout)
+        return session_http_client(self._headers, self._shared, timeout, watch=self._refusal)
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
@@ -119,6 +150,10 @@ class SseTransport:
     def failure_hint(self) -> str:
         """Nothing beyond the exception itself."""
         return ""
+
+    def refused(self) -> int | None:
+        """The HTTP 401 or 403 the upstream last answered with, if it did."""
+        return self._refusal.status
 
     @property
     def pid(self) -> None:

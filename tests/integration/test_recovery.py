@@ -1,0 +1,99 @@
+"""BR-002's edge cases, against real NATS, Postgres and MCP peers: a server left in ERROR by a
+network failure connects again by itself on a capped backoff; an upstream refusing toolmesh's
+credentials (401/403) is a security warning and is not retried."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import pytest
+
+from tests.harness import System, eventually, running_system
+from tests.peers.launch import demo_args, free_port, launch_peer, launch_rest_peer, running_process
+
+pytestmark = pytest.mark.integration
+QUICK = {"connect_retries": 1, "connect_backoff_seconds": (0.1,), "error_retry_seconds": (0.5, 1.0)}
+
+
+async def retry_state(system: System, server_id: str) -> dict[str, Any]:
+    row = await system.backends.db.fetchrow(
+        "SELECT status, retry_at, auto_retries, error_message FROM mcp.external_servers WHERE id = $1::uuid",
+        server_id,
+    )
+    assert row is not None
+    return dict(row)
+
+
+async def error_details(system: System, server_id: str) -> list[dict[str, Any]]:
+    """The details of the server's ERROR history rows, oldest first."""
+    rows = await system.backends.db.fetch(
+        "SELECT details FROM mcp.server_connection_history WHERE server_id = $1::uuid AND event_type = 'ERROR' "
+        "ORDER BY id",
+        server_id,
+    )
+    return [row["details"] for row in rows]
+
+
+async def test_a_server_that_was_unreachable_connects_by_itself_once_it_is_up(nats_url: str, database_url: str) -> None:
+    port = free_port()
+    async with running_system(nats_url, database_url, **QUICK) as system:
+        server = await system.register("late", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+
+        async def retry_scheduled() -> dict[str, Any] | None:
+            state = await retry_state(system, server["id"])
+            return state if state["status"] == "ERROR" and state["auto_retries"] >= 2 else None
+
+        await eventually(retry_scheduled, what="ERROR with automatic retries scheduled")
+        detail = await system.server(server["id"])
+        assert detail["status"] != "ERROR" or detail["next_retry_at"] is not None
+        details = await error_details(system, server["id"])
+        assert {d["error_kind"] for d in details} == {"network"}
+        assert [d["auto_retry"] for d in details[:2]] == [1, 2]
+
+        argv = [sys.executable, *demo_args("http", name="late"), "--port", str(port)]
+        async with running_process(argv, port=port):
+            connected = await system.wait_connected(server["id"])
+            assert connected["tool_count"] > 0
+            state = await retry_state(system, server["id"])
+            assert (state["retry_at"], state["auto_retries"]) == (None, 0)
+
+
+async def test_an_upstream_refusing_the_key_is_a_security_warning_and_not_retried(
+    nats_url: str, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="toolmesh.session")
+    async with (
+        launch_peer("http", token="the-right-key") as peer,
+        running_system(nats_url, database_url, **QUICK) as system,
+    ):
+        config = {"base_url": peer.url, "headers": {"Authorization": "Bearer a-wrong-key"}}
+        server = await system.register("guarded", "HTTP", config)
+        failed = await system.wait_status(server["id"], "ERROR")
+        assert "401" in failed["error_message"] and failed["next_retry_at"] is None
+        state = await retry_state(system, server["id"])
+        assert (state["retry_at"], state["auto_retries"]) == (None, 0)
+        details = await error_details(system, server["id"])
+        assert [(d["error_kind"], d["attempts"]) for d in details] == [("auth", 1)]
+        warnings = [r for r in caplog.records if getattr(r, "security", False)]
+        assert warnings and warnings[0].server == "guarded"
+
+        ok = {"base_url": peer.url, "headers": {"Authorization": "Bearer the-right-key"}}
+        good = await system.register("guarded-ok", "HTTP", ok)
+        await system.wait_connected(good["id"])
+
+
+async def test_a_rest_server_refusing_the_key_is_told_apart_from_a_network_failure(
+    nats_url: str, database_url: str
+) -> None:
+    async with (
+        launch_rest_peer(token="rest-key") as url,
+        running_system(nats_url, database_url, rest_retry_backoff_seconds=0.05, **QUICK) as system,
+    ):
+        config = {"url": url, "headers": {"Authorization": "Bearer not-the-rest-key"}}
+        server = await system.register("rest-guarded", "REST", config)
+        await system.wait_status(server["id"], "ERROR")
+        details = await error_details(system, server["id"])
+        assert [d["error_kind"] for d in details] == ["auth"]
+        assert (await retry_state(system, server["id"]))["retry_at"] is None
