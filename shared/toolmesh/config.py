@@ -95,7 +95,8 @@ class Settings(BaseSettings):
     # Keys being rotated out: configs sealed under them still open until resealed (comma-separated).
     credential_previous_keys: str | None = Field(None, validation_alias=_contract("MCP_CREDENTIAL_KEY_PREVIOUS"))
     max_tools_per_server: int = 1000
-    max_total_tools: int = 10_000
+    max_total_tools: int = 10_000  # every namespace's tools together
+    max_sessions_per_worker: int = Field(50, ge=1)  # upstream sessions one session-worker holds at once
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.
     skills_file: Path | None = None

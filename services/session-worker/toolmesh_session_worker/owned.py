@@ -14,17 +14,27 @@ import mcp_types
 from nats.aio.client import Client as NATS
 
 from toolmesh.backoff import scheduled_delay
-from toolmesh.contracts.events import Event, ServerConnected, ServerDisconnected, ServerStatusChanged, ToolDiscovered
+from toolmesh.contracts.events import (
+    Event,
+    ServerConnected,
+    ServerDisconnected,
+    ServerStatusChanged,
+    ToolDiscovered,
+    ToolsDiscovered,
+)
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.contracts.servers import TransportType
 from toolmesh.credentials import CredentialBox, expand_env, expandable_environment, secret_values
+from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
+from toolmesh.metrics import record_limit_rejection
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
 from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.queries import Row, tool_pins
+from toolmesh.store.locks import advisory_lock
+from toolmesh.store.queries import Row, count_tools_of_others, tool_pins
 from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.discovery import (
@@ -179,17 +189,17 @@ class OwnedServer:
             delays = list(settings.connect_backoff_seconds[: settings.connect_retries])
         tried = await self._open(delays)
         if self.session is None:
-            await self.failed(f"Connection failed: {tried.error}", tried.refused, attempts=tried.count)
+            await self.failed(f"Connection failed: {tried.error}", _kind(tried.refused), attempts=tried.count)
             return False
         tools = await self._first_tools()
         if tools is None:
             return False
         try:  # lists first: whoever sees CONNECTED can use the server's tools at once
             await self.discover_all(tools)
-        except UpstreamError as exc:
+        except (UpstreamError, LimitExceeded) as exc:
             await self.close()
-            refused = isinstance(exc, UpstreamRefused)
-            await self.failed(f"Discovery failed: {exc}", refused, attempts=tried.count)
+            kind = "limit" if isinstance(exc, LimitExceeded) else _kind(isinstance(exc, UpstreamRefused))
+            await self.failed(f"Discovery failed: {exc}", kind, attempts=tried.count)
             return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
         await self.set_status(ServerStatus.CONNECTED, history)
@@ -205,16 +215,17 @@ class OwnedServer:
         except UpstreamError as exc:
             log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            await self.failed(f"Tool discovery failed: {exc}", isinstance(exc, UpstreamRefused))
+            await self.failed(f"Tool discovery failed: {exc}", _kind(isinstance(exc, UpstreamRefused)))
             return None
         self.tool_count = len(tools)
         return tools
 
-    async def failed(self, error: str, refused: bool, **details: Any) -> None:
-        """ERROR after connecting failed. BR-002: a network failure schedules an automatic retry on the
-        capped backoff of ``error_retry_seconds``; refused credentials are a security warning and wait
-        for a person (retrying would only knock on the upstream's door with a bad key)."""
-        if refused:
+    async def failed(self, error: str, kind: str, **details: Any) -> None:
+        """ERROR after connecting failed (``kind``: ``network``, ``auth`` or ``limit``). BR-002: a network
+        failure or a full limit schedules an automatic retry on the capped backoff of
+        ``error_retry_seconds``; refused credentials are a security warning and wait for a person
+        (retrying would only knock on the upstream's door with a bad key)."""
+        if kind == "auth":
             log.warning(
                 "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
                 error,
@@ -233,7 +244,7 @@ class OwnedServer:
             "ERROR",
             error=error,
             retry_at=retry_at,
-            error_kind="network",
+            error_kind=kind,
             auto_retry=self._auto_retries,
             **details,
         )
@@ -310,7 +321,7 @@ class OwnedServer:
             tried = await self._open(delays)
             if self.session is None:
                 error = f"Reconnect failed after {tried.count} attempts: {tried.error}"
-                await self.failed(error, tried.refused, attempts=tried.count)
+                await self.failed(error, _kind(tried.refused), attempts=tried.count)
                 self.tasks.spawn(self.release())
                 return
             tools = await self._first_tools()
@@ -326,7 +337,7 @@ class OwnedServer:
             await self.discover_all(tools)
             if self.session is not None:
                 await self.clients.restore(self.session)
-        except UpstreamError as exc:
+        except (UpstreamError, LimitExceeded) as exc:
             log.warning("discovery after reconnect failed: %s", exc, extra={"server": self.name})
 
     async def hold_while_reconnecting(self, timeout: float) -> None:
@@ -361,7 +372,7 @@ class OwnedServer:
         )
         server, stored = await tool_pins(self._b.db, self.server_id)
         changed = newly_held(snapshot, server, stored)
-        seq = await self._publish(snapshot)
+        seq = await self._publish_within_total(snapshot)
         if changed is not None:
             log.warning(
                 "tool definitions held for approval: %s",
@@ -370,6 +381,25 @@ class OwnedServer:
             )
             await self._publish(changed)
         return seq, newly_discovered(snapshot, stored)
+
+    async def _publish_within_total(self, snapshot: ToolsDiscovered) -> int:
+        """Publish ``snapshot`` unless it would take every namespace's tools past ``max_total_tools``
+        (``LimitExceeded``; the server keeps the tools it had). Discoveries take turns across every
+        worker (a database lock held until the snapshot is in the read model), so concurrent ones
+        cannot exceed the limit together."""
+        settings = self._b.settings
+        async with advisory_lock(self._b.db, "tool-inventory"):
+            others = await count_tools_of_others(self._b.db, self.server_id)
+            if others + len(snapshot.tools) > settings.max_total_tools:
+                record_limit_rejection("tools")
+                raise LimitExceeded(
+                    f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
+                    f"{settings.max_total_tools} ({others} registered)",
+                    {"max_total_tools": settings.max_total_tools, "tools": len(snapshot.tools), "others": others},
+                )
+            seq = await self._publish(snapshot)
+            await wait_for_projection(self._b.db, seq, settings.projection_wait_seconds)
+            return seq
 
     async def discover_all(self, tools: list[mcp_types.Tool] | None = None) -> int:
         """Publish what the upstream said at initialize, then every list it offers (``tools`` when
@@ -412,7 +442,7 @@ class OwnedServer:
     async def _rediscover(self, discover: Callable[[], Awaitable[int]]) -> None:
         try:
             await discover()
-        except UpstreamError as exc:
+        except (UpstreamError, LimitExceeded) as exc:
             log.warning("re-discovery failed: %s", exc, extra={"server": self.name})
 
     async def _lost(self, reason: str) -> None:
@@ -443,3 +473,8 @@ class OwnedServer:
         await wait_for_projection(self._b.db, self._status_seq, self._b.settings.projection_wait_seconds)
         if self.on_released is not None:
             await self.on_released(self)
+
+
+def _kind(refused: bool) -> str:
+    """The error kind of a failed connect: refused credentials, or anything else (the network)."""
+    return "auth" if refused else "network"

@@ -25,7 +25,14 @@ from toolmesh.contracts.rpc import (
     UpstreamRequestRpc,
     progress_subject,
 )
-from toolmesh.errors import ExecutionFailed, ExecutionTimeout, RoutingFailed, ServerUnavailable, ToolmeshError
+from toolmesh.errors import (
+    ExecutionFailed,
+    ExecutionTimeout,
+    LimitExceeded,
+    RoutingFailed,
+    ServerUnavailable,
+    ToolmeshError,
+)
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.telemetry import adopt_trace
 from toolmesh_session_worker import forwarding
@@ -144,7 +151,7 @@ async def _refresh(server: OwnedServer) -> dict[str, Any]:
 async def _discover_logged(server: OwnedServer) -> None:
     try:
         await server.discover_all()
-    except UpstreamError as exc:
+    except (UpstreamError, LimitExceeded) as exc:
         log.warning("tool discovery failed: %s", exc, extra={"server": server.name})
 
 

@@ -2,14 +2,17 @@
 
 Three loops run under supervision: the connect-command consumer, the lease renewer and the
 reconciler, which re-claims servers whose state wants a session but whose lease nobody holds
-(a worker died), so they come back without any request from a user.
+(a worker died) or whose automatic retry is due, so they come back without any request from a user.
+
+A worker holds at most ``max_sessions_per_worker`` sessions: a full worker leaves a connect command to
+the others, and when none took it the server goes to ERROR (``LIMIT_EXCEEDED``) with a retry scheduled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -17,15 +20,17 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from toolmesh.backoff import scheduled_delay
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
-from toolmesh.contracts.events import Event
+from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import rpc_wildcard
 from toolmesh.credentials import CredentialBox
 from toolmesh.lifecycle import ServerStatus, wants_session
+from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
@@ -35,6 +40,9 @@ from toolmesh_session_worker.requests import answer
 
 log = logging.getLogger("toolmesh.session_worker")
 DURABLE = "session-workers"
+FULL_DELIVERIES = 3
+"""Deliveries of a connect command that found its worker full before the server is put in ERROR."""
+FULL_REDELIVERY_SECONDS = 1.0
 
 
 class SessionWorker:
@@ -89,8 +97,43 @@ class SessionWorker:
             log.error("malformed connect command dropped: %s", exc)
             await msg.term()
             return
-        await self.take(command.server_id, reconnect=command.reason == RECONNECT_REASON)
+        if self._full() and command.server_id not in self._owned:
+            record_limit_rejection("sessions")
+            if msg.metadata.num_delivered < FULL_DELIVERIES:
+                await msg.nak(delay=FULL_REDELIVERY_SECONDS)  # a worker with room may take it
+                return
+            await self._no_room_for(command.server_id)
+        else:
+            await self.take(command.server_id, reconnect=command.reason == RECONNECT_REASON)
         await msg.ack()
+
+    def _full(self) -> bool:
+        """Whether this worker holds (or is taking) its maximum of sessions."""
+        return len(self._owned) + len(self._taking) >= self._b.settings.max_sessions_per_worker
+
+    async def _no_room_for(self, server_id: str) -> None:
+        """ERROR with ``LIMIT_EXCEEDED`` for a server no worker took; retried when the backoff says."""
+        assert self._leases is not None
+        row = await queries.get_server(self._b.db, server_id)
+        if row is None or row["status"] != ServerStatus.CONNECTING or await self._leases.holder_of(server_id):
+            return
+        settings = self._b.settings
+        limit = settings.max_sessions_per_worker
+        retry = row["auto_retries"] + 1
+        delay = scheduled_delay(retry, settings.error_retry_seconds)
+        log.warning("no session-worker has room for %s; again in %.0fs", row["name"], delay)
+        await self._publish(
+            ServerStatusChanged(
+                server_id=server_id,
+                namespace=row["namespace"],
+                status=ServerStatus.ERROR,
+                previous_status=ServerStatus.CONNECTING,
+                error_message=f"LIMIT_EXCEEDED: the session-workers hold their maximum of {limit} sessions each",
+                history="ERROR",
+                details={"worker": self._b.process_id, "error_kind": "limit", "auto_retry": retry},
+                retry_at=datetime.now(UTC) + timedelta(seconds=delay),
+            )
+        )
 
     async def take(self, server_id: str, *, reconnect: bool = False) -> bool:
         """Claim a server if nobody holds it and its state wants a session; then connect it.
@@ -169,6 +212,8 @@ class SessionWorker:
         assert self._leases is not None
         while True:
             for row in await queries.servers_wanting_sessions(self._b.db):
+                if self._full():
+                    break
                 if row["id"] not in self._owned and await self._leases.holder_of(row["id"]) is None:
                     if await self.take(row["id"]):
                         log.info("claimed orphaned server", extra={"server": row["name"]})

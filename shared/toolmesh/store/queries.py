@@ -81,6 +81,11 @@ async def count_servers(db: asyncpg.Pool) -> int:
     return int(await db.fetchval("SELECT count(*) FROM mcp.external_servers"))
 
 
+async def count_tools_of_others(db: asyncpg.Pool, server_id: str) -> int:
+    """Tools of every namespace except those of ``server_id`` (the total-tools limit counts them all)."""
+    return int(await db.fetchval("SELECT count(*) FROM mcp.tools WHERE source_server_id <> $1::uuid", server_id))
+
+
 async def list_tools(db: asyncpg.Pool, server_ids: list[str]) -> list[Row]:
     """Every tool of the given servers, ordered by server then name."""
     return list(
