@@ -8,17 +8,16 @@ Timeouts and a caller that goes away cancel the request upstream, like tool call
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
 
+from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.config import Settings
 from toolmesh.contracts.rpc import (
     CancelCallRpc,
@@ -26,12 +25,9 @@ from toolmesh.contracts.rpc import (
     ToolProgress,
     UpstreamRequestRpc,
     progress_subject,
-    rpc_subject,
 )
-from toolmesh.errors import ExecutionTimeout, error_from_body
+from toolmesh.errors import ExecutionTimeout
 from toolmesh.routing import ServerRoute
-from toolmesh.telemetry import outgoing_headers
-from toolmesh_gateway.owners import NoOwner, ask_owner
 from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ToolCalls
 
 log = logging.getLogger("toolmesh.gateway.forwarding")
@@ -112,15 +108,12 @@ class Forwarder:
                 log.debug("progress unsubscribe failed: %s", exc)
 
     async def _send(self, server: ServerRoute, body: UpstreamRequestRpc) -> dict[str, Any]:
+        payload = body.model_dump_json().encode()
+        timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
         try:
-            msg = await self._nc.request(
-                rpc_subject(server.id, "request"),
-                body.model_dump_json().encode(),
-                timeout=body.timeout_seconds + REPLY_GRACE_SECONDS,
-                headers=outgoing_headers(),
+            return await request_owner(
+                self._nc, server.id, "request", payload, timeout=timeout, server_name=server.name
             )
-        except NoRespondersError as exc:
-            raise NoOwner(f"No active session for server {server.name}", {"server_id": server.id}) from exc
         except NatsTimeout as exc:
             await self._cancel(server, body)
             raise ExecutionTimeout(
@@ -130,16 +123,11 @@ class Forwarder:
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel(server, body))
             raise
-        reply = json.loads(msg.data)
-        if not reply.get("ok"):
-            raise error_from_body(reply.get("error") or {})
-        result: dict[str, Any] = reply.get("result") or {}
-        return result
 
     async def _cancel(self, server: ServerRoute, body: UpstreamRequestRpc) -> None:
         assert body.call_id is not None
         payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
         try:
-            await self._nc.publish(rpc_subject(server.id, "cancel"), payload, headers=outgoing_headers())
+            await tell_owner(self._nc, server.id, "cancel", payload)
         except Exception as exc:  # best effort: the owner's own timeout still ends the request
             log.warning("could not cancel %s on %s: %s", body.method, server.name, exc)

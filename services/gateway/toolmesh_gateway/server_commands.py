@@ -17,6 +17,7 @@ from nats.js.kv import KeyValue
 
 from toolmesh.bus.names import release_name, reserve_name
 from toolmesh.bus.publishing import publish_command, publish_event
+from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import ClassifyTools, ConnectServer
 from toolmesh.contracts.events import (
     ApprovedTool,
@@ -54,7 +55,6 @@ from toolmesh.store.consistency import wait_for_projection
 from toolmesh.store.endpoints import endpoint_named
 from toolmesh.store.locks import advisory_lock
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.owners import NoOwner, ask_owner
 
 log = logging.getLogger("toolmesh.gateway")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import secrets
 import time
@@ -21,11 +20,11 @@ from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
 from toolmesh.bus.publishing import publish_command
+from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.config import Settings
 from toolmesh.contracts.commands import ConnectServer
 from toolmesh.contracts.events import CallRecord
@@ -36,7 +35,6 @@ from toolmesh.contracts.rpc import (
     PingRpc,
     ToolProgress,
     progress_subject,
-    rpc_subject,
 )
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import (
@@ -46,16 +44,13 @@ from toolmesh.errors import (
     SessionNotFound,
     ToolmeshError,
     ToolNotFound,
-    error_from_body,
 )
 from toolmesh.metrics import record_execution, record_routing
 from toolmesh.routing import Route, ServerRoute, resolve_route, serving_warning
-from toolmesh.telemetry import outgoing_headers
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.catalog_feed import CatalogFeed
-from toolmesh_gateway.owners import NoOwner, ask_owner
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0
@@ -245,19 +240,13 @@ class ToolCalls:
     ) -> dict[str, Any]:
         """One request to the owner; cancels the call upstream when the caller leaves or time runs out."""
         server_id = route.server.id
-        request = self._nc.request(
-            rpc_subject(server_id, "call"),
-            payload,
-            timeout=body.timeout_seconds + REPLY_GRACE_SECONDS,
-            headers=outgoing_headers(),
-        )
+        timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
+        request = request_owner(self._nc, server_id, "call", payload, timeout=timeout, server_name=route.server.name)
         try:
             if abandoned is None:
-                msg = await request
-            else:
-                msg = await _unless_abandoned(request, abandoned)
-        except NoRespondersError as exc:
-            raise NoOwner(f"No active session for server {route.server.name}", {"server_id": server_id}) from exc
+                return await request
+            result: dict[str, Any] = await _unless_abandoned(request, abandoned)
+            return result
         except NatsTimeout as exc:
             await self._cancel(server_id, body)
             raise ExecutionTimeout(
@@ -268,17 +257,12 @@ class ToolCalls:
         except (CallAbandoned, asyncio.CancelledError):
             await asyncio.shield(self._cancel(server_id, body))
             raise
-        reply = json.loads(msg.data)
-        if not reply.get("ok"):
-            raise error_from_body(reply.get("error") or {})
-        result: dict[str, Any] = reply.get("result") or {}
-        return result
 
     async def _cancel(self, server_id: str, body: CallToolRpc) -> None:
         assert body.call_id is not None
         payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
         try:
-            await self._nc.publish(rpc_subject(server_id, "cancel"), payload, headers=outgoing_headers())
+            await tell_owner(self._nc, server_id, "cancel", payload)
         except Exception as exc:  # best effort: the owner's own timeout still ends the call
             log.warning("could not send cancel for call %s: %s", body.call_id, exc)
 

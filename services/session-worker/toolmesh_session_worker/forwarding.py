@@ -9,13 +9,12 @@ from typing import Any
 
 from mcp_types import CONNECTION_CLOSED
 
+from toolmesh.bus.requests import ok_reply
 from toolmesh.contracts.rpc import ClientGoneRpc, SetLevelRpc, SubscribeRpc, UpstreamRequestRpc
 from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable
 from toolmesh.lifecycle import SERVING
 from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.upstream import ProgressCallback, Upstream, UpstreamError, UpstreamTimeout
-
-_OK_PREFIX = b'{"ok":true,"result":'
 
 
 def live_session(server: OwnedServer) -> Upstream:
@@ -65,7 +64,7 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
         server.clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
-    return _OK_PREFIX + json.dumps(result, separators=(",", ":")).encode() + b"}"
+    return ok_reply(json.dumps(result, separators=(",", ":")).encode())
 
 
 async def subscribe(server: OwnedServer, body: SubscribeRpc) -> dict[str, Any]:

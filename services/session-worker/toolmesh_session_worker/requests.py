@@ -10,6 +10,7 @@ from typing import Any
 from mcp_types import CONNECTION_CLOSED
 from nats.aio.msg import Msg
 
+from toolmesh.bus.requests import ok_reply
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,
@@ -41,7 +42,6 @@ from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger("toolmesh.session")
-_OK_PREFIX = b'{"ok":true,"result":'
 
 
 def _failed(exc: BaseException) -> dict[str, Any]:
@@ -180,7 +180,7 @@ async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
         if verb == "call":
             body = CallToolRpc.model_validate_json(msg.data)
             data = await _call(server, body, _progress_publisher(server, body))
-            await msg.respond(_OK_PREFIX + data + b"}")  # an RpcReply, without re-encoding the result
+            await msg.respond(ok_reply(data))
             return
         if verb == "request":
             forwarded = UpstreamRequestRpc.model_validate_json(msg.data)

@@ -1,7 +1,14 @@
-"""Requests to the session-worker that owns a server (``toolmesh.rpc.<server_id>.<verb>``)."""
+"""Requests to the session-worker that owns a server (``toolmesh.rpc.<server_id>.<verb>``), and the
+``RpcReply`` envelope both sides speak.
+
+A tool result can be large: the owner puts the upstream's JSON into the envelope as it is
+(``ok_reply``) and the requester reads it once (``reply_result``), so it is never decoded and
+encoded again on its way through the bus.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -10,13 +17,49 @@ from nats.errors import TimeoutError as NatsTimeout
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.contracts.rpc import RpcReply, rpc_subject
-from toolmesh.errors import SessionNotFound, error_from_body
+from toolmesh.contracts.rpc import rpc_subject
+from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
 from toolmesh.telemetry import mark_error, outgoing_headers, span
 
 
 class NoOwner(SessionNotFound):
     """Nobody holds a session for the server (NATS "no responders")."""
+
+
+_OK_PREFIX = b'{"ok":true,"result":'
+
+
+def ok_reply(result: bytes) -> bytes:
+    """An ``RpcReply`` with ``ok`` and ``result``, the JSON of an object already encoded."""
+    return _OK_PREFIX + result + b"}"
+
+
+def reply_result(data: bytes) -> dict[str, Any]:
+    """The result of an ``RpcReply``, or raise the error (of the error table) it carries."""
+    reply = json.loads(data)
+    if not reply.get("ok"):
+        raise error_from_body(reply.get("error") or {})
+    result: dict[str, Any] = reply.get("result") or {}
+    return result
+
+
+async def request_owner(
+    nc: NATS, server_id: str, verb: str, payload: bytes, *, timeout: float, server_name: str | None = None
+) -> dict[str, Any]:
+    """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
+    ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
+    that did not answer, or a call to cancel) is the caller's to say."""
+    try:
+        msg = await nc.request(rpc_subject(server_id, verb), payload, timeout=timeout, headers=outgoing_headers())
+    except NoRespondersError as exc:
+        name = server_name or server_id
+        raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
+    return reply_result(msg.data)
+
+
+async def tell_owner(nc: NATS, server_id: str, verb: str, payload: bytes) -> None:
+    """Send ``payload`` to the server's owner without waiting for an answer (e.g. ``cancel``)."""
+    await nc.publish(rpc_subject(server_id, verb), payload, headers=outgoing_headers())
 
 
 async def ask_owner(nc: NATS, server_id: str, verb: str, body: BaseModel, *, timeout: float) -> dict[str, Any]:
@@ -25,20 +68,16 @@ async def ask_owner(nc: NATS, server_id: str, verb: str, body: BaseModel, *, tim
     attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "toolmesh.server_id": server_id}
     with span(f"nats request {verb}", kind=SpanKind.CLIENT, attributes=attributes) as current:
         try:
-            msg = await nc.request(
-                subject, body.model_dump_json().encode(), timeout=timeout, headers=outgoing_headers()
-            )
-        except NoRespondersError as exc:
+            return await request_owner(nc, server_id, verb, body.model_dump_json().encode(), timeout=timeout)
+        except NoOwner:
             mark_error(current, "no responders")
-            raise NoOwner(f"No active session for server {server_id}", {"server_id": server_id}) from exc
+            raise
         except NatsTimeout as exc:
             mark_error(current, "timeout")
             raise SessionNotFound(
                 f"The session of server {server_id} did not answer within {timeout:.0f}s",
                 {"server_id": server_id, "verb": verb},
             ) from exc
-        reply = RpcReply.model_validate_json(msg.data)
-        if not reply.ok:
-            mark_error(current, str((reply.error or {}).get("error_code", "error")))
-            raise error_from_body(reply.error or {})
-        return reply.result or {}
+        except ToolmeshError as exc:
+            mark_error(current, exc.error_code)
+            raise
