@@ -48,7 +48,7 @@ async def test_a_server_is_served_unchanged_at_its_own_path(system: System) -> N
         assert read.contents[0].text == "item 42 of demo"
         prompt = await session.get_prompt("greet", {"name": "Ada"})
         assert "Ada" in str(prompt.messages[0].content)
-        with pytest.raises(Exception, match=r"demo://nope"):
+        with pytest.raises(MCPError, match=r"demo://nope"):
             await session.read_resource("demo://nope")
 
 
@@ -86,8 +86,10 @@ async def test_sampling_of_an_upstream_reaches_the_client_and_the_answer_returns
 
 async def test_a_client_slow_to_answer_holds_up_no_other_client(system: System) -> None:
     other_done = anyio.Event()
+    patient_asked = anyio.Event()
 
     async def slow(context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams) -> Any:
+        patient_asked.set()
         with anyio.fail_after(20):  # answers only once the other client got its own answer
             await other_done.wait()
         return await sample_by_echo(context, params)
@@ -105,7 +107,8 @@ async def test_a_client_slow_to_answer_holds_up_no_other_client(system: System) 
                     other_done.set()
 
             tg.start_soon(ask, patient, "gamma__ask", "patient")
-            await anyio.sleep(0.5)  # the patient client's sampling request is pending now
+            with anyio.fail_after(20):
+                await patient_asked.wait()  # the patient client's sampling request is pending now
             tg.start_soon(ask, quick, "alpha__ask", "quick")
     assert results == {"patient": "model said: echo of patient", "quick": "model said: echo of quick"}
 
