@@ -1,8 +1,10 @@
 """The ``toolmesh`` command as a user drives it: ``up --config`` as a real process, then the
-``servers``, ``tools`` and ``import`` subcommands against it, then SIGTERM."""
+``servers``, ``tools`` and ``import`` subcommands against it, and SIGTERM and a restart of an
+instance of its own. Each test needs only the config's servers settled, so any order works."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -155,9 +157,13 @@ def config(workdir: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def up(workdir: Path, config: Path) -> Iterator[Up]:
-    running = _start(workdir / "data", config, workdir / "up.log")
+CONFIG_SETTLED = {"demo": "CONNECTED", "broken-server": "ERROR"}
+
+
+@contextlib.contextmanager
+def _running(data_dir: Path, config: Path, log: Path) -> Iterator[Up]:
+    """``toolmesh up`` with the config until the block exits (killed with what it started)."""
+    running = _start(data_dir, config, log)
     try:
         yield running
     finally:
@@ -168,9 +174,20 @@ def up(workdir: Path, config: Path) -> Iterator[Up]:
             running.process.wait()
 
 
+@pytest.fixture(scope="module")
+def shared_up(workdir: Path, config: Path) -> Iterator[Up]:
+    with _running(workdir / "data", config, workdir / "up.log") as running:
+        yield running
+
+
+@pytest.fixture
+def up(shared_up: Up) -> Up:
+    """The module's instance with the config's servers settled (every test leaves them so)."""
+    _wait_for("the config's servers to settle", _settled(shared_up, CONFIG_SETTLED), shared_up, START_SECONDS)
+    return shared_up
+
+
 def test_config_servers_settle_and_up_keeps_running(up: Up) -> None:
-    expected = {"demo": "CONNECTED", "broken-server": "ERROR"}
-    _wait_for("the config's servers to settle", _settled(up, expected), up, START_SECONDS)
     assert up.process.poll() is None
 
     def proxy_init() -> list[dict[str, Any]]:
@@ -214,7 +231,7 @@ def test_tools_list(up: Up) -> None:
     assert {"demo.echo", "demo.add"} <= names
     everywhere = up.cli("tools", "list").stdout.splitlines()
     assert everywhere[0].split()[0] == "TOOL"
-    assert {line.split()[0] for line in everywhere[1:]} == names
+    assert {line.split()[0] for line in everywhere[1:] if line.startswith("demo.")} == names
 
 
 def test_disconnect_connect_history_rm(up: Up) -> None:
@@ -225,10 +242,11 @@ def test_disconnect_connect_history_rm(up: Up) -> None:
     history = [line.split()[2] for line in up.cli("servers", "history", "demo").stdout.splitlines()[1:]]
     assert history[0] == "REGISTERED" and "DISCONNECTED" in history and history.count("CONNECTED") >= 2
 
-    broken = up.servers()["broken-server"]["id"]
-    assert up.cli_json("servers", "rm", "broken-server") == {"id": broken, "removed": True}
-    assert "broken-server" not in up.servers()
-    assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "broken-server", expect=1).stderr
+    up.cli("servers", "add", "doomed", "--stdio", MISSING_COMMAND)
+    doomed = up.servers()["doomed"]["id"]
+    assert up.cli_json("servers", "rm", "doomed") == {"id": doomed, "removed": True}
+    assert "doomed" not in up.servers()
+    assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "doomed", expect=1).stderr
 
 
 def test_import_mcp_servers(up: Up, workdir: Path) -> None:
@@ -306,7 +324,15 @@ def test_add_from_the_command_line(up: Up) -> None:
     assert detail["description"] == "by hand" and detail["connection_config"]["args"][-2:] == ["--name", "added"]
 
 
-def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(up: Up, workdir: Path, config: Path) -> None:
+def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(workdir: Path, config: Path) -> None:
+    with _running(workdir / "own-data", config, workdir / "own-up.log") as up:
+        _wait_for("the config's servers to settle", _settled(up, CONFIG_SETTLED), up, START_SECONDS)
+        up.cli("servers", "add", "extra", "--stdio", sys.executable, str(DEMO_SERVER), "--name", "extra")
+        _wait_for("extra to connect", _settled(up, {"extra": "CONNECTED"}), up, SETTLE_SECONDS)
+        _sigterm_then_restart(up, workdir, config)
+
+
+def _sigterm_then_restart(up: Up, workdir: Path, config: Path) -> None:
     children = _descendants(up.process.pid)
     assert any("nats-server" in c for c in children.values()), children
     assert any("postgres" in c for c in children.values()), children
@@ -317,14 +343,15 @@ def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(up: Up, workdi
     left = {pid: cmd for pid, cmd in children.items() if _cmdline(pid) == cmd}
     assert not left, f"processes left behind: {left}"
 
-    again = _start(up.data_dir, config, workdir / "up2.log")
+    again = _start(up.data_dir, config, workdir / "own-up2.log")
     try:
-        expected = {"demo": "CONNECTED", "broken-server": "ERROR"}
-        _wait_for("the restart to settle", _settled(again, expected), again, START_SECONDS)
+        _wait_for(
+            "the restart to settle", _settled(again, {**CONFIG_SETTLED, "extra": "CONNECTED"}), again, START_SECONDS
+        )
         after = again.cli_json("servers", "list")["servers"]
         names = [s["name"] for s in after]
         assert len(names) == len(set(names))
-        assert {n for n in names} == set(before) | {"broken-server"}
+        assert set(names) == set(before) == {"demo", "broken-server", "extra"}
         assert {s["id"] for s in after if s["name"] == "demo"} == {before["demo"]["id"]}
     finally:
         restarted = _descendants(again.process.pid)

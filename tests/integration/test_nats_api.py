@@ -106,16 +106,19 @@ async def test_another_service_registers_waits_for_connected_and_calls_a_tool(se
     assert created["name"] == "demo" and created["status"] == "CONNECTING"
 
     async def connected_with_tools() -> tuple[dict[str, Any], dict[str, Any]]:
-        """The CONNECTED status event, and the tool snapshot discovered on the new session after it."""
+        """The CONNECTED status event, and the tool snapshot of the new session (published first, so
+        whoever sees CONNECTED can use the tools at once)."""
         status: dict[str, Any] | None = None
-        while True:
+        snapshot: dict[str, Any] | None = None
+        while status is None or snapshot is None:
             channel, event = await events.get()
             if event["server_id"] != created["id"]:
                 continue
             if channel == subject("evt.server.status_changed") and event["status"] == "CONNECTED":
                 status = event
-            elif channel == subject("evt.tools.discovered") and status is not None:
-                return status, event
+            elif channel == subject("evt.tools.discovered"):
+                snapshot = event
+        return status, snapshot
 
     status, discovered = await asyncio.wait_for(connected_with_tools(), 30)
     for sub in subscriptions:
@@ -128,8 +131,12 @@ async def test_another_service_registers_waits_for_connected_and_calls_a_tool(se
     assert result["content"][0]["text"] == "over nats" and result["isError"] is False
     assert result["metadata"]["server_id"] == created["id"]
 
-    listed = await service.ok("servers.list", {})
-    assert [(s["id"], s["status"]) for s in listed["servers"]] == [(created["id"], "CONNECTED")]
+    async def listed_connected() -> list[tuple[str, str]] | None:  # the read model follows the events
+        listed = await service.ok("servers.list", {})
+        found = [(s["id"], s["status"]) for s in listed["servers"]]
+        return found if found == [(created["id"], "CONNECTED")] else None
+
+    await eventually(listed_connected, what="servers.list to show the server CONNECTED")
     tools = await service.ok("servers.tools", {"server_id": created["id"]})
     assert "echo" in {t["original_name"] for t in tools["tools"]}
     history = await service.ok("servers.history", {"server_id": created["id"]})

@@ -97,3 +97,12 @@ async def test_a_rest_server_refusing_the_key_is_told_apart_from_a_network_failu
         details = await error_details(system, server["id"])
         assert [d["error_kind"] for d in details] == ["auth"]
         assert (await retry_state(system, server["id"]))["retry_at"] is None
+
+
+async def test_a_stdio_command_that_cannot_start_is_not_retried(nats_url: str, database_url: str) -> None:
+    async with running_system(nats_url, database_url, **QUICK) as system:
+        server = await system.register("missing", "STDIO", {"command": "/nonexistent/toolmesh-missing-command"})
+        failed = await system.wait_status(server["id"], "ERROR")
+        assert failed["next_retry_at"] is None
+        details = await error_details(system, server["id"])
+        assert [(d["error_kind"], d["attempts"]) for d in details] == [("config", 1)]

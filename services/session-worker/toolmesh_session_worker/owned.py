@@ -49,6 +49,7 @@ from toolmesh_session_worker.upstream import (
     RestPolicy,
     Upstream,
     UpstreamError,
+    UpstreamMisconfigured,
     UpstreamRefused,
     listing,
     open_session,
@@ -63,12 +64,12 @@ Publish = Callable[[Event], Awaitable[int]]
 
 @dataclass(frozen=True)
 class Attempts:
-    """How opening a session went: the attempts made, the last error, and whether the upstream
-    refused toolmesh's credentials (then trying again cannot help)."""
+    """How opening a session went: the attempts made, the last error, and its kind: ``network``,
+    or ``auth`` (credentials refused) and ``config`` (cannot be started), where trying again cannot help."""
 
     count: int
     error: str = ""
-    refused: bool = False
+    kind: str = "network"
 
 
 class OwnedServer:
@@ -189,7 +190,7 @@ class OwnedServer:
             delays = list(settings.connect_backoff_seconds[: settings.connect_retries])
         tried = await self._open(delays)
         if self.session is None:
-            await self.failed(f"Connection failed: {tried.error}", _kind(tried.refused), attempts=tried.count)
+            await self.failed(f"Connection failed: {tried.error}", tried.kind, attempts=tried.count)
             return False
         tools = await self._first_tools()
         if tools is None:
@@ -198,7 +199,7 @@ class OwnedServer:
             await self.discover_all(tools)
         except (UpstreamError, LimitExceeded) as exc:
             await self.close()
-            kind = "limit" if isinstance(exc, LimitExceeded) else _kind(isinstance(exc, UpstreamRefused))
+            kind = "limit" if isinstance(exc, LimitExceeded) else _kind(exc)
             await self.failed(f"Discovery failed: {exc}", kind, attempts=tried.count)
             return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
@@ -215,23 +216,24 @@ class OwnedServer:
         except UpstreamError as exc:
             log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            await self.failed(f"Tool discovery failed: {exc}", _kind(isinstance(exc, UpstreamRefused)))
+            await self.failed(f"Tool discovery failed: {exc}", _kind(exc))
             return None
         self.tool_count = len(tools)
         return tools
 
     async def failed(self, error: str, kind: str, **details: Any) -> None:
-        """ERROR after connecting failed (``kind``: ``network``, ``auth`` or ``limit``). BR-002: a network
-        failure or a full limit schedules an automatic retry on the capped backoff of
-        ``error_retry_seconds``; refused credentials are a security warning and wait for a person
-        (retrying would only knock on the upstream's door with a bad key)."""
-        if kind == "auth":
-            log.warning(
-                "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
-                error,
-                extra={"server": self.name, "server_id": self.server_id, "security": True},
-            )
-            await self.set_status(ServerStatus.ERROR, "ERROR", error=error, error_kind="auth", **details)
+        """ERROR after connecting failed (``kind``: ``network``, ``limit``, ``auth`` or ``config``).
+        BR-002: a network failure or a full limit schedules an automatic retry on the capped backoff of
+        ``error_retry_seconds``; refused credentials are a security warning and, like a config that
+        cannot start, wait for a person (retrying would only knock on the door with a bad key)."""
+        if kind in ("auth", "config"):
+            if kind == "auth":
+                log.warning(
+                    "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
+                    error,
+                    extra={"server": self.name, "server_id": self.server_id, "security": True},
+                )
+            await self.set_status(ServerStatus.ERROR, "ERROR", error=error, error_kind=kind, **details)
             return
         self._auto_retries += 1
         delay = scheduled_delay(self._auto_retries, self._b.settings.error_retry_seconds)
@@ -275,8 +277,8 @@ class OwnedServer:
                     ),
                 )
                 return Attempts(attempt + 1)
-            except UpstreamRefused as exc:
-                return Attempts(attempt + 1, str(exc), refused=True)
+            except (UpstreamRefused, UpstreamMisconfigured) as exc:
+                return Attempts(attempt + 1, str(exc), _kind(exc))
             except UpstreamError as exc:
                 error = str(exc)
                 log.warning("connect attempt %d failed: %s", attempt + 1, error, extra={"server": self.name})
@@ -321,7 +323,7 @@ class OwnedServer:
             tried = await self._open(delays)
             if self.session is None:
                 error = f"Reconnect failed after {tried.count} attempts: {tried.error}"
-                await self.failed(error, _kind(tried.refused), attempts=tried.count)
+                await self.failed(error, tried.kind, attempts=tried.count)
                 self.tasks.spawn(self.release())
                 return
             tools = await self._first_tools()
@@ -475,6 +477,9 @@ class OwnedServer:
             await self.on_released(self)
 
 
-def _kind(refused: bool) -> str:
-    """The error kind of a failed connect: refused credentials, or anything else (the network)."""
-    return "auth" if refused else "network"
+def _kind(exc: UpstreamError) -> str:
+    """The error kind of a failed connect: refused credentials, a config that cannot start, or
+    anything else (the network)."""
+    if isinstance(exc, UpstreamRefused):
+        return "auth"
+    return "config" if isinstance(exc, UpstreamMisconfigured) else "network"

@@ -1,7 +1,12 @@
 """Upstreams of the session-worker: MCP sessions (STDIO, SSE, Streamable HTTP) and REST tool servers
 behind one surface (``Upstream``)."""
 
-from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamRefused, UpstreamTimeout
+from toolmesh_session_worker.upstream.errors import (
+    UpstreamError,
+    UpstreamMisconfigured,
+    UpstreamRefused,
+    UpstreamTimeout,
+)
 from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
 from toolmesh_session_worker.upstream.session import (
     LostCallback,
@@ -20,6 +25,7 @@ __all__ = [
     "ToolsChangedCallback",
     "Upstream",
     "UpstreamError",
+    "UpstreamMisconfigured",
     "UpstreamRefused",
     "UpstreamSession",
     "UpstreamTimeout",

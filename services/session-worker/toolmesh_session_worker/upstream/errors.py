@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from mcp.shared.exceptions import MCPError
@@ -25,11 +26,17 @@ class UpstreamRefused(UpstreamError):
     """The upstream refused toolmesh's credentials (HTTP 401 or 403): trying again cannot help."""
 
 
+class UpstreamMisconfigured(UpstreamError):
+    """The upstream cannot be started as configured (a STDIO command or working directory that does
+    not exist or may not be run): trying again cannot help until the config changes."""
+
+
 REFUSED = (401, 403)
+_UNSTARTABLE = (FileNotFoundError, PermissionError, NotADirectoryError)
 
 
-def refused_status(exc: BaseException) -> int | None:
-    """401 or 403 when an HTTP answer of that status is somewhere in ``exc`` (its groups and causes)."""
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, the members of its groups and its causes, each once."""
     seen: set[int] = set()
     pending: list[BaseException] = [exc]
     while pending:
@@ -37,14 +44,24 @@ def refused_status(exc: BaseException) -> int | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        response = getattr(current, "response", None)
-        status = getattr(response, "status_code", None)
-        if status in REFUSED:
-            return int(status)
+        yield current
         if isinstance(current, BaseExceptionGroup):
             pending.extend(current.exceptions)
         pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+
+
+def refused_status(exc: BaseException) -> int | None:
+    """401 or 403 when an HTTP answer of that status is somewhere in ``exc`` (its groups and causes)."""
+    for current in _causes(exc):
+        status = getattr(getattr(current, "response", None), "status_code", None)
+        if status in REFUSED:
+            return int(status)
     return None
+
+
+def unstartable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a process could not be started at all (missing or forbidden command)."""
+    return any(isinstance(current, _UNSTARTABLE) for current in _causes(exc))
 
 
 class _Hinted(Protocol):

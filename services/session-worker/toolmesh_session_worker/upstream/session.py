@@ -31,10 +31,12 @@ from toolmesh_session_worker.upstream.client_side import (
 )
 from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
+    UpstreamMisconfigured,
     UpstreamRefused,
     UpstreamTimeout,
     describe,
     refused_status,
+    unstartable,
     with_hint,
 )
 from toolmesh_session_worker.upstream.listing import list_all
@@ -334,12 +336,14 @@ class UpstreamSession:
     async def _run(self) -> None:
         failure: str | None = None
         refused: int | None = None
+        broken = False  # the process could not be started as configured
         try:
             with self._scope:
                 await self._serve()
         except Exception as exc:  # the adapter boundary: every driver error becomes a reason
             failure = describe(exc)
             refused = refused_status(exc) or self._transport.refused()
+            broken = unstartable(exc)
             logger.debug("upstream session ended with an error", exc_info=True, extra={"server": self.server_name})
         finally:
             self._alive = False
@@ -347,9 +351,14 @@ class UpstreamSession:
         if not self._ready.is_set():
             if not self._closing:
                 reason = failure or self._lost_reason or "the upstream closed the connection"
-                kind = UpstreamRefused if refused is not None else UpstreamError
+                kind: type[UpstreamError] = UpstreamError
                 if refused is not None:
-                    reason = f"{reason} (HTTP {refused}: the upstream refused toolmesh's credentials)"
+                    kind, reason = (
+                        UpstreamRefused,
+                        f"{reason} (HTTP {refused}: the upstream refused toolmesh's credentials)",
+                    )
+                elif broken:
+                    kind = UpstreamMisconfigured
                 self._connect_error = kind(with_hint(f"{self.server_name}: connect failed: {reason}", self._transport))
             self._ready.set()
             return
