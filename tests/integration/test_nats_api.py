@@ -20,6 +20,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
+from tests.mcp_client import mcp_session, text_of
 from tests.peers.launch import PeerInfo, launch_peer
 
 pytestmark = pytest.mark.integration
@@ -250,3 +251,27 @@ async def test_rest_writes_honour_the_idempotency_key(service: Service, peer: Pe
         return (await api.get("/api/v1/aggregator/servers")).json()["total"] == 0
 
     await eventually(gone, what="the server to be removed")
+
+
+async def test_endpoints_are_managed_over_nats_and_served_at_mcp(service: Service, peer: PeerInfo) -> None:
+    created = await service.ok("servers.register", register_body("demo", peer))
+    await service.system.wait_connected(created["id"])
+    bundle = {"name": "echoes", "include": ["demo.echo"], "overrides": {"demo.echo": {"name": "say"}}}
+    endpoint = await service.ok("endpoints.create", bundle)
+    assert (endpoint["name"], endpoint["path"]) == ("echoes", "/mcp/echoes")
+    assert [e["id"] for e in (await service.ok("endpoints.list", {}))["endpoints"]] == [endpoint["id"]]
+    assert (await service.ok("endpoints.get", {"endpoint_id": endpoint["id"]}))["overrides"]["demo.echo"][
+        "name"
+    ] == "say"
+
+    async with mcp_session(service.system, path="/mcp/echoes") as session:
+        assert [t.name for t in (await session.list_tools()).tools] == ["say"]
+        assert text_of(await session.call_tool("say", {"text": "bundled"})) == "bundled"
+
+    replaced = await service.ok("endpoints.replace", {"endpoint_id": endpoint["id"], **bundle, "include": ["demo.add"]})
+    assert replaced["include"] == ["demo.add"]
+    refused = await service.error("endpoints.replace", {"endpoint_id": endpoint["id"], "name": "echoes"})
+    assert refused["error_code"] == "VALIDATION_ERROR"
+    assert await service.ok("endpoints.delete", {"endpoint_id": endpoint["id"]}) is None
+    gone = await service.error("endpoints.get", {"endpoint_id": endpoint["id"]})
+    assert gone["error_code"] == "ENDPOINT_NOT_FOUND"

@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody
 from toolmesh.contracts.audit import AuditPage
+from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
+    ClassifyResponse,
     ConnectResponse,
     DisconnectResponse,
     HistoryEntry,
@@ -103,6 +105,18 @@ class ListServersRequest(_Strict):
     offset: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
+class EndpointRef(_Strict):
+    """One endpoint (bundle) of the caller's namespace, by id."""
+
+    endpoint_id: str = Field(min_length=1, max_length=64)
+
+
+class ReplaceEndpointRequest(EndpointRequest):
+    """``endpoints.replace``: the endpoint's id and its whole new definition."""
+
+    endpoint_id: str = Field(min_length=1, max_length=64)
+
+
 class KeyRef(_Strict):
     """``keys.revoke``: one key of the caller's namespace, by id."""
 
@@ -161,6 +175,8 @@ class Operation:
 
 SERVERS = "/api/v1/aggregator/servers"
 SERVER = SERVERS + "/{server_id}"
+ENDPOINTS = "/api/v1/endpoints"
+ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -222,6 +238,36 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/api/v1/aggregator/state",
     ),
+    Operation(
+        "servers.classify",
+        ServerRef,
+        ClassifyResponse,
+        "Classify the server's tools again (those UNCLASSIFIED after failed attempts)",
+        True,
+        "POST",
+        SERVER + "/tools/classify",
+    ),
+    Operation(
+        "endpoints.create",
+        EndpointRequest,
+        EndpointInfo,
+        "Create an endpoint (bundle) served at /mcp/{name}",
+        True,
+        "POST",
+        ENDPOINTS,
+    ),
+    Operation("endpoints.list", NoArguments, EndpointList, "The endpoints of the caller", False, "GET", ENDPOINTS),
+    Operation("endpoints.get", EndpointRef, EndpointInfo, "One endpoint", False, "GET", ENDPOINT),
+    Operation(
+        "endpoints.replace",
+        ReplaceEndpointRequest,
+        EndpointInfo,
+        "Replace an endpoint's definition",
+        True,
+        "PUT",
+        ENDPOINT,
+    ),
+    Operation("endpoints.delete", EndpointRef, None, "Delete an endpoint", True, "DELETE", ENDPOINT),
     Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
     Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
     Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),

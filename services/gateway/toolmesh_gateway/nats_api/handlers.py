@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from toolmesh.contracts import api
+from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
@@ -19,6 +20,7 @@ from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
@@ -34,6 +36,7 @@ class GatewayServices:
     commands: ServerCommands
     calls: ToolCalls
     keys: KeyService
+    endpoints: EndpointService
     search: SearchService
     feed: CatalogFeed
     started_at: float
@@ -47,6 +50,7 @@ class GatewayServices:
             state.server_commands,
             state.tool_calls,
             state.keys,
+            state.endpoints,
             state.search,
             state.catalog_feed,
             state.started_at,
@@ -96,6 +100,31 @@ async def _approve(s: GatewayServices, caller: Caller, body: api.ApproveServerTo
     return await s.commands.approve(body.server_id, body.tools, caller)
 
 
+async def _classify(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await s.commands.classify(body.server_id, caller)
+
+
+async def _create_endpoint(s: GatewayServices, caller: Caller, body: EndpointRequest) -> BaseModel:
+    return await s.endpoints.create(body, caller)
+
+
+async def _list_endpoints(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.endpoints.list(caller)
+
+
+async def _get_endpoint(s: GatewayServices, caller: Caller, body: api.EndpointRef) -> BaseModel:
+    return await s.endpoints.get(body.endpoint_id, caller)
+
+
+async def _replace_endpoint(s: GatewayServices, caller: Caller, body: api.ReplaceEndpointRequest) -> BaseModel:
+    definition = EndpointRequest.model_validate(body.model_dump(exclude={"endpoint_id"}))
+    return await s.endpoints.replace(body.endpoint_id, definition, caller)
+
+
+async def _delete_endpoint(s: GatewayServices, caller: Caller, body: api.EndpointRef) -> None:
+    await s.endpoints.delete(body.endpoint_id, caller)
+
+
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
     return await s.calls.call(body, caller)
 
@@ -138,6 +167,12 @@ HANDLERS: dict[str, Handler] = {
     "servers.history": _history,
     "servers.refresh": _refresh,
     "servers.approve": _approve,
+    "servers.classify": _classify,
+    "endpoints.create": _create_endpoint,
+    "endpoints.list": _list_endpoints,
+    "endpoints.get": _get_endpoint,
+    "endpoints.replace": _replace_endpoint,
+    "endpoints.delete": _delete_endpoint,
     "tools.call": _call,
     "search.query": _search,
     "aggregator.state": _state,
