@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
 
@@ -22,16 +20,13 @@ from toolmesh.config import Settings
 from toolmesh.contracts.rpc import (
     CancelCallRpc,
     ClientRef,
-    ToolProgress,
     UpstreamRequestRpc,
-    progress_subject,
 )
 from toolmesh.errors import ExecutionTimeout
 from toolmesh.routing import ServerRoute
-from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ToolCalls
+from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ProgressSink, ToolCalls, relaying_progress
 
 log = logging.getLogger("toolmesh.gateway.forwarding")
-ProgressSink = Callable[[ToolProgress], Awaitable[None]]
 CONTROL_TIMEOUT_SECONDS = 30.0
 """Bound of subscribe / unsubscribe / set_level / client_gone requests to an owner."""
 
@@ -64,14 +59,7 @@ class Forwarder:
             progress=progress is not None,
             client=client,
         )
-        try:
-            return await self._listening(server, body, progress)
-        except NoOwner:
-            await self._calls.reconnect(server)
-            try:
-                return await self._listening(server, body, progress)
-            except NoOwner as exc:
-                raise self._calls.no_session(server) from exc
+        return await self._calls.with_session(server, lambda: self._listening(server, body, progress))
 
     def new_call_id(self) -> str:
         """A fresh call id (to register a call with its client before sending it)."""
@@ -88,24 +76,8 @@ class Forwarder:
     async def _listening(
         self, server: ServerRoute, body: UpstreamRequestRpc, progress: ProgressSink | None
     ) -> dict[str, Any]:
-        if progress is None:
+        async with relaying_progress(self._nc, body.call_id, progress):
             return await self._send(server, body)
-        assert body.call_id is not None
-
-        async def forward(msg: Msg) -> None:
-            try:
-                await progress(ToolProgress.model_validate_json(msg.data))
-            except Exception as exc:  # a client that cannot take progress still gets its result
-                log.debug("progress not delivered: %s", exc)
-
-        sub = await self._nc.subscribe(progress_subject(body.call_id), cb=forward)
-        try:
-            return await self._send(server, body)
-        finally:
-            try:
-                await asyncio.wait_for(sub.drain(), 1.0)
-            except Exception as exc:  # the connection may be closing; the subscription dies with it
-                log.debug("progress unsubscribe failed: %s", exc)
 
     async def _send(self, server: ServerRoute, body: UpstreamRequestRpc) -> dict[str, Any]:
         payload = body.model_dump_json().encode()

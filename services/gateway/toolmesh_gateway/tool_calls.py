@@ -13,10 +13,10 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -66,6 +66,7 @@ class CallAbandoned(Exception):
 
 Abandoned = Callable[[], Awaitable[object]]
 ProgressSink = Callable[[ToolProgress], Awaitable[None]]
+T = TypeVar("T")
 PROGRESS_DRAIN_SECONDS = 1.0
 """How long progress already sent by the owner may take to arrive before the result is returned."""
 
@@ -182,14 +183,9 @@ class ToolCalls:
             client=hooks.client,
         )
         payload = body.model_dump_json().encode()
-        try:
-            result = await self._execute_reporting(route, body, payload, abandoned, progress)
-        except NoOwner:
-            await self._reconnect(route)
-            try:
-                result = await self._execute_reporting(route, body, payload, abandoned, progress)
-            except NoOwner as exc:
-                raise self.no_session(route.server) from exc
+        result = await self.with_session(
+            route.server, lambda: self._execute_reporting(route, body, payload, abandoned, progress)
+        )
         done = time.perf_counter()
         record_execution(route.server.name, done - routed)
         metadata: dict[str, Any] = {
@@ -215,25 +211,9 @@ class ToolCalls:
         abandoned: Abandoned | None,
         progress: ProgressSink | None,
     ) -> dict[str, Any]:
-        """``_execute``, listening on the call's progress subject while it runs when asked to."""
-        if progress is None:
+        """``_execute``, relaying the call's progress while it runs when asked to."""
+        async with relaying_progress(self._nc, body.call_id, progress):
             return await self._execute(route, body, payload, abandoned)
-        assert body.call_id is not None
-
-        async def forward(msg: Msg) -> None:
-            try:
-                await progress(ToolProgress.model_validate_json(msg.data))
-            except Exception as exc:  # a client that cannot take progress still gets its result
-                log.debug("progress not delivered: %s", exc)
-
-        sub = await self._nc.subscribe(progress_subject(body.call_id), cb=forward)
-        try:
-            return await self._execute(route, body, payload, abandoned)
-        finally:
-            try:  # progress already received is delivered before the result
-                await asyncio.wait_for(sub.drain(), PROGRESS_DRAIN_SECONDS)
-            except Exception as exc:  # the connection may be closing; the subscription dies with it
-                log.debug("progress unsubscribe failed: %s", exc)
 
     async def _execute(
         self, route: Route, body: CallToolRpc, payload: bytes, abandoned: Abandoned | None
@@ -266,8 +246,16 @@ class ToolCalls:
         except Exception as exc:  # best effort: the owner's own timeout still ends the call
             log.warning("could not send cancel for call %s: %s", body.call_id, exc)
 
-    async def _reconnect(self, route: Route) -> None:
-        await self.reconnect(route.server)
+    async def with_session(self, server: ServerRoute, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``; when nobody holds the server's session, ask for one and try once more."""
+        try:
+            return await attempt()
+        except NoOwner:
+            await self.reconnect(server)
+            try:
+                return await attempt()
+            except NoOwner as exc:
+                raise self.no_session(server) from exc
 
     async def reconnect(self, server: ServerRoute) -> None:
         """Nobody holds the session: ask for a connect and wait (bounded) until a session answers a ping."""
@@ -291,6 +279,31 @@ class ToolCalls:
             {"server_id": server.id, "reconnect": "requested"},
             server=server.identity(),
         )
+
+
+@contextlib.asynccontextmanager
+async def relaying_progress(nc: NATS, call_id: str | None, progress: ProgressSink | None) -> AsyncIterator[None]:
+    """While the block runs, hand each progress update published for ``call_id`` to ``progress``
+    (nothing when either is None); updates already received are delivered before the block's result."""
+    if progress is None or call_id is None:
+        yield
+        return
+    sink = progress
+
+    async def forward(msg: Msg) -> None:
+        try:
+            await sink(ToolProgress.model_validate_json(msg.data))
+        except Exception as exc:  # a client that cannot take progress still gets its result
+            log.debug("progress not delivered: %s", exc)
+
+    sub = await nc.subscribe(progress_subject(call_id), cb=forward)
+    try:
+        yield
+    finally:
+        try:
+            await asyncio.wait_for(sub.drain(), PROGRESS_DRAIN_SECONDS)
+        except Exception as exc:  # the connection may be closing; the subscription dies with it
+            log.debug("progress unsubscribe failed: %s", exc)
 
 
 async def _unless_abandoned(request: Awaitable[Any], abandoned: Abandoned) -> Any:
