@@ -23,22 +23,25 @@ TOKEN = "e2e-endpoints-token"
 STATE = "toolmesh.api.v1.aggregator.state"
 
 
-def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def _start(data_dir: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
+    """``toolmesh up`` printing to ``out`` (a file: a pipe nobody reads while it runs could fill up)."""
     env = {**os.environ, "TOOLMESH_ADMIN_TOKEN": TOKEN}
     env.pop("TOOLMESH_NATS_URL", None)
     env.pop("TOOLMESH_DATABASE_URL", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(data_dir), "--port", str(port)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    with out.open("wb") as printed:
+        return subprocess.Popen(
+            [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(data_dir), "--port", str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=printed,
+            stderr=subprocess.STDOUT,
+        )
 
 
 async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Path) -> None:
     data_dir, port = tmp_path / "data", free_port()
-    up = _start(data_dir, port)
+    printed = tmp_path / "up.out"
+    up = _start(data_dir, port, printed)
     endpoints_file = data_dir / "endpoints.json"
     try:
 
@@ -78,7 +81,7 @@ async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Pat
             assert (await api.get("/api/v1/aggregator/state")).status_code == 200
     finally:
         up.send_signal(signal.SIGTERM)
-        out, _ = up.communicate(timeout=60)
-    assert up.returncode == 0
-    assert nats_url.password not in out.decode()  # printed without its credentials
+        up.wait(timeout=60)
+    assert up.returncode == 0, printed.read_text()[-3000:]
+    assert nats_url.password not in printed.read_text()  # printed without its credentials
     assert not endpoints_file.exists()  # nothing listens there any more
