@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     mcp_mode: Literal["all", "search"] = "all"
     mcp_name_separator: str = Field("__", pattern=r"^[a-zA-Z0-9_-]{1,8}$")
     code_timeout_seconds: float = Field(30.0, gt=0)
+    # An MCP client session (shared by the gateway replicas through NATS) ends after this long
+    # without a request.
+    mcp_session_ttl_seconds: float = Field(1800.0, gt=0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

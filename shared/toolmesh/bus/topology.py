@@ -19,6 +19,7 @@ from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 LEASES_BUCKET = "toolmesh_leases"
 NAMES_BUCKET = "toolmesh_names"
 IDEMPOTENCY_BUCKET = "toolmesh_idempotency"
+MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -90,4 +91,12 @@ async def idempotency_bucket(js: JetStreamContext, window_seconds: float) -> Key
     its last write (bucket TTL; a bucket made earlier keeps the window it was made with)."""
     return await _bucket(
         js, KeyValueConfig(bucket=IDEMPOTENCY_BUCKET, ttl=window_seconds, history=1, storage=StorageType.FILE)
+    )
+
+
+async def mcp_sessions_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+    """MCP client sessions of the gateway replicas; each expires ``ttl_seconds`` after its last write
+    (bucket TTL; a bucket made earlier keeps the TTL it was made with)."""
+    return await _bucket(
+        js, KeyValueConfig(bucket=MCP_SESSIONS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
     )

@@ -5,12 +5,15 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
+from toolmesh.bus.mcp_sessions import McpSessionTable
+from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
-from toolmesh_gateway.front_door.client_links import ClientLinks
+from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.server import FrontDoor
+from toolmesh_gateway.front_door.shared_sessions import SharedSessions
 from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -23,8 +26,15 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     and search service; serve the aggregate at ``/mcp`` and each endpoint or server at ``/mcp/{name}``."""
     links = ClientLinks(backends.nc, calls.replica)
     await links.start()
+    settings = backends.settings
+    kv = await mcp_sessions_bucket(backends.js, settings.mcp_session_ttl_seconds)
+
+    async def release(session: str) -> None:
+        await release_client(links, app.state.forwarder, feed, session)
+
+    sessions = SharedSessions(McpSessionTable(backends.nc, kv), settings.mcp_session_ttl_seconds, release)
     front = FrontDoor(
-        backends.settings,
+        settings,
         app.state.authenticator,
         feed,
         calls,
@@ -32,9 +42,10 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         app.state.rate_limiter,
         app.state.forwarder,
         links,
-        InputBridge(links, backends.settings.request_timeout_seconds),
+        InputBridge(links, settings.request_timeout_seconds),
+        sessions,
     )
-    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate)
+    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions)
     named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)
     front.managers.append(transparent.manager)
     front.on_changes.append(transparent.announce)

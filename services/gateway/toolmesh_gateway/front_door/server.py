@@ -22,7 +22,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -46,6 +45,7 @@ from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
+from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
@@ -88,6 +88,7 @@ class FrontDoor:
         forwarder: Forwarder,
         links: ClientLinks,
         bridge: InputBridge,
+        sessions: SharedSessions,
     ) -> None:
         self._settings = settings
         self._auth = authenticator
@@ -119,10 +120,8 @@ class FrontDoor:
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
         # The gateway's BodyLimit enforces the same limit first, with the contract's error body.
-        self._manager = StreamableHTTPSessionManager(
-            app=self.server, max_request_body_size=settings.max_request_body_bytes
-        )
-        self.managers: list[StreamableHTTPSessionManager] = [self._manager]
+        self._manager = sessions.manager(self.server, settings.max_request_body_bytes)
+        self.managers: list[SharedSessionManager] = [self._manager]
         self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
         self._stop = anyio.Event()
         self._runner: asyncio.Task[None] | None = None

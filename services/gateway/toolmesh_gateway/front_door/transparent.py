@@ -21,7 +21,6 @@ import mcp_types
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -39,6 +38,7 @@ from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, refuse
+from toolmesh_gateway.front_door.shared_sessions import SharedSessions
 from toolmesh_gateway.tool_calls import ToolCalls
 
 SERVER_KEY = "toolmesh.server_id"
@@ -67,6 +67,7 @@ class Transparent:
         forwarder: Forwarder,
         links: ClientLinks,
         aggregate: Aggregate,
+        sessions: SharedSessions,
     ) -> None:
         self._feed = feed
         self._calls = calls
@@ -83,7 +84,7 @@ class Transparent:
         self.server.add_request_handler("resources/unsubscribe", mcp_types.RequestParams, self._unsubscribe)
         self.server.add_request_handler("logging/setLevel", mcp_types.RequestParams, self._set_level)
         self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
-        self.manager = StreamableHTTPSessionManager(app=self.server)
+        self.manager = sessions.manager(self.server)
         self._sessions: dict[str, tuple[str, ServerSession, Lists]] = {}  # session id -> server id, session, lists
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, caller: Caller, name: str) -> None:

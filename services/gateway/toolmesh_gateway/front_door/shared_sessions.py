@@ -1,0 +1,234 @@
+"""MCP sessions that work through any gateway replica: the SDK's session manager on a shared store.
+
+The replica that opens a session writes its record (``McpSessionTable``) before the client sees
+the ``initialize`` result. A replica that gets a request of a session it does not hold adopts it:
+it rebuilds the connection from the record (negotiated version, the client's ``initialize``
+params, already initialized) behind a transport with the same ``mcp-session-id``. Every request
+is checked against the record first, so a session that ended or expired answers 404 everywhere,
+as does a session used by another key, in another namespace or at another path. ``DELETE`` ends it
+on every replica (``McpSessionEnded``); a session idle for the TTL expires with its record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from mcp.server.connection import Connection
+from mcp.server.lowlevel import Server
+from mcp.server.runner import serve_connection
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+from mcp_types import INVALID_REQUEST, ErrorData, InitializeRequestParams, JSONRPCError
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from toolmesh.bus.mcp_sessions import McpSessionTable
+from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.front_door.sessions import CALLER_KEY
+
+log = logging.getLogger("toolmesh.gateway.mcp")
+TOUCH_FRACTION = 0.1
+"""A record is rewritten (restarting its TTL) when older than this fraction of the TTL."""
+
+
+@dataclass
+class SharedSessions:
+    """Makes the session managers of the front door's MCP servers, on one store and TTL.
+
+    ``on_end`` runs with the id of each session this replica held a copy of and that ended
+    elsewhere or expired (to release what it holds upstream).
+    """
+
+    table: McpSessionTable
+    ttl_seconds: float
+    on_end: Callable[[str], Awaitable[None]]
+
+    def manager(
+        self, app: Server[Any], max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+    ) -> SharedSessionManager:
+        """A session manager for ``app`` whose sessions any replica serves."""
+        return SharedSessionManager(app, self, max_request_body_size)
+
+
+class SharedSessionManager(StreamableHTTPSessionManager):
+    """The SDK's Streamable HTTP session manager, with each session's record in the shared store."""
+
+    def __init__(self, app: Server[Any], shared: SharedSessions, max_request_body_size: int) -> None:
+        super().__init__(app=app, session_idle_timeout=shared.ttl_seconds, max_request_body_size=max_request_body_size)
+        self._shared = shared
+        self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Run the SDK's manager, dropping the copies of sessions that end on other replicas."""
+        async with super().run():
+            subscription = await self._shared.table.follow_ends(self._drop)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(Exception):  # the bus may already be closed at shutdown
+                    await subscription.unsubscribe()
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = _header(scope, MCP_SESSION_ID_HEADER)
+        if session_id is None:  # initialize: the SDK admits it, ``_serve_opening_request`` records it
+            await super()._handle_stateful_request(scope, receive, send)
+            return
+        record = await self._shared.table.get(session_id)
+        caller = scope.get(CALLER_KEY)
+        if record is None:
+            await self._drop(session_id)
+        if (
+            record is None
+            or not isinstance(caller, Caller)
+            or not record.belongs_to(scope["path"], caller.principal.key_id, caller.scope)
+        ):
+            await _not_found()(scope, receive, send)  # as if unknown: says nothing of whose it is
+            return
+        transport = self._server_instances.get(session_id) or await self._adopt(session_id, record)
+        if time.time() - record.touched_at > self._shared.ttl_seconds * TOUCH_FRACTION:
+            await self._shared.table.put(session_id, record.model_copy(update={"touched_at": time.time()}))
+        await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:  # the client ended it (DELETE)
+            await self._discard_session(session_id, transport)
+            await self._shared.table.end(session_id)
+
+    async def _adopt(self, session_id: str, record: McpSessionRecord) -> StreamableHTTPServerTransport:
+        """Serve here a session another replica opened, from its record."""
+        async with self._session_creation_lock:
+            transport = self._server_instances.get(session_id)
+            if transport is None:
+                transport = self._transport(session_id)
+                self._server_instances[session_id] = transport
+                assert self._task_group is not None
+                await self._task_group.start(self._run_session, transport, record)
+                log.info("adopted MCP session %s", session_id[:64])
+        return transport
+
+    async def _serve_opening_request(
+        self, http_transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Serve the ``initialize`` that opens a session; it is recorded before the client sees the
+        result (so its next request may go to any replica), and discarded unless it succeeded."""
+        session_id = http_transport.mcp_session_id
+        assert session_id is not None and self._task_group is not None
+        status: int | None = None
+        recorded = False
+
+        async def send_once_recorded(message: Message) -> None:
+            nonlocal status, recorded
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body" and not recorded and status is not None and status < 400:
+                recorded = await self._record(session_id, scope)
+            await send(message)
+
+        try:
+            await self._task_group.start(self._run_session, http_transport, None)
+            await http_transport.handle_request(scope, receive, send_once_recorded)
+        finally:
+            if not recorded:
+                await self._discard_session(session_id, http_transport)
+
+    async def _record(self, session_id: str, scope: Scope) -> bool:
+        """Write the record of a session whose ``initialize`` succeeded (False: not yet)."""
+        connection = self._connections.get(session_id)
+        caller = scope.get(CALLER_KEY)
+        if connection is None or connection.client_params is None or not isinstance(caller, Caller):
+            return False
+        record = McpSessionRecord(
+            path=scope["path"],
+            key_id=caller.principal.key_id,
+            namespace=caller.scope,
+            protocol_version=connection.protocol_version,
+            client_params=connection.client_params.model_dump(by_alias=True, mode="json", exclude_none=True),
+            touched_at=time.time(),
+        )
+        await self._shared.table.put(session_id, record)
+        return True
+
+    async def _run_session(
+        self,
+        transport: StreamableHTTPServerTransport,
+        record: McpSessionRecord | None,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The session's server task: the SDK's loop on a new connection, or one rebuilt from ``record``."""
+        session_id = transport.mcp_session_id
+        assert session_id is not None
+        async with transport.connect() as (read_stream, write_stream):
+            dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+                read_stream, write_stream, inline_methods=frozenset({"initialize"})
+            )
+            connection = _connection(dispatcher, session_id, record)
+            self._connections[session_id] = connection
+            task_status.started()
+            try:
+                idle_scope = transport.idle_scope or anyio.CancelScope()
+                with idle_scope:
+                    await serve_connection(
+                        self.app, dispatcher, connection=connection, lifespan_state=self._lifespan_state
+                    )
+                if idle_scope.cancelled_caught:
+                    log.info("MCP session %s idle here", session_id[:64])
+            except Exception:
+                log.exception("MCP session %s crashed", session_id[:64])
+            finally:
+                self._connections.pop(session_id, None)
+                await self._discard_session(session_id, transport)
+
+    async def _drop(self, session_id: str) -> None:
+        """A session ended elsewhere or expired: stop serving this replica's copy and release it."""
+        transport = self._server_instances.get(session_id)
+        if transport is not None:
+            await self._discard_session(session_id, transport)
+        await self._shared.on_end(session_id)
+
+    def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
+        return StreamableHTTPServerTransport(
+            mcp_session_id=session_id,
+            is_json_response_enabled=self.json_response,
+            event_store=self.event_store,
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+
+
+def _connection(
+    dispatcher: JSONRPCDispatcher[TransportContext], session_id: str, record: McpSessionRecord | None
+) -> Connection:
+    """A connection waiting for its handshake, or (adopted) one initialized as ``record`` says."""
+    if record is None:
+        return Connection.for_loop(dispatcher, session_id=session_id)
+    connection = Connection(
+        dispatcher,
+        protocol_version=record.protocol_version,
+        session_id=session_id,
+        client_params=InitializeRequestParams.model_validate(record.client_params),
+    )
+    connection.initialized.set()
+    return connection
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.lower().encode("latin-1")
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == wanted), None)
+
+
+def _not_found() -> Response:
+    """The SDK's answer to an unknown session."""
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message="Session not found"))
+    text = body.model_dump_json(by_alias=True, exclude_unset=True)
+    return Response(text, status_code=404, media_type="application/json")

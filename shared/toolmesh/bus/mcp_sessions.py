@@ -1,0 +1,65 @@
+"""MCP client sessions in the ``toolmesh_mcp_sessions`` KV bucket, and their end announced on the bus."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
+from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+from pydantic import ValidationError
+
+from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
+from toolmesh.errors import BackendUnavailable
+
+
+class McpSessionTable:
+    """The sessions every gateway replica can serve, by ``mcp-session-id``."""
+
+    def __init__(self, nc: NATS, kv: KeyValue) -> None:
+        self._nc = nc
+        self._kv = kv
+
+    async def get(self, session_id: str) -> McpSessionRecord | None:
+        """The session's record, or None when it ended, expired or never existed."""
+        try:
+            entry = await self._kv.get(session_id)
+        except (KeyNotFoundError, NotFoundError):
+            return None
+        except NatsError as exc:
+            raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+        try:
+            return McpSessionRecord.model_validate_json(entry.value or b"")
+        except ValidationError:
+            return None  # not a record of this version: as good as unknown
+
+    async def put(self, session_id: str, record: McpSessionRecord) -> None:
+        """Write the record (which restarts its idle TTL)."""
+        try:
+            await self._kv.put(session_id, record.model_dump_json().encode())
+        except NatsError as exc:
+            raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+
+    async def end(self, session_id: str) -> None:
+        """Forget the session and tell every replica to drop its copy."""
+        try:
+            await self._kv.delete(session_id)
+            ended = McpSessionEnded(session_id=session_id)
+            await self._nc.publish(SESSION_ENDED_SUBJECT, ended.model_dump_json().encode())
+        except NatsError as exc:
+            raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+
+    async def follow_ends(self, on_end: Callable[[str], Awaitable[None]]) -> Subscription:
+        """Call ``on_end`` with the id of each session that ends on any replica (unsubscribe to stop)."""
+
+        async def received(msg: Msg) -> None:
+            try:
+                ended = McpSessionEnded.model_validate_json(msg.data)
+            except ValidationError:
+                return
+            await on_end(ended.session_id)
+
+        return await self._nc.subscribe(SESSION_ENDED_SUBJECT, cb=received)
