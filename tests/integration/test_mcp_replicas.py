@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
-from tests.mcp_client import sample_by_echo, text_of
+from tests.mcp_client import Received, sample_by_echo, text_of
 from tests.peers.launch import launch_peer
 from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.bus.topology import mcp_sessions_bucket
@@ -80,13 +80,20 @@ async def replicas(nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
 
 
 @contextlib.asynccontextmanager
-async def session_through(balancer: Balancer, *, sampling: bool = False) -> AsyncIterator[ClientSession]:
+async def session_through(
+    balancer: Balancer, *, sampling: bool = False, received: Received | None = None
+) -> AsyncIterator[ClientSession]:
     """An SDK client session whose every HTTP request goes where ``balancer`` says at the time."""
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with (
         httpx2.AsyncClient(transport=balancer, headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
         streamable_http_client(f"http://127.0.0.1:{balancer.port}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write, sampling_callback=sample_by_echo if sampling else None) as session,
+        ClientSession(
+            read,
+            write,
+            sampling_callback=sample_by_echo if sampling else None,
+            message_handler=received.handle if received else None,
+        ) as session,
     ):
         await session.initialize()
         yield session
@@ -114,7 +121,8 @@ async def test_a_session_opened_on_one_replica_lists_and_calls_tools_on_the_othe
 async def test_a_session_survives_the_sigkill_of_the_replica_that_opened_it(nats_url: str, database_url: str) -> None:
     async with replicas(nats_url, database_url) as r:
         balancer = Balancer(r.port_b)
-        async with session_through(balancer) as session:
+        received = Received()
+        async with session_through(balancer, received=received) as session:
             assert "remote__echo" in {tool.name for tool in (await session.list_tools()).tools}
             assert {port for _, port in balancer.served} == {r.port_b}
 
@@ -126,6 +134,18 @@ async def test_a_session_survives_the_sigkill_of_the_replica_that_opened_it(nats
             assert {"remote__echo", "remote__add"} <= names
             echoed = await session.call_tool("remote__echo", {"text": "still here"})
             assert echoed.is_error is False and text_of(echoed) == "still here"
+
+            # The client reopens its standalone stream on A, which now announces list changes to it.
+            await eventually(lambda: _true(("GET", r.port_a) in balancer.served), timeout=20, what="GET stream on A")
+            async with launch_peer("stdio") as peer:
+                created = await r.system.register("late", peer.transport_type, peer.config)
+            await r.system.wait_connected(created["id"])
+            await eventually(lambda: _true(received.tools_changed() > 0), timeout=20, what="tools/list_changed from A")
+            assert "late__echo" in {tool.name for tool in (await session.list_tools()).tools}
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def _rpc(

@@ -1,9 +1,9 @@
 """The MCP server behind ``/mcp``: handlers of both modes, auth, and tool-list announcements.
 
-``FrontDoor`` is an ASGI app (Streamable HTTP through the SDK's session manager) with the REST
-API's bearer auth in front: the principal comes from the same ``Authenticator``, and an MCP
-session is bound to the principal that opened it and to one namespace — the principal's, or
-for the owner the one ``?namespace=`` names. ``?mode=all|search`` picks the mode of a
+``FrontDoor`` is an ASGI app (Streamable HTTP through the SDK's session manager, its sessions
+shared by the gateway replicas: ``shared_sessions``) with the REST API's bearer auth in front:
+the principal comes from the same ``Authenticator``, and an MCP session is bound to the key that
+opened it and to one namespace — the principal's, or for the owner the one ``?namespace=`` names. ``?mode=all|search`` picks the mode of a
 connection (default: ``TOOLMESH_MCP_MODE``). Tool calls go through ``ToolCalls``, like
 ``POST /api/v1/tools/call``; upstream progress reaches the client when it sent a progress token.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 import mcp_types
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -45,7 +45,7 @@ from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
-from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
+from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
@@ -100,7 +100,7 @@ class FrontDoor:
         self.links = links
         self.bridge = bridge
         self._listings: dict[str, listing.AllTools] = {}  # by namespace
-        self._sessions: dict[str, ServerSession] = {}  # legacy-era connections, for list_changed
+        self._sessions: dict[str, Announceable] = {}  # legacy-era connections, for list_changed
         self._bus = InMemorySubscriptionBus()  # 2026-07-28 connections listen on subscriptions/listen
         self.code = CodeRunner(settings)
         self.server: Server[Any] = AggregateServer(
@@ -120,7 +120,7 @@ class FrontDoor:
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
         # The gateway's BodyLimit enforces the same limit first, with the contract's error body.
-        self._manager = sessions.manager(self.server, settings.max_request_body_bytes)
+        self._manager = sessions.manager(self.server, self._adopted, settings.max_request_body_bytes)
         self.managers: list[SharedSessionManager] = [self._manager]
         self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
         self._stop = anyio.Event()
@@ -336,7 +336,14 @@ class FrontDoor:
         """Remember each legacy-era connection (by its session id) to announce list changes to it."""
         headers = getattr(ctx.request, "headers", None)
         key = headers.get("mcp-session-id") if headers is not None else None
-        self._sessions[key or str(id(ctx.session))] = ctx.session
+        self._remember(key or str(id(ctx.session)), ctx.session)
+
+    def _adopted(self, session_id: str, connection: Connection, _: Scope) -> None:
+        """Announce list changes to a session opened on another replica, now served here too."""
+        self._remember(session_id, connection)
+
+    def _remember(self, key: str, session: Announceable) -> None:
+        self._sessions[key] = session
         while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
             self._sessions.pop(next(iter(self._sessions)))
 

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -41,6 +41,20 @@ TOUCH_FRACTION = 0.1
 """A record is rewritten (restarting its TTL) when older than this fraction of the TTL."""
 
 
+class Announceable(Protocol):
+    """What list changes are announced to: a handler's ``ServerSession``, or an adopted ``Connection``."""
+
+    async def send_tool_list_changed(self) -> None: ...
+
+    async def send_resource_list_changed(self) -> None: ...
+
+    async def send_prompt_list_changed(self) -> None: ...
+
+
+OnAdopt = Callable[[str, Connection, Scope], None]
+"""Told of each session this replica adopts: its id, its connection, the request that brought it."""
+
+
 @dataclass
 class SharedSessions:
     """Makes the session managers of the front door's MCP servers, on one store and TTL.
@@ -54,18 +68,22 @@ class SharedSessions:
     on_end: Callable[[str], Awaitable[None]]
 
     def manager(
-        self, app: Server[Any], max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+        self,
+        app: Server[Any],
+        on_adopt: OnAdopt,
+        max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
     ) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
-        return SharedSessionManager(app, self, max_request_body_size)
+        return SharedSessionManager(app, self, on_adopt, max_request_body_size)
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
     """The SDK's Streamable HTTP session manager, with each session's record in the shared store."""
 
-    def __init__(self, app: Server[Any], shared: SharedSessions, max_request_body_size: int) -> None:
+    def __init__(self, app: Server[Any], shared: SharedSessions, on_adopt: OnAdopt, max_request_body_size: int) -> None:
         super().__init__(app=app, session_idle_timeout=shared.ttl_seconds, max_request_body_size=max_request_body_size)
         self._shared = shared
+        self._on_adopt = on_adopt
         self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
 
     @contextlib.asynccontextmanager
@@ -95,15 +113,27 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         ):
             await _not_found()(scope, receive, send)  # as if unknown: says nothing of whose it is
             return
-        transport = self._server_instances.get(session_id) or await self._adopt(session_id, record)
+        transport = self._server_instances.get(session_id) or await self._adopt(session_id, record, scope)
         if time.time() - record.touched_at > self._shared.ttl_seconds * TOUCH_FRACTION:
             await self._shared.table.put(session_id, record.model_copy(update={"touched_at": time.time()}))
-        await transport.handle_request(scope, receive, send)
+        if scope.get("method") == "DELETE":
+            await transport.handle_request(scope, receive, self._ending(session_id, send))
+        else:
+            await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
-            await self._shared.table.end(session_id)
 
-    async def _adopt(self, session_id: str, record: McpSessionRecord) -> StreamableHTTPServerTransport:
+    def _ending(self, session_id: str, send: Send) -> Send:
+        """``send`` of a DELETE: the session ends on every replica before the client hears it did."""
+
+        async def send_once_ended(message: Message) -> None:
+            if message["type"] == "http.response.start" and int(message["status"]) < 400:
+                await self._shared.table.end(session_id)
+            await send(message)
+
+        return send_once_ended
+
+    async def _adopt(self, session_id: str, record: McpSessionRecord, scope: Scope) -> StreamableHTTPServerTransport:
         """Serve here a session another replica opened, from its record."""
         async with self._session_creation_lock:
             transport = self._server_instances.get(session_id)
@@ -112,6 +142,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 self._server_instances[session_id] = transport
                 assert self._task_group is not None
                 await self._task_group.start(self._run_session, transport, record)
+                self._on_adopt(session_id, self._connections[session_id], scope)
                 log.info("adopted MCP session %s", session_id[:64])
         return transport
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import anyio
 import mcp_types
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
-from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -38,7 +38,7 @@ from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, refuse
-from toolmesh_gateway.front_door.shared_sessions import SharedSessions
+from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
 from toolmesh_gateway.tool_calls import ToolCalls
 
 SERVER_KEY = "toolmesh.server_id"
@@ -84,8 +84,8 @@ class Transparent:
         self.server.add_request_handler("resources/unsubscribe", mcp_types.RequestParams, self._unsubscribe)
         self.server.add_request_handler("logging/setLevel", mcp_types.RequestParams, self._set_level)
         self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
-        self.manager = sessions.manager(self.server)
-        self._sessions: dict[str, tuple[str, ServerSession, Lists]] = {}  # session id -> server id, session, lists
+        self.manager = sessions.manager(self.server, self._adopted)
+        self._sessions: dict[str, tuple[str, Announceable, Lists]] = {}  # session id -> server id, session, lists
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, caller: Caller, name: str) -> None:
         """Find the server named in the path among the caller's and hand the request to the session manager."""
@@ -109,7 +109,14 @@ class Transparent:
         server = self._server(ctx)
         headers = getattr(ctx.request, "headers", None)
         key = (headers.get("mcp-session-id") if headers is not None else None) or str(id(ctx.session))
-        self._sessions[key] = (server.id, ctx.session, self._lists(server.id))
+        self._remember(key, server.id, ctx.session)
+
+    def _adopted(self, session_id: str, connection: Connection, scope: Scope) -> None:
+        """Tell a session opened on another replica, now served here too, when its server's lists change."""
+        self._remember(session_id, str(scope.get(SERVER_KEY)), connection)
+
+    def _remember(self, key: str, server_id: str, session: Announceable) -> None:
+        self._sessions[key] = (server_id, session, self._lists(server_id))
         while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
             self._sessions.pop(next(iter(self._sessions)))
 
