@@ -3,9 +3,10 @@
 ``FrontDoor`` is an ASGI app (Streamable HTTP through the SDK's session manager, its sessions
 shared by the gateway replicas: ``shared_sessions``) with the REST API's bearer auth in front:
 the principal comes from the same ``Authenticator``, and an MCP session is bound to the key that
-opened it and to one namespace — the principal's, or for the owner the one ``?namespace=`` names. ``?mode=all|search`` picks the mode of a
-connection (default: ``TOOLMESH_MCP_MODE``). Tool calls go through ``ToolCalls``, like
-``POST /api/v1/tools/call``; upstream progress reaches the client when it sent a progress token.
+opened it and to one namespace — the principal's, or for the owner the one ``?namespace=`` names.
+``?mode=all|search`` picks the mode of a connection (default: ``TOOLMESH_MCP_MODE``). Tool calls
+go through ``ToolCalls``, like ``POST /api/v1/tools/call``; upstream progress reaches the client
+when it sent a progress token.
 """
 
 from __future__ import annotations
