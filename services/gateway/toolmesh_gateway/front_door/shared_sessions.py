@@ -33,8 +33,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.front_door.sessions import CALLER_KEY
+from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 TOUCH_FRACTION = 0.1
@@ -102,7 +103,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         if session_id is None:  # initialize: the SDK admits it, ``_serve_opening_request`` records it
             await super()._handle_stateful_request(scope, receive, send)
             return
-        record = await self._shared.table.get(session_id)
+        try:
+            record = await self._shared.table.get(session_id)
+        except ToolmeshError as exc:
+            await refuse(exc, scope, receive, send)
+            return
         caller = scope.get(CALLER_KEY)
         if record is None:
             await self._drop(session_id)
@@ -115,13 +120,20 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             return
         transport = self._server_instances.get(session_id) or await self._adopt(session_id, record, scope)
         if time.time() - record.touched_at > self._shared.ttl_seconds * TOUCH_FRACTION:
-            await self._shared.table.put(session_id, record.model_copy(update={"touched_at": time.time()}))
+            await self._touch(session_id, record)
         if scope.get("method") == "DELETE":
             await transport.handle_request(scope, receive, self._ending(session_id, send))
         else:
             await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
+
+    async def _touch(self, session_id: str, record: McpSessionRecord) -> None:
+        """Restart the session's idle TTL (a failed write only shortens it: the request goes on)."""
+        try:
+            await self._shared.table.put(session_id, record.model_copy(update={"touched_at": time.time()}))
+        except ToolmeshError as exc:
+            log.warning("MCP session %s not touched: %s", session_id[:64], exc)
 
     def _ending(self, session_id: str, send: Send) -> Send:
         """``send`` of a DELETE: the session ends on every replica before the client hears it did."""
