@@ -81,13 +81,13 @@ async def replicas(nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
 
 @contextlib.asynccontextmanager
 async def session_through(
-    balancer: Balancer, *, sampling: bool = False, received: Received | None = None
+    balancer: Balancer, *, sampling: bool = False, received: Received | None = None, path: str = "/mcp"
 ) -> AsyncIterator[ClientSession]:
     """An SDK client session whose every HTTP request goes where ``balancer`` says at the time."""
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with (
         httpx2.AsyncClient(transport=balancer, headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
-        streamable_http_client(f"http://127.0.0.1:{balancer.port}/mcp", http_client=http) as (read, write),
+        streamable_http_client(f"http://127.0.0.1:{balancer.port}{path}", http_client=http) as (read, write),
         ClientSession(
             read,
             write,
@@ -116,6 +116,13 @@ async def test_a_session_opened_on_one_replica_lists_and_calls_tools_on_the_othe
             assert asked.is_error is False, asked
             assert text_of(asked) == "model said: echo of who answers?"
             assert {port for method, port in balancer.served[before:] if method == "POST"} == {r.port_b}
+
+        balancer = Balancer(r.port_a)  # /mcp/{server}: the upstream served unchanged, through B
+        async with session_through(balancer, sampling=True, path="/mcp/remote") as session:
+            balancer.port = r.port_b
+            assert {"echo", "add"} <= {tool.name for tool in (await session.list_tools()).tools}
+            asked = await session.call_tool("ask", {"question": "and here?"})
+            assert text_of(asked) == "model said: echo of and here?"
 
 
 async def test_a_session_survives_the_sigkill_of_the_replica_that_opened_it(nats_url: str, database_url: str) -> None:
