@@ -45,11 +45,14 @@ class Balancer(httpx2.AsyncBaseTransport):
     def __init__(self, port: int) -> None:
         self.port = port
         self.served: list[tuple[str, int]] = []
+        self.session_ids: set[str] = set()
         self._inner = httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.url = request.url.copy_with(port=self.port)
         self.served.append((request.method, self.port))
+        if "mcp-session-id" in request.headers:
+            self.session_ids.add(request.headers["mcp-session-id"])
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -259,3 +262,24 @@ async def test_a_session_idle_for_the_ttl_expires(nats_url: str, database_url: s
         await eventually(gone, timeout=30, what="the idle session's record to expire")
         response, _ = await _rpc(http, port, ADMIN_TOKEN, "ping", session)
         assert response.status_code == 404, response.text
+
+
+async def test_a_session_with_an_open_standalone_stream_outlives_the_ttl(nats_url: str, database_url: str) -> None:
+    async with running_system(nats_url, database_url, mcp_session_ttl_seconds=1.0) as system:
+        table = McpSessionTable(system.backends.nc, await mcp_sessions_bucket(system.backends.js, 1.0))
+        balancer = Balancer(system.settings.port)
+        async with session_through(balancer) as session:
+            await eventually(lambda: _true(("GET", balancer.port) in balancer.served), timeout=20, what="GET stream")
+            (session_id,) = balancer.session_ids
+            opened = await table.get(session_id)
+            assert opened is not None
+            requests = len(balancer.served)
+
+            async def kept_past_the_ttl() -> bool:
+                record = await table.get(session_id)
+                assert record is not None, "the record expired while the GET stream was open"
+                return record.touched_at > opened.touched_at + 3.0
+
+            await eventually(kept_past_the_ttl, timeout=30, what="the record to be kept alive for 3 TTLs")
+            assert len(balancer.served) == requests  # kept alive by the open stream, not by requests
+            assert (await session.list_tools()).tools == []  # the session still answers (no server registered)

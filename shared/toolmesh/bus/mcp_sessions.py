@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
-from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
+from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh.errors import BackendUnavailable
 
@@ -37,11 +39,28 @@ class McpSessionTable:
             return None  # not a record of this version: as good as unknown
 
     async def put(self, session_id: str, record: McpSessionRecord) -> None:
-        """Write the record (which restarts its idle TTL)."""
+        """Write the record of a session that opened."""
         try:
             await self._kv.put(session_id, record.model_dump_json().encode())
         except NatsError as exc:
             raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+
+    async def touch(self, session_id: str) -> bool:
+        """Restart the idle TTL of a session that still exists (never brings an ended one back)."""
+        try:
+            entry = await self._kv.get(session_id)
+            record = McpSessionRecord.model_validate_json(entry.value or b"")
+            touched = record.model_copy(update={"touched_at": time.time()})
+            await self._kv.update(session_id, touched.model_dump_json().encode(), last=entry.revision)
+        except (KeyNotFoundError, NotFoundError, KeyWrongLastSequenceError, ValidationError):
+            return False  # ended or rewritten meanwhile
+        except BadRequestError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                return False
+            raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+        except NatsError as exc:
+            raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+        return True
 
     async def end(self, session_id: str) -> None:
         """Forget the session and tell every replica to drop its copy."""

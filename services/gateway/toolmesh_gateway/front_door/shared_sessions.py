@@ -6,7 +6,8 @@ it rebuilds the connection from the record (negotiated version, the client's ``i
 params, already initialized) behind a transport with the same ``mcp-session-id``. Every request
 is checked against the record first, so a session that ended or expired answers 404 everywhere,
 as does a session used by another key, in another namespace or at another path. ``DELETE`` ends it
-on every replica (``McpSessionEnded``); a session idle for the TTL expires with its record.
+on every replica (``McpSessionEnded``); a session with no request and no open GET stream for the TTL
+expires with its record.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 log = logging.getLogger("toolmesh.gateway.mcp")
 TOUCH_FRACTION = 0.1
 """A record is rewritten (restarting its TTL) when older than this fraction of the TTL."""
+KEEP_ALIVE_FRACTION = 1 / 3
+"""While a replica holds a session's GET stream, it rewrites the record this often (fraction of the TTL)."""
 
 
 class Announceable(Protocol):
@@ -120,20 +123,31 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             return
         transport = self._server_instances.get(session_id) or await self._adopt(session_id, record, scope)
         if time.time() - record.touched_at > self._shared.ttl_seconds * TOUCH_FRACTION:
-            await self._touch(session_id, record)
+            await self._touch(session_id)
         if scope.get("method") == "DELETE":
             await transport.handle_request(scope, receive, self._ending(session_id, send))
+        elif scope.get("method") == "GET":  # the standalone stream: the session is in use while it is open
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_alive, session_id)
+                await transport.handle_request(scope, receive, send)
+                tg.cancel_scope.cancel()
         else:
             await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
 
-    async def _touch(self, session_id: str, record: McpSessionRecord) -> None:
+    async def _touch(self, session_id: str) -> None:
         """Restart the session's idle TTL (a failed write only shortens it: the request goes on)."""
         try:
-            await self._shared.table.put(session_id, record.model_copy(update={"touched_at": time.time()}))
+            await self._shared.table.touch(session_id)
         except ToolmeshError as exc:
             log.warning("MCP session %s not touched: %s", session_id[:64], exc)
+
+    async def _keep_alive(self, session_id: str) -> None:
+        """Restart the idle TTL of a session whose standalone stream this replica holds, until cancelled."""
+        while True:
+            await anyio.sleep(self._shared.ttl_seconds * KEEP_ALIVE_FRACTION)
+            await self._touch(session_id)
 
     def _ending(self, session_id: str, send: Send) -> Send:
         """``send`` of a DELETE: the session ends on every replica before the client hears it did."""
