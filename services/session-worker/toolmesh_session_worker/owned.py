@@ -29,6 +29,7 @@ from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
 from toolmesh.metrics import record_limit_rejection
+from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
@@ -454,10 +455,8 @@ class OwnedServer:
 
     async def drain(self, timeout: float) -> None:
         """Wait until calls in flight finish (or ``timeout`` passes)."""
-        deadline = asyncio.get_running_loop().time() + timeout
         # The SDK exposes no "idle" signal for a session, so poll the in-flight count.
-        while self.pending and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await poll_until(lambda: not self.pending, timeout)
 
     async def close(self) -> None:
         """Close the upstream session (STDIO: its whole process group is killed)."""
