@@ -77,8 +77,10 @@ def credential_box(settings: Settings) -> CredentialBox:
     return CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys)
 
 
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, what: str = "") -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]] | Callable[[], T | None], *, timeout: float = 30.0, what: str = ""
+) -> T:
+    """Poll ``probe`` (sync or async) until it returns something truthy; fail with ``what`` after ``timeout``."""
     last = await poll_until(probe, timeout)
     if last:
         return last
