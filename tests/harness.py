@@ -198,11 +198,6 @@ class RoleProcess:
         return self.process.stderr.read().decode(errors="replace")
 
 
-def child_pids(parent: int) -> list[int]:
-    """Direct live children of ``parent``."""
-    return processes.children(parent)
-
-
 def processes_running(fragment: str) -> list[int]:
     """Pids of live processes whose command line contains ``fragment``."""
     return processes.matching(fragment)

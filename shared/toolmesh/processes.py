@@ -87,14 +87,20 @@ def spawn(
 
 
 async def spawn_piped(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None, limit: int = 2**16
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | str | None = None,
+    limit: int = 2**16,
+    stderr: int = asyncio.subprocess.PIPE,
 ) -> asyncio.subprocess.Process:
-    """Start ``argv`` like ``spawn`` with stdin, stdout and stderr as asyncio pipes (``limit``: longest line)."""
+    """Start ``argv`` like ``spawn`` with stdin, stdout and stderr (or ``stderr``: ``STDOUT``) as asyncio
+    pipes; ``limit`` is the longest line a reader takes."""
     return await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=stderr,
         env=dict(env),
         cwd=cwd,
         start_new_session=True,
@@ -207,6 +213,11 @@ async def wait_exit(child: Child, timeout: float) -> bool:
     return bool(await poll_until(lambda: exited(child), timeout))
 
 
+def wait_exit_sync(child: Child, timeout: float) -> bool:
+    """``wait_exit`` for code without an event loop."""
+    return bool(wait_until(lambda: exited(child), timeout))
+
+
 def parent_of(pid: int) -> int | None:
     """The parent pid of ``pid``, None if it is gone."""
     try:
@@ -222,6 +233,17 @@ def children(pid: int, *, recursive: bool = False) -> list[int]:
     except psutil.NoSuchProcess:
         return []
     return [p.pid for p in found if alive(p.pid)]
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of a live (not zombie) process, None when it is gone."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
 
 
 def matching(fragment: str) -> list[int]:

@@ -16,6 +16,7 @@ import nats
 import pytest
 
 from tests.harness import eventually
+from toolmesh import processes
 from toolmesh.embedded import free_port
 
 pytestmark = pytest.mark.e2e
@@ -27,10 +28,9 @@ def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TOOLMESH_ADMIN_TOKEN": TOKEN}
     env.pop("TOOLMESH_NATS_URL", None)
     env.pop("TOOLMESH_DATABASE_URL", None)
-    return subprocess.Popen(
+    return processes.spawn(
         [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(data_dir), "--port", str(port)],
         env=env,
-        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
@@ -77,8 +77,8 @@ async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Pat
         async with httpx.AsyncClient(base_url=endpoints["http"], headers={"Authorization": f"Bearer {TOKEN}"}) as api:
             assert (await api.get("/api/v1/aggregator/state")).status_code == 200
     finally:
-        up.send_signal(signal.SIGTERM)
-        out, _ = up.communicate(timeout=60)
+        processes.send(up, signal.SIGTERM)
+        out, _ = up.communicate(timeout=60)  # reads the output while it stops
     assert up.returncode == 0
     assert nats_url.password not in out.decode()  # printed without its credentials
     assert not endpoints_file.exists()  # nothing listens there any more

@@ -15,6 +15,7 @@ import pytest
 
 from tests.peers.everything import EverythingUnavailable, install_everything, launch_everything
 from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
+from toolmesh import processes
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout, open_session
 
 pytestmark = pytest.mark.integration
@@ -252,21 +253,7 @@ async def test_connect_failure_is_readable() -> None:
 
 
 async def _gone_within(pid: int, seconds: float) -> bool:
-    for _ in range(int(seconds / 0.05)):
-        if not _pid_alive(pid):
-            return True
-        await anyio.sleep(0.05)
-    return not _pid_alive(pid)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); it is dead for our purpose
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split(") ", 1)[1].startswith("Z"))
+    return await processes.wait_exit(pid, seconds)
 
 
 @pytest.mark.parametrize("transport", ["sse", "http"])
