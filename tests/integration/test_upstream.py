@@ -16,6 +16,7 @@ import pytest
 from tests.peers.everything import EverythingUnavailable, install_everything, launch_everything
 from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
 from toolmesh import processes
+from toolmesh.polling import poll_until
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout, open_session
 
 pytestmark = pytest.mark.integration
@@ -159,13 +160,13 @@ async def test_timeout_cancels_the_request_upstream(demo: PeerInfo) -> None:
     async with await connect(demo) as session:
         with pytest.raises(UpstreamTimeout):
             await session.call_tool("slow", {"seconds": 30}, timeout=0.5)
-        with anyio.fail_after(10):
-            while True:
-                stats = (await session.call_tool("stats", {}, timeout=10)).structured_content or {}
-                if stats.get("slow_cancelled") == 1:
-                    break
-                await anyio.sleep(0.05)
-        assert stats["slow_completed"] == 0
+
+        async def cancelled() -> dict[str, int] | None:
+            stats = (await session.call_tool("stats", {}, timeout=10)).structured_content or {}
+            return stats if stats.get("slow_cancelled") == 1 else None
+
+        stats = await poll_until(cancelled, 10)
+        assert stats is not None and stats["slow_completed"] == 0
 
 
 async def test_tool_error_is_a_result_not_an_exception(demo: PeerInfo) -> None:
