@@ -287,15 +287,6 @@ def listening_on(port: int) -> list[int]:
     return sorted(found)
 
 
-def rss_bytes(pid: int, *, tree: bool = False) -> int:
-    """Resident memory of ``pid`` (with its descendants when ``tree``), 0 if it is gone."""
-    total = 0
-    for process in _tree(pid) if tree else _tree(pid)[:1]:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += process.memory_info().rss
-    return total
-
-
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of ``pid`` so far, 0 if it is gone."""
     try:

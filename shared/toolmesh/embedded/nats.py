@@ -19,7 +19,7 @@ from typing import IO, Self
 
 from toolmesh import processes
 from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail
+from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 from toolmesh.polling import poll_until
 
 logger = logging.getLogger(__name__)
@@ -197,4 +197,6 @@ class EmbeddedNats:
                 await writer.wait_closed()
 
     def _failure(self, reason: str) -> EmbeddedServerError:
-        return EmbeddedServerError(f"{reason}; log {self.log_path}:\n{log_tail(self.log_path)}")
+        return EmbeddedServerError(
+            f"{reason}{port_holders(self.port)}; log {self.log_path}:\n{log_tail(self.log_path)}"
+        )

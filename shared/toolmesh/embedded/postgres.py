@@ -29,7 +29,7 @@ import asyncpg
 
 from toolmesh import processes
 from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail
+from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 from toolmesh.polling import poll_until
 
 logger = logging.getLogger(__name__)
@@ -232,7 +232,9 @@ class EmbeddedPostgres:
             raise self._failure(reason)
 
     def _failure(self, reason: str) -> EmbeddedServerError:
-        return EmbeddedServerError(f"{reason}; log {self.log_path}:\n{log_tail(self.log_path)}")
+        return EmbeddedServerError(
+            f"{reason}{port_holders(self.port)}; log {self.log_path}:\n{log_tail(self.log_path)}"
+        )
 
 
 def _run_as_account() -> _Account | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -52,6 +53,12 @@ async def kill_leftovers(directory: Path, name: str, sig: signal.Signals, grace:
         await processes.stop(pid, sig, grace, group=False)
     if any(processes.alive(pid) for pid in pids):
         raise EmbeddedServerError(f"leftover {name} processes {pids} on {directory} would not die")
+
+
+def port_holders(port: int | None) -> str:
+    """ ", port N is held by pid P" when other processes listen on ``port`` (a failed start's likely cause)."""
+    holders = [pid for pid in processes.listening_on(port) if pid != os.getpid()] if port else []
+    return f", port {port} is held by pid {', '.join(map(str, holders))}" if holders else ""
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
