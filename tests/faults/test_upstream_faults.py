@@ -71,7 +71,7 @@ async def test_flooding_upstream_does_not_starve_other_calls(upstream: Upstream)
     response = await flood
     assert response.status_code == 200, response.text
     sent = int(response.json()["content"][0]["text"])
-    assert sent > 1000, f"the upstream sent only {sent} log notifications"
+    assert sent > 200, f"the upstream sent only {sent} log notifications"
     assert echoes > 0
     await upstream.assert_healthy()
 
