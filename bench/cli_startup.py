@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.peers.launch import DEMO_SERVER, free_port  # noqa: E402
+from toolmesh import processes  # noqa: E402
+from toolmesh.polling import wait_until  # noqa: E402
 
 RUNS = int(os.environ.get("TOOLMESH_BENCH_RUNS", "7"))
 START_SECONDS = 120.0
@@ -52,19 +54,17 @@ def measure(argv: list[str], env: dict[str, str]) -> dict[str, float]:
 
 
 def _wait_ready(url: str, token_file: Path, up: subprocess.Popen[bytes]) -> str:
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
+    def ready() -> str | None:
         if up.poll() is not None:
             raise RuntimeError(f"toolmesh up exited with {up.returncode}")
-        if token_file.exists():
-            token = token_file.read_text().strip()
-            try:
-                response = httpx.get(f"{url}/api/v1/aggregator/health", headers={"Authorization": f"Bearer {token}"})
-                if response.status_code == 200:
-                    return token
-            except httpx.TransportError:
-                pass
-        time.sleep(0.2)
+        if not token_file.exists():
+            return None
+        token = token_file.read_text().strip()
+        response = httpx.get(f"{url}/api/v1/aggregator/health", headers={"Authorization": f"Bearer {token}"})
+        return token if response.status_code == 200 else None
+
+    if token := wait_until(ready, START_SECONDS, interval=0.2, retry_on=(httpx.TransportError,)):
+        return token
     raise TimeoutError("toolmesh up did not answer")
 
 
@@ -77,11 +77,12 @@ def _register_demo(url: str, token: str) -> None:
     }
     with httpx.Client(base_url=url, headers=headers, timeout=30) as api:
         server = api.post("/api/v1/aggregator/servers", json=body).raise_for_status().json()
-        deadline = time.monotonic() + START_SECONDS
-        while api.get(f"/api/v1/aggregator/servers/{server['id']}").json()["status"] != "CONNECTED":
-            if time.monotonic() > deadline:
-                raise TimeoutError("the demo server did not connect")
-            time.sleep(0.2)
+
+        def connected() -> bool:
+            return bool(api.get(f"/api/v1/aggregator/servers/{server['id']}").json()["status"] == "CONNECTED")
+
+        if not wait_until(connected, START_SECONDS, interval=0.2):
+            raise TimeoutError("the demo server did not connect")
 
 
 def main() -> None:
@@ -90,13 +91,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
     env.update(TOOLMESH_DATA_DIR=str(data_dir), TOOLMESH_URL=url)
-    up = subprocess.Popen(
-        [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    up = processes.spawn([TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port)], env=env)
     try:
         token = _wait_ready(url, data_dir / "admin-token", up)
         _register_demo(url, token)
@@ -107,12 +102,7 @@ def main() -> None:
             "servers_list_json": measure([TOOLMESH, "servers", "list", "--json"], env),
         }
     finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
-            up.wait()
+        processes.stop_sync(up, signal.SIGTERM, 60)
         shutil.rmtree(data_dir, ignore_errors=True)
     print(json.dumps({"benchmark": "cli_startup", "runs": RUNS, **results}))
 

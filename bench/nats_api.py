@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from routing import cpu_seconds, note, per_call_us, register_demo, run_load, too
 from routing_targets import ARGUMENTS, TOKEN, TOOL, Call, RestApi, Target
 
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from toolmesh.polling import poll_until
 
 API_CALL = "toolmesh.api.v1.tools.call"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -85,16 +85,15 @@ class InternalRpc:
 
 async def demo_server_id(nc: NATS) -> str:
     """The demo peer's id, read through the NATS API (``servers.list``)."""
-    deadline = time.monotonic() + 30
-    while True:
-        with contextlib.suppress(nats.errors.Error):
-            reply = await nc.request("toolmesh.api.v1.servers.list", b"{}", timeout=5, headers=HEADERS)
-            servers = json.loads(reply.data)["result"]["servers"]
-            if servers:
-                return str(servers[0]["id"])
-        if time.monotonic() > deadline:
-            raise RuntimeError("the NATS API did not list the demo peer")
-        await asyncio.sleep(0.2)
+
+    async def listed() -> str | None:
+        reply = await nc.request("toolmesh.api.v1.servers.list", b"{}", timeout=5, headers=HEADERS)
+        servers = json.loads(reply.data)["result"]["servers"]
+        return str(servers[0]["id"]) if servers else None
+
+    if server_id := await poll_until(listed, 30, interval=0.2, retry_on=(nats.errors.Error,)):
+        return server_id
+    raise RuntimeError("the NATS API did not list the demo peer")
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:

@@ -7,7 +7,7 @@ starlette + uvicorn, its own process), and every toolmesh role in ONE subprocess
 registers the peer as a ``REST`` server and calls its ``echo`` tool both ways with the cheap
 keep-alive HTTP/1.1 client of ``routing.py``. Prints ONE JSON line: latency percentiles and
 throughput of each column, the latency toolmesh adds, and CPU microseconds per call of toolmesh
-and of the peer (from /proc). Targets are not asserted here.
+and of the peer (from psutil). Targets are not asserted here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,9 @@ from typing import Any
 from routing import added_vs, cpu_seconds, note, per_call_us, run_load, toolmesh_up
 from routing_targets import ROOT, TOKEN, Call, HttpConnection
 
+from toolmesh import processes
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from toolmesh.polling import poll_until
 
 PEER = ROOT / "tests" / "peers" / "rest_server.py"
 ARGUMENTS = {"text": "hello"}
@@ -65,13 +68,7 @@ class Column:
 
 def spawn_peer(port: int) -> subprocess.Popen[bytes]:
     """Start the REST test peer on ``port``."""
-    return subprocess.Popen(
-        [sys.executable, str(PEER), "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return processes.spawn([sys.executable, str(PEER), "--port", str(port)])
 
 
 @contextlib.asynccontextmanager
@@ -79,34 +76,25 @@ async def rest_peer(port: int) -> AsyncIterator[subprocess.Popen[bytes]]:
     """The REST test peer on ``port``, once it accepts connections; terminated afterwards."""
     process = spawn_peer(port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
-                continue
+
+        async def listening() -> bool:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
-            break
+            return True
+
+        if not await poll_until(listening, 30, interval=0.1, retry_on=(OSError,)):
+            raise RuntimeError(f"the REST peer did not listen on {port}")
         yield process
     finally:
-        process.terminate()
-        await asyncio.to_thread(process.wait, 10)
+        await processes.stop(process, signal.SIGTERM, 10)
 
 
 async def wait_routable(port: int, peer_port: int) -> None:
     """Register the peer as ``toolbox`` and wait until its tool answers through toolmesh."""
     deadline = time.monotonic() + 60
-    connection: HttpConnection | None = None
-    while connection is None:
-        try:
-            connection = await HttpConnection.open("127.0.0.1", port)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    connection = await poll_until(lambda: HttpConnection.open("127.0.0.1", port), 60, interval=0.2, retry_on=(OSError,))
+    if connection is None:
+        raise RuntimeError(f"toolmesh did not listen on {port}")
     try:
         config = {"url": f"http://127.0.0.1:{peer_port}"}
         body = {"name": "toolbox", "transport_type": "REST", "connection_config": config}
@@ -114,10 +102,12 @@ async def wait_routable(port: int, peer_port: int) -> None:
         if status != 201:
             raise RuntimeError(f"registration failed: {status} {answer!r}")
         probe = json.dumps({"name": "toolbox.echo", "arguments": ARGUMENTS}).encode()
-        while (await connection.post("/api/v1/tools/call", probe, TOKEN))[0] != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the REST peer did not become routable")
-            await asyncio.sleep(0.2)
+
+        async def routable() -> bool:
+            return (await connection.post("/api/v1/tools/call", probe, TOKEN))[0] == 200
+
+        if not await poll_until(routable, deadline - time.monotonic(), interval=0.2):
+            raise RuntimeError("the REST peer did not become routable")
     finally:
         await connection.close()
 

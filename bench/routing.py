@@ -8,7 +8,7 @@ Starts NATS and Postgres (``toolmesh.embedded``), runs every toolmesh role in ON
 this process with a small keep-alive HTTP/1.1 client over asyncio streams (an httpx client would
 measure itself). The same calls go to a second copy of the demo peer over the ``mcp`` client
 directly. Prints ONE JSON line: latency percentiles, throughput, added latency, and CPU seconds
-per call of the toolmesh process (from /proc). Targets are not asserted here.
+per call of the toolmesh process (from psutil). Targets are not asserted here.
 
 The ``mcp`` column calls the same tool through toolmesh's own MCP front door (``/mcp?mode=all``,
 Streamable HTTP, bearer token) with the ``mcp`` SDK client: one session, concurrent ``call_tool``s.
@@ -51,7 +51,9 @@ from routing_targets import (
     Target,
 )
 
+from toolmesh import processes
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from toolmesh.polling import poll_until
 
 
 def note(message: str) -> None:
@@ -61,9 +63,7 @@ def note(message: str) -> None:
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process, in seconds."""
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return processes.cpu_seconds(pid)
 
 
 def per_call_us(used: float, calls: int) -> float:
@@ -85,14 +85,7 @@ def added_vs(column: dict[str, dict[str, float]], direct: dict[str, dict[str, fl
 
 def children(pid: int) -> list[int]:
     """Direct children of ``pid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{entry}/stat") as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(entry))
-    return found
+    return processes.children(pid)
 
 
 async def run_load(target: Target, concurrency: int, calls: int) -> dict[str, float]:
@@ -126,13 +119,8 @@ async def run_load(target: Target, concurrency: int, calls: int) -> dict[str, fl
 def spawn_toolmesh(work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``toolmesh up`` (all roles, one process), logging to ``work/toolmesh.log``."""
     with (work / "toolmesh.log").open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(work / "data")],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
+        return processes.spawn(
+            [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(work / "data")], env=env, stdout=log
         )
 
 
@@ -155,13 +143,7 @@ async def toolmesh_up(
     try:
         yield process
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(process.wait, 30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        await processes.stop(process, signal.SIGTERM, 30)
 
 
 async def register_demo(host: str, port: int) -> None:
@@ -174,23 +156,20 @@ async def register_demo(host: str, port: int) -> None:
         }
     ).encode()
     deadline = time.monotonic() + 60
-    connection: HttpConnection | None = None
-    while connection is None:
-        try:
-            connection = await HttpConnection.open(host, port)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    connection = await poll_until(lambda: HttpConnection.open(host, port), 60, interval=0.2, retry_on=(OSError,))
+    if connection is None:
+        raise RuntimeError(f"toolmesh did not listen on {host}:{port}")
     try:
         status, answer = await connection.post("/api/v1/aggregator/servers", body, TOKEN)
         if status != 201:
             raise RuntimeError(f"registration failed: {status} {answer!r}")
         probe = json.dumps({"name": f"demo.{TOOL}", "arguments": ARGUMENTS}).encode()
-        while (await connection.post("/api/v1/tools/call", probe, TOKEN))[0] != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the demo peer did not become routable")
-            await asyncio.sleep(0.2)
+
+        async def routable() -> bool:
+            return (await connection.post("/api/v1/tools/call", probe, TOKEN))[0] == 200
+
+        if not await poll_until(routable, deadline - time.monotonic(), interval=0.2):
+            raise RuntimeError("the demo peer did not become routable")
     finally:
         await connection.close()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import secrets
 import signal
 import subprocess
@@ -24,6 +23,9 @@ import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from toolmesh import processes
+from toolmesh.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "peers" / "demo_server.py"
@@ -161,15 +163,14 @@ class DirectHttpMcp:
     async def start(self, deadline: float) -> None:
         """Start the peer, wait until it listens, and open one session."""
         self.process = _spawn_http_peer(self.port)
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
+
+        async def listening() -> bool:
+            _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            writer.close()
+            return True
+
+        if not await poll_until(listening, deadline - time.monotonic(), interval=0.1, retry_on=(OSError,)):
+            raise RuntimeError(f"the direct HTTP peer did not listen on {self.port}")
         self._session = await _sdk_session(self._stack, self.url, {})
 
     async def callers(self, n: int) -> list[Call]:
@@ -186,19 +187,11 @@ class DirectHttpMcp:
     async def close(self) -> None:
         await self._stack.aclose()
         if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            await processes.stop(self.process, signal.SIGKILL, 0)
 
 
 def _spawn_http_peer(port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, str(DEMO), "--transport", "http", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return processes.spawn([sys.executable, str(DEMO), "--transport", "http", "--port", str(port)])
 
 
 async def _sdk_session(stack: contextlib.AsyncExitStack, url: str, headers: dict[str, str]) -> ClientSession:
@@ -232,16 +225,19 @@ class McpFrontDoor:
 
     async def start(self, deadline: float) -> None:
         """Open the session, then wait until ``tools/list`` shows the demo peer's echo tool."""
-        self._session = await _sdk_session(self._stack, self.url, {"Authorization": f"Bearer {TOKEN}"})
-        while True:  # the front door's listing follows the catalog feed, which may lag registration
-            names = [tool.name for tool in (await self._session.list_tools()).tools]
+        session = self._session = await _sdk_session(self._stack, self.url, {"Authorization": f"Bearer {TOKEN}"})
+        names: list[str] = []
+
+        async def single_match() -> str | None:
+            names[:] = [tool.name for tool in (await session.list_tools()).tools]
             matches = [n for n in names if n.startswith("demo") and n.endswith(TOOL)]
-            if len(matches) == 1:
-                self.tool = matches[0]
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no single demo {TOOL} tool in /mcp tools/list: {names}")
-            await asyncio.sleep(0.2)
+            return matches[0] if len(matches) == 1 else None
+
+        # The front door's listing follows the catalog feed, which may lag registration.
+        tool = await poll_until(single_match, deadline - time.monotonic(), interval=0.2)
+        if not tool:
+            raise RuntimeError(f"no single demo {TOOL} tool in /mcp tools/list: {names}")
+        self.tool = tool
 
     async def callers(self, n: int) -> list[Call]:
         session = self._session

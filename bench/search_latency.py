@@ -42,10 +42,13 @@ from toolmesh.index.base import ToolIndex
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.projection import IndexProjection
 from toolmesh.index.qdrant import QdrantIndex
+from toolmesh.polling import poll_until
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import EmbeddingClassifier
 
+PROBE_SECONDS = 120.0
+"""How long a probe waits for an arriving tool to become searchable."""
 VERBS = "create read update delete list search get send fetch run query export import sync archive".split()
 NOUNS = (
     "issue file record message event invoice user repository page image report table ticket calendar "
@@ -165,12 +168,14 @@ async def register_while_searching(
 
     async def probe(name: str, tool: str, since: float) -> None:
         request = SearchRequest(query=tool, strategy="flat", server_filter=[name], limit=1)
-        while True:
+
+        async def searchable() -> bool:
             found = await service.search(request)
-            if found.tools and found.tools[0].original_name == tool:
-                lags.append(time.perf_counter() - since)
-                return
-            await asyncio.sleep(0.05)
+            return bool(found.tools and found.tools[0].original_name == tool)
+
+        if not await poll_until(searchable, PROBE_SECONDS):
+            raise RuntimeError(f"{tool} of {name} not searchable after {PROBE_SECONDS:.0f}s")
+        lags.append(time.perf_counter() - since)
 
     started = time.perf_counter()
     async with asyncio.TaskGroup() as group:

@@ -140,10 +140,10 @@ async def _delete_toolmesh_streams(url: str) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test by its folder (``unit``, ``integration``, ``e2e``, ``fuzz``, ``browser``) so ``-m``
-    selects them."""
+    """Mark every test by its folder (``unit``, ``integration``, ``e2e``, ``fuzz``, ``browser``, ``faults``) so
+    ``-m`` selects them."""
     for item in items:
-        for marker in ("unit", "integration", "e2e", "fuzz", "conformance", "browser"):
+        for marker in ("unit", "integration", "e2e", "fuzz", "conformance", "browser", "faults"):
             if f"/tests/{marker}/" in str(item.path):
                 item.add_marker(getattr(pytest.mark, marker))
 

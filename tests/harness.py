@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +17,11 @@ from typing import Any, TypeVar
 
 import httpx
 
+from toolmesh import processes
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.embedded import free_port
+from toolmesh.polling import poll_until
 from toolmesh.runtime import Backends, open_backends
 from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
 
@@ -76,15 +77,13 @@ def credential_box(settings: Settings) -> CredentialBox:
     return CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys)
 
 
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, what: str = "") -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]] | Callable[[], T | None], *, timeout: float = 30.0, what: str = ""
+) -> T:
+    """Poll ``probe`` (sync or async) until it returns something truthy; fail with ``what`` after ``timeout``."""
+    last = await poll_until(probe, timeout)
+    if last:
+        return last
     raise AssertionError(f"timed out after {timeout}s waiting for {what or probe}; last value {last!r}")
 
 
@@ -176,13 +175,8 @@ class RoleProcess:
         self.role = role
         environ = {**os.environ, **settings_env(settings), "TOOLMESH_WORKER_ID": "", **(env or {})}
         environ.pop("TOOLMESH_WORKER_ID")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "toolmesh_cli.main", role, *extra_args],
-            env=environ,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        self.process = processes.spawn(
+            [sys.executable, "-m", "toolmesh_cli.main", role, *extra_args], env=environ, stderr=subprocess.PIPE
         )
 
     @property
@@ -191,13 +185,11 @@ class RoleProcess:
 
     def kill(self) -> None:
         """SIGKILL the role process alone (its children must die by themselves)."""
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        processes.kill(self.process)
 
     def terminate(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        processes.send(self.process, signal.SIGTERM)
         return self.process.wait(timeout)
 
     def stderr_text(self) -> str:
@@ -206,31 +198,6 @@ class RoleProcess:
         return self.process.stderr.read().decode(errors="replace")
 
 
-def child_pids(parent: int) -> list[int]:
-    """Direct children of ``parent`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == parent and fields[0] != "Z":
-                found.append(int(entry))
-    return found
-
-
 def processes_running(fragment: str) -> list[int]:
     """Pids of live processes whose command line contains ``fragment``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-            if fragment in cmdline and state != "Z":
-                found.append(int(entry))
-    return found
+    return processes.matching(fragment)

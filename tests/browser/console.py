@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,9 @@ from typing import Any
 import httpx
 from playwright.sync_api import BrowserContext, Page, expect
 
+from toolmesh import processes
 from toolmesh.embedded import free_port
+from toolmesh.polling import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -60,13 +61,14 @@ class Toolmesh:
             return created
 
     def wait_connected(self, server_id: str) -> dict[str, Any]:
-        deadline = time.monotonic() + START_SECONDS
         with self.api() as api:
-            while time.monotonic() < deadline:
+
+            def connected() -> dict[str, Any] | None:
                 server: dict[str, Any] = api.get(f"/api/v1/aggregator/servers/{server_id}").json()
-                if server["status"] == "CONNECTED" and server["tool_count"] > 0:
-                    return server
-                time.sleep(0.2)
+                return server if server["status"] == "CONNECTED" and server["tool_count"] > 0 else None
+
+            if server := wait_until(connected, START_SECONDS, interval=0.2):
+                return server
         raise AssertionError(f"{server_id} did not connect:\n{self.log.read_text()[-3000:]}")
 
 
@@ -76,37 +78,30 @@ def start_toolmesh(data_dir: Path, log: Path) -> Toolmesh:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
     env.update(TOOLMESH_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     with log.open("ab") as out:
-        process = subprocess.Popen(
-            [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        process = processes.spawn(
+            [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port)], env=env, stdout=out
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
+    token_file = data_dir / "admin-token"
+
+    def answering() -> str | None:
+        """The owner's token once the API accepts it."""
         assert process.poll() is None, f"toolmesh up exited:\n{log.read_text()}"
-        token_file = data_dir / "admin-token"
-        if token_file.exists():
-            token = token_file.read_text().strip()
-            try:
-                if httpx.get(f"{url}/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).is_success:
-                    return Toolmesh(process, url, token, log)
-            except httpx.TransportError:
-                pass
-        time.sleep(0.2)
-    process.kill()
+        if not token_file.exists():
+            return None
+        token = token_file.read_text().strip()
+        me = httpx.get(f"{url}/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"})
+        return token if me.is_success else None
+
+    if token := wait_until(answering, START_SECONDS, interval=0.2, retry_on=(httpx.TransportError,)):
+        return Toolmesh(process, url, token, log)
+    processes.stop_sync(process, signal.SIGKILL, 0)
     raise AssertionError(f"toolmesh up did not answer within {START_SECONDS:.0f} s:\n{log.read_text()}")
 
 
 def stop_toolmesh(running: Toolmesh) -> None:
     """SIGTERM, and SIGKILL if it does not stop in time."""
-    running.process.send_signal(signal.SIGTERM)
-    try:
-        running.process.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        running.process.kill()
-        running.process.wait()
+    processes.stop_sync(running.process, signal.SIGTERM, STOP_SECONDS)
 
 
 def launch_chromium(playwright: Any, profile: Path) -> BrowserContext:

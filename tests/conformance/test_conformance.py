@@ -14,6 +14,7 @@ import asyncio
 import importlib.util
 import os
 import re
+import signal
 from collections.abc import AsyncIterator
 
 import pytest
@@ -22,6 +23,7 @@ from tests.conformance.auth_proxy import auth_proxy
 from tests.conformance.kit import Kit, prepare
 from tests.harness import ADMIN_TOKEN, System, running_system
 from tests.peers.launch import free_port, running_process
+from toolmesh import processes
 
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 240
@@ -90,18 +92,13 @@ async def gateway(kit: Kit, nats_url: str, database_url: str) -> AsyncIterator[t
 
 
 async def run_suite(kit: Kit, url: str) -> tuple[dict[str, bool], str]:
-    process = await asyncio.create_subprocess_exec(
-        *kit.suite_argv(url),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "NO_COLOR": "1"},
+    process = await processes.spawn_piped(
+        kit.suite_argv(url), env={**os.environ, "NO_COLOR": "1"}, stderr=asyncio.subprocess.STDOUT
     )
     try:
         output, _ = await asyncio.wait_for(process.communicate(), SUITE_SECONDS)
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await processes.stop(process, signal.SIGKILL, 0)
     text = output.decode(errors="replace")
     return scenario_results(text), text
 

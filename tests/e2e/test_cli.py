@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,9 @@ from typing import Any
 import pytest
 
 from tests.peers.launch import DEMO_SERVER
+from toolmesh import processes
 from toolmesh.embedded import free_port
+from toolmesh.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -66,30 +67,30 @@ def _start(data_dir: Path, config: Path, log: Path) -> Up:
     port = free_port()
     env = _clean_env(data_dir, port)
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        process = processes.spawn(
             [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port), "--config", str(config)],
             env=env,
             stdout=out,
-            stderr=subprocess.STDOUT,
         )
     return Up(process, data_dir, env, log)
 
 
 def _wait_for(what: str, check: Callable[[], Any], up: Up, seconds: float) -> Any:
     """Poll ``check`` until it returns something truthy; fail with the last value at the deadline."""
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
+    last: list[Any] = [None]
+
+    def attempt() -> Any:
         assert up.process.poll() is None, f"toolmesh up exited with {up.process.returncode}:\n{up.log.read_text()}"
         try:
-            last = check()
+            last[0] = check()
         except (AssertionError, json.JSONDecodeError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what}; last: {last!r}\n{up.log.read_text()[-3000:]}")
+            last[0] = exc
+            return None
+        return last[0]
+
+    if result := wait_until(attempt, seconds, interval=0.2):
+        return result
+    pytest.fail(f"timed out waiting for {what}; last: {last[0]!r}\n{up.log.read_text()[-3000:]}")
 
 
 def _statuses(up: Up, *names: str) -> dict[str, str]:
@@ -103,41 +104,20 @@ def _settled(up: Up, expected: dict[str, str]) -> Callable[[], bool]:
 
 def _descendants(pid: int) -> dict[int, str]:
     """Every live process under ``pid``, with its command line."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found: dict[int, str] = {}
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found[child] = _cmdline(child) or "?"
-            stack.append(child)
-    return found
+    return {child: processes.command_line(child) or "?" for child in processes.children(pid, recursive=True)}
 
 
 def _cmdline(pid: int) -> str | None:
     """The command line of a live (non-zombie) process, None when it is gone."""
-    try:
-        if (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) == "Z":
-            return None
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except (OSError, IndexError):
-        return None
+    return processes.command_line(pid)
 
 
 def _stop(up: Up) -> int:
-    up.process.send_signal(signal.SIGTERM)
-    try:
-        return up.process.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        up.process.kill()
-        up.process.wait()
-        pytest.fail(f"toolmesh up did not stop within {STOP_SECONDS:.0f} s after SIGTERM")
+    processes.send(up.process, signal.SIGTERM)
+    if processes.wait_exit_sync(up.process, STOP_SECONDS):
+        return up.process.wait()
+    processes.stop_sync(up.process, signal.SIGKILL, 0)
+    pytest.fail(f"toolmesh up did not stop within {STOP_SECONDS:.0f} s after SIGTERM")
 
 
 @pytest.fixture(scope="module")
@@ -167,11 +147,7 @@ def _running(data_dir: Path, config: Path, log: Path) -> Iterator[Up]:
     try:
         yield running
     finally:
-        for pid in _descendants(running.process.pid) if running.process.poll() is None else {}:
-            os.kill(pid, signal.SIGKILL)
-        if running.process.poll() is None:
-            running.process.kill()
-            running.process.wait()
+        processes.stop_sync(running.process, signal.SIGKILL, 0)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import nats
 import pytest
 
 from tests.harness import eventually
+from toolmesh import processes
 from toolmesh.embedded import free_port
 
 pytestmark = pytest.mark.e2e
@@ -29,10 +30,9 @@ def _start(data_dir: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
     env.pop("TOOLMESH_NATS_URL", None)
     env.pop("TOOLMESH_DATABASE_URL", None)
     with out.open("wb") as printed:
-        return subprocess.Popen(
+        return processes.spawn(
             [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(data_dir), "--port", str(port)],
             env=env,
-            stdin=subprocess.DEVNULL,
             stdout=printed,
             stderr=subprocess.STDOUT,
         )
@@ -80,7 +80,7 @@ async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Pat
         async with httpx.AsyncClient(base_url=endpoints["http"], headers={"Authorization": f"Bearer {TOKEN}"}) as api:
             assert (await api.get("/api/v1/aggregator/state")).status_code == 200
     finally:
-        up.send_signal(signal.SIGTERM)
+        processes.send(up, signal.SIGTERM)
         up.wait(timeout=60)
     assert up.returncode == 0, printed.read_text()[-3000:]
     assert nats_url.password not in printed.read_text()  # printed without its credentials

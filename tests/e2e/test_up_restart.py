@@ -13,6 +13,7 @@ import pytest
 
 from tests.harness import eventually, processes_running
 from tests.peers.launch import DEMO_SERVER
+from toolmesh import processes
 from toolmesh.embedded import free_port
 
 pytestmark = pytest.mark.e2e
@@ -23,10 +24,9 @@ def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TOOLMESH_ADMIN_TOKEN": TOKEN, "TOOLMESH_LEASE_TTL_SECONDS": "3"}
     env.pop("TOOLMESH_NATS_URL", None)
     env.pop("TOOLMESH_DATABASE_URL", None)
-    return subprocess.Popen(
+    return processes.spawn(
         [sys.executable, "-m", "toolmesh_cli.main", "up", "--data-dir", str(data_dir), "--port", str(port)],
         env=env,
-        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
@@ -62,8 +62,7 @@ async def test_kill_9_and_restart_keep_servers_and_tools(tmp_path: Path) -> None
 
             before = await eventually(connected, timeout=60, what="the server to connect")
             assert processes_running(marker)
-            first.send_signal(signal.SIGKILL)
-            first.wait(10)
+            processes.kill(first)
 
             async def all_gone() -> bool:
                 return not processes_running(marker) and not processes_running(str(data_dir))
@@ -78,10 +77,8 @@ async def test_kill_9_and_restart_keep_servers_and_tools(tmp_path: Path) -> None
                 tools = (await api.get(f"/api/v1/aggregator/servers/{created['id']}/tools")).json()
                 assert "survivor.echo" in {t["name"] for t in tools["tools"]}
             finally:
-                second.send_signal(signal.SIGTERM)
-                assert second.wait(60) == 0
+                processes.send(second, signal.SIGTERM)
+                assert await processes.wait_exit(second, 60) and second.returncode == 0
         assert not processes_running(marker) and not processes_running(str(data_dir))
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait(10)
+        processes.kill(first)

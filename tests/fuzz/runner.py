@@ -18,11 +18,14 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from toolmesh import processes
 
 CHECKS_MODULE = Path(__file__).with_name("checks.py")
 """Registers ``no_toolmesh_fault``, the only check the run enables."""
@@ -114,17 +117,16 @@ async def fuzz(target: FuzzTarget, principal: str, token: str, budget: FuzzBudge
     with tempfile.TemporaryDirectory(prefix="toolmesh-fuzz-") as work:
         config_file = Path(work) / "schemathesis.toml"
         config_file.write_text(config_text(target.server_ids))
-        process = await asyncio.create_subprocess_exec(
-            *schemathesis_command(target, token, budget, config_file),
+        process = await processes.spawn_piped(
+            schemathesis_command(target, token, budget, config_file),
             cwd=work,
             env={**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_HOOKS": str(CHECKS_MODULE)},
-            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
         try:
             output, _ = await asyncio.wait_for(process.communicate(), budget.max_seconds + 180)
         except TimeoutError:
-            process.kill()
+            await processes.stop(process, signal.SIGKILL, 0)
             output, _ = await process.communicate()
     returncode = process.returncode if process.returncode is not None else -1
     return FuzzOutcome(principal, returncode, output.decode(errors="replace"))

@@ -16,9 +16,10 @@ import nats
 import pytest
 import pytest_asyncio
 
+from toolmesh import processes
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
 from toolmesh.embedded.postgres import SYSTEM_USER, postgres_install_dir
-from toolmesh.embedded.processes import pid_alive, pids_using_dir, poll_until
+from toolmesh.polling import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -42,17 +43,7 @@ asyncio.run(main())
 
 def _live_children() -> set[int]:
     """Pids of our live (non-zombie) child processes."""
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            children.add(int(entry.name))
-    return children
+    return set(processes.children(os.getpid()))
 
 
 @pytest_asyncio.fixture(loop_scope="session", autouse=True)
@@ -65,7 +56,7 @@ async def no_process_left_behind(postgres_server_url: str, tmp_path: Path) -> As
     yield
     assert await poll_until(lambda: _live_children() <= before, 10.0), _live_children() - before
     for comm in ("postgres", "nats-server"):
-        assert pids_using_dir(tmp_path, comm) == []
+        assert processes.using_dir(tmp_path, comm) == []
 
 
 async def test_postgres_accepts_a_query(database_url: str) -> None:
@@ -107,7 +98,7 @@ async def test_postgres_restarts_after_sigkill_with_its_data(tmp_path: Path) -> 
     await conn.execute("CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before')")
     await conn.close()
     assert crashed.pid is not None
-    os.kill(crashed.pid, signal.SIGKILL)
+    processes.send(crashed.pid, signal.SIGKILL)
     assert (data_dir / "postmaster.pid").exists()
 
     async with EmbeddedPostgres(data_dir) as restarted:
@@ -125,7 +116,7 @@ async def test_nats_restarts_after_sigkill_with_its_data(tmp_path: Path) -> None
     await crashed.start()
     await _publish_one(crashed.url)
     assert crashed.pid is not None
-    os.kill(crashed.pid, signal.SIGKILL)
+    processes.send(crashed.pid, signal.SIGKILL)
 
     async with EmbeddedNats(data_dir) as restarted:
         assert await _read_first(restarted.url) == b"before"
@@ -139,20 +130,18 @@ async def test_postgres_kills_an_orphan_on_its_data_dir_and_restarts(tmp_path: P
     orphan_argv = [str(postgres_install_dir() / "bin" / "postgres"), "-D", str(data_dir)]
     orphan_argv += ["-h", "127.0.0.1", "-p", str(port), "-k", str(data_dir)]
     account = pwd.getpwnam(SYSTEM_USER) if os.geteuid() == 0 else None
-    shell = await asyncio.create_subprocess_exec(  # exits at once, leaving postgres orphaned
-        "sh",
-        "-c",
-        f"{shlex.join(orphan_argv)} >/dev/null 2>&1 &",
+    shell = processes.spawn(  # exits at once, leaving postgres orphaned
+        ["sh", "-c", f"{shlex.join(orphan_argv)} >/dev/null 2>&1 &"],
         cwd=data_dir,
         user=account.pw_uid if account else None,
         group=account.pw_gid if account else None,
     )
-    assert await shell.wait() == 0
-    assert await poll_until(lambda: len(pids_using_dir(data_dir, "postgres")) > 1, 20.0)
-    orphans = pids_using_dir(data_dir, "postgres")
+    assert await processes.wait_exit(shell, 10.0) and shell.returncode == 0
+    assert await poll_until(lambda: len(processes.using_dir(data_dir, "postgres")) > 1, 20.0)
+    orphans = processes.using_dir(data_dir, "postgres")
 
     async with EmbeddedPostgres(data_dir) as restarted:
-        assert not any(pid_alive(pid) for pid in orphans)
+        assert not any(processes.alive(pid) for pid in orphans)
         conn = await asyncpg.connect(restarted.url, timeout=10)
         await conn.close()
 
@@ -169,19 +158,17 @@ async def test_a_server_in_use_by_a_live_run_is_left_alone(tmp_path: Path) -> No
 
 
 async def test_servers_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
-    parent = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path), stdout=asyncio.subprocess.PIPE
-    )
+    parent = await processes.spawn_piped([sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path)], env=os.environ)
     assert parent.stdout is not None
     try:
         line = await asyncio.wait_for(parent.stdout.readline(), 60)
         server_pids = [int(pid) for pid in line.split()]
-        assert len(server_pids) == 2 and all(pid_alive(pid) for pid in server_pids)
+        assert len(server_pids) == 2 and all(processes.alive(pid) for pid in server_pids)
     finally:
-        parent.kill()
-        await parent.wait()
-    assert await poll_until(lambda: not any(pid_alive(pid) for pid in server_pids), 10.0)
-    assert await poll_until(lambda: not pids_using_dir(tmp_path / "pg", "postgres"), 10.0)
+        processes.send(parent, signal.SIGKILL)
+        await processes.wait_exit(parent, 10.0)
+    assert await poll_until(lambda: not any(processes.alive(pid) for pid in server_pids), 10.0)
+    assert await poll_until(lambda: not processes.using_dir(tmp_path / "pg", "postgres"), 10.0)
 
     async with EmbeddedPostgres(tmp_path / "pg") as postgres, EmbeddedNats(tmp_path / "nats") as nats_server:
         assert postgres.pid is not None and nats_server.pid is not None

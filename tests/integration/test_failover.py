@@ -7,6 +7,7 @@ from nats.js.errors import KeyNotFoundError
 
 from tests.harness import RoleProcess, System, eventually, processes_running, running_system
 from tests.peers.launch import DEMO_SERVER, launch_peer
+from toolmesh import processes
 from toolmesh.bus.topology import leases_bucket
 
 pytestmark = pytest.mark.integration
@@ -76,6 +77,5 @@ async def test_killed_session_worker_hands_its_servers_to_the_other(nats_url: st
         assert not processes_running(f"{DEMO_SERVER} --transport stdio --name fo-")
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as handle:
-        return int(handle.read().rsplit(")", 1)[1].split()[1])
+def _parent(pid: int) -> int | None:
+    return processes.parent_of(pid)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import signal
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -17,7 +16,7 @@ import pytest
 from tests.harness import RoleProcess, System, eventually, running_system
 from tests.peers.health_endpoint import HealthEndpoint
 from tests.peers.launch import launch_peer
-from toolmesh import metrics
+from toolmesh import metrics, processes
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.bus.topology import leases_bucket
@@ -171,7 +170,7 @@ async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, 
         server_id = created["id"]
         await system.wait_connected(server_id)
         start = len(await history_rows(system, server_id))
-        os.kill(peer.process.pid, signal.SIGSTOP)  # nothing closes: only pings time out
+        processes.send(peer.process.pid, signal.SIGSTOP)  # nothing closes: only pings time out
         try:
             await system.wait_status(server_id, "DEGRADED")
             await wait_history(system, server_id, "RECONNECTING", after=start)
@@ -188,7 +187,7 @@ async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, 
             await asyncio.sleep(0.5)
             assert not call.done()
         finally:
-            os.kill(peer.process.pid, signal.SIGCONT)
+            processes.send(peer.process.pid, signal.SIGCONT)
         result = await call
         assert result["content"][0]["text"] == "held"
         await system.wait_status(server_id, "CONNECTED")
@@ -209,7 +208,7 @@ async def test_ec001_reconnect_gives_up_after_five_attempts(nats_url: str, datab
         server_id = created["id"]
         await system.wait_connected(server_id)
         start = len(await history_rows(system, server_id))
-        os.kill(peer.process.pid, signal.SIGSTOP)
+        processes.send(peer.process.pid, signal.SIGSTOP)
         try:
 
             async def gave_up() -> dict[str, Any] | None:
@@ -226,7 +225,7 @@ async def test_ec001_reconnect_gives_up_after_five_attempts(nats_url: str, datab
             with pytest.raises(NoOwner):
                 await ask_owner(system.backends.nc, server_id, "ping", PingRpc(timeout_seconds=1), timeout=2)
         finally:
-            os.kill(peer.process.pid, signal.SIGCONT)
+            processes.send(peer.process.pid, signal.SIGCONT)
         # The scheduled retry brings it back without anyone asking.
         await system.wait_connected(server_id)
         assert "CONNECTED" in status_trail((await history_rows(system, server_id))[start:])

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import stat
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,12 +22,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.harness import ADMIN_TOKEN, eventually, running_system
+from toolmesh import processes
 from toolmesh.bus.connection import connect_nats, nats_options
 from toolmesh.client import follow_events
 from toolmesh.config import Settings
 from toolmesh.embedded import EmbeddedNats, EmbeddedServerError, free_port
 from toolmesh.embedded.nats import nats_server_binary
-from toolmesh.embedded.processes import spawn, stop_process
 from toolmesh.errors import BackendUnavailable
 
 pytestmark = pytest.mark.integration
@@ -119,7 +118,7 @@ async def token_tls_server(directory: Path, token: str) -> AsyncIterator[tuple[s
         f'tls {{ cert_file: "{cert}"\n key_file: "{key}" }}\n'
     )
     with (directory / "nats.log").open("ab") as log:
-        process = spawn([str(nats_server_binary()), "-c", str(config)], log=log, cwd=directory)
+        process = processes.spawn([str(nats_server_binary()), "-c", str(config)], stdout=log, cwd=directory)
         try:
             url = f"nats://127.0.0.1:{port}"
             settings = Settings(nats_token=token, nats_tls_ca_file=cert)
@@ -135,7 +134,7 @@ async def token_tls_server(directory: Path, token: str) -> AsyncIterator[tuple[s
             await eventually(answers, timeout=15, what="the TLS nats-server")
             yield url, cert
         finally:
-            await stop_process(process, signal.SIGTERM, 10)
+            await processes.stop(process, signal.SIGTERM, 10)
 
 
 async def test_token_and_tls_from_settings(tmp_path: Path) -> None:
@@ -163,9 +162,7 @@ async def deploy_nats(directory: Path, passwords: dict[str, str]) -> AsyncIterat
     argv += ["-sd", str(directory / "jetstream")]
     env = {**os.environ, **passwords}
     with (directory / "nats.log").open("ab") as log:
-        process = subprocess.Popen(  # noqa: ASYNC220 - a server started once, like spawn() of the embedded ones
-            argv, env=env, stdout=log, stderr=log, cwd=directory, start_new_session=True
-        )
+        process = processes.spawn(argv, env=env, stdout=log, cwd=directory)
         try:
             address = f"nats://127.0.0.1:{port}"
             settings = Settings(nats_user="toolmesh", nats_password=passwords["TOOLMESH_NATS_PASSWORD"])
@@ -181,7 +178,7 @@ async def deploy_nats(directory: Path, passwords: dict[str, str]) -> AsyncIterat
             await eventually(answers, timeout=15, what="the deploy nats-server")
             yield address
         finally:
-            await stop_process(process, signal.SIGTERM, 10)
+            await processes.stop(process, signal.SIGTERM, 10)
 
 
 async def test_deploy_config_lets_a_service_use_the_api_and_events_only(tmp_path: Path, database_url: str) -> None:

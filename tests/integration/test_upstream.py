@@ -15,6 +15,8 @@ import pytest
 
 from tests.peers.everything import EverythingUnavailable, install_everything, launch_everything
 from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
+from toolmesh import processes
+from toolmesh.polling import poll_until
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout, open_session
 
 pytestmark = pytest.mark.integration
@@ -158,13 +160,13 @@ async def test_timeout_cancels_the_request_upstream(demo: PeerInfo) -> None:
     async with await connect(demo) as session:
         with pytest.raises(UpstreamTimeout):
             await session.call_tool("slow", {"seconds": 30}, timeout=0.5)
-        with anyio.fail_after(10):
-            while True:
-                stats = (await session.call_tool("stats", {}, timeout=10)).structured_content or {}
-                if stats.get("slow_cancelled") == 1:
-                    break
-                await anyio.sleep(0.05)
-        assert stats["slow_completed"] == 0
+
+        async def cancelled() -> dict[str, int] | None:
+            stats = (await session.call_tool("stats", {}, timeout=10)).structured_content or {}
+            return stats if stats.get("slow_cancelled") == 1 else None
+
+        stats = await poll_until(cancelled, 10)
+        assert stats is not None and stats["slow_completed"] == 0
 
 
 async def test_tool_error_is_a_result_not_an_exception(demo: PeerInfo) -> None:
@@ -252,21 +254,7 @@ async def test_connect_failure_is_readable() -> None:
 
 
 async def _gone_within(pid: int, seconds: float) -> bool:
-    for _ in range(int(seconds / 0.05)):
-        if not _pid_alive(pid):
-            return True
-        await anyio.sleep(0.05)
-    return not _pid_alive(pid)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); it is dead for our purpose
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split(") ", 1)[1].startswith("Z"))
+    return await processes.wait_exit(pid, seconds)
 
 
 @pytest.mark.parametrize("transport", ["sse", "http"])

@@ -8,7 +8,9 @@ process mid-call), progress (progress notifications), add_tool (registers a tool
 sends notifications/tools/list_changed), redescribe (changes a tool's description at run time
 and sends list_changed), stats (counters), ask (asks the client for a sampling completion on the
 call's own stream), roots (asks the client for its roots), touch (notifications/resources/updated
-for a URI; resource subscriptions are counted in ``stats``), plus ``--tools N`` generated tools
+for a URI; resource subscriptions are counted in ``stats``), tally (counts the invocations of each
+call key; ``tallies`` returns the counts), flood (log notifications in a tight loop), hang (never
+answers), big (a result of N megabytes), plus ``--tools N`` generated tools
 ``tool_0000`` ... Resources: ``demo://readme`` (text), ``demo://logo`` (binary), template
 ``demo://items/{item}`` (text); prompt ``greet(name)``. MCPServer does not paginate tools/list;
 ``--page-size N`` makes this server do it, so clients' cursor handling is exercised against a real
@@ -32,6 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+TALLIES: dict[str, int] = {}
 STATS = {"slow_started": 0, "slow_cancelled": 0, "slow_completed": 0, "subscribes": 0, "unsubscribes": 0}
 
 
@@ -134,6 +137,38 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
     def stats() -> dict[str, int]:
         """Counters of the slow tool (started, cancelled, completed) and of resource subscriptions."""
         return dict(STATS)
+
+    @server.tool()
+    def tally(key: str) -> str:
+        """Count one invocation of ``key`` (a caller's own call id) and return ``key``."""
+        TALLIES[key] = TALLIES.get(key, 0) + 1
+        return key
+
+    @server.tool()
+    def tallies() -> dict[str, int]:
+        """How often each ``tally`` key was invoked."""
+        return dict(TALLIES)
+
+    @server.tool()
+    async def flood(seconds: float, ctx: Context) -> int:
+        """Send log notifications in a tight loop for ``seconds``; the number sent."""
+        sent = 0
+        with anyio.move_on_after(seconds):
+            while True:
+                await ctx.info(f"flood {sent}")
+                sent += 1
+        return sent
+
+    @server.tool()
+    async def hang() -> str:
+        """Never answer (until cancelled)."""
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    @server.tool(structured_output=False)
+    def big(megabytes: int) -> str:
+        """A text result of ``megabytes`` MB (as text content only)."""
+        return "x" * (megabytes * 1024 * 1024)
 
     @server.tool()
     async def roots(ctx: Context) -> str:

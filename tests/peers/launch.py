@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -14,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process
+
+from toolmesh import processes
+from toolmesh.polling import poll_until
 
 DEMO_SERVER = Path(__file__).with_name("demo_server.py")
 CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")
 REST_SERVER = Path(__file__).with_name("rest_server.py")
 STARTUP_SECONDS = 30.0
+STOP_GRACE_SECONDS = 3.0
 
 
 @dataclass
@@ -31,7 +33,7 @@ class PeerInfo:
     command: str | None = None
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
-    process: Process | None = None
+    process: subprocess.Popen[bytes] | None = None
 
     @property
     def transport_type(self) -> str:
@@ -106,45 +108,25 @@ async def launch_chat_endpoint(*, failing: bool = False) -> AsyncIterator[str]:
 @asynccontextmanager
 async def running_process(
     argv: Sequence[str], *, port: int, env: Mapping[str, str] | None = None
-) -> AsyncIterator[Process]:
-    """Run ``argv`` in its own process group until it accepts TCP on ``port``; kill the group after."""
-    process = await anyio.open_process(
-        list(argv),
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=None,
-        stderr=None,
-        start_new_session=True,
-    )
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """Run ``argv`` in its own process group until it accepts TCP on ``port``; stop its whole tree after."""
+    process = processes.spawn(argv, env={**os.environ, **(env or {})}, stdout=None, stderr=None)
     try:
         await _wait_listening(process, port)
         yield process
     finally:
-        await stop_process_group(process)
+        await processes.stop(process, signal.SIGTERM, STOP_GRACE_SECONDS)
 
 
-async def _wait_listening(process: Process, port: int) -> None:
-    with anyio.fail_after(STARTUP_SECONDS):
-        while True:
-            if process.returncode is not None:
-                raise RuntimeError(f"peer exited with code {process.returncode} before listening on {port}")
-            try:
-                stream = await anyio.connect_tcp("127.0.0.1", port)
-            except OSError:
-                await anyio.sleep(0.05)
-                continue
-            await stream.aclose()
-            return
+async def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
+    async def listening_or_exited() -> bool:
+        if processes.exited(process):
+            return True
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        await stream.aclose()
+        return True
 
-
-async def stop_process_group(process: Process, grace: float = 3.0) -> None:
-    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the leader."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with anyio.move_on_after(grace):
-            await process.wait()
-        if process.returncode is not None:
-            break
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    if not await poll_until(listening_or_exited, STARTUP_SECONDS, retry_on=(OSError,)):
+        raise RuntimeError(f"peer did not listen on {port} within {STARTUP_SECONDS:.0f}s")
+    if processes.exited(process):
+        raise RuntimeError(f"peer exited with code {process.returncode} before listening on {port}")

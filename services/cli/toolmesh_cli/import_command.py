@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
+from toolmesh.polling import wait_until
 from toolmesh_cli.client import ApiClient, api_options
 from toolmesh_cli.errors import ApiError, ConfigError
 from toolmesh_cli.mcp_servers import Entry, convert
@@ -63,15 +63,16 @@ def _register(entry: Entry, name: str, api: ApiClient, no_connect: bool, progres
 
 def _settle(api: ApiClient, progress: ServerProgress, seconds: float) -> None:
     """Follow the registered servers until none is connecting, or ``seconds`` passed."""
-    deadline = time.monotonic() + seconds
-    while progress.pending():
-        if time.monotonic() > deadline:
-            return
-        time.sleep(POLL_SECONDS)
+
+    def refreshed() -> bool:
         for server in api.servers():
             if server["name"] in progress.outcomes and server["id"] == progress.outcomes[server["name"]].server_id:
                 detail = server if server["status"] != "ERROR" else api.server(server["id"])
                 progress.status(server["name"], server["status"], server["tool_count"], detail.get("error_message"))
+        return not progress.pending()
+
+    if progress.pending():
+        wait_until(refreshed, seconds, interval=POLL_SECONDS)
 
 
 def import_servers(args: argparse.Namespace, api: ApiClient) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ import httpx
 
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.polling import poll_until
 from toolmesh_cli.client import PAGE, SERVERS, describe_error, error_code
 from toolmesh_cli.progress import ServerProgress
 
@@ -56,17 +56,12 @@ def api_base(host: str, port: int) -> str:
     return f"http://[{local}]:{port}" if ":" in local else f"http://{local}:{port}"
 
 
-async def _ready(http: httpx.AsyncClient, deadline: float) -> None:
-    while True:
-        try:
-            response = await http.get(HEALTH)
-            if response.status_code < 500:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the gateway did not answer within {READY_SECONDS:.0f} s")
-        await asyncio.sleep(POLL_SECONDS)
+async def _ready(http: httpx.AsyncClient) -> None:
+    async def answers() -> bool:
+        return (await http.get(HEALTH)).status_code < 500
+
+    if not await poll_until(answers, READY_SECONDS, interval=POLL_SECONDS, retry_on=(httpx.TransportError,)):
+        raise TimeoutError(f"the gateway did not answer within {READY_SECONDS:.0f} s")
 
 
 async def _register(http: httpx.AsyncClient, request: RegisterServerRequest) -> tuple[bool, str | None]:
@@ -96,19 +91,22 @@ async def _statuses(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
 
 
 async def _settle(
-    http: httpx.AsyncClient, names: set[str], deadline: float, progress: ServerProgress | None
+    http: httpx.AsyncClient, names: set[str], seconds: float, progress: ServerProgress | None
 ) -> dict[str, dict[str, Any]]:
-    """Poll until none of ``names`` is still connecting, or the deadline; the last statuses seen."""
-    while True:
-        servers = await _statuses(http)
+    """Poll until none of ``names`` is still connecting, or ``seconds`` passed; the last statuses seen."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    async def settled() -> bool:
+        seen.clear()
+        seen.update(await _statuses(http))
         if progress is not None:
-            for name in names & servers.keys():
-                server = servers[name]
+            for name in names & seen.keys():
+                server = seen[name]
                 progress.status(name, server["status"], int(server.get("tool_count") or 0))
-        pending = [n for n in names if servers.get(n, {}).get("status") == ServerStatus.CONNECTING]
-        if not pending or time.monotonic() > deadline:
-            return servers
-        await asyncio.sleep(POLL_SECONDS)
+        return not [n for n in names if seen.get(n, {}).get("status") == ServerStatus.CONNECTING]
+
+    await poll_until(settled, seconds, interval=POLL_SECONDS)
+    return seen
 
 
 async def _error_message(http: httpx.AsyncClient, server: dict[str, Any]) -> str:
@@ -128,7 +126,7 @@ async def provision(
     ``progress`` follows each server."""
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30.0) as http:
-        await _ready(http, time.monotonic() + READY_SECONDS)
+        await _ready(http)
         outcomes = await asyncio.gather(*(_register(http, r) for r in requests))
         report = ProxyInit(server_count=sum(1 for r in requests if r.auto_connect))
         registered = set()
@@ -148,7 +146,7 @@ async def provision(
                     progress.outcomes[server["name"]].server_id = server["id"]
                     progress.outcomes[server["name"]].transport = server["transport_type"]
         to_connect = {r.name for r in requests if r.auto_connect and r.name not in report.failures}
-        servers = await _settle(http, registered, time.monotonic() + settle_seconds, progress)
+        servers = await _settle(http, registered, settle_seconds, progress)
         for name in to_connect:
             server = servers.get(name, {})
             if server.get("status") in CONNECTED:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 import asyncpg
@@ -26,6 +25,7 @@ from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import Hold, Pin
+from toolmesh.polling import poll_until
 from toolmesh.store.catalog import catalog_snapshot
 from toolmesh.store.queries import Row
 from toolmesh_gateway.bundles import Bundle
@@ -104,16 +104,11 @@ class CatalogFeed:
         except Exception as exc:  # nats raises several unrelated types when JetStream is unreachable
             raise BackendUnavailable(f"JetStream unreachable: {exc}") from exc
         target = int(info.state.last_seq)
-        deadline = time.monotonic() + timeout
-        pause = 0.001
         # The feed applies events in its own subscription task; poll its sequence (rare path only).
-        while self.catalog.applied_seq < target:
-            if time.monotonic() >= deadline:
-                log.warning("catalog at %d, stream at %d after %.1fs", self.catalog.applied_seq, target, timeout)
-                return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.02)
-        return True
+        if await poll_until(lambda: self.catalog.applied_seq >= target, timeout, interval=0.001, max_interval=0.02):
+            return True
+        log.warning("catalog at %d, stream at %d after %.1fs", self.catalog.applied_seq, target, timeout)
+        return False
 
     async def wait_changed(self, seen_version: int) -> int:
         """Wait until the visible tool set changed after ``seen_version``; returns the new version."""

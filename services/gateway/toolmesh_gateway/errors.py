@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import nats.errors
+import nats.js.errors
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from toolmesh.errors import ToolmeshError
+from toolmesh.errors import BackendUnavailable, ToolmeshError
 
 VALIDATION_ERROR = "VALIDATION_ERROR"
+NATS_UNREACHABLE = (
+    nats.errors.TimeoutError,
+    nats.errors.NoServersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+    nats.js.errors.ServiceUnavailableError,
+)
+"""NATS failures that mean "not reachable now" (a restart, a partition): 503, worth a retry."""
 
 
 async def _toolmesh_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ToolmeshError)
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers() or None)
+
+
+async def _nats_unreachable(request: Request, exc: Exception) -> JSONResponse:
+    return await _toolmesh_error(request, BackendUnavailable(f"NATS unreachable: {type(exc).__name__}: {exc}"))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -26,6 +41,9 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Map every ``ToolmeshError`` to its status and the contract's error body, and tag 422s."""
+    """Map every ``ToolmeshError`` to its status and the contract's error body, NATS being unreachable to
+    ``BACKEND_UNAVAILABLE`` (503), and tag 422s."""
     app.add_exception_handler(ToolmeshError, _toolmesh_error)
+    for error in NATS_UNREACHABLE:
+        app.add_exception_handler(error, _nats_unreachable)
     app.add_exception_handler(RequestValidationError, _validation_error)

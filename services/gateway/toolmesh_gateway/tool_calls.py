@@ -46,6 +46,7 @@ from toolmesh.errors import (
     ToolNotFound,
 )
 from toolmesh.metrics import record_execution, record_routing
+from toolmesh.polling import poll_until
 from toolmesh.routing import Route, ServerRoute, resolve_route, serving_warning
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
@@ -261,15 +262,16 @@ class ToolCalls:
         """Nobody holds the session: ask for a connect and wait (bounded) until a session answers a ping."""
         await publish_command(self._js, ConnectServer(server_id=server.id, reason="session_not_found"))
         deadline = time.monotonic() + SESSION_WAIT_SECONDS
-        while True:
+
+        async def answered() -> bool:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self.no_session(server)
-            try:
-                await ask_owner(self._nc, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
-                return
-            except ToolmeshError:
-                await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
+                return False
+            await ask_owner(self._nc, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
+            return True
+
+        if not await poll_until(answered, SESSION_WAIT_SECONDS, interval=0.1, retry_on=(ToolmeshError,)):
+            raise self.no_session(server)
 
     @staticmethod
     def no_session(server: ServerRoute) -> SessionNotFound:

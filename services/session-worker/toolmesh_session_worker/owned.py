@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import mcp_types
+import nats.errors
 from nats.aio.client import Client as NATS
 
 from toolmesh.backoff import scheduled_delay
@@ -29,6 +31,7 @@ from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
 from toolmesh.metrics import record_limit_rejection
+from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
@@ -57,6 +60,16 @@ from toolmesh_session_worker.upstream import (
 from toolmesh_session_worker.upstream.stdio import base_environment
 
 log = logging.getLogger("toolmesh.session")
+REDISCOVERY_RETRY_SECONDS = 300.0
+"""How long a list change keeps being published while the backends cannot be reached."""
+BACKEND_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    nats.errors.Error,
+)
+"""Failures of Postgres or NATS (not of the upstream): worth retrying once they are back."""
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
 """Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
@@ -442,8 +455,22 @@ class OwnedServer:
         self.tasks.spawn(self._rediscover(self.discover_resources if kind == "resources" else self.discover_prompts))
 
     async def _rediscover(self, discover: Callable[[], Awaitable[int]]) -> None:
+        """Publish the changed list; retried (capped backoff) while Postgres or NATS cannot be reached, so a
+        change announced during a backend restart is not lost."""
+
+        async def attempt() -> bool:
+            try:
+                await discover()
+            except BACKEND_ERRORS as exc:
+                log.warning("re-discovery waits for the backends: %s", exc, extra={"server": self.name})
+                raise
+            return True
+
         try:
-            await discover()
+            if not await poll_until(
+                attempt, REDISCOVERY_RETRY_SECONDS, interval=0.5, max_interval=5.0, retry_on=BACKEND_ERRORS
+            ):
+                log.error("re-discovery gave up after %.0fs", REDISCOVERY_RETRY_SECONDS, extra={"server": self.name})
         except (UpstreamError, LimitExceeded) as exc:
             log.warning("re-discovery failed: %s", exc, extra={"server": self.name})
 
@@ -456,10 +483,8 @@ class OwnedServer:
 
     async def drain(self, timeout: float) -> None:
         """Wait until calls in flight finish (or ``timeout`` passes)."""
-        deadline = asyncio.get_running_loop().time() + timeout
         # The SDK exposes no "idle" signal for a session, so poll the in-flight count.
-        while self.pending and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+        await poll_until(lambda: not self.pending, timeout)
 
     async def close(self) -> None:
         """Close the upstream session (STDIO: its whole process group is killed)."""

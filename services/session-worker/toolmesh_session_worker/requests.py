@@ -172,6 +172,21 @@ async def _drain_then_close(server: OwnedServer, timeout: float) -> None:
     await server.release()
 
 
+REPLY_HEADROOM_BYTES = 4096
+"""Room left in a NATS message for its headers and subject."""
+
+
+def _fitting(server: OwnedServer, reply: bytes, what: str) -> bytes:
+    """``reply`` if NATS can carry it (its ``max_payload``); else ``ExecutionFailed`` naming both sizes."""
+    limit = server.nc.max_payload - REPLY_HEADROOM_BYTES
+    if len(reply) <= limit:
+        return reply
+    raise ExecutionFailed(
+        f"The result of {server.name}.{what} is {len(reply)} bytes, over the {limit} byte limit of a reply",
+        {"server": server.name, "tool": what, "result_bytes": len(reply), "limit_bytes": limit},
+    )
+
+
 async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
     """Handle one request message and reply with an ``RpcReply``."""
     adopt_trace(msg.headers)
@@ -180,11 +195,12 @@ async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
         if verb == "call":
             body = CallToolRpc.model_validate_json(msg.data)
             data = await _call(server, body, _progress_publisher(server, body))
-            await msg.respond(ok_reply(data))
+            await msg.respond(_fitting(server, ok_reply(data), body.tool))
             return
         if verb == "request":
             forwarded = UpstreamRequestRpc.model_validate_json(msg.data)
-            await msg.respond(await forwarding.forward(server, forwarded, _progress_publisher(server, forwarded)))
+            data = await forwarding.forward(server, forwarded, _progress_publisher(server, forwarded))
+            await msg.respond(_fitting(server, data, forwarded.method))
             return
         if verb == "subscribe":
             result = await forwarding.subscribe(server, SubscribeRpc.model_validate_json(msg.data))

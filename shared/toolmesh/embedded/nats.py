@@ -13,13 +13,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from toolmesh import processes
 from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, spawn, stop_process
+from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
+from toolmesh.polling import poll_until
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class EmbeddedNats:
         config = self._write_config()
         argv = [str(nats_server_binary()), "-c", str(config), "-js", "-sd", str(self.data_dir / "jetstream")]
         self._log = self.log_path.open("ab")
-        self._proc = spawn(argv, log=self._log, cwd=self.data_dir)
+        self._proc = processes.spawn(argv, stdout=self._log, cwd=self.data_dir)
         try:
             await self._wait_ready()
         except BaseException:
@@ -133,8 +134,8 @@ class EmbeddedNats:
         """SIGTERM the server (graceful), SIGKILL after ``stop_timeout``, and reap it."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            code = await stop_process(proc, signal.SIGTERM, self.stop_timeout)
-            logger.info("nats-server pid %d exited with %d", proc.pid, code)
+            await processes.stop(proc, signal.SIGTERM, self.stop_timeout)
+            logger.info("nats-server pid %d exited with %s", proc.pid, proc.poll())
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -167,16 +168,17 @@ class EmbeddedNats:
         return config
 
     async def _wait_ready(self) -> None:
-        assert self._proc is not None and self.port is not None
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if self._proc.poll() is not None:
-                raise self._failure(f"nats-server exited with {self._proc.returncode}")
-            if await self._answers_info():
-                return
-            if time.monotonic() >= deadline:
-                raise self._failure(f"nats-server not ready on {self.address} after {self.start_timeout:.0f}s")
-            await asyncio.sleep(0.05)
+        proc = self._proc
+        assert proc is not None and self.port is not None
+
+        async def ready_or_exited() -> bool:
+            return proc.poll() is not None or await self._answers_info()
+
+        ready = await poll_until(ready_or_exited, self.start_timeout)
+        if proc.poll() is not None:
+            raise self._failure(f"nats-server exited with {proc.returncode}")
+        if not ready:
+            raise self._failure(f"nats-server not ready on {self.address} after {self.start_timeout:.0f}s")
 
     async def _answers_info(self) -> bool:
         assert self.port is not None
@@ -195,4 +197,6 @@ class EmbeddedNats:
                 await writer.wait_closed()
 
     def _failure(self, reason: str) -> EmbeddedServerError:
-        return EmbeddedServerError(f"{reason}; log {self.log_path}:\n{log_tail(self.log_path)}")
+        return EmbeddedServerError(
+            f"{reason}{port_holders(self.port)}; log {self.log_path}:\n{log_tail(self.log_path)}"
+        )

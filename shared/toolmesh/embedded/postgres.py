@@ -27,8 +27,10 @@ from urllib.parse import quote
 
 import asyncpg
 
+from toolmesh import processes
 from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, spawn, stop_process
+from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
+from toolmesh.polling import poll_until
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +112,7 @@ class EmbeddedPostgres:
         argv += ["-p", str(self.port), "-k", str(socket_dir)]
         self._log = self.log_path.open("ab")
         uid, gid = account if account else (None, None)
-        self._proc = spawn(argv, log=self._log, cwd=self.data_dir, user=uid, group=gid)
+        self._proc = processes.spawn(argv, stdout=self._log, cwd=self.data_dir, user=uid, group=gid)
         try:
             await self._wait_ready()
         except BaseException:
@@ -122,8 +124,8 @@ class EmbeddedPostgres:
         """Fast shutdown (SIGINT), SIGKILL after ``stop_timeout``; reap the postmaster."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            code = await stop_process(proc, signal.SIGINT, self.stop_timeout)
-            logger.info("postgres pid %d exited with %d", proc.pid, code)
+            await processes.stop(proc, signal.SIGINT, self.stop_timeout)
+            logger.info("postgres pid %d exited with %s", proc.pid, proc.poll())
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -207,24 +209,32 @@ class EmbeddedPostgres:
         return self._tmp_socket_dir
 
     async def _wait_ready(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if self._proc.poll() is not None:
-                raise self._failure(f"postgres exited with {self._proc.returncode}")
+        proc = self._proc
+        assert proc is not None
+        errors: list[BaseException] = []
+
+        async def ready_or_exited() -> bool:
+            if proc.poll() is not None:
+                return True
             try:
                 conn = await asyncpg.connect(self.url, timeout=2)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-                if time.monotonic() >= deadline:
-                    reason = f"postgres not ready on {self.url} after {self.start_timeout:.0f}s: {e}"
-                    raise self._failure(reason) from e
-                await asyncio.sleep(0.1)
-            else:
-                await conn.close()
-                return
+                errors[:] = [e]
+                return False
+            await conn.close()
+            return True
+
+        ready = await poll_until(ready_or_exited, self.start_timeout, interval=0.1)
+        if proc.poll() is not None:
+            raise self._failure(f"postgres exited with {proc.returncode}")
+        if not ready:
+            reason = f"postgres not ready on {self.url} after {self.start_timeout:.0f}s: {errors[-1] if errors else ''}"
+            raise self._failure(reason)
 
     def _failure(self, reason: str) -> EmbeddedServerError:
-        return EmbeddedServerError(f"{reason}; log {self.log_path}:\n{log_tail(self.log_path)}")
+        return EmbeddedServerError(
+            f"{reason}{port_holders(self.port)}; log {self.log_path}:\n{log_tail(self.log_path)}"
+        )
 
 
 def _run_as_account() -> _Account | None:

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import ctypes
 import logging
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -29,6 +25,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from toolmesh import processes
 from toolmesh.storable import storable
 
 logger = logging.getLogger("toolmesh.upstream")
@@ -36,32 +33,11 @@ logger = logging.getLogger("toolmesh.upstream")
 KILL_GRACE_SECONDS = 2.0
 """Time between SIGTERM and SIGKILL to the process group."""
 
-_REAP_SECONDS = 2.0
-_POLL_SECONDS = 0.01
-_LINE_LIMIT = 64 * 1024 * 1024
-"""Longest stdout line accepted (a tools/list of thousands of tools is one line)."""
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Longest message accepted from an upstream, a stdout line or an SSE event (a tools/list of thousands of
+tools is one line)."""
 _STDERR_LINE_CHARS = 4000
 _STDERR_TAIL_LINES = 8
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child receive SIGKILL when the worker dies (Linux only).
-
-    The death signal follows the *thread* that forked the child; asyncio forks from the event
-    loop thread, which lives as long as the worker does.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)  # loaded in the parent: no dlopen after fork
-    parent_pid = os.getpid()
-
-    def set_pdeathsig() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return set_pdeathsig
 
 
 def base_environment(names: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -114,17 +90,7 @@ class StdioProcess:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Spawn the process and yield the SDK's (read, write) streams; kill the group on exit."""
-        process = await asyncio.create_subprocess_exec(
-            *self._argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._env,
-            cwd=self._cwd,
-            start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),
-            limit=_LINE_LIMIT,
-        )
+        process = await processes.spawn_piped(self._argv, env=self._env, cwd=self._cwd, limit=MAX_MESSAGE_BYTES)
         self.process = process
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
@@ -151,7 +117,7 @@ class StdioProcess:
             while True:
                 try:
                     line = await process.stdout.readline()
-                except ValueError as exc:  # line longer than _LINE_LIMIT; the reader dropped it
+                except ValueError as exc:  # line longer than MAX_MESSAGE_BYTES; the reader dropped it
                     await sink.send(exc)
                     continue
                 except ConnectionError as exc:
@@ -212,28 +178,6 @@ async def kill_process_group(process: asyncio.subprocess.Process, grace: float =
     The group is signalled even when the leader already exited, so grandchildren it left
     behind are stopped too.
     """
-    pgid = process.pid  # start_new_session=True: the child leads its own group
     if process.stdin is not None:
         process.stdin.close()
-    if process.returncode is None:
-        _signal_group(pgid, signal.SIGTERM)
-        if not await _wait_exit(process, grace):
-            _signal_group(pgid, signal.SIGKILL)
-            if not await _wait_exit(process, _REAP_SECONDS):
-                logger.warning("process %d survived SIGKILL", process.pid)
-    _signal_group(pgid, signal.SIGKILL)  # stragglers of an exited leader
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-async def _wait_exit(process: asyncio.subprocess.Process, seconds: float) -> bool:
-    """Poll ``returncode``: ``Process.wait()`` also waits for pipe EOF a grandchild may hold."""
-    deadline = anyio.current_time() + seconds
-    while process.returncode is None:
-        if anyio.current_time() >= deadline:
-            return False
-        await anyio.sleep(_POLL_SECONDS)
-    return True
+    await processes.stop(process, signal.SIGTERM, grace, tree_signal=True)

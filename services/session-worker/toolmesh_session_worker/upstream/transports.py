@@ -17,7 +17,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from toolmesh_session_worker.upstream.errors import REFUSED
-from toolmesh_session_worker.upstream.stdio import StdioProcess
+from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES, StdioProcess
 
 HTTP_CONNECT_TIMEOUT = 30.0
 HTTP_READ_TIMEOUT = 3600.0
@@ -101,7 +101,9 @@ class StreamableHttpTransport:
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
         async with session_http_client(self._headers, self._shared, watch=self._refusal) as client:
-            async with streamable_http_client(self.url, http_client=client) as streams:
+            async with streamable_http_client(
+                self.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
+            ) as streams:
                 yield streams
 
     def failure_hint(self) -> str:

@@ -1,0 +1,121 @@
+"""SIGKILL a session-worker under a stream of tool calls: its servers move to the other worker, calls after
+the failover succeed, and no call is executed twice (the upstream counts every invocation by key)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nats.js.errors import KeyNotFoundError
+
+from tests.faults.cluster import running_cluster
+from tests.harness import System, eventually
+from tests.peers.launch import launch_peer
+from toolmesh import processes
+from toolmesh.bus.topology import leases_bucket
+from toolmesh.embedded import EmbeddedNats
+
+CALL = "/api/v1/tools/call"
+CLIENTS = 4
+CALLS_AFTER_FAILOVER = 100
+
+
+@dataclass
+class Outcome:
+    """One call of the load: its key, when it started, and how it was answered."""
+
+    key: str
+    started: float
+    status: int
+    text: str
+
+
+async def _holder_pid(system: System, server_id: str) -> int | None:
+    kv = await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds)
+    try:
+        entry = await kv.get(server_id)
+    except KeyNotFoundError:
+        return None
+    return int(entry.value.decode().rsplit(":", 1)[1]) if entry.value else None
+
+
+async def _load(systems: list[System], outcomes: list[Outcome], stop: asyncio.Event, client: int) -> None:
+    """Sequential calls of ``tally`` with keys of their own, alternating gateways, until ``stop``."""
+    for n in itertools.count():
+        if stop.is_set():
+            return
+        key = f"c{client}-{n}"
+        started = time.monotonic()
+        body = {"name": "counter.tally", "arguments": {"key": key}, "timeout_seconds": 20}
+        response = await systems[n % 2].api.post(CALL, json=body)
+        text = response.json()["content"][0]["text"] if response.status_code == 200 else response.text
+        outcomes.append(Outcome(key, started, response.status_code, text))
+
+
+async def test_sigkilled_session_worker_loses_no_call_and_answers_none_twice(
+    fault_nats: EmbeddedNats, fault_database_url: str, tmp_path: Path
+) -> None:
+    async with (
+        launch_peer("http", name="counter") as peer,
+        running_cluster(fault_nats.url, fault_database_url, tmp_path) as (cluster, systems),
+    ):
+        server_id = (await systems[0].register("counter", peer.transport_type, peer.config))["id"]
+        await systems[0].wait_connected(server_id, timeout=60)
+        victim_pid = await eventually(lambda: _holder_pid(systems[0], server_id), what="a lease on the server")
+        victim = cluster.by_pid(victim_pid)
+        survivor = next(w for w in cluster.of("session-worker") if w is not victim)
+
+        outcomes: list[Outcome] = []
+        stop = asyncio.Event()
+        load = [asyncio.create_task(_load(systems, outcomes, stop, c)) for c in range(CLIENTS)]
+        try:
+            await eventually(lambda: _succeeded(outcomes) >= 50, what="calls before the kill")
+            connects = _connects(await systems[0].history(server_id))
+            processes.kill(victim.process)
+            killed_at = time.monotonic()
+
+            async def moved() -> bool:
+                """The survivor holds the server and has opened its own session (a new connect in the history)."""
+                holder = await _holder_pid(systems[0], server_id)
+                return holder == survivor.pid and _connects(await systems[0].history(server_id)) > connects
+
+            await eventually(moved, timeout=60, what="the survivor to hold and connect the server")
+            failed_over = time.monotonic()
+            await eventually(
+                lambda: sum(1 for o in outcomes if o.started > failed_over and o.status == 200) >= CALLS_AFTER_FAILOVER,
+                timeout=60,
+                what="calls after the failover",
+            )
+        finally:
+            stop.set()
+            await asyncio.gather(*load)
+
+        response = await systems[1].api.post(CALL, json={"name": "counter.tallies", "arguments": {}})
+        assert response.status_code == 200, response.text
+        tallies: dict[str, int] = response.json()["structuredContent"]
+        assert survivor.running() and not victim.running()
+
+    answered = [o for o in outcomes if o.status == 200]
+    assert all(o.text == o.key for o in answered), [o for o in answered if o.text != o.key][:5]
+    assert all(tallies.get(o.key) == 1 for o in answered), [(o.key, tallies.get(o.key)) for o in answered][:5]
+    assert max(tallies.values()) == 1, {k: v for k, v in tallies.items() if v > 1}
+    assert set(tallies) <= {o.key for o in outcomes}
+    after = [o for o in outcomes if o.started > failed_over]
+    assert after and all(o.status == 200 for o in after), [o for o in after if o.status != 200][:5]
+    failed = [o for o in outcomes if o.status != 200]
+    assert all(killed_at - 1 <= o.started <= failed_over for o in failed), failed[:5]
+    assert all(o.status in (503, 504) for o in failed), failed[:5]
+    print(
+        f"{len(answered)} calls answered, {len(failed)} refused during the failover of {failed_over - killed_at:.1f}s"
+    )
+
+
+def _connects(history: list[str]) -> int:
+    return sum(1 for event in history if event in ("CONNECTED", "RECONNECT"))
+
+
+def _succeeded(outcomes: list[Outcome]) -> int:
+    return sum(1 for o in outcomes if o.status == 200)
