@@ -56,7 +56,11 @@ async def test_a_changed_description_is_withheld_until_approved(system: System) 
             assert result.is_error is True and "TOOL_CHANGED" in text_of(result)
         found = (await system.api.post("/api/v1/search", json={"query": "return the text unchanged"})).json()
         assert "docs.echo" not in {t["name"] for t in found["tools"]}
-        assert "TOOLS_CHANGED" in await system.history(server["id"])
+
+        async def recorded() -> bool | None:  # the history follows the events
+            return "TOOLS_CHANGED" in await system.history(server["id"]) or None
+
+        await eventually(recorded, what="TOOLS_CHANGED in the history")
         audit = (await system.api.get("/api/v1/audit", params={"event": "tools.changed"})).json()
         assert audit["entries"][0]["server_name"] == "docs"
         assert audit["entries"][0]["details"]["changes"][0]["original_name"] == "echo"

@@ -22,6 +22,7 @@ from toolmesh.contracts.events import (
     ServerDisconnected,
     ServerStatusChanged,
     ToolDiscovered,
+    ToolsChanged,
     ToolsDiscovered,
 )
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
@@ -387,21 +388,21 @@ class OwnedServer:
         )
         server, stored = await tool_pins(self._b.db, self.server_id)
         changed = newly_held(snapshot, server, stored)
-        seq = await self._publish_within_total(snapshot)
         if changed is not None:
             log.warning(
                 "tool definitions held for approval: %s",
                 ", ".join(c.original_name for c in changed.changes),
                 extra={"server": self.name},
             )
-            await self._publish(changed)
+        seq = await self._publish_within_total(snapshot, changed)
         return seq, newly_discovered(snapshot, stored)
 
-    async def _publish_within_total(self, snapshot: ToolsDiscovered) -> int:
-        """Publish ``snapshot`` unless it would take every namespace's tools past ``max_total_tools``
-        (``LimitExceeded``; the server keeps the tools it had). Discoveries take turns across every
-        worker (a database lock held until the snapshot is in the read model), so concurrent ones
-        cannot exceed the limit together."""
+    async def _publish_within_total(self, snapshot: ToolsDiscovered, held: ToolsChanged | None) -> int:
+        """Publish ``snapshot`` (and right after it ``held``, the definitions it holds for approval) unless
+        it would take every namespace's tools past ``max_total_tools`` (``LimitExceeded``; the server
+        keeps the tools it had); returns the snapshot's sequence. Discoveries take turns across every
+        worker (a database lock held until they are in the read model), so concurrent ones cannot
+        exceed the limit together."""
         settings = self._b.settings
         async with advisory_lock(self._b.db, "tool-inventory"):
             others = await count_tools_of_others(self._b.db, self.server_id)
@@ -413,7 +414,8 @@ class OwnedServer:
                     {"max_total_tools": settings.max_total_tools, "tools": len(snapshot.tools), "others": others},
                 )
             seq = await self._publish(snapshot)
-            await wait_for_projection(self._b.db, seq, settings.projection_wait_seconds)
+            last = await self._publish(held) if held is not None else seq
+            await wait_for_projection(self._b.db, last, settings.projection_wait_seconds)
             return seq
 
     async def discover_all(self, tools: list[mcp_types.Tool] | None = None) -> int:
