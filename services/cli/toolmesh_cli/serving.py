@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 from toolmesh.config import Settings
@@ -10,6 +11,7 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
 from toolmesh.eventloop import run as run_loop
 from toolmesh.index.factory import open_index
+from toolmesh.metrics_http import serve_metrics
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
 from toolmesh_cli import up
@@ -62,12 +64,12 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
         if rebuild and name == "indexer":
             async with open_index(settings) as index:
                 await reset_index(backends.js, index)
-        await run_roles(
-            [name],
-            backends,
-            CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys),
-            stop,
-        )
+        box = CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys)
+        async with asyncio.TaskGroup() as tg:
+            # The gateway serves /metrics and /livez on its API port; every other role on its own.
+            if name != "gateway" and settings.metrics_port:
+                tg.create_task(serve_metrics(settings.host, settings.metrics_port, settings.metrics_token, stop))
+            tg.create_task(run_roles([name], backends, box, stop))
     return 0
 
 
