@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import signal
 from typing import Any
@@ -94,9 +95,8 @@ async def main(servers: int, tools: int) -> None:
     started = []
     for index in range(servers):
         name = f"load{index:03d}"
-        server = await asyncio.start_server(
-            lambda r, w, n=name: serve_connection(r, w, n, listing), "127.0.0.1", 0, backlog=512
-        )
+        handle = functools.partial(serve_connection, name=name, listing=listing)
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=512)
         started.append(server)
     ports = [server.sockets[0].getsockname()[1] for server in started]
     print(json.dumps({"ports": ports}), flush=True)
