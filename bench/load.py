@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load_calls import Call, LagProbe, direct_call, mcp_call, mcp_session, open_loop, rest_call, rotating
-from load_system import Pool, deployment, register_all, rss_mb, settled_rss, upstreams
+from load_system import Deployment, Pool, deployment, register_all, rss_mb, settled_rss, upstreams
 
 ROLES = ("gateway", "session-worker", "projector", "indexer", "classifier-worker", "health-worker")
 
@@ -138,7 +138,7 @@ async def load_phase(work: Path, args: argparse.Namespace) -> None:
             rate, seconds = float(args.rate), args.seconds
             while pairs and rate <= args.max_rate:
                 for routed, (call, direct) in list(pairs.items()):
-                    line = await measure(routed, call, direct, rate, seconds, probe)
+                    line = await measure(routed, call, direct, rate, seconds, probe, deploy)
                     rss = {**deploy.rss(), "upstreams": rss_mb(upstream_pid)}
                     emit({"bench": "load", **context, **line, "rss_mb": rss})
                     base_p95.setdefault(routed, line["p95_ms"])
@@ -156,12 +156,18 @@ async def load_phase(work: Path, args: argparse.Namespace) -> None:
 
 
 async def measure(
-    routed: str, call: Call, direct: Call, rate: float, seconds: float, probe: LagProbe
+    routed: str, call: Call, direct: Call, rate: float, seconds: float, probe: LagProbe, deploy: Deployment
 ) -> dict[str, Any]:
-    """The direct column, then the routed one, at one rate: the routed run's line with the overhead."""
+    """The direct column, then the routed one, at one rate: the routed run's line with the overhead
+    and the CPU each toolmesh process spent per routed call."""
     baseline = await open_loop(direct, rate, seconds)
+    cpu_before = deploy.cpu_seconds()
     async with probe.running():
         result = await open_loop(call, rate, seconds)
+    cpu = {
+        label: round((used - cpu_before[label]) / result["calls"] * 1000, 2)
+        for label, used in deploy.cpu_seconds().items()
+    }
     return {
         "run": f"{routed}@{rate:g}",
         "through": routed,
@@ -170,6 +176,7 @@ async def measure(
         "direct": {k: baseline[k] for k in ("achieved_rate", "p50_ms", "p95_ms", "p99_ms", "errors")},
         "routing_overhead": {k: round(result[k] - baseline[k], 2) for k in ("p50_ms", "p95_ms", "p99_ms")},
         "event_to_projection": probe.summary(),
+        "cpu_ms_per_call": cpu,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 

@@ -158,6 +158,10 @@ class Deployment:
     def rss(self) -> dict[str, float]:
         return {label: rss_mb(pid) for label, pid in self.pids.items()}
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """User + system CPU seconds of each toolmesh process so far."""
+        return {label: sum(psutil.Process(pid).cpu_times()[:2]) for label, pid in self.pids.items()}
+
 
 def spawn(command: str, work: Path, label: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """``toolmesh <command>`` with its own data dir (an embedded index belongs to one process)."""
