@@ -1,7 +1,8 @@
-"""A minimal ``/metrics`` HTTP endpoint for roles that have no HTTP API of their own.
+"""A minimal ``/metrics`` and ``/livez`` HTTP endpoint for roles that have no HTTP API of their own.
 
-In the distributed deployment every pod is scraped; the gateway serves ``/metrics`` on its API
-port, other roles (the health-worker) on ``TOOLMESH_METRICS_PORT`` with this server.
+In the distributed deployment every pod is scraped and probed; the gateway serves both on its API
+port, every other role on ``TOOLMESH_METRICS_PORT`` with this server. ``/livez`` needs no token and
+says nothing but that the role's event loop answers.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         parts = request_line.split()
         headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines if line)}
-        if len(parts) < 2 or parts[0] != "GET" or parts[1].split("?")[0] != "/metrics":
+        path = parts[1].split("?")[0] if len(parts) >= 2 and parts[0] == "GET" else None
+        if path == "/livez":
+            writer.write(_response("200 OK", b"ok\n", "text/plain"))
+        elif path != "/metrics":
             writer.write(_response("404 Not Found", b"not found\n", "text/plain"))
         elif not authorized(token, headers.get("authorization")):
             writer.write(_response("401 Unauthorized", b"unauthorized\n", "text/plain"))
@@ -55,7 +59,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to
 
 
 async def serve_metrics(host: str, port: int, token: str | None, stop: asyncio.Event) -> None:
-    """Serve ``GET /metrics`` on ``host:port`` until ``stop`` is set."""
+    """Serve ``GET /metrics`` and ``GET /livez`` on ``host:port`` until ``stop`` is set."""
     server = await asyncio.start_server(lambda r, w: _handle(r, w, token), host, port)
     log.info("metrics on http://%s:%d/metrics", host, port)
     async with server:

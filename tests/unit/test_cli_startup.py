@@ -105,7 +105,34 @@ def test_help_imports_no_command() -> None:
 def test_up_still_loads_the_roles() -> None:
     code, modules = _loaded("up", "--help")
     assert code == 0
-    assert {"toolmesh_cli.roles", "toolmesh_gateway"} <= modules
+    assert "toolmesh_cli.roles" in modules
+
+
+ROLE_PROBE = """
+import json, sys
+from toolmesh_cli.roles import load_role
+load_role(sys.argv[1])
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _role_modules(role: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", ROLE_PROBE, role], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("role", ["session-worker", "health-worker", "projector"])
+def test_a_worker_role_loads_no_web_stack_model_or_index(role: str) -> None:
+    heavy = {"fastapi", "onnxruntime", "numpy", "qdrant_client", "qdrant_edge", "bm25s", "toolmesh_gateway"}
+    loaded = {m.split(".")[0] for m in _role_modules(role)}
+    assert "nats" in loaded
+    assert not loaded & heavy
+
+
+def test_the_gateway_loads_qdrant_client_only_when_it_is_configured() -> None:
+    assert "qdrant_client" not in {m.split(".")[0] for m in _role_modules("gateway")}
 
 
 def test_every_role_is_a_command() -> None:

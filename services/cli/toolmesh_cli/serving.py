@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
 from toolmesh.eventloop import run as run_loop
-from toolmesh.index.factory import open_index
+from toolmesh.metrics_http import serve_metrics
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
 from toolmesh_cli import up
 from toolmesh_cli.config_file import load_config
 from toolmesh_cli.main import COMMANDS
-from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
+from toolmesh_cli.roles import ROLES, load_rebuild, run_roles, seed_owner_key
 from toolmesh_cli.signals import stop_on_signals
-from toolmesh_projector.indexer import reset_index
-from toolmesh_projector.projector import reset_projection
 
 REBUILDS = {"projector": "Postgres read model", "indexer": "vector index"}
 
@@ -57,17 +56,14 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
     async with open_backends(settings, name) as backends:
         if name == "gateway":
             await seed_owner_key(backends, settings.admin_token)
-        if rebuild and name == "projector":
-            await reset_projection(backends.js, backends.db)
-        if rebuild and name == "indexer":
-            async with open_index(settings) as index:
-                await reset_index(backends.js, index)
-        await run_roles(
-            [name],
-            backends,
-            CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys),
-            stop,
-        )
+        if rebuild and name in REBUILDS:
+            await load_rebuild(name)(backends)
+        box = CredentialBox.from_settings(settings.credential_key, settings.credential_previous_keys)
+        async with asyncio.TaskGroup() as tg:
+            # The gateway serves /metrics and /livez on its API port; every other role on its own.
+            if name != "gateway" and settings.metrics_port:
+                tg.create_task(serve_metrics(settings.host, settings.metrics_port, settings.metrics_token, stop))
+            tg.create_task(run_roles([name], backends, box, stop))
     return 0
 
 

@@ -19,7 +19,6 @@ from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth
-from toolmesh.metrics_http import serve_metrics
 from toolmesh.runtime import Backends
 from toolmesh.supervision import TaskSet, supervise
 from toolmesh_health.checker import Checker
@@ -50,8 +49,6 @@ class HealthWorker:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(supervise("health-scheduler", lambda: scheduler.run(stop), stop))
                 tg.create_task(supervise("health-checks", lambda: self._consume(checker, stop), stop))
-                if settings.metrics_port:
-                    tg.create_task(serve_metrics(settings.host, settings.metrics_port, settings.metrics_token, stop))
 
     async def _consume(self, checker: Checker, stop: asyncio.Event) -> None:
         config = ConsumerConfig(

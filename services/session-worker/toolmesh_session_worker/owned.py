@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import httpx2
 import mcp_types
 import nats.errors
 from nats.aio.client import Client as NATS
@@ -89,7 +90,9 @@ class Attempts:
 class OwnedServer:
     """The live side of one server: connect with retries, discover, and close."""
 
-    def __init__(self, backends: Backends, row: Row, box: CredentialBox, publish: Publish) -> None:
+    def __init__(
+        self, backends: Backends, row: Row, box: CredentialBox, publish: Publish, http: httpx2.AsyncClient | None = None
+    ) -> None:
         self.server_id: str = row["id"]
         self.name: str = row["name"]
         self.namespace: str = row["namespace"]
@@ -102,6 +105,7 @@ class OwnedServer:
         self._b = backends
         self._box = box
         self._publish = publish
+        self._http = http  # the worker's shared pool for HTTP upstreams (None: each session pools its own)
         self.session: Upstream | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
@@ -285,6 +289,7 @@ class OwnedServer:
                     on_list_changed=self._lists_changed,
                     on_lost=self._lost,
                     stdio_base_env=base_env,
+                    http_client=self._http,
                     client_side=self.clients,
                     rest_policy=RestPolicy(
                         settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
+import httpx2
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -37,6 +38,7 @@ from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
 from toolmesh.telemetry import span
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.requests import answer
+from toolmesh_session_worker.upstream.transports import shared_http_client
 
 log = logging.getLogger("toolmesh.session_worker")
 DURABLE = "session-workers"
@@ -56,6 +58,7 @@ class SessionWorker:
         self._connects = TaskSet("connect")
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
+        self._http: httpx2.AsyncClient | None = None
 
     @property
     def owned(self) -> dict[str, OwnedServer]:
@@ -66,14 +69,17 @@ class SessionWorker:
         """Work until ``stop`` is set, then close every session and give every lease back."""
         kv = await leases_bucket(self._b.js, self._b.settings.lease_ttl_seconds)
         self._leases = LeaseTable(kv, self._b.process_id)
-        try:
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(supervise("connect-commands", lambda: self._consume_commands(stop), stop))
-                tg.create_task(supervise("lease-renewer", lambda: self._renew_leases(stop), stop))
-                tg.create_task(supervise("reconciler", lambda: self._reconcile(stop), stop))
-        finally:
-            await self._connects.cancel_all()
-            await asyncio.gather(*(self._forget(s, close=True) for s in list(self._owned.values())))
+        # One connection pool for every HTTP upstream session: a client of its own per session
+        # would cost each one ~800 KB (its TLS context and pool).
+        async with shared_http_client() as self._http:
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(supervise("connect-commands", lambda: self._consume_commands(stop), stop))
+                    tg.create_task(supervise("lease-renewer", lambda: self._renew_leases(stop), stop))
+                    tg.create_task(supervise("reconciler", lambda: self._reconcile(stop), stop))
+            finally:
+                await self._connects.cancel_all()
+                await asyncio.gather(*(self._forget(s, close=True) for s in list(self._owned.values())))
 
     async def _publish(self, event: Event) -> int:
         return await publish_event(self._b.js, event)
@@ -155,7 +161,7 @@ class SessionWorker:
             return False
         if not await self._leases.claim(server_id):
             return False
-        server = OwnedServer(self._b, row, self._box, self._publish)
+        server = OwnedServer(self._b, row, self._box, self._publish, self._http)
         server.on_released = self._released
 
         async def on_request(msg: Msg) -> None:

@@ -15,7 +15,6 @@ from toolmesh.config import Settings
 from toolmesh.embed.model import DIMENSIONS
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.qdrant import QdrantIndex
 
 _shared: dict[Path, tuple[EdgeIndex, int]] = {}
 _lock = asyncio.Lock()
@@ -30,6 +29,9 @@ def index_path(settings: Settings) -> Path:
 async def open_index(settings: Settings) -> AsyncIterator[ToolIndex]:
     """The index for this process, closed when the block exits (shared while others still use it)."""
     if settings.qdrant_url:
+        # qdrant-client (and numpy with it) costs ~70 MB of RSS: loaded only by processes that use it.
+        from toolmesh.index.qdrant import QdrantIndex
+
         remote = await QdrantIndex.connect(settings.qdrant_url, DIMENSIONS)
         try:
             yield remote

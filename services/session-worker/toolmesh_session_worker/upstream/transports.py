@@ -23,6 +23,9 @@ HTTP_CONNECT_TIMEOUT = 30.0
 HTTP_READ_TIMEOUT = 3600.0
 """Idle read bound of a response stream; calls are bounded by their own timeout, not by this."""
 HTTP_POOL_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=60.0)
+SHARED_POOL_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=60.0)
+"""The pool every session of a worker shares: no cap on open connections (each Streamable HTTP or
+SSE session may hold a response stream open for its whole life), idle ones kept for reuse."""
 
 
 class UpstreamTransport(Protocol):
@@ -68,6 +71,11 @@ class RefusalWatch:
     async def __call__(self, response: httpx2.Response) -> None:
         if response.status_code in REFUSED:
             self.status = response.status_code
+
+
+def shared_http_client() -> httpx2.AsyncClient:
+    """The pooled client a worker's HTTP sessions share (each wraps it with its own headers)."""
+    return httpx2.AsyncClient(limits=SHARED_POOL_LIMITS)
 
 
 def session_http_client(

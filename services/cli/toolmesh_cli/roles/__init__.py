@@ -1,0 +1,65 @@
+"""The roles a process can run, each against the backends it is given.
+
+Each role lives in its own module, imported only when that role runs: a session-worker pod never
+loads the gateway's web stack, the embedding model's runtime or the vector index clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from toolmesh.credentials import CredentialBox, hash_token
+from toolmesh.naming import DEFAULT_NAMESPACE
+from toolmesh.runtime import Backends
+from toolmesh.store.principals import seed_owner
+
+log = logging.getLogger("toolmesh")
+Role = Callable[[Backends, CredentialBox, asyncio.Event], Awaitable[None]]
+
+ROLES: dict[str, str] = {
+    "gateway": "toolmesh_cli.roles.gateway",
+    "session-worker": "toolmesh_cli.roles.session_worker",
+    "health-worker": "toolmesh_cli.roles.health_worker",
+    "projector": "toolmesh_cli.roles.projector",
+    "indexer": "toolmesh_cli.roles.indexer",
+    "classifier-worker": "toolmesh_cli.roles.classifier_worker",
+}
+"""Every role and the module whose ``run(backends, box, stop)`` runs it."""
+
+
+def load_role(name: str) -> Role:
+    """The ``run`` of role ``name`` (importing its module now)."""
+    run: Role = importlib.import_module(ROLES[name]).run
+    return run
+
+
+def load_rebuild(name: str) -> Callable[[Backends], Awaitable[None]]:
+    """The ``rebuild(backends)`` of role ``name`` (the projector's and the indexer's): drop what it
+    built so that it replays every event."""
+    rebuild: Callable[[Backends], Awaitable[None]] = importlib.import_module(ROLES[name]).rebuild
+    return rebuild
+
+
+async def seed_owner_key(b: Backends, token: str | None) -> None:
+    """Make ``token`` the bearer token of the owner ``admin`` (kept hashed; every namespace)."""
+    if token:
+        await seed_owner(b.db, name="admin", token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
+
+
+async def run_roles(names: list[str], b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Run several roles side by side; the first to fail stops the others."""
+    async with asyncio.TaskGroup() as tg:
+        for name in names:
+            tg.create_task(_run_one(name, load_role(name), b, box, stop), name=name)
+
+
+async def _run_one(name: str, role: Role, b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    log.info("role %s started", name, extra={"role": name})
+    try:
+        await role(b, box, stop)
+    finally:
+        stop.set()
+        log.info("role %s stopped", name, extra={"role": name})

@@ -1,0 +1,35 @@
+"""The indexer role: the vector index of tools and skills."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.topology import leases_bucket
+from toolmesh.credentials import CredentialBox
+from toolmesh.embed.model import load_embedder
+from toolmesh.index.factory import open_index
+from toolmesh.index.projection import IndexProjection
+from toolmesh.runtime import Backends
+from toolmesh.skills.taxonomy import load_taxonomy
+from toolmesh.supervision import supervise
+from toolmesh_projector.indexer import reset_index, run_indexer
+
+
+async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
+    """Vector index of tools and skills (embedded in the data dir, or Qdrant)."""
+    embedder = await asyncio.to_thread(load_embedder)
+    skills = load_taxonomy(b.settings.skills_file)
+    leases = LeaseTable(await leases_bucket(b.js, b.settings.lease_ttl_seconds), b.process_id)
+
+    async def index_events() -> None:
+        async with open_index(b.settings) as index:
+            await run_indexer(b.nc, b.js, IndexProjection(index, embedder, skills), b.settings, leases, stop)
+
+    await supervise("indexer", index_events, stop, backoff=5.0)
+
+
+async def rebuild(b: Backends) -> None:
+    """Drop the vector index, so the indexer replays every event."""
+    async with open_index(b.settings) as index:
+        await reset_index(b.js, index)
