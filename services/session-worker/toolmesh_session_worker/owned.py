@@ -38,8 +38,8 @@ from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
 from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.locks import advisory_lock
-from toolmesh.store.queries import Row, count_tools_of_others, tool_pins
+from toolmesh.store.queries import Row, tool_pins
+from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
 from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.discovery import (
@@ -405,23 +405,27 @@ class OwnedServer:
     async def _publish_within_total(self, snapshot: ToolsDiscovered, held: ToolsChanged | None) -> int:
         """Publish ``snapshot`` (and right after it ``held``, the definitions it holds for approval) unless
         it would take every namespace's tools past ``max_total_tools`` (``LimitExceeded``; the server
-        keeps the tools it had); returns the snapshot's sequence. Discoveries take turns across every
-        worker (a database lock held until they are in the read model), so concurrent ones cannot
-        exceed the limit together."""
-        settings = self._b.settings
-        async with advisory_lock(self._b.db, "tool-inventory"):
-            others = await count_tools_of_others(self._b.db, self.server_id)
-            if others + len(snapshot.tools) > settings.max_total_tools:
-                record_limit_rejection("tools")
-                raise LimitExceeded(
-                    f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
-                    f"{settings.max_total_tools} ({others} registered)",
-                    {"max_total_tools": settings.max_total_tools, "tools": len(snapshot.tools), "others": others},
-                )
-            seq = await self._publish(snapshot)
-            last = await self._publish(held) if held is not None else seq
-            await wait_for_projection(self._b.db, last, settings.projection_wait_seconds)
-            return seq
+        keeps the tools it had); returns the snapshot's sequence. See ``toolmesh.store.tool_inventory``
+        for why concurrent discoveries cannot pass the limit together."""
+        limit = self._b.settings.max_total_tools
+        published: list[int] = []
+
+        async def publish() -> int:
+            published.append(await self._publish(snapshot))
+            if held is not None:
+                published.append(await self._publish(held))
+            return published[-1]
+
+        try:
+            await publish_within_limit(self._b.db, self.server_id, len(snapshot.tools), limit, publish)
+        except OverLimit as exc:
+            record_limit_rejection("tools")
+            raise LimitExceeded(
+                f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
+                f"{limit} ({exc.others} registered)",
+                {"max_total_tools": limit, "tools": len(snapshot.tools), "others": exc.others},
+            ) from exc
+        return published[0]
 
     async def discover_all(self, tools: list[mcp_types.Tool] | None = None) -> int:
         """Publish what the upstream said at initialize, then every list it offers (``tools`` when

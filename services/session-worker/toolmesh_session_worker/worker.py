@@ -177,7 +177,14 @@ class SessionWorker:
         return True
 
     async def _connect(self, server: OwnedServer, reconnect: bool = False) -> None:
-        if not await server.connect(reconnect=reconnect):
+        """Connect a claimed server; when that fails, or breaks on NATS or Postgres, give it back (the
+        reconciler claims it again while its state wants a session)."""
+        try:
+            connected = await server.connect(reconnect=reconnect)
+        except Exception:
+            log.exception("connecting broke; giving the server back", extra={"server": server.name})
+            connected = False
+        if not connected:
             await self._forget(server, close=True)
 
     async def _answer(self, server: OwnedServer, msg: Msg) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
 from toolmesh.store.projection import PROJECTOR
@@ -24,7 +25,7 @@ _IN_NAMESPACE = "($2::text IS NULL OR namespace = $2::text)"
 """Every read takes the caller's namespace; None (the owner) reads every namespace."""
 
 
-async def applied_sequence(db: asyncpg.Pool | asyncpg.Connection) -> int:
+async def applied_sequence(db: asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy) -> int:
     """The last stream sequence the projector has applied (0 before any)."""
     value = await db.fetchval("SELECT last_seq FROM mcp.projector_checkpoint WHERE projector = $1", PROJECTOR)
     return int(value or 0)
@@ -79,11 +80,6 @@ async def list_servers(
 async def count_servers(db: asyncpg.Pool) -> int:
     """Servers registered in every namespace (the registration limit counts them all)."""
     return int(await db.fetchval("SELECT count(*) FROM mcp.external_servers"))
-
-
-async def count_tools_of_others(db: asyncpg.Pool, server_id: str) -> int:
-    """Tools of every namespace except those of ``server_id`` (the total-tools limit counts them all)."""
-    return int(await db.fetchval("SELECT count(*) FROM mcp.tools WHERE source_server_id <> $1::uuid", server_id))
 
 
 async def list_tools(db: asyncpg.Pool, server_ids: list[str]) -> list[Row]:
