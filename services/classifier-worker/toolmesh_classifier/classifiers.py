@@ -10,7 +10,8 @@ import numpy as np
 from toolmesh.contracts.events import DiscoveredTool, ToolClassification
 from toolmesh.embed.model import Embedder
 from toolmesh.embed.text import dense_text
-from toolmesh.skills.taxonomy import Skill, skill_text
+from toolmesh.skills.taxonomy import Skill
+from toolmesh.skills.vectors import skill_vectors
 from toolmesh_classifier.assignment import assign
 
 
@@ -34,7 +35,7 @@ class EmbeddingClassifier:
     def __init__(self, embedder: Embedder, skills: list[Skill]) -> None:
         self._embedder = embedder
         self._skill_ids = [s.id for s in skills]
-        self._skills = embedder.embed([skill_text(s) for s in skills])
+        self._skills = skill_vectors(embedder, skills)
 
     async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]:
         texts = [dense_text(t.original_name, t.description) for t in tools]

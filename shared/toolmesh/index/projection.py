@@ -34,7 +34,8 @@ from toolmesh.index.filters import flags
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
 from toolmesh.search.table import SearchTable, Vector
-from toolmesh.skills.taxonomy import Skill, skill_text
+from toolmesh.skills.taxonomy import Skill
+from toolmesh.skills.vectors import skill_vectors
 
 log = logging.getLogger("toolmesh.indexer")
 FLUSH_INTERVAL = 1.0  # seconds between checkpoint writes while events keep coming
@@ -233,9 +234,10 @@ class IndexProjection:
             if hit.payload.get("skill_id") not in self.skills
         ]
         await self.index.delete(stale)
-        vectors = await self._embed([skill_text(s) for s in self.skills.values()])
-        if vectors is None:
+        if self.embedder is None:
             return
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self._embedding, skill_vectors, self.embedder, list(self.skills.values()))
         self.table.skills.descriptions = {
             s: np.asarray(v, dtype=np.float32) for s, v in zip(self.skills, vectors, strict=True)
         }
