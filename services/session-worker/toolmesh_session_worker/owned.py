@@ -6,8 +6,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -16,7 +15,6 @@ import mcp_types
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from toolmesh.backoff import scheduled_delay
 from toolmesh.contracts.events import (
     Event,
     ServerConnected,
@@ -50,6 +48,7 @@ from toolmesh_session_worker.discovery import (
     resources_snapshot,
     tools_snapshot,
 )
+from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry
 from toolmesh_session_worker.upstream import (
     RestPolicy,
     Upstream,
@@ -75,16 +74,6 @@ BACKEND_ERRORS: tuple[type[BaseException], ...] = (
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
 """Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
-
-
-@dataclass(frozen=True)
-class Attempts:
-    """How opening a session went: the attempts made, the last error, and its kind: ``network``,
-    or ``auth`` (credentials refused) and ``config`` (cannot be started), where trying again cannot help."""
-
-    count: int
-    error: str = ""
-    kind: str = "network"
 
 
 class OwnedServer:
@@ -217,7 +206,7 @@ class OwnedServer:
             await self.discover_all(tools)
         except (UpstreamError, LimitExceeded) as exc:
             await self.close()
-            kind = "limit" if isinstance(exc, LimitExceeded) else _kind(exc)
+            kind = "limit" if isinstance(exc, LimitExceeded) else error_kind(exc)
             await self.failed(f"Discovery failed: {exc}", kind, attempts=tried.count)
             return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
@@ -234,17 +223,15 @@ class OwnedServer:
         except UpstreamError as exc:
             log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            await self.failed(f"Tool discovery failed: {exc}", _kind(exc))
+            await self.failed(f"Tool discovery failed: {exc}", error_kind(exc))
             return None
         self.tool_count = len(tools)
         return tools
 
     async def failed(self, error: str, kind: str, **details: Any) -> None:
-        """ERROR after connecting failed (``kind``: ``network``, ``limit``, ``auth`` or ``config``).
-        BR-002: a network failure or a full limit schedules an automatic retry on the capped backoff of
-        ``error_retry_seconds``; refused credentials are a security warning and, like a config that
-        cannot start, wait for a person (retrying would only knock on the door with a bad key)."""
-        if kind in ("auth", "config"):
+        """ERROR after connecting failed, with an automatic retry when ``kind`` allows one (see
+        ``failures``); refused credentials are also a security warning."""
+        if kind in NOT_RETRIED:
             if kind == "auth":
                 log.warning(
                     "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
@@ -254,8 +241,7 @@ class OwnedServer:
             await self.set_status(ServerStatus.ERROR, "ERROR", error=error, error_kind=kind, **details)
             return
         self._auto_retries += 1
-        delay = scheduled_delay(self._auto_retries, self._b.settings.error_retry_seconds)
-        retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        delay, retry_at = next_retry(self._auto_retries, self._b.settings.error_retry_seconds)
         log.info(
             "connecting again in %.0fs (automatic retry %d)", delay, self._auto_retries, extra={"server": self.name}
         )
@@ -297,7 +283,7 @@ class OwnedServer:
                 )
                 return Attempts(attempt + 1)
             except (UpstreamRefused, UpstreamMisconfigured) as exc:
-                return Attempts(attempt + 1, str(exc), _kind(exc))
+                return Attempts(attempt + 1, str(exc), error_kind(exc))
             except UpstreamError as exc:
                 error = str(exc)
                 log.warning("connect attempt %d failed: %s", attempt + 1, error, extra={"server": self.name})
@@ -511,11 +497,3 @@ class OwnedServer:
         await wait_for_projection(self._b.db, self._status_seq, self._b.settings.projection_wait_seconds)
         if self.on_released is not None:
             await self.on_released(self)
-
-
-def _kind(exc: UpstreamError) -> str:
-    """The error kind of a failed connect: refused credentials, a config that cannot start, or
-    anything else (the network)."""
-    if isinstance(exc, UpstreamRefused):
-        return "auth"
-    return "config" if isinstance(exc, UpstreamMisconfigured) else "network"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import httpx2
 from nats.aio.msg import Msg
@@ -21,7 +21,6 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
-from toolmesh.backoff import scheduled_delay
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.publishing import publish_event
@@ -36,6 +35,7 @@ from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
 from toolmesh.telemetry import span
+from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.requests import answer
 from toolmesh_session_worker.upstream.transports import shared_http_client
@@ -126,7 +126,7 @@ class SessionWorker:
         settings = self._b.settings
         limit = settings.max_sessions_per_worker
         retry = row["auto_retries"] + 1
-        delay = scheduled_delay(retry, settings.error_retry_seconds)
+        delay, retry_at = next_retry(retry, settings.error_retry_seconds)
         log.warning("no session-worker has room for %s; again in %.0fs", row["name"], delay)
         await self._publish(
             ServerStatusChanged(
@@ -137,7 +137,7 @@ class SessionWorker:
                 error_message=f"LIMIT_EXCEEDED: the session-workers hold their maximum of {limit} sessions each",
                 history="ERROR",
                 details={"worker": self._b.process_id, "error_kind": "limit", "auto_retry": retry},
-                retry_at=datetime.now(UTC) + timedelta(seconds=delay),
+                retry_at=retry_at,
             )
         )
 
