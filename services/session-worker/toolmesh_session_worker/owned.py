@@ -20,9 +20,6 @@ from toolmesh.contracts.events import (
     ServerConnected,
     ServerDisconnected,
     ServerStatusChanged,
-    ToolDiscovered,
-    ToolsChanged,
-    ToolsDiscovered,
 )
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.contracts.servers import TransportType
@@ -30,32 +27,22 @@ from toolmesh.credentials import CredentialBox, expand_env, expandable_environme
 from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
-from toolmesh.metrics import record_limit_rejection
 from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
 from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.queries import Row, tool_pins
-from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
+from toolmesh.store.queries import Row
 from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
-from toolmesh_session_worker.discovery import (
-    description,
-    newly_discovered,
-    newly_held,
-    prompts_snapshot,
-    resources_snapshot,
-    tools_snapshot,
-)
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry
+from toolmesh_session_worker.offerings import Offerings
 from toolmesh_session_worker.upstream import (
     RestPolicy,
     Upstream,
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
-    listing,
     open_session,
 )
 from toolmesh_session_worker.upstream.stdio import base_environment
@@ -98,6 +85,7 @@ class OwnedServer:
         self.session: Upstream | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
+        self.offerings = Offerings(backends, self.server_id, self.name, self.namespace, publish)
         self.calls: dict[str, asyncio.Task[object]] = {}  # tool calls in flight by call id (for cancel)
         self.clients = UpstreamClients(
             backends.nc, self.server_id, self.name, backends.settings.request_timeout_seconds
@@ -355,95 +343,29 @@ class OwnedServer:
             except TimeoutError:
                 log.info("request still waiting for reconnect after %.1fs", timeout, extra={"server": self.name})
 
+    def _live(self) -> Upstream:
+        assert self.session is not None
+        return self.session
+
     async def discover(self, tools: list[mcp_types.Tool] | None = None) -> int:
-        """Run ``tools/list`` (unless ``tools`` were just listed) and publish the snapshot, which
-        definitions wait for approval, and a ``tool.discovered`` per tool not listed before;
-        returns the snapshot's stream sequence."""
-        seq, new = await self._discover_tools(tools)
-        await self._announce(new)
+        """Run ``tools/list`` (unless ``tools`` were just listed) and publish what changed (see
+        ``Offerings.tools``); returns the snapshot's stream sequence."""
+        seq, self.tool_count, new = await self.offerings.tools(self._live(), tools)
+        await self.offerings.announce(new)
         return seq
 
-    async def _announce(self, events: list[ToolDiscovered]) -> None:
-        for event in events:
-            await self._publish(event)
-
-    async def _discover_tools(self, tools: list[mcp_types.Tool] | None) -> tuple[int, list[ToolDiscovered]]:
-        """Publish the tool snapshot (and held definitions); its sequence, and the tools it has that
-        the server did not list before (their events are published once every snapshot is out)."""
-        assert self.session is not None
-        if tools is None:
-            tools = await self.session.list_tools()
-        self.tool_count = len(tools)
-        snapshot = tools_snapshot(
-            self.server_id, self.name, self.namespace, tools, self._b.settings.max_tools_per_server
-        )
-        server, stored = await tool_pins(self._b.db, self.server_id)
-        changed = newly_held(snapshot, server, stored)
-        if changed is not None:
-            log.warning(
-                "tool definitions held for approval: %s",
-                ", ".join(c.original_name for c in changed.changes),
-                extra={"server": self.name},
-            )
-        seq = await self._publish_within_total(snapshot, changed)
-        return seq, newly_discovered(snapshot, stored)
-
-    async def _publish_within_total(self, snapshot: ToolsDiscovered, held: ToolsChanged | None) -> int:
-        """Publish ``snapshot`` (and right after it ``held``, the definitions it holds for approval) unless
-        it would take every namespace's tools past ``max_total_tools`` (``LimitExceeded``; the server
-        keeps the tools it had); returns the snapshot's sequence. See ``toolmesh.store.tool_inventory``
-        for why concurrent discoveries cannot pass the limit together."""
-        limit = self._b.settings.max_total_tools
-        published: list[int] = []
-
-        async def publish() -> int:
-            published.append(await self._publish(snapshot))
-            if held is not None:
-                published.append(await self._publish(held))
-            return published[-1]
-
-        try:
-            await publish_within_limit(self._b.db, self.server_id, len(snapshot.tools), limit, publish)
-        except OverLimit as exc:
-            record_limit_rejection("tools")
-            raise LimitExceeded(
-                f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
-                f"{limit} ({exc.others} registered)",
-                {"max_total_tools": limit, "tools": len(snapshot.tools), "others": exc.others},
-            ) from exc
-        return published[0]
-
     async def discover_all(self, tools: list[mcp_types.Tool] | None = None) -> int:
-        """Publish what the upstream said at initialize, then every list it offers (``tools`` when
-        just listed); returns the last sequence."""
-        assert self.session is not None
-        if self.session.initialize_result is not None:
-            await self._publish(description(self.server_id, self.namespace, self.session.initialize_result))
-        seq, new = await self._discover_tools(tools)
-        capabilities = self.session.capabilities
-        if capabilities.resources is not None:
-            seq = await self.discover_resources()
-        if capabilities.prompts is not None:
-            seq = await self.discover_prompts()
-        await self._announce(new)
+        """Publish everything the upstream offers (``tools`` when just listed); returns the last sequence."""
+        seq, self.tool_count = await self.offerings.everything(self._live(), tools)
         return seq
 
     async def discover_resources(self) -> int:
-        """Run ``resources/list`` and ``resources/templates/list`` and publish the snapshot."""
-        assert self.session is not None
-        resources = await listing.list_resources(self.session)
-        try:
-            templates = await listing.list_resource_templates(self.session)
-        except UpstreamError as exc:  # a server with resources but no templates may not serve the method
-            log.info("no resource templates: %s", exc, extra={"server": self.name})
-            templates = []
-        return await self._publish(resources_snapshot(self.server_id, self.name, self.namespace, resources, templates))
+        """Publish the upstream's resources and templates."""
+        return await self.offerings.resources(self._live())
 
     async def discover_prompts(self) -> int:
-        """Run ``prompts/list`` and publish the snapshot."""
-        assert self.session is not None
-        prompts = await listing.list_prompts(self.session)
-        return await self._publish(prompts_snapshot(self.server_id, self.name, self.namespace, prompts))
+        """Publish the upstream's prompts."""
+        return await self.offerings.prompts(self._live())
 
     async def _tools_changed(self) -> None:
         self.tasks.spawn(self._rediscover(self.discover))

@@ -1,0 +1,123 @@
+"""Publishing what one upstream offers: what it said at initialize, its tool, resource and prompt
+snapshots, the tool definitions held for approval, and a ``tool.discovered`` per new tool.
+
+Tool snapshots stay within the total-tools limit (``toolmesh.store.tool_inventory``: concurrent
+discoveries on any worker cannot pass it together).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import mcp_types
+
+from toolmesh.contracts.events import Event, ToolDiscovered, ToolsChanged, ToolsDiscovered
+from toolmesh.errors import LimitExceeded
+from toolmesh.metrics import record_limit_rejection
+from toolmesh.runtime import Backends
+from toolmesh.store.queries import tool_pins
+from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
+from toolmesh_session_worker.discovery import (
+    description,
+    newly_discovered,
+    newly_held,
+    prompts_snapshot,
+    resources_snapshot,
+    tools_snapshot,
+)
+from toolmesh_session_worker.upstream import Upstream, UpstreamError, listing
+
+log = logging.getLogger("toolmesh.session")
+Publish = Callable[[Event], Awaitable[int]]
+
+
+class Offerings:
+    """Publishes the offerings of one server's upstream session."""
+
+    def __init__(self, backends: Backends, server_id: str, name: str, namespace: str, publish: Publish) -> None:
+        self._b = backends
+        self.server_id = server_id
+        self.name = name
+        self.namespace = namespace
+        self._publish = publish
+
+    async def announce(self, events: list[ToolDiscovered]) -> None:
+        """Publish a ``tool.discovered`` per new tool (once every snapshot is out)."""
+        for event in events:
+            await self._publish(event)
+
+    async def tools(
+        self, session: Upstream, tools: list[mcp_types.Tool] | None = None
+    ) -> tuple[int, int, list[ToolDiscovered]]:
+        """Run ``tools/list`` (unless ``tools`` were just listed) and publish the snapshot and the
+        definitions it holds for approval; (its sequence, the tools listed, the events of tools the
+        server did not list before)."""
+        if tools is None:
+            tools = await session.list_tools()
+        snapshot = tools_snapshot(
+            self.server_id, self.name, self.namespace, tools, self._b.settings.max_tools_per_server
+        )
+        server, stored = await tool_pins(self._b.db, self.server_id)
+        changed = newly_held(snapshot, server, stored)
+        if changed is not None:
+            log.warning(
+                "tool definitions held for approval: %s",
+                ", ".join(c.original_name for c in changed.changes),
+                extra={"server": self.name},
+            )
+        seq = await self._within_total(snapshot, changed)
+        return seq, len(tools), newly_discovered(snapshot, stored)
+
+    async def _within_total(self, snapshot: ToolsDiscovered, held: ToolsChanged | None) -> int:
+        """Publish ``snapshot`` (and right after it ``held``) unless it would take every namespace's
+        tools past ``max_total_tools`` (``LimitExceeded``; the server keeps the tools it had); returns
+        the snapshot's sequence."""
+        limit = self._b.settings.max_total_tools
+        published: list[int] = []
+
+        async def publish() -> int:
+            published.append(await self._publish(snapshot))
+            if held is not None:
+                published.append(await self._publish(held))
+            return published[-1]
+
+        try:
+            await publish_within_limit(self._b.db, self.server_id, len(snapshot.tools), limit, publish)
+        except OverLimit as exc:
+            record_limit_rejection("tools")
+            raise LimitExceeded(
+                f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
+                f"{limit} ({exc.others} registered)",
+                {"max_total_tools": limit, "tools": len(snapshot.tools), "others": exc.others},
+            ) from exc
+        return published[0]
+
+    async def everything(self, session: Upstream, tools: list[mcp_types.Tool] | None = None) -> tuple[int, int]:
+        """Publish what the upstream said at initialize, then every list it offers (``tools`` when
+        just listed); (the last sequence, the tools listed)."""
+        if session.initialize_result is not None:
+            await self._publish(description(self.server_id, self.namespace, session.initialize_result))
+        seq, count, new = await self.tools(session, tools)
+        capabilities = session.capabilities
+        if capabilities.resources is not None:
+            seq = await self.resources(session)
+        if capabilities.prompts is not None:
+            seq = await self.prompts(session)
+        await self.announce(new)
+        return seq, count
+
+    async def resources(self, session: Upstream) -> int:
+        """Run ``resources/list`` and ``resources/templates/list`` and publish the snapshot."""
+        resources = await listing.list_resources(session)
+        try:
+            templates = await listing.list_resource_templates(session)
+        except UpstreamError as exc:  # a server with resources but no templates may not serve the method
+            log.info("no resource templates: %s", exc, extra={"server": self.name})
+            templates = []
+        return await self._publish(resources_snapshot(self.server_id, self.name, self.namespace, resources, templates))
+
+    async def prompts(self, session: Upstream) -> int:
+        """Run ``prompts/list`` and publish the snapshot."""
+        prompts = await listing.list_prompts(session)
+        return await self._publish(prompts_snapshot(self.server_id, self.name, self.namespace, prompts))
