@@ -9,7 +9,7 @@ import pytest
 
 from toolmesh.index.base import Where
 from toolmesh.search.lexical import DocumentTerms, LexicalIndex, Vocabulary, tool_fields
-from toolmesh.search.ranking import BM25_ONLY, Weights, clauses, score, top
+from toolmesh.search.ranking import BM25_ONLY, Weights, score, top
 from toolmesh.search.table import SearchTable
 from toolmesh.skills.taxonomy import Skill
 
@@ -148,12 +148,3 @@ def test_ties_rank_in_catalog_order_and_limit_keeps_the_best() -> None:
     positions = np.array([4, 1, 3, 0])
     scores = np.array([0.5, 0.5, 0.9, 0.1])
     assert top(positions, scores, 3) == [(3, 0.9), (1, 0.5), (4, 0.5)]
-
-
-def test_task_queries_split_into_clauses_and_a_single_clause_does_not() -> None:
-    assert clauses("read the pdf at /tmp/a.pdf, summarise it and save the summary as markdown") == [
-        "read the pdf at /tmp/a.pdf",
-        "summarise it",
-        "save the summary as markdown",
-    ]
-    assert clauses("search the web") == []

@@ -6,7 +6,8 @@ re-weights the others. A ``LexicalIndex`` is an immutable set of postings built 
 (numpy only: a sort by term), queried term by term.
 
 On LiveMCPBench (bench/search_quality.py) weighting the tool's own name 3x and its parameter names
-0.5x beat one undifferentiated text (MRR@10 .454 vs .422 for BM25 alone).
+0.5x beat weighting every field alike (MRR@10 .479 vs .463 for BM25 alone; held-out half .441 vs
+.413).
 """
 
 from __future__ import annotations

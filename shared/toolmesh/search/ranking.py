@@ -1,5 +1,7 @@
 """Scoring a catalog for one query: dense (whole query and its clauses), BM25F, skills as a bonus.
 
+The query arrives prepared (``search.query``: URLs as words, clauses split).
+
 Each signal is min-max scaled over the tools the filter allows, then mixed with fixed weights, so
 the final score is in [0, 1]. Weights were chosen on the even-numbered half of LiveMCPBench's
 tasks and checked on the odd half (bench/search_quality.py reports both halves and the whole set).
@@ -10,7 +12,6 @@ share of its server's score (tasks tend to need several tools of one server).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,6 @@ from toolmesh.search.catalog import Catalog, Mask
 from toolmesh.search.lexical import Scores
 
 Vectors = npt.NDArray[np.float32]
-# Task-like queries name several steps ("fetch the page, summarise it and save it as markdown"):
-# each clause is embedded too, and a tool scores by the clause it fits best.
-_CLAUSES = re.compile(r"(?<=[.!?;:])\s+|,\s*(?:and\s+|then\s+)?|\s+(?:and then|then|and)\s+")
-MAX_CLAUSES = 6
 
 
 @dataclass(frozen=True)
@@ -41,12 +38,6 @@ BM25_ONLY = Weights(dense=0.0, clauses=0.0, lexical=1.0, skills=0.0, servers=0.0
 DENSE_ONLY = Weights(dense=1.0, clauses=0.0, lexical=0.0, skills=0.0, servers=0.0)
 SERVER_TOP = 3  # a server scores the mean of its best three tools
 SERVER_CANDIDATES = 1000  # tools ranked with their server's score (the rest cannot reach the top)
-
-
-def clauses(query: str) -> list[str]:
-    """The query's clauses of two words or more (none when the query is a single clause)."""
-    parts = [p.strip() for p in _CLAUSES.split(query) if p and len(p.split()) >= 2]
-    return parts[:MAX_CLAUSES] if len(parts) > 1 else []
 
 
 def _scaled(values: npt.NDArray[np.floating]) -> npt.NDArray[np.floating]:

@@ -29,7 +29,8 @@ from toolmesh.errors import BackendUnavailable, ToolmeshError
 from toolmesh.index.base import Where
 from toolmesh.lifecycle import SERVING
 from toolmesh.search.catalog import Catalog
-from toolmesh.search.ranking import Vectors, Weights, clauses, score, top
+from toolmesh.search.query import clauses, searchable
+from toolmesh.search.ranking import Vectors, Weights, score, top
 
 log = logging.getLogger("toolmesh.search")
 MAX_SKILLS = 5
@@ -123,9 +124,10 @@ class SearchService:
         )
         if namespace and request.namespace and request.namespace != namespace:
             where = Where(kind="tool", server_names=[])  # another tenant's tools are invisible
-        vectors = await self._embed_query(request.query)
+        text = searchable(request.query)
+        vectors = await self._embed_query(text)
         allowed = catalog.mask(where)
-        lexical = catalog.lexical.scores(request.query)
+        lexical = catalog.lexical.scores(text)
         matched: list[MatchedSkill] = []
         if request.strategy == "hierarchical" and vectors is not None:
             matched = self._match_skills(catalog, vectors[0], request.skill_threshold)
