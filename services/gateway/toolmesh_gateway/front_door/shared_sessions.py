@@ -25,7 +25,7 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import INVALID_REQUEST, ErrorData, InitializeRequestParams, JSONRPCError
@@ -71,21 +71,16 @@ class SharedSessions:
     ttl_seconds: float
     on_end: Callable[[str], Awaitable[None]]
 
-    def manager(
-        self,
-        app: Server[Any],
-        on_adopt: OnAdopt,
-        max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
-    ) -> SharedSessionManager:
+    def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
-        return SharedSessionManager(app, self, on_adopt, max_request_body_size)
+        return SharedSessionManager(app, self, on_adopt)
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
     """The SDK's Streamable HTTP session manager, with each session's record in the shared store."""
 
-    def __init__(self, app: Server[Any], shared: SharedSessions, on_adopt: OnAdopt, max_request_body_size: int) -> None:
-        super().__init__(app=app, session_idle_timeout=shared.ttl_seconds, max_request_body_size=max_request_body_size)
+    def __init__(self, app: Server[Any], shared: SharedSessions, on_adopt: OnAdopt) -> None:
+        super().__init__(app=app, session_idle_timeout=shared.ttl_seconds)
         self._shared = shared
         self._on_adopt = on_adopt
         self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
@@ -100,6 +95,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             finally:
                 with contextlib.suppress(Exception):  # the bus may already be closed at shutdown
                     await subscription.unsubscribe()
+
+    async def handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's handling without its own body limit: every MCP route is behind the gateway's
+        ``BodyLimit`` (``entry.guarded_mcp``), which already read the body within the same limit."""
+        await self._handle_request(scope, receive, send)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _header(scope, MCP_SESSION_ID_HEADER)
