@@ -7,7 +7,7 @@ params, already initialized) behind a transport with the same ``mcp-session-id``
 is checked against the record first, so a session that ended or expired answers 404 everywhere,
 as does a session used by another key, in another namespace or at another path. ``DELETE`` ends it
 on every replica (``McpSessionEnded``); a session with no request and no open GET stream for the TTL
-expires with its record.
+expires with its record. Its requests are answered by a ``LazyStreamTransport``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from uuid import uuid4
 
 import anyio
 from anyio.abc import TaskStatus
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_connection
@@ -36,6 +38,7 @@ from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 
 log = logging.getLogger("toolmesh.gateway.mcp")
@@ -135,6 +138,17 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        """The SDK's admission of a new session, on this manager's transport."""
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        session_id = uuid4().hex
+        transport = self._transport(session_id)
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
+        return transport
 
     async def _touch(self, session_id: str) -> None:
         """Restart the session's idle TTL (a failed write only shortens it: the request goes on)."""
@@ -253,7 +267,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         await self._shared.on_end(session_id)
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
-        return StreamableHTTPServerTransport(
+        return LazyStreamTransport(
             mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
             event_store=self.event_store,
