@@ -16,7 +16,8 @@ That client costs far more CPU than the raw HTTP client above, and it shares the
 toolmesh, so the column also reports this process's own CPU per call (``bench_cpu_us_per_call``)
 next to toolmesh's; it runs fewer calls (``--mcp-calls-c1``/``--mcp-calls``) to stay short.
 The ``direct_http`` column is that same SDK client calling the demo peer over Streamable HTTP
-directly (its own process); ``mcp.ratio_to_direct_http`` is ``/mcp``'s throughput over it.
+directly (its own process); ``mcp.ratio_to_direct_http`` is ``/mcp``'s throughput over it
+(``mcp_ratio_to_direct_http`` in the partial line of ``--targets mcp,direct_http``).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ def added_vs(column: dict[str, dict[str, float]], direct: dict[str, dict[str, fl
         }
         for level in column
     }
+
+
+def ratios(column: dict[str, dict[str, float]], base: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Throughput of a column over another's, per level."""
+    return {level: round(column[level]["throughput_per_s"] / base[level]["throughput_per_s"], 3) for level in column}
 
 
 def children(pid: int) -> list[int]:
@@ -233,7 +239,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             cpu[target.name][name][f"c{level}"] = per_call_us(probe() - before[name], calls)
                         note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
     if {t.name for t in targets} != {"direct", "rest", "mcp", "direct_http"}:
-        return {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
+        partial: dict[str, Any] = {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
+        if {"mcp", "direct_http"} <= results.keys():
+            partial["mcp_ratio_to_direct_http"] = ratios(results["mcp"], results["direct_http"])
+        return partial
     mcp_column: dict[str, Any] = {
         "client": McpFrontDoor.client,
         "tool": front.tool,
@@ -245,10 +254,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     }
     if "nats" in cpu["mcp"]:
         mcp_column["nats_cpu_us_per_call"] = cpu["mcp"]["nats"]
-    mcp_column["ratio_to_direct_http"] = {
-        level: round(results["mcp"][level]["throughput_per_s"] / results["direct_http"][level]["throughput_per_s"], 3)
-        for level in results["mcp"]
-    }
+    mcp_column["ratio_to_direct_http"] = ratios(results["mcp"], results["direct_http"])
     direct_http_column = {
         "client": McpFrontDoor.client,
         **results["direct_http"],

@@ -42,6 +42,12 @@ async def test_mcp_refuses_foreign_origins_and_rebound_hosts(system: System) -> 
         assert plain.status_code == 200, plain.text
         rebound = await http.post(mcp_url(system), json=INIT, headers={**MCP_HEADERS, "Host": "rebound.example"})
         assert rebound.status_code == 403 and rebound.json()["context"] == {"host": "rebound.example"}
+        named = await http.post(
+            mcp_url(system, path="/mcp/some-endpoint"),
+            json=INIT,
+            headers={**MCP_HEADERS, "Origin": "http://evil.example"},
+        )
+        assert named.status_code == 403 and named.json()["context"] == {"origin": "http://evil.example"}
         # REST takes bearer tokens only (no cookies), so a browser's Origin is no threat there.
         rest = await system.api.get("/api/v1/aggregator/servers", headers={"Origin": "http://evil.example"})
         assert rest.status_code == 200
@@ -69,6 +75,8 @@ async def test_bodies_over_the_limit_get_413_everywhere(system: System) -> None:
             mcp_url(system), content=chunks(), headers={**MCP_HEADERS, "Content-Type": "application/json"}
         )
     assert (streamed.status_code, streamed.json()) == (413, expected)
+    named = await system.api.post("/mcp/some-endpoint", json=big, headers=MCP_HEADERS)
+    assert (named.status_code, named.json()) == (413, expected)
     under = await system.api.post(
         "/api/v1/tools/call", json={"name": "nope.x", "arguments": {"pad": "x" * (LIMIT // 2)}}
     )

@@ -170,3 +170,37 @@ async def test_toolmesh_mcp_bridges_stdio_to_a_running_gateway(system: System) -
             else:
                 ran = await session.call_tool("run", {"code": "proxy.list_servers()"})
                 assert [s["name"] for s in ran.structured_content["result"]] == ["alpha", "beta", "gamma"]  # type: ignore[index]
+
+
+async def test_a_request_is_answered_with_json_unless_messages_precede_its_result(system: System) -> None:
+    """The POST of a plain call gets its result as ``application/json``; one whose upstream reports
+    progress first gets an SSE stream: the progress, then the result."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    async with httpx.AsyncClient(timeout=30) as http:
+        opened = await http.post(mcp_url(system), json=init, headers=headers)
+        assert opened.status_code == 200, opened.text
+        headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(mcp_url(system), json=initialized, headers=headers)).status_code == 202
+
+        echo = {"name": "alpha__echo", "arguments": {"text": "plain"}}
+        plain = await http.post(
+            mcp_url(system), json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": echo}, headers=headers
+        )
+        assert plain.status_code == 200 and plain.headers["content-type"] == "application/json"
+        assert plain.json()["id"] == 2 and plain.json()["result"]["content"][0]["text"] == "plain"
+
+        steps = {"name": "alpha__progress", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}}
+        streamed = await http.post(
+            mcp_url(system), json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": steps}, headers=headers
+        )
+        assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
+        assert [e.get("method") for e in events[:-1]] == ["notifications/progress"] * 2
+        assert events[-1]["id"] == 3 and "result" in events[-1]

@@ -17,6 +17,7 @@ from toolmesh_gateway.body_limit import BodyLimit
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
+from toolmesh_gateway.entry import GatewayEntry
 from toolmesh_gateway.errors import install_error_handlers
 from toolmesh_gateway.event_hub import EventHub
 from toolmesh_gateway.forwarding import Forwarder
@@ -99,6 +100,11 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app
+
+
+def http_entry(app: FastAPI) -> GatewayEntry:
+    """The ASGI app to serve over HTTP: ``app``'s MCP routes on their own short path, the rest through ``app``."""
+    return GatewayEntry(app, app.state.mcp_routes, app.state.backends.settings)
 
 
 async def close_app(app: FastAPI) -> None:

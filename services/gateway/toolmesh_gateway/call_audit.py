@@ -55,13 +55,22 @@ class CallAudit:
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
-        await self.flush()
+        while self._count:  # calls still ending add records while it publishes
+            left = self._count
+            await self.flush()
+            if self._count >= left:  # JetStream unreachable: nothing more to do
+                return
 
     async def flush(self) -> None:
-        """Publish every gathered record, a batch per namespace (kept for the next try on failure)."""
-        for namespace in list(self._pending):
-            while self._pending[namespace]:
-                batch = self._pending[namespace][:MAX_BATCH]
+        """Publish the records gathered so far, a batch per namespace (kept for the next try on failure).
+
+        Records that arrive while it publishes wait for the next round: under steady calls, a flush
+        that also took those would publish one small batch per JetStream round trip, not per second.
+        """
+        gathered = {namespace: len(calls) for namespace, calls in self._pending.items()}
+        for namespace, count in gathered.items():
+            while count:
+                batch = self._pending[namespace][: min(count, MAX_BATCH)]
                 try:
                     await publish_event(self._js, CallsRecorded(namespace=namespace, calls=batch))
                 except Exception as exc:  # JetStream unreachable: keep the records, try again next round
@@ -69,7 +78,9 @@ class CallAudit:
                     return
                 del self._pending[namespace][: len(batch)]
                 self._count -= len(batch)
-            del self._pending[namespace]
+                count -= len(batch)
+            if not self._pending[namespace]:
+                del self._pending[namespace]
 
     async def _run(self) -> None:
         while True:

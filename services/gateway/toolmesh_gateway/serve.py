@@ -11,7 +11,7 @@ import uvicorn
 
 from toolmesh.credentials import CredentialBox
 from toolmesh.runtime import Backends
-from toolmesh_gateway.app import close_app, create_app
+from toolmesh_gateway.app import close_app, create_app, http_entry
 from toolmesh_gateway.nats_api.server import NatsApi
 
 
@@ -43,7 +43,8 @@ async def run_gateway(backends: Backends, box: CredentialBox, stop: asyncio.Even
         stack.push_async_callback(api.close)
         sock = bind_socket(backends.settings.host, backends.settings.port)
         stack.callback(sock.close)
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        entry = http_entry(app)
+        config = uvicorn.Config(entry, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
         server = _Server(config)
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         stopping = asyncio.ensure_future(stop.wait())

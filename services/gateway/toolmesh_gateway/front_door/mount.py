@@ -1,4 +1,5 @@
-"""Building the front door of a gateway app and mounting it at ``/mcp``."""
+"""Building the front door of a gateway app: the aggregate at ``/mcp``, endpoints and servers at
+``/mcp/{name}`` (``app.state.mcp_routes``, served by ``entry.GatewayEntry``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ NAMED_PATH = "/mcp/{name}"
 
 async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, calls: ToolCalls) -> FrontDoor:
     """Start the MCP servers on the app's authenticator, catalog feed (started), tool calls, forwarder
-    and search service; serve the aggregate at ``/mcp`` and each endpoint or server at ``/mcp/{name}``."""
+    and search service; their routes (the aggregate at ``/mcp``, each endpoint or server at
+    ``/mcp/{name}``) go to ``app.state.mcp_routes``."""
     links = ClientLinks(backends.nc, calls.replica)
     await links.start()
     settings = backends.settings
@@ -50,6 +52,5 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     front.managers.append(transparent.manager)
     front.on_changes.append(transparent.announce)
     await front.start()
-    app.router.routes.append(Route(MCP_PATH, front, include_in_schema=False))  # an ASGI app: every method
-    app.router.routes.append(Route(NAMED_PATH, named, include_in_schema=False))
+    app.state.mcp_routes = (Route(MCP_PATH, front), Route(NAMED_PATH, named))  # ASGI apps: every method
     return front

@@ -120,8 +120,7 @@ class FrontDoor:
         )
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
-        # The gateway's BodyLimit enforces the same limit first, with the contract's error body.
-        self._manager = sessions.manager(self.server, self._adopted, settings.max_request_body_bytes)
+        self._manager = sessions.manager(self.server, self._adopted)  # the gateway's BodyLimit guards it
         self.managers: list[SharedSessionManager] = [self._manager]
         self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
         self._stop = anyio.Event()

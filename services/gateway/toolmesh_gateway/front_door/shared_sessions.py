@@ -7,7 +7,7 @@ params, already initialized) behind a transport with the same ``mcp-session-id``
 is checked against the record first, so a session that ended or expired answers 404 everywhere,
 as does a session used by another key, in another namespace or at another path. ``DELETE`` ends it
 on every replica (``McpSessionEnded``); a session with no request and no open GET stream for the TTL
-expires with its record.
+expires with its record. Its requests are answered by a ``LazyStreamTransport``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from uuid import uuid4
 
 import anyio
 from anyio.abc import TaskStatus
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import DEFAULT_MAX_REQUEST_BODY_SIZE, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import INVALID_REQUEST, ErrorData, InitializeRequestParams, JSONRPCError
@@ -36,6 +38,7 @@ from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 
 log = logging.getLogger("toolmesh.gateway.mcp")
@@ -71,21 +74,16 @@ class SharedSessions:
     ttl_seconds: float
     on_end: Callable[[str], Awaitable[None]]
 
-    def manager(
-        self,
-        app: Server[Any],
-        on_adopt: OnAdopt,
-        max_request_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
-    ) -> SharedSessionManager:
+    def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
-        return SharedSessionManager(app, self, on_adopt, max_request_body_size)
+        return SharedSessionManager(app, self, on_adopt)
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
     """The SDK's Streamable HTTP session manager, with each session's record in the shared store."""
 
-    def __init__(self, app: Server[Any], shared: SharedSessions, on_adopt: OnAdopt, max_request_body_size: int) -> None:
-        super().__init__(app=app, session_idle_timeout=shared.ttl_seconds, max_request_body_size=max_request_body_size)
+    def __init__(self, app: Server[Any], shared: SharedSessions, on_adopt: OnAdopt) -> None:
+        super().__init__(app=app, session_idle_timeout=shared.ttl_seconds)
         self._shared = shared
         self._on_adopt = on_adopt
         self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
@@ -100,6 +98,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             finally:
                 with contextlib.suppress(Exception):  # the bus may already be closed at shutdown
                     await subscription.unsubscribe()
+
+    async def handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's handling without its own body limit: every MCP route is behind the gateway's
+        ``BodyLimit`` (``entry.guarded_mcp``), which already read the body within the same limit."""
+        await self._handle_request(scope, receive, send)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _header(scope, MCP_SESSION_ID_HEADER)
@@ -135,6 +138,17 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        """The SDK's admission of a new session, on this manager's transport."""
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        session_id = uuid4().hex
+        transport = self._transport(session_id)
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
+        return transport
 
     async def _touch(self, session_id: str) -> None:
         """Restart the session's idle TTL (a failed write only shortens it: the request goes on)."""
@@ -253,7 +267,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         await self._shared.on_end(session_id)
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
-        return StreamableHTTPServerTransport(
+        return LazyStreamTransport(
             mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
             event_store=self.event_store,

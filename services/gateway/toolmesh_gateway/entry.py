@@ -1,0 +1,72 @@
+"""The ASGI app the gateway's HTTP server runs: MCP requests beside the REST API's FastAPI stack.
+
+``/mcp`` and ``/mcp/{name}`` go to the front door behind only the guards MCP needs, each once: the
+request span, the Origin/Host check, the body limit (auth, the rate limit and namespace scoping
+are the front door's own). Every other request, odd ``/mcp/...`` paths included, goes to the
+FastAPI app and its middleware (idempotency, its exception handlers, routing of every REST route).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fastapi import FastAPI
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolmesh.config import Settings
+from toolmesh.loopback import is_loopback_host
+from toolmesh_gateway.body_limit import BodyLimit
+from toolmesh_gateway.front_door.mount import MCP_PATH
+from toolmesh_gateway.observability import TracingMiddleware
+from toolmesh_gateway.origin import OriginGuard
+
+
+def guarded_mcp(app: ASGIApp, settings: Settings) -> ASGIApp:
+    """``app`` behind the request span, the Origin/Host guard and the body limit (outermost first)."""
+    limited = BodyLimit(app, max_bytes=settings.max_request_body_bytes)
+    guarded = OriginGuard(
+        limited,
+        prefix=MCP_PATH,
+        allowed_origins=settings.allowed_origins,
+        allowed_hosts=settings.allowed_hosts,
+        check_host=is_loopback_host(settings.host),
+    )
+    return TracingMiddleware(guarded)
+
+
+class McpRoutes:
+    """Serves the front door's routes (``Route``s of ASGI apps) to the request that matches one."""
+
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self._routes = tuple(routes)
+
+    def match(self, scope: Scope) -> Scope | None:
+        """The scope of the route ``scope`` fully matches (path params, the route), or None."""
+        if not scope["path"].startswith(MCP_PATH):
+            return None
+        for route in self._routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return {**scope, **child, "route": route}
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a scope ``match`` returned."""
+        await scope["route"].handle(scope, receive, send)
+
+
+class GatewayEntry:
+    """``/mcp`` routes to the guarded front door, the rest to the FastAPI app."""
+
+    def __init__(self, app: FastAPI, routes: Iterable[Route], settings: Settings) -> None:
+        self._rest = app
+        self._routes = McpRoutes(routes)
+        self._mcp = guarded_mcp(self._routes, settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        matched = self._routes.match(scope) if scope["type"] == "http" else None
+        if matched is None:
+            await self._rest(scope, receive, send)
+        else:
+            await self._mcp(matched, receive, send)

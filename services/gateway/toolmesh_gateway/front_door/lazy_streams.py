@@ -1,0 +1,109 @@
+"""A Streamable HTTP server transport that opens an SSE stream for a request only when it needs one.
+
+The SDK answers every request POST with an SSE stream (a response and four tasks per request),
+even when the only message for it is its result. The spec lets the server answer a request with
+either ``application/json`` or ``text/event-stream``. This transport waits for the first message
+of the request: when it is the result, it is the JSON body; when anything comes first (progress,
+a log message, a server → client request such as sampling), the stream opens with it and carries
+the rest, as the SDK's would. Everything else (``initialize``, notifications, responses, GET,
+DELETE, resumable streams with an event store) is the SDK's own handling.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from http import HTTPStatus
+
+import anyio
+import pydantic_core
+from mcp.server.streamable_http import (
+    CONTENT_TYPE_JSON,
+    CONTENT_TYPE_SSE,
+    MCP_SESSION_ID_HEADER,
+    REQUEST_STREAM_BUFFER_SIZE,
+    EventMessage,
+    SSEEvent,
+    StreamableHTTPServerTransport,
+    check_accept_headers,
+)
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import (
+    DEFAULT_NEGOTIATED_VERSION,
+    INTERNAL_ERROR,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+
+class LazyStreamTransport(StreamableHTTPServerTransport):
+    """The SDK's transport, answering a request with JSON unless something precedes its result."""
+
+    async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        message = await self._plain_request(request)
+        if message is None:
+            await super()._handle_post_request(scope, request, receive, send)
+            return
+        if not await self._validate_request_headers(request, send):
+            return
+        writer = self._read_stream_writer
+        assert writer is not None  # connect() ran: the session's task serves this transport
+        request_id = str(message.id)
+        streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+        self._request_streams[request_id] = streams
+        version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
+        await writer.send(self._create_session_message(message, request, request_id, version))
+        try:
+            first = await streams[1].receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            await self._clean_up_memory_streams(request_id)
+            error = self._create_error_response(
+                "Session terminated before the request completed", HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR
+            )
+            await error(scope, receive, send)
+            return
+        if isinstance(first.message, JSONRPCResponse | JSONRPCError):
+            await self._clean_up_memory_streams(request_id)
+            await self._create_json_response(first.message)(scope, receive, send)
+            return
+        await self._stream(request_id, self._create_event_data(first), scope, receive, send)
+
+    async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
+        """The POST's request when this transport answers it itself (else None: the SDK's handling)."""
+        has_json, has_sse = check_accept_headers(request)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if self._event_store is not None or not (has_json and has_sse) or content_type != CONTENT_TYPE_JSON:
+            return None
+        try:
+            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(await request.body()))
+        except (ValueError, ValidationError):
+            return None
+        if not isinstance(message, JSONRPCRequest) or message.method == "initialize":
+            return None
+        return message
+
+    async def _stream(self, request_id: str, first: SSEEvent, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer with an SSE stream that starts with ``first`` and ends after the request's result."""
+        sse_writer, sse_reader = anyio.create_memory_object_stream[SSEEvent](0)
+        self._sse_stream_writers[request_id] = sse_writer
+        headers = {
+            "Cache-Control": "no-cache, no-transform",
+            "Connection": "keep-alive",
+            "Content-Type": CONTENT_TYPE_SSE,
+            **({MCP_SESSION_ID_HEADER: self.mcp_session_id} if self.mcp_session_id else {}),
+        }
+        stream_reader = self._request_streams[request_id][1]
+        response = EventSourceResponse(
+            content=sse_reader,
+            data_sender_callable=partial(self._run_sse_writer, request_id, sse_writer, stream_reader, first),
+            headers=headers,
+        )
+        try:
+            await response(scope, receive, send)
+        finally:
+            await sse_reader.aclose()
