@@ -53,6 +53,14 @@ async def test_mcp_refuses_foreign_origins_and_rebound_hosts(system: System) -> 
         assert rest.status_code == 200
 
 
+async def test_mcp_paths_with_a_trailing_slash_are_redirected(system: System) -> None:
+    """``/mcp/`` and ``/mcp/{name}/`` answer 307 to the path without the slash, as FastAPI does for REST."""
+    for path, target in (("/mcp/", "/mcp"), ("/mcp/some-endpoint/", "/mcp/some-endpoint")):
+        answered = await system.api.post(f"{path}?mode=all", json=INIT, headers=MCP_HEADERS)
+        assert answered.status_code == 307, (path, answered.status_code)
+        assert answered.headers["location"] == f"{system.api.base_url.join(target)}?mode=all"
+
+
 async def test_bodies_over_the_limit_get_413_everywhere(system: System) -> None:
     big = {"name": "x" * LIMIT}
     expected = {

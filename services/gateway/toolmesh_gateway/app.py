@@ -8,7 +8,6 @@ from fastapi import FastAPI
 
 from toolmesh.bus.topology import idempotency_bucket, names_bucket
 from toolmesh.credentials import CredentialBox
-from toolmesh.loopback import is_loopback_host
 from toolmesh.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
@@ -21,11 +20,10 @@ from toolmesh_gateway.entry import GatewayEntry
 from toolmesh_gateway.errors import install_error_handlers
 from toolmesh_gateway.event_hub import EventHub
 from toolmesh_gateway.forwarding import Forwarder
-from toolmesh_gateway.front_door.mount import MCP_PATH, mount_front_door
+from toolmesh_gateway.front_door.mount import mount_front_door
 from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
-from toolmesh_gateway.origin import OriginGuard
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
@@ -76,13 +74,6 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_body_bytes)
-    app.add_middleware(
-        OriginGuard,
-        prefix=MCP_PATH,
-        allowed_origins=settings.allowed_origins,
-        allowed_hosts=settings.allowed_hosts,
-        check_host=is_loopback_host(settings.host),
-    )
     app.add_middleware(observability.TracingMiddleware)  # the last added runs first
     app.include_router(observability.router)
     app.include_router(servers.router)

@@ -1,9 +1,11 @@
 """The ASGI app the gateway's HTTP server runs: MCP requests beside the REST API's FastAPI stack.
 
 ``/mcp`` and ``/mcp/{name}`` go to the front door behind only the guards MCP needs, each once: the
-request span, the Origin/Host check, the body limit (auth, the rate limit and namespace scoping
-are the front door's own). Every other request, odd ``/mcp/...`` paths included, goes to the
-FastAPI app and its middleware (idempotency, its exception handlers, routing of every REST route).
+request span, the Origin/Host check, the body limit, and the contract's error answers (auth, the
+rate limit and namespace scoping are the front door's own). Either path with a trailing slash is
+redirected (307) to it, as FastAPI redirects its own routes. Every other request, odd ``/mcp/...``
+paths included, goes to the FastAPI app and its middleware (idempotency, its exception handlers,
+routing of every REST route).
 """
 
 from __future__ import annotations
@@ -11,20 +13,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fastapi import FastAPI
+from starlette.datastructures import URL
+from starlette.responses import RedirectResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolmesh.config import Settings
 from toolmesh.loopback import is_loopback_host
 from toolmesh_gateway.body_limit import BodyLimit
+from toolmesh_gateway.errors import ErrorResponses
 from toolmesh_gateway.front_door.mount import MCP_PATH
 from toolmesh_gateway.observability import TracingMiddleware
 from toolmesh_gateway.origin import OriginGuard
 
 
 def guarded_mcp(app: ASGIApp, settings: Settings) -> ASGIApp:
-    """``app`` behind the request span, the Origin/Host guard and the body limit (outermost first)."""
-    limited = BodyLimit(app, max_bytes=settings.max_request_body_bytes)
+    """``app`` behind the request span, the Origin/Host guard, the body limit and the error answers
+    (outermost first)."""
+    limited = BodyLimit(ErrorResponses(app), max_bytes=settings.max_request_body_bytes)
     guarded = OriginGuard(
         limited,
         prefix=MCP_PATH,
@@ -66,7 +72,10 @@ class GatewayEntry:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         matched = self._routes.match(scope) if scope["type"] == "http" else None
-        if matched is None:
-            await self._rest(scope, receive, send)
-        else:
+        if matched is not None:
             await self._mcp(matched, receive, send)
+        elif scope["type"] == "http" and self._routes.match({**scope, "path": scope["path"].rstrip("/")}):
+            url = URL(scope=scope)
+            await RedirectResponse(url.replace(path=url.path.rstrip("/")), status_code=307)(scope, receive, send)
+        else:
+            await self._rest(scope, receive, send)

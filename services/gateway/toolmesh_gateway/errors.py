@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.errors import BackendUnavailable, ToolmeshError
 
@@ -23,13 +24,16 @@ NATS_UNREACHABLE = (
 """NATS failures that mean "not reachable now" (a restart, a partition): 503, worth a retry."""
 
 
-async def _toolmesh_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ToolmeshError)
+def error_response(exc: Exception) -> JSONResponse:
+    """The contract's answer to a ``ToolmeshError``: its status and error body; to anything else (one
+    of ``NATS_UNREACHABLE``), 503 ``BACKEND_UNAVAILABLE``."""
+    if not isinstance(exc, ToolmeshError):
+        exc = BackendUnavailable(f"NATS unreachable: {type(exc).__name__}: {exc}")
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers() or None)
 
 
-async def _nats_unreachable(request: Request, exc: Exception) -> JSONResponse:
-    return await _toolmesh_error(request, BackendUnavailable(f"NATS unreachable: {type(exc).__name__}: {exc}"))
+async def _toolmesh_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(exc)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -45,5 +49,28 @@ def install_error_handlers(app: FastAPI) -> None:
     ``BACKEND_UNAVAILABLE`` (503), and tag 422s."""
     app.add_exception_handler(ToolmeshError, _toolmesh_error)
     for error in NATS_UNREACHABLE:
-        app.add_exception_handler(error, _nats_unreachable)
+        app.add_exception_handler(error, _toolmesh_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+
+
+class ErrorResponses:
+    """ASGI middleware for what is served beside FastAPI (the MCP routes): a ``ToolmeshError`` or NATS
+    being unreachable, raised before the response started, is answered as FastAPI's handlers answer it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        except (ToolmeshError, *NATS_UNREACHABLE) as exc:
+            if started:
+                raise
+            await error_response(exc)(scope, receive, send)
