@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # An MCP client session (shared by the gateway replicas through NATS) ends after this long
     # without a request.
     mcp_session_ttl_seconds: float = Field(1800.0, gt=0)
+    # A request's result that comes within this time (and after no other message) is answered as
+    # JSON; a slower one on an SSE stream, whose pings keep proxies from closing a quiet call.
+    mcp_json_wait_seconds: float = Field(5.0, gt=0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

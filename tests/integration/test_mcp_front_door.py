@@ -204,3 +204,39 @@ async def test_a_request_is_answered_with_json_unless_messages_precede_its_resul
         events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
         assert [e.get("method") for e in events[:-1]] == ["notifications/progress"] * 2
         assert events[-1]["id"] == 3 and "result" in events[-1]
+
+
+async def test_a_result_slower_than_the_json_wait_comes_on_an_sse_stream(nats_url: str, database_url: str) -> None:
+    """A call whose result takes longer than ``mcp_json_wait_seconds`` is answered on an SSE stream
+    opened when that time is up (its pings keep proxies from closing it), which ends with the result."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    async with (
+        running_system(nats_url, database_url, mcp_json_wait_seconds=0.3) as system,
+        launch_peer("stdio") as peer,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        await system.wait_connected((await system.register("alpha", peer.transport_type, peer.config))["id"])
+        opened = await http.post(mcp_url(system), json=init, headers=headers)
+        headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(mcp_url(system), json=initialized, headers=headers)).status_code == 202
+
+        slow = {"name": "alpha__slow", "arguments": {"seconds": 1.0}}
+        answered = await http.post(
+            mcp_url(system), json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow}, headers=headers
+        )
+        assert answered.status_code == 200 and answered.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[5:]) for line in answered.text.splitlines() if line.startswith("data:")]
+        assert len(events) == 1 and events[0]["id"] == 2 and "result" in events[0]
+
+        quick = {"name": "alpha__echo", "arguments": {"text": "plain"}}
+        plain = await http.post(
+            mcp_url(system), json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": quick}, headers=headers
+        )
+        assert plain.headers["content-type"] == "application/json" and plain.json()["id"] == 3

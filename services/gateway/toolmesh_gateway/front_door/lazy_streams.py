@@ -5,14 +5,17 @@ even when the only message for it is its result. The spec lets the server answer
 either ``application/json`` or ``text/event-stream``. This transport waits for the first message
 of the request: when it is the result, it is the JSON body; when anything comes first (progress,
 a log message, a server → client request such as sampling), the stream opens with it and carries
-the rest, as the SDK's would. Everything else (``initialize``, notifications, responses, GET,
-DELETE, resumable streams with an event store) is the SDK's own handling.
+the rest, as the SDK's would. A result slower than ``json_wait_seconds`` comes on an SSE stream too,
+opened when that time is up: its pings keep proxies and load balancers from closing a quiet call.
+Everything else (``initialize``, notifications, responses, GET, DELETE, resumable streams with an
+event store) is the SDK's own handling.
 """
 
 from __future__ import annotations
 
 from functools import partial
 from http import HTTPStatus
+from typing import Any
 
 import anyio
 import pydantic_core
@@ -42,7 +45,12 @@ from starlette.types import Receive, Scope, Send
 
 
 class LazyStreamTransport(StreamableHTTPServerTransport):
-    """The SDK's transport, answering a request with JSON unless something precedes its result."""
+    """The SDK's transport, answering a request with JSON unless something precedes its result or
+    it takes longer than ``json_wait_seconds``."""
+
+    def __init__(self, *args: Any, json_wait_seconds: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.json_wait_seconds = json_wait_seconds
 
     async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
         message = await self._plain_request(request)
@@ -57,9 +65,11 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
         streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
         self._request_streams[request_id] = streams
         version = request.headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
-        await writer.send(self._create_session_message(message, request, request_id, version))
+        first: EventMessage | None = None
         try:
-            first = await streams[1].receive()
+            await writer.send(self._create_session_message(message, request, request_id, version))
+            with anyio.move_on_after(self.json_wait_seconds):  # a message handed over is never lost to it
+                first = await streams[1].receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             await self._clean_up_memory_streams(request_id)
             error = self._create_error_response(
@@ -67,11 +77,15 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             )
             await error(scope, receive, send)
             return
-        if isinstance(first.message, JSONRPCResponse | JSONRPCError):
+        except BaseException:  # cancelled (the server shutting down): the session must not keep the stream
+            with anyio.CancelScope(shield=True):
+                await self._clean_up_memory_streams(request_id)
+            raise
+        if first is not None and isinstance(first.message, JSONRPCResponse | JSONRPCError):
             await self._clean_up_memory_streams(request_id)
             await self._create_json_response(first.message)(scope, receive, send)
             return
-        await self._stream(request_id, self._create_event_data(first), scope, receive, send)
+        await self._stream(request_id, None if first is None else self._create_event_data(first), scope, receive, send)
 
     async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
         """The POST's request when this transport answers it itself (else None: the SDK's handling)."""
@@ -87,8 +101,10 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             return None
         return message
 
-    async def _stream(self, request_id: str, first: SSEEvent, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer with an SSE stream that starts with ``first`` and ends after the request's result."""
+    async def _stream(
+        self, request_id: str, first: SSEEvent | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Answer with an SSE stream that starts with ``first`` (if any) and ends after the request's result."""
         sse_writer, sse_reader = anyio.create_memory_object_stream[SSEEvent](0)
         self._sse_stream_writers[request_id] = sse_writer
         headers = {

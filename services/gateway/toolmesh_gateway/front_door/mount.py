@@ -34,7 +34,9 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     async def release(session: str) -> None:
         await release_client(links, app.state.forwarder, feed, session)
 
-    sessions = SharedSessions(McpSessionTable(backends.nc, kv), settings.mcp_session_ttl_seconds, release)
+    sessions = SharedSessions(
+        McpSessionTable(backends.nc, kv), settings.mcp_session_ttl_seconds, release, settings.mcp_json_wait_seconds
+    )
     front = FrontDoor(
         settings,
         app.state.authenticator,

@@ -73,6 +73,7 @@ class SharedSessions:
     table: McpSessionTable
     ttl_seconds: float
     on_end: Callable[[str], Awaitable[None]]
+    json_wait_seconds: float
 
     def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
@@ -274,6 +275,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             security_settings=self.security_settings,
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
+            json_wait_seconds=self._shared.json_wait_seconds,
         )
 
 
