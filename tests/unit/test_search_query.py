@@ -28,6 +28,11 @@ def test_a_url_is_searched_as_a_web_page_and_its_host_words() -> None:
     assert searchable("save it to /root/notes.md") == "save it to /root/notes.md"
 
 
+@pytest.mark.parametrize("url", ["http://[::1]:8080/status", "http://127.0.0.1:8000/docs"])
+def test_an_ip_address_url_is_a_web_page_without_host_words(url: str) -> None:
+    assert searchable(f"check {url} now") == "check web page url now"
+
+
 def test_the_punctuation_after_a_url_stays_a_clause_boundary() -> None:
     query = "Extract the key points of https://www.youtube.com/watch?v=arj7oStGLkU, organize them into a mind map."
     assert searchable(query) == "Extract the key points of web page url youtube, organize them into a mind map."

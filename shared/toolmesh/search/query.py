@@ -7,9 +7,9 @@ summarise it and save it as markdown", "map a route with the charging stations")
 embedded too, and a tool scores by the clause it fits best (``search.ranking``).
 
 On LiveMCPBench (bench/search_quality.py, MRR@10 tuning / held-out half / all) both took ``flat``
-from .575 / .548 / .561 to .594 / .558 / .576 and the default ``hierarchical`` to .594 / .548 /
-.571 (its skill bonus undoes the held-out gain). Each rests on one or two tasks (the two with a URL
-are both in the tuning half; splitting at "with" moves one held-out task), so they are small gains.
+and the default ``hierarchical`` from .575 / .548 / .561 to .594 / .558 / .576. Each rests on one
+or two tasks (the two with a URL are both in the tuning half; splitting at "with" moves one
+held-out task), so they are small gains.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def _url_words(match: re.Match[str]) -> str:
         host = urlsplit(match.group(0)).hostname or ""
     except ValueError:  # a malformed URL (e.g. a bad port) still reads as a web page
         host = ""
-    labels = [label for label in host.split(".") if label and not label.isdigit()]
+    if ":" in host or host.replace(".", "").isdigit():
+        host = ""  # an IP address names no site
+    labels = [label for label in host.split(".") if label]
     if len(labels) > 1:
         labels = labels[:-1]  # the top-level domain says nothing about the page
     words = [label for label in labels if label != "www"]
