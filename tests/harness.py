@@ -155,7 +155,21 @@ async def running_system(
                 yield System(settings=settings, backends=backends, api=api)
             finally:
                 stop.set()
-                await asyncio.wait_for(task, 30)
+                await _stopped(task, 30)
+
+
+async def _stopped(roles: asyncio.Task[None], timeout: float) -> None:
+    """Wait for the roles to stop; if they do not within ``timeout``, print where every task of the
+    loop is waiting (the role that holds the shutdown up) before failing."""
+    try:
+        await asyncio.wait_for(asyncio.shield(roles), timeout)
+    except TimeoutError:
+        for pending in asyncio.all_tasks():
+            if not pending.done() and pending is not asyncio.current_task():
+                print(f"--- task {pending.get_name()} still running:", file=sys.stderr)
+                pending.print_stack(file=sys.stderr)
+        roles.cancel()
+        raise
 
 
 async def _wait_http(api: httpx.AsyncClient) -> None:
