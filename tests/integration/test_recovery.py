@@ -4,6 +4,7 @@ credentials (401/403) is a security warning and is not retried."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from typing import Any
@@ -58,6 +59,35 @@ async def test_a_server_that_was_unreachable_connects_by_itself_once_it_is_up(na
             assert connected["tool_count"] > 0
             state = await retry_state(system, server["id"])
             assert (state["retry_at"], state["auto_retries"]) == (None, 0)
+
+
+async def test_a_failed_retry_waits_for_the_projection_before_the_server_is_claimed_again(
+    nats_url: str, database_url: str
+) -> None:
+    """While the projector lags, a worker whose connect failed keeps the server until the read model
+    shows that ERROR: a claim from the older row would retry at once and count the same retry twice."""
+    port = free_port()
+    settings = {**QUICK, "error_retry_seconds": (0.2,), "reconcile_interval_seconds": 0.1}
+    settings["projection_wait_seconds"] = 10
+    async with running_system(nats_url, database_url, **settings) as system:
+        server = await system.register("late", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+
+        async def failed_once() -> bool:
+            state = await retry_state(system, server["id"])
+            return state["status"] == "ERROR" and state["auto_retries"] >= 1
+
+        await eventually(failed_once, what="the first automatic retry scheduled")
+        async with system.backends.db.acquire() as conn, conn.transaction():
+            # The projector applies each event under this row's lock: holding it holds the read model back.
+            await conn.execute("SELECT 1 FROM mcp.projector_checkpoint WHERE projector = 'postgres' FOR UPDATE")
+            await asyncio.sleep(2.0)  # the lag: twenty reconcile rounds with the read model two seconds behind
+
+        async def failed_three_times() -> bool:
+            return len(await error_details(system, server["id"])) >= 3
+
+        await eventually(failed_three_times, what="three failed retries")
+        counts = [d["auto_retry"] for d in await error_details(system, server["id"])]
+        assert counts[:3] == [1, 2, 3], counts
 
 
 async def test_an_upstream_refusing_the_key_is_a_security_warning_and_not_retried(

@@ -413,9 +413,15 @@ class OwnedServer:
 
     async def release(self) -> None:
         """Close and hand the lease back (the worker forgets this server) once the read model shows the
-        last status this owner published: a reconciler reading an older status (CONNECTED) from a
-        projection that lags would otherwise take the server back and undo a disconnect."""
+        last status this owner published (``projected``)."""
         await self.close()
-        await wait_for_projection(self._b.db, self._status_seq, self._b.settings.projection_wait_seconds)
+        await self.projected()
         if self.on_released is not None:
             await self.on_released(self)
+
+    async def projected(self) -> None:
+        """Wait (bounded) until the read model shows the last status this owner published. Before a
+        lease goes back: a reconciler reading an older status from a projection that lags would take
+        the server back too early (undo a disconnect, or retry a failed connect at once with the
+        retry count of before the failure)."""
+        await wait_for_projection(self._b.db, self._status_seq, self._b.settings.projection_wait_seconds)

@@ -181,6 +181,8 @@ class SessionWorker:
         reconciler claims it again while its state wants a session)."""
         try:
             connected = await server.connect(reconnect=reconnect)
+            if not connected:
+                await server.projected()  # the ERROR (and its retry time) is what the reconciler reads next
         except Exception:
             log.exception("connecting broke; giving the server back", extra={"server": server.name})
             connected = False
