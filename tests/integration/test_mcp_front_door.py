@@ -172,9 +172,8 @@ async def test_toolmesh_mcp_bridges_stdio_to_a_running_gateway(system: System) -
                 assert [s["name"] for s in ran.structured_content["result"]] == ["alpha", "beta", "gamma"]  # type: ignore[index]
 
 
-async def test_a_request_is_answered_with_json_unless_messages_precede_its_result(system: System) -> None:
-    """The POST of a plain call gets its result as ``application/json``; one whose upstream reports
-    progress first gets an SSE stream: the progress, then the result."""
+async def open_raw_session(http: httpx.AsyncClient, system: System) -> dict[str, str]:
+    """Open an ``/mcp`` session by hand (initialize, initialized); the headers its requests carry."""
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
     init = {
         "jsonrpc": "2.0",
@@ -182,12 +181,19 @@ async def test_a_request_is_answered_with_json_unless_messages_precede_its_resul
         "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
+    opened = await http.post(mcp_url(system), json=init, headers=headers)
+    assert opened.status_code == 200, opened.text
+    headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(mcp_url(system), json=initialized, headers=headers)).status_code == 202
+    return headers
+
+
+async def test_a_request_is_answered_with_json_unless_messages_precede_its_result(system: System) -> None:
+    """The POST of a plain call gets its result as ``application/json``; one whose upstream reports
+    progress first gets an SSE stream: the progress, then the result."""
     async with httpx.AsyncClient(timeout=30) as http:
-        opened = await http.post(mcp_url(system), json=init, headers=headers)
-        assert opened.status_code == 200, opened.text
-        headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await http.post(mcp_url(system), json=initialized, headers=headers)).status_code == 202
+        headers = await open_raw_session(http, system)
 
         echo = {"name": "alpha__echo", "arguments": {"text": "plain"}}
         plain = await http.post(
@@ -209,23 +215,13 @@ async def test_a_request_is_answered_with_json_unless_messages_precede_its_resul
 async def test_a_result_slower_than_the_json_wait_comes_on_an_sse_stream(nats_url: str, database_url: str) -> None:
     """A call whose result takes longer than ``mcp_json_wait_seconds`` is answered on an SSE stream
     opened when that time is up (its pings keep proxies from closing it), which ends with the result."""
-    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     async with (
         running_system(nats_url, database_url, mcp_json_wait_seconds=0.3) as system,
         launch_peer("stdio") as peer,
         httpx.AsyncClient(timeout=30) as http,
     ):
         await system.wait_connected((await system.register("alpha", peer.transport_type, peer.config))["id"])
-        opened = await http.post(mcp_url(system), json=init, headers=headers)
-        headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await http.post(mcp_url(system), json=initialized, headers=headers)).status_code == 202
+        headers = await open_raw_session(http, system)
 
         slow = {"name": "alpha__slow", "arguments": {"seconds": 1.0}}
         answered = await http.post(
