@@ -36,6 +36,7 @@ from toolmesh.contracts.events import (
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
+from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
 
 log = logging.getLogger("toolmesh.projection")
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -374,70 +375,6 @@ async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
     )
 
 
-async def _server_described(conn: Conn, event: ServerDescribed) -> None:
-    await conn.execute(
-        "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
-        "instructions = $5 WHERE id = $1",
-        event.server_id,
-        event.protocol_version,
-        event.capabilities,
-        event.server_info,
-        event.instructions,
-    )
-
-
-async def _resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
-    if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
-        return
-    await conn.execute("DELETE FROM mcp.resources WHERE server_id = $1", event.server_id)
-    await conn.execute("DELETE FROM mcp.resource_templates WHERE server_id = $1", event.server_id)
-    await conn.executemany(
-        "INSERT INTO mcp.resources(server_id, uri, name, description, mime_type, item, discovered_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        [
-            (
-                event.server_id,
-                r.uri,
-                r.item.get("name"),
-                r.item.get("description"),
-                r.item.get("mimeType"),
-                r.item,
-                event.occurred_at,
-            )
-            for r in event.resources
-        ],
-    )
-    await conn.executemany(
-        "INSERT INTO mcp.resource_templates(server_id, uri_template, name, description, item, discovered_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6)",
-        [
-            (event.server_id, t.uri_template, t.item.get("name"), t.item.get("description"), t.item, event.occurred_at)
-            for t in event.templates
-        ],
-    )
-
-
-async def _prompts_discovered(conn: Conn, event: PromptsDiscovered) -> None:
-    if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
-        return
-    await conn.execute("DELETE FROM mcp.prompts WHERE server_id = $1", event.server_id)
-    await conn.executemany(
-        "INSERT INTO mcp.prompts(server_id, original_name, description, arguments, item, discovered_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6)",
-        [
-            (
-                event.server_id,
-                p.original_name,
-                p.item.get("description"),
-                p.item.get("arguments") or [],
-                p.item,
-                event.occurred_at,
-            )
-            for p in event.prompts
-        ],
-    )
-
-
 async def _endpoint_saved(conn: Conn, event: EndpointSaved) -> None:
     try:
         async with conn.transaction():
@@ -482,9 +419,9 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     KeyCreated: _key_changed,
     KeyRevoked: _key_changed,
     CallsRecorded: _calls_recorded,
-    ServerDescribed: _server_described,
-    ResourcesDiscovered: _resources_discovered,
-    PromptsDiscovered: _prompts_discovered,
+    ServerDescribed: server_described,
+    ResourcesDiscovered: resources_discovered,
+    PromptsDiscovered: prompts_discovered,
     EndpointSaved: _endpoint_saved,
     EndpointDeleted: _endpoint_deleted,
 }
