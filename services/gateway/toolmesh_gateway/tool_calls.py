@@ -1,7 +1,8 @@
 """Tool execution: resolve the route in memory, check the server, ask its owner, map the outcome.
 
 The hot path touches no database: routes come from the event-fed ``Catalog``, the call is one
-NATS request/reply to the session-worker holding the server. Nothing here speaks HTTP; a caller
+NATS request/reply to the session-worker holding the server (handed over directly when that
+worker runs in this process: ``bus.local_owners``). Nothing here speaks HTTP; a caller
 that can go away passes ``abandoned``, an awaitable that completes when it did.
 """
 

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from mcp_types import CONNECTION_CLOSED
-from nats.aio.msg import Msg
 
+from toolmesh.bus.local_owners import OwnerRequest
 from toolmesh.bus.requests import ok_reply
 from toolmesh.contracts.rpc import (
     CallToolRpc,
@@ -187,7 +187,7 @@ def _fitting(server: OwnedServer, reply: bytes, what: str) -> bytes:
     )
 
 
-async def answer(server: OwnedServer, msg: Msg, drain_timeout: float) -> None:
+async def answer(server: OwnedServer, msg: OwnerRequest, drain_timeout: float) -> None:
     """Handle one request message and reply with an ``RpcReply``."""
     adopt_trace(msg.headers)
     verb = msg.subject.rsplit(".", 1)[-1]

@@ -21,8 +21,10 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from toolmesh.bus import local_owners
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.local_owners import OwnerRequest
 from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
@@ -164,7 +166,7 @@ class SessionWorker:
         server = OwnedServer(self._b, row, self._box, self._publish, self._http)
         server.on_released = self._released
 
-        async def on_request(msg: Msg) -> None:
+        async def on_request(msg: OwnerRequest) -> None:
             server.tasks.spawn(self._answer(server, msg))
 
         try:
@@ -172,6 +174,7 @@ class SessionWorker:
         except BaseException:
             await self._leases.release(server_id)
             raise
+        local_owners.register(self._b.nc, server_id, on_request)  # a gateway in this process skips the bus
         self._owned[server_id] = server
         self._connects.spawn(self._connect(server, reconnect))
         return True
@@ -189,7 +192,7 @@ class SessionWorker:
         if not connected:
             await self._forget(server, close=True)
 
-    async def _answer(self, server: OwnedServer, msg: Msg) -> None:
+    async def _answer(self, server: OwnedServer, msg: OwnerRequest) -> None:
         """One request, in a span continuing the caller's trace; held while a reconnect runs (EC-010)."""
         verb = msg.subject.rsplit(".", 1)[-1]
         attributes = {"messaging.system": "nats", "toolmesh.server": server.name, "toolmesh.verb": verb}
@@ -207,6 +210,7 @@ class SessionWorker:
         if self._owned.get(server.server_id) is not server:
             return
         del self._owned[server.server_id]
+        local_owners.unregister(self._b.nc, server.server_id)
         sub = self._subs.pop(server.server_id, None)
         if sub is not None:
             await sub.unsubscribe()

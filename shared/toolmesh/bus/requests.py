@@ -3,7 +3,8 @@
 
 A tool result can be large: the owner puts the upstream's JSON into the envelope as it is
 (``ok_reply``) and the requester reads it once (``reply_result``), so it is never decoded and
-encoded again on its way through the bus.
+encoded again on its way through the bus. An owner in the requester's own process gets the request
+without the bus (``local_owners``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
+from toolmesh.bus import local_owners
 from toolmesh.contracts.rpc import rpc_subject
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
 from toolmesh.telemetry import mark_error, outgoing_headers, span
@@ -49,6 +51,9 @@ async def request_owner(
     """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
     ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
     that did not answer, or a call to cancel) is the caller's to say."""
+    if local_owners.is_local(nc, server_id):
+        data = await local_owners.request(nc, server_id, verb, payload, outgoing_headers(), timeout=timeout)
+        return reply_result(data)
     try:
         msg = await nc.request(rpc_subject(server_id, verb), payload, timeout=timeout, headers=outgoing_headers())
     except NoRespondersError as exc:
@@ -59,6 +64,9 @@ async def request_owner(
 
 async def tell_owner(nc: NATS, server_id: str, verb: str, payload: bytes) -> None:
     """Send ``payload`` to the server's owner without waiting for an answer (e.g. ``cancel``)."""
+    if local_owners.is_local(nc, server_id):
+        await local_owners.tell(nc, server_id, verb, payload, outgoing_headers())
+        return
     await nc.publish(rpc_subject(server_id, verb), payload, headers=outgoing_headers())
 
 

@@ -1,0 +1,75 @@
+"""Requests to a server's owner in the same process skip NATS; from another connection they go over
+it; an owner that does not answer in time times out the same way on both paths."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+
+from tests.harness import eventually
+from toolmesh.bus import local_owners
+from toolmesh.bus.local_owners import OwnerRequest
+from toolmesh.bus.requests import ok_reply, request_owner
+from toolmesh.contracts.rpc import rpc_wildcard
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_request_to_an_owner_on_the_same_connection_skips_the_bus(nats_url: str) -> None:
+    owner_nc, other_nc, spy_nc = [await nats.connect(nats_url) for _ in range(3)]
+    server_id = str(uuid.uuid4())
+    seen_on_bus: list[str] = []
+    answered: list[str] = []
+
+    async def owner(msg: OwnerRequest) -> None:
+        answered.append(msg.subject.rsplit(".", 1)[-1])
+        if msg.reply:
+            await msg.respond(ok_reply(json.dumps({"echo": json.loads(msg.data)}).encode()))
+
+    async def spy(msg: Msg) -> None:
+        seen_on_bus.append(msg.subject)
+
+    try:
+        await owner_nc.subscribe(rpc_wildcard(server_id), cb=owner)
+        local_owners.register(owner_nc, server_id, owner)
+        await spy_nc.subscribe(rpc_wildcard(server_id), cb=spy)
+        await owner_nc.flush()
+        await spy_nc.flush()
+
+        local = await request_owner(owner_nc, server_id, "call", b'"local"', timeout=5)
+        assert local == {"echo": "local"}
+        remote = await request_owner(other_nc, server_id, "call", b'"remote"', timeout=5)
+        assert remote == {"echo": "remote"}
+        await eventually(lambda: seen_on_bus, timeout=10, what="the remote request on the bus")
+        await spy_nc.flush()
+        assert seen_on_bus == [f"toolmesh.rpc.{server_id}.call"]  # only the one from another connection
+        assert answered == ["call", "call"]
+    finally:
+        local_owners.unregister(owner_nc, server_id)
+        for nc in (owner_nc, other_nc, spy_nc):
+            await nc.close()
+
+
+async def test_a_local_owner_that_does_not_answer_times_out_like_a_remote_one(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    server_id = str(uuid.uuid4())
+    held: list[OwnerRequest] = []
+
+    async def silent(msg: OwnerRequest) -> None:
+        held.append(msg)
+
+    try:
+        local_owners.register(nc, server_id, silent)
+        with pytest.raises(NatsTimeout):
+            await request_owner(nc, server_id, "call", b"{}", timeout=0.2)
+        assert len(held) == 1
+        await held[0].respond(b"{}")  # a late answer to a requester that gave up is dropped
+        local_owners.unregister(nc, server_id)
+        assert not local_owners.is_local(nc, server_id)
+    finally:
+        await nc.close()
