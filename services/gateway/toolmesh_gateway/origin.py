@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolmesh.errors import Forbidden
 from toolmesh.loopback import host_of, is_loopback_host
+from toolmesh_gateway.scope_headers import header
 
 ANY_ORIGIN = "*"
 
@@ -68,14 +68,12 @@ class OriginGuard:
         if scope["type"] != "http" or not self._guarded(scope["path"]):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        origin = headers.get("origin")
+        origin, host = header(scope, "origin"), header(scope, "host")
         error: Forbidden | None = None
         if origin is not None and not origin_allowed(origin, self.allowed_origins):
             error = Forbidden(f"Origin not allowed: {origin}", {"origin": origin})
-        elif self.check_host and not host_allowed(headers.get("host"), self.allowed_hosts):
-            host = headers.get("host", "")
-            error = Forbidden(f"Host not allowed for a gateway bound to loopback: {host}", {"host": host})
+        elif self.check_host and not host_allowed(host, self.allowed_hosts):
+            error = Forbidden(f"Host not allowed for a gateway bound to loopback: {host or ''}", {"host": host or ""})
         if error is not None:
             await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)
             return

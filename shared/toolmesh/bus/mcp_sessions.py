@@ -1,8 +1,18 @@
-"""MCP client sessions in the ``toolmesh_mcp_sessions`` KV bucket, and their end announced on the bus."""
+"""MCP client sessions in the ``toolmesh_mcp_sessions`` KV bucket, and their end announced on the bus.
+
+Every request of a session is checked against its record. A replica reads the record from the
+bucket at most once per ``RECORD_TRUST_SECONDS`` and serves the requests in between from the copy
+it read (``recent``): reading it for every request cost the ``/mcp`` path about a quarter of its
+CPU (bench/routing.py). An end still reaches every replica at once: ``end`` announces it, and it
+returns only once every copy read before the end has gone stale, so a request that arrives anywhere
+after the client heard of the end finds no session.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NATS
@@ -17,13 +27,36 @@ from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh.errors import BackendUnavailable
 
+RECORD_TRUST_SECONDS = 0.1
+"""How long a replica serves a session from the copy of its record it read (and how long ``end`` waits)."""
+RECENT_RECORDS = 10_000
+"""Copies a replica keeps at most (the least recently read go first)."""
+
 
 class McpSessionTable:
     """The sessions every gateway replica can serve, by ``mcp-session-id``."""
 
-    def __init__(self, nc: NATS, kv: KeyValue) -> None:
+    def __init__(self, nc: NATS, kv: KeyValue, *, trust_seconds: float = RECORD_TRUST_SECONDS) -> None:
         self._nc = nc
         self._kv = kv
+        self._trust_seconds = trust_seconds
+        self._recent: OrderedDict[str, tuple[McpSessionRecord, float]] = OrderedDict()
+
+    async def recent(self, session_id: str) -> McpSessionRecord | None:
+        """The session's record as read at most ``trust_seconds`` ago (else read now), or None."""
+        asked = time.monotonic()  # before the read: the copy is only as fresh as the read's start
+        copy = self._recent.get(session_id)
+        if copy is not None and asked - copy[1] < self._trust_seconds:
+            return copy[0]
+        record = await self.get(session_id)
+        if record is None:
+            self._recent.pop(session_id, None)
+            return None
+        self._recent[session_id] = (record, asked)
+        self._recent.move_to_end(session_id)
+        if len(self._recent) > RECENT_RECORDS:
+            self._recent.popitem(last=False)
+        return record
 
     async def get(self, session_id: str) -> McpSessionRecord | None:
         """The session's record, or None when it ended, expired or never existed."""
@@ -47,6 +80,7 @@ class McpSessionTable:
 
     async def touch(self, session_id: str) -> bool:
         """Restart the idle TTL of a session that still exists (never brings an ended one back)."""
+        self._recent.pop(session_id, None)  # the next request reads the touched record
         try:
             entry = await self._kv.get(session_id)
             record = McpSessionRecord.model_validate_json(entry.value or b"")
@@ -63,13 +97,16 @@ class McpSessionTable:
         return True
 
     async def end(self, session_id: str) -> None:
-        """Forget the session and tell every replica to drop its copy."""
+        """Forget the session and tell every replica to drop its copy; returns once no replica serves
+        it (every copy read before the delete is older than ``trust_seconds``)."""
+        self._recent.pop(session_id, None)
         try:
             await self._kv.delete(session_id)
             ended = McpSessionEnded(session_id=session_id)
             await self._nc.publish(SESSION_ENDED_SUBJECT, ended.model_dump_json().encode())
         except NatsError as exc:
             raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
+        await asyncio.sleep(self._trust_seconds)  # a replica that missed the announcement reads again by then
 
     async def follow_ends(self, on_end: Callable[[str], Awaitable[None]]) -> Subscription:
         """Call ``on_end`` with the id of each session that ends on any replica (unsubscribe to stop)."""
@@ -79,6 +116,7 @@ class McpSessionTable:
                 ended = McpSessionEnded.model_validate_json(msg.data)
             except ValidationError:
                 return
+            self._recent.pop(ended.session_id, None)
             await on_end(ended.session_id)
 
         return await self._nc.subscribe(SESSION_ENDED_SUBJECT, cb=received)

@@ -96,9 +96,9 @@ async def idempotency_bucket(js: JetStreamContext, window_seconds: float) -> Key
 
 async def mcp_sessions_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
     """MCP client sessions of the gateway replicas; each expires ``ttl_seconds`` after its last write
-    (bucket TTL; a bucket made earlier keeps the TTL it was made with). Every request of a session
-    reads its record, so the bucket answers direct gets (no JetStream API envelope); it has one
-    replica, so a direct get never reads a copy that lags behind."""
+    (bucket TTL; a bucket made earlier keeps the TTL it was made with). Replicas read a session's
+    record often (``McpSessionTable.recent``), so the bucket answers direct gets (no JetStream API
+    envelope); it has one replica, so a direct get never reads a copy that lags behind."""
     config = KeyValueConfig(
         bucket=MCP_SESSIONS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, direct=True
     )

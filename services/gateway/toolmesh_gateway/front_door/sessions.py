@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import parse_qs
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -13,6 +14,7 @@ from toolmesh.contracts.keys import Role
 from toolmesh.errors import NamespaceNotFound, ToolmeshError
 from toolmesh_gateway.auth import Authenticator, Caller, Principal
 from toolmesh_gateway.rate_limit import RateLimiter
+from toolmesh_gateway.scope_headers import header
 
 CALLER_KEY = "toolmesh.caller"
 """Scope key of the connection's ``Caller`` (principal, address, namespace)."""
@@ -21,8 +23,13 @@ CALLER_KEY = "toolmesh.caller"
 def query_of(scope: Scope) -> dict[str, str]:
     """The request's query parameters (first value of each)."""
     raw = scope.get("query_string", b"")
-    text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
-    return {k: v[0] for k, v in parse_qs(text).items() if v}
+    return dict(_parsed_query(raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_query(text: str) -> tuple[tuple[str, str], ...]:
+    """``text`` parsed once: a client sends the same query (``?mode=all``) on every request."""
+    return tuple((k, v[0]) for k, v in parse_qs(text).items() if v)
 
 
 def session_namespace(principal: Principal, requested: str | None) -> str:
@@ -36,8 +43,7 @@ def session_namespace(principal: Principal, requested: str | None) -> str:
 
 async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope: Scope) -> Caller:
     """The caller of an MCP HTTP request: bearer auth, the rate limit, and its one namespace."""
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    principal = await authenticator.principal(headers.get("authorization"))
+    principal = await authenticator.principal(header(scope, "authorization"))
     limiter.check(principal.key_id)
     namespace = session_namespace(principal, query_of(scope).get("namespace"))
     client = scope.get("client")

@@ -40,6 +40,7 @@ from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
+from toolmesh_gateway.scope_headers import header
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 TOUCH_FRACTION = 0.1
@@ -106,12 +107,12 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         await self._handle_request(scope, receive, send)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
-        session_id = _header(scope, MCP_SESSION_ID_HEADER)
+        session_id = header(scope, MCP_SESSION_ID_HEADER)
         if session_id is None:  # initialize: the SDK admits it, ``_serve_opening_request`` records it
             await super()._handle_stateful_request(scope, receive, send)
             return
         try:
-            record = await self._shared.table.get(session_id)
+            record = await self._shared.table.recent(session_id)
         except ToolmeshError as exc:
             await refuse(exc, scope, receive, send)
             return
@@ -293,11 +294,6 @@ def _connection(
     )
     connection.initialized.set()
     return connection
-
-
-def _header(scope: Scope, name: str) -> str | None:
-    wanted = name.lower().encode("latin-1")
-    return next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == wanted), None)
 
 
 def _not_found() -> Response:
