@@ -139,8 +139,10 @@ class StdioProcess:
         try:
             async with source:
                 async for message in source:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    stdin.write(data.encode() + b"\n")
+                    # Messages queued meanwhile (concurrent calls) go out in the same write: one
+                    # syscall, one wake-up of the child, for all of them.
+                    lines = [_line(message), *(_line(queued) for queued in _queued(source))]
+                    stdin.write(b"".join(lines))
                     await stdin.drain()
         except (ConnectionError, OSError) as exc:
             # The server can no longer read: end the read side so waiters fail instead of hanging.
@@ -162,6 +164,21 @@ class StdioProcess:
             if line:
                 self._stderr_tail.append(line[:200])
                 logger.info("%s", line, extra={"server": self.server_name})
+
+
+def _line(message: SessionMessage) -> bytes:
+    """One message as a line of newline-delimited JSON-RPC."""
+    return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+def _queued(source: MemoryObjectReceiveStream[SessionMessage]) -> list[SessionMessage]:
+    """The messages already waiting in ``source``, without waiting for more."""
+    waiting: list[SessionMessage] = []
+    while True:
+        try:
+            waiting.append(source.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return waiting
 
 
 def _parse_line(line: bytes) -> SessionMessage | Exception:
