@@ -10,6 +10,7 @@ from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
 from toolmesh.eventloop import run as run_loop
+from toolmesh.gc_tuning import tune_for_serving
 from toolmesh.metrics_http import serve_metrics
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
@@ -72,6 +73,7 @@ def serve(args: argparse.Namespace) -> int:
     config = load_config(args.config) if getattr(args, "config", None) else None
     settings = settings_from(args)
     configure_logging(settings.log_level)
+    tune_for_serving()
     if args.command == "up":
         return run_loop(up.run_up(settings, config))
     return run_loop(_run_role(args.command, settings, getattr(args, "rebuild", False)))
