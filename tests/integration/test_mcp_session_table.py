@@ -9,9 +9,10 @@ import time
 import nats
 import pytest
 
+from tests.harness import eventually
 from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.bus.topology import mcp_sessions_bucket
-from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 
 pytestmark = pytest.mark.integration
 
@@ -59,3 +60,27 @@ async def test_an_end_on_one_replica_reaches_a_replica_that_missed_its_announcem
     finally:
         await one.close()
         await other.close()
+
+
+async def test_a_read_that_returns_after_the_end_was_heard_keeps_no_copy(nats_url: str) -> None:
+    """The end announcement can overtake a read of the record still under way on a replica: what that
+    read returns must not bring the session back."""
+    nc = await nats.connect(nats_url)
+    try:
+        table = McpSessionTable(nc, await mcp_sessions_bucket(nc.jetstream(), 60), trust_seconds=600)
+        session = secrets.token_hex(16)
+        await table.put(session, _record())
+        heard: list[str] = []
+
+        async def on_end(session_id: str) -> None:
+            heard.append(session_id)
+
+        subscription = await table.follow_ends(on_end)
+        # The announcement first; the record is still in the bucket, as for a read that began before the delete.
+        await nc.publish(SESSION_ENDED_SUBJECT, McpSessionEnded(session_id=session).model_dump_json().encode())
+        await eventually(lambda: heard, timeout=10, what="the end announcement")
+        assert await table.get(session) is not None
+        assert await table.recent(session) is None
+        await subscription.unsubscribe()
+    finally:
+        await nc.close()

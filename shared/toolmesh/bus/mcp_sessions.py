@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -27,10 +28,12 @@ from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh.errors import BackendUnavailable
 
+V = TypeVar("V")
+
 RECORD_TRUST_SECONDS = 0.1
 """How long a replica serves a session from the copy of its record it read (and how long ``end`` waits)."""
 RECENT_RECORDS = 10_000
-"""Copies a replica keeps at most (the least recently read go first)."""
+"""Copies (and ids of ended sessions) a replica keeps at most; the oldest go first."""
 
 
 class McpSessionTable:
@@ -41,6 +44,7 @@ class McpSessionTable:
         self._kv = kv
         self._trust_seconds = trust_seconds
         self._recent: OrderedDict[str, tuple[McpSessionRecord, float]] = OrderedDict()
+        self._ended: OrderedDict[str, None] = OrderedDict()  # a read that began before the end must not keep a copy
 
     async def recent(self, session_id: str) -> McpSessionRecord | None:
         """The session's record as read at most ``trust_seconds`` ago (else read now), or None."""
@@ -48,14 +52,11 @@ class McpSessionTable:
         copy = self._recent.get(session_id)
         if copy is not None and asked - copy[1] < self._trust_seconds:
             return copy[0]
-        record = await self.get(session_id)
-        if record is None:
+        record = None if session_id in self._ended else await self.get(session_id)
+        if record is None or session_id in self._ended:  # ended while it was read
             self._recent.pop(session_id, None)
             return None
-        self._recent[session_id] = (record, asked)
-        self._recent.move_to_end(session_id)
-        if len(self._recent) > RECENT_RECORDS:
-            self._recent.popitem(last=False)
+        _remember(self._recent, session_id, (record, asked))
         return record
 
     async def get(self, session_id: str) -> McpSessionRecord | None:
@@ -99,7 +100,7 @@ class McpSessionTable:
     async def end(self, session_id: str) -> None:
         """Forget the session and tell every replica to drop its copy; returns once no replica serves
         it (every copy read before the delete is older than ``trust_seconds``)."""
-        self._recent.pop(session_id, None)
+        self._ended_here(session_id)
         try:
             await self._kv.delete(session_id)
             ended = McpSessionEnded(session_id=session_id)
@@ -107,6 +108,11 @@ class McpSessionTable:
         except NatsError as exc:
             raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
         await asyncio.sleep(self._trust_seconds)  # a replica that missed the announcement reads again by then
+
+    def _ended_here(self, session_id: str) -> None:
+        """Drop the copy of an ended session, and keep any read still under way from making one."""
+        self._recent.pop(session_id, None)
+        _remember(self._ended, session_id, None)
 
     async def follow_ends(self, on_end: Callable[[str], Awaitable[None]]) -> Subscription:
         """Call ``on_end`` with the id of each session that ends on any replica (unsubscribe to stop)."""
@@ -116,7 +122,15 @@ class McpSessionTable:
                 ended = McpSessionEnded.model_validate_json(msg.data)
             except ValidationError:
                 return
-            self._recent.pop(ended.session_id, None)
+            self._ended_here(ended.session_id)
             await on_end(ended.session_id)
 
         return await self._nc.subscribe(SESSION_ENDED_SUBJECT, cb=received)
+
+
+def _remember(items: OrderedDict[str, V], key: str, value: V) -> None:
+    """Put ``key`` last in ``items``, dropping the oldest beyond ``RECENT_RECORDS``."""
+    items[key] = value
+    items.move_to_end(key)
+    if len(items) > RECENT_RECORDS:
+        items.popitem(last=False)
