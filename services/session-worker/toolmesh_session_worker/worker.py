@@ -57,6 +57,7 @@ class SessionWorker:
         self._box = box
         self._owned: dict[str, OwnedServer] = {}
         self._subs: dict[str, Subscription] = {}
+        self._handlers: dict[str, local_owners.Handler] = {}  # what each owned server answers requests with
         self._connects = TaskSet("connect")
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
@@ -175,6 +176,7 @@ class SessionWorker:
             await self._leases.release(server_id)
             raise
         local_owners.register(self._b.nc, server_id, on_request)  # a gateway in this process skips the bus
+        self._handlers[server_id] = on_request
         self._owned[server_id] = server
         self._connects.spawn(self._connect(server, reconnect))
         return True
@@ -210,7 +212,9 @@ class SessionWorker:
         if self._owned.get(server.server_id) is not server:
             return
         del self._owned[server.server_id]
-        local_owners.unregister(self._b.nc, server.server_id)
+        handler = self._handlers.pop(server.server_id, None)
+        if handler is not None:
+            local_owners.unregister(self._b.nc, server.server_id, handler)
         sub = self._subs.pop(server.server_id, None)
         if sub is not None:
             await sub.unsubscribe()

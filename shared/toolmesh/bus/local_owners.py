@@ -4,19 +4,24 @@ When the gateway and the session-worker holding a server share one process and o
 (``toolmesh up``), a request to the owner is handed to the owner's handler directly instead of
 going out to NATS and back (measured with bench/routing.py: two socket writes, two reads and the
 server's routing per call). The owner sees the same request it would get from the bus
-(``LocalRequest`` has the subject, data, headers and reply of a NATS message), so it answers both
-the same way. The shortcut is taken only while the connection is up: with NATS down, a request
-fails as it would between processes.
+(``LocalRequest`` has the subject, data, headers and reply of a NATS message, and the handler runs
+in a context of its own, as a subscription callback does), so it answers both the same way, and a
+request over the connection's payload limit fails on both. A request takes the shortcut only while
+the connection is up: with NATS down, it fails as it would between processes. A message without a
+reply (``tell``: a cancel) always reaches a local owner, so the cancel of a call that went the
+short way never waits for a reconnect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from nats.aio.client import Client as NATS
+from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
 
 from toolmesh.contracts.rpc import rpc_subject
@@ -35,7 +40,7 @@ class OwnerRequest(Protocol):
     async def respond(self, data: bytes) -> None: ...
 
 
-Handler = Callable[[OwnerRequest], Awaitable[None]]
+Handler = Callable[[OwnerRequest], Coroutine[Any, Any, None]]
 """An owner's subscription callback: takes a request, answers it (later) with ``respond``."""
 
 
@@ -66,20 +71,33 @@ def register(nc: NATS, server_id: str, handler: Handler) -> None:
     _owners.setdefault(nc, {})[server_id] = handler
 
 
-def unregister(nc: NATS, server_id: str) -> None:
-    """The server is no longer owned in this process."""
-    _owners.get(nc, {}).pop(server_id, None)
+def unregister(nc: NATS, server_id: str, handler: Handler) -> None:
+    """``handler`` no longer owns the server (an owner registered after it stays)."""
+    owners = _owners.get(nc, {})
+    if owners.get(server_id) is handler:
+        del owners[server_id]
 
 
 def _owner(nc: NATS, server_id: str) -> Handler | None:
-    if not nc.is_connected:
-        return None
     return _owners.get(nc, {}).get(server_id)
 
 
 def is_local(nc: NATS, server_id: str) -> bool:
-    """Whether the server's owner runs in this process on ``nc`` (and the connection is up)."""
+    """Whether a request to the server takes the shortcut: its owner runs in this process on
+    ``nc``, and the connection is up."""
+    return nc.is_connected and _owner(nc, server_id) is not None
+
+
+def holds(nc: NATS, server_id: str) -> bool:
+    """Whether the server's owner runs in this process on ``nc`` (connected or not): where ``tell`` goes."""
     return _owner(nc, server_id) is not None
+
+
+async def _hand_over(nc: NATS, handler: Handler, message: LocalRequest) -> None:
+    """Give ``message`` to ``handler`` as the bus would: within the payload limit, in a fresh context."""
+    if len(message.data) > nc.max_payload:
+        raise MaxPayloadError
+    await asyncio.get_running_loop().create_task(handler(message), context=contextvars.Context())
 
 
 async def request(
@@ -90,7 +108,7 @@ async def request(
     handler = _owner(nc, server_id)
     assert handler is not None, "request() needs a local owner (is_local)"
     message = LocalRequest(rpc_subject(server_id, verb), payload, headers, wants_reply=True)
-    await handler(message)
+    await _hand_over(nc, handler, message)
     try:
         return await asyncio.wait_for(message.answer, timeout)
     except TimeoutError as exc:
@@ -98,7 +116,7 @@ async def request(
 
 
 async def tell(nc: NATS, server_id: str, verb: str, payload: bytes, headers: dict[str, str] | None) -> None:
-    """Hand the local owner a request that expects no reply. Call only when ``is_local``."""
+    """Hand the local owner a request that expects no reply. Call only when ``holds``."""
     handler = _owner(nc, server_id)
-    assert handler is not None, "tell() needs a local owner (is_local)"
-    await handler(LocalRequest(rpc_subject(server_id, verb), payload, headers, wants_reply=False))
+    assert handler is not None, "tell() needs a local owner (holds)"
+    await _hand_over(nc, handler, LocalRequest(rpc_subject(server_id, verb), payload, headers, wants_reply=False))

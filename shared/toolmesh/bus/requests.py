@@ -64,7 +64,7 @@ async def request_owner(
 
 async def tell_owner(nc: NATS, server_id: str, verb: str, payload: bytes) -> None:
     """Send ``payload`` to the server's owner without waiting for an answer (e.g. ``cancel``)."""
-    if local_owners.is_local(nc, server_id):
+    if local_owners.holds(nc, server_id):
         await local_owners.tell(nc, server_id, verb, payload, outgoing_headers())
         return
     await nc.publish(rpc_subject(server_id, verb), payload, headers=outgoing_headers())
