@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextvars
 import json
 import uuid
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
@@ -21,6 +23,14 @@ from toolmesh.bus.requests import ok_reply, request_owner, tell_owner
 from toolmesh.contracts.rpc import rpc_wildcard
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def nc(nats_url: str) -> AsyncIterator[NATS]:
+    """A connection of its own (closed after the test, if the test did not close it)."""
+    connection = await nats.connect(nats_url)
+    yield connection
+    await connection.close()
 
 
 async def test_a_request_to_an_owner_on_the_same_connection_skips_the_bus(nats_url: str) -> None:
@@ -58,31 +68,26 @@ async def test_a_request_to_an_owner_on_the_same_connection_skips_the_bus(nats_u
             await nc.close()
 
 
-async def test_a_local_owner_that_does_not_answer_times_out_like_a_remote_one(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
+async def test_a_local_owner_that_does_not_answer_times_out_like_a_remote_one(nc: NATS) -> None:
     server_id = str(uuid.uuid4())
     held: list[OwnerRequest] = []
 
     async def silent(msg: OwnerRequest) -> None:
         held.append(msg)
 
-    try:
-        local_owners.register(nc, server_id, silent)
-        with pytest.raises(NatsTimeout):
-            await request_owner(nc, server_id, "call", b"{}", timeout=0.2)
-        assert len(held) == 1
-        await held[0].respond(b"{}")  # a late answer to a requester that gave up is dropped
-        local_owners.unregister(nc, server_id, silent)
-        assert not local_owners.is_local(nc, server_id)
-    finally:
-        await nc.close()
+    local_owners.register(nc, server_id, silent)
+    with pytest.raises(NatsTimeout):
+        await request_owner(nc, server_id, "call", b"{}", timeout=0.2)
+    assert len(held) == 1
+    await held[0].respond(b"{}")  # a late answer to a requester that gave up is dropped
+    local_owners.unregister(nc, server_id, silent)
+    assert not local_owners.is_local(nc, server_id)
 
 
 REQUESTER = contextvars.ContextVar[str]("requester", default="none")
 
 
-async def test_a_local_owner_sees_neither_the_requesters_context_nor_an_oversized_request(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
+async def test_a_local_owner_sees_neither_the_requesters_context_nor_an_oversized_request(nc: NATS) -> None:
     server_id = str(uuid.uuid4())
     seen: list[str] = []
 
@@ -100,11 +105,9 @@ async def test_a_local_owner_sees_neither_the_requesters_context_nor_an_oversize
         assert seen == ["none"]
     finally:
         local_owners.unregister(nc, server_id, owner)
-        await nc.close()
 
 
-async def test_a_cancel_reaches_a_local_owner_while_the_connection_is_down(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
+async def test_a_cancel_reaches_a_local_owner_while_the_connection_is_down(nc: NATS) -> None:
     server_id = str(uuid.uuid4())
     told: list[str] = []
 
@@ -120,8 +123,7 @@ async def test_a_cancel_reaches_a_local_owner_while_the_connection_is_down(nats_
         local_owners.unregister(nc, server_id, owner)
 
 
-async def test_an_owner_that_gave_a_server_up_does_not_unregister_its_successor(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
+async def test_an_owner_that_gave_a_server_up_does_not_unregister_its_successor(nc: NATS) -> None:
     server_id = str(uuid.uuid4())
 
     async def first(msg: OwnerRequest) -> None:
@@ -137,4 +139,3 @@ async def test_an_owner_that_gave_a_server_up_does_not_unregister_its_successor(
         assert await request_owner(nc, server_id, "call", b"{}", timeout=5) == "second"
     finally:
         local_owners.unregister(nc, server_id, second)
-        await nc.close()

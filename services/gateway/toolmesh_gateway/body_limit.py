@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.errors import RequestTooLarge
+from toolmesh_gateway.scope_headers import header
 
 
 class BodyLimit:
@@ -28,7 +28,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length", "")
+        declared = header(scope, "content-length") or ""
         if declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(scope, receive, send)
             return

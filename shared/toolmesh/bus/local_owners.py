@@ -50,13 +50,9 @@ class LocalRequest:
     def __init__(self, subject: str, data: bytes, headers: dict[str, str] | None, *, wants_reply: bool) -> None:
         self.subject = subject
         self.data = data
-        self._headers = headers
+        self.headers = headers
         self.reply = "local" if wants_reply else ""  # the owner replies only when there is a reply subject
         self.answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    @property
-    def headers(self) -> dict[str, str] | None:
-        return self._headers
 
     async def respond(self, data: bytes) -> None:
         if not self.answer.done():  # the requester may have stopped waiting

@@ -22,12 +22,14 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.dispatcher import Outbound
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from starlette.types import Scope
 
 from toolmesh.contracts.clients import (
     FORWARDED_REQUESTS,
@@ -42,6 +44,7 @@ from toolmesh.errors import ToolmeshError
 from toolmesh.supervision import TaskSet
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.scope_headers import header
 
 log = logging.getLogger("toolmesh.gateway.clients")
 MAX_LINKS = 10_000
@@ -207,6 +210,13 @@ class ClientLinks:
             await channel.notify(note.method, note.params)
         except Exception as exc:  # the client went away: nothing to deliver to
             log.debug("notification %s not delivered: %s", note.method, exc)
+
+
+async def release_if_deleted(scope: Scope, links: ClientLinks, forwarder: Forwarder, feed: CatalogFeed) -> None:
+    """After a request was served: when it was the DELETE of a client session, release that client."""
+    session = header(scope, MCP_SESSION_ID_HEADER)
+    if scope.get("method") == "DELETE" and session:
+        await release_client(links, forwarder, feed, session)
 
 
 async def release_client(links: ClientLinks, forwarder: Forwarder, feed: CatalogFeed, session: str) -> None:

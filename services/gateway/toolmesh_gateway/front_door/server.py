@@ -41,7 +41,7 @@ from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.aggregate import Aggregate
-from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
+from toolmesh_gateway.front_door.client_links import ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
@@ -191,9 +191,7 @@ class FrontDoor:
         await self._manager.handle_request(
             as_user(scope, caller, **{MODE_KEY: mode, BUNDLE_KEY: bundle}), receive, send
         )
-        session = dict(scope["headers"]).get(b"mcp-session-id")
-        if scope.get("method") == "DELETE" and session:
-            await release_client(self.links, self._forwarder, self._feed, session.decode("latin-1"))
+        await release_if_deleted(scope, self.links, self._forwarder, self._feed)
 
     # -- handlers --------------------------------------------------------------------------------
 

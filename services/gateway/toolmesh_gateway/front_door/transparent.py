@@ -33,7 +33,7 @@ from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
-from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_client
+from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
@@ -94,9 +94,7 @@ class Transparent:
             await refuse(ServerNotFound(f"Server not found: {name}", {"server_name": name}), scope, receive, send)
             return
         await self.manager.handle_request(as_user(scope, caller, **{SERVER_KEY: server.id}), receive, send)
-        session = dict(scope["headers"]).get(b"mcp-session-id")
-        if scope.get("method") == "DELETE" and session:
-            await release_client(self._links, self._forwarder, self._feed, session.decode("latin-1"))
+        await release_if_deleted(scope, self._links, self._forwarder, self._feed)
 
     def _lists(self, server_id: str) -> Lists:
         catalog = self._feed.catalog
