@@ -3,12 +3,8 @@ capabilities, instructions), resources and resource templates, and prompts."""
 
 from __future__ import annotations
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
 from toolmesh.contracts.events import PromptsDiscovered, ResourcesDiscovered, ServerDescribed
-
-Conn = asyncpg.Connection | PoolConnectionProxy
+from toolmesh.store.projection_trail import Conn
 
 
 async def server_described(conn: Conn, event: ServerDescribed) -> None:

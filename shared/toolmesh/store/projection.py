@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
 from toolmesh.contracts.events import (
     CallsRecorded,
@@ -33,13 +32,17 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
     ToolsUnclassified,
 )
-from toolmesh.contracts.servers import NewToolsPolicy
-from toolmesh.naming import namespace_tool
-from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
 from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
+from toolmesh.store.projection_trail import Conn, audit, history
+from toolmesh.store.tools_projection import (
+    tools_approved,
+    tools_changed,
+    tools_classified,
+    tools_discovered,
+    tools_unclassified,
+)
 
 log = logging.getLogger("toolmesh.projection")
-Conn = asyncpg.Connection | PoolConnectionProxy
 PROJECTOR = "postgres"
 READ_MODEL_TABLES = (
     "mcp.external_servers",
@@ -98,33 +101,6 @@ async def reset_read_model(conn: Conn) -> None:
     await conn.execute(f"TRUNCATE {', '.join(READ_MODEL_TABLES)} RESTART IDENTITY CASCADE")
 
 
-async def _audit(conn: Conn, event: Event, name: str | None, details: dict[str, Any]) -> None:
-    await conn.execute(
-        "INSERT INTO mcp.audit_log(event, event_id, server_id, server_name, actor, ip_address, details, "
-        "timestamp, namespace) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        event.subject.removeprefix("toolmesh.evt."),
-        event.event_id,
-        event.server_id,
-        name,
-        event.actor,
-        getattr(event, "ip_address", None),
-        details,
-        event.occurred_at,
-        event.namespace,
-    )
-
-
-async def _history(conn: Conn, event: Event, kind: str, details: dict[str, Any]) -> None:
-    await conn.execute(
-        "INSERT INTO mcp.server_connection_history(server_id, event_type, details, timestamp) "
-        "SELECT id, $2, $3, $4 FROM mcp.external_servers WHERE id = $1",
-        event.server_id,
-        kind,
-        details,
-        event.occurred_at,
-    )
-
-
 async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
     try:
         async with conn.transaction():
@@ -148,8 +124,8 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
         # The UNIQUE constraint is the backstop; the losing registration is dropped.
         log.error("registration of %s dropped: name already taken", event.name, extra={"server": event.name})
         return
-    await _history(conn, event, "REGISTERED", {"actor": event.actor})
-    await _audit(conn, event, event.name, {"transport_type": str(event.transport_type)})
+    await history(conn, event, "REGISTERED", {"actor": event.actor})
+    await audit(conn, event, event.name, {"transport_type": str(event.transport_type)})
 
 
 async def _status_changed(conn: Conn, event: ServerStatusChanged) -> None:
@@ -176,138 +152,13 @@ async def _status_changed(conn: Conn, event: ServerStatusChanged) -> None:
         details["retry_at"] = event.retry_at.isoformat()
     if event.error_message:
         details["error_message"] = event.error_message
-    await _history(conn, event, event.history, details)
-    await _audit(conn, event, name, details)
+    await history(conn, event, event.history, details)
+    await audit(conn, event, name, details)
 
 
 async def _server_removed(conn: Conn, event: ServerRemoved) -> None:
     await conn.execute("DELETE FROM mcp.external_servers WHERE id = $1", event.server_id)
-    await _audit(conn, event, event.name, {})
-
-
-async def _tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
-    server = await conn.fetchrow(
-        "SELECT namespace, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
-    )
-    if server is None:
-        return
-    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
-    rows = await conn.fetch(
-        "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
-        event.server_id,
-    )
-    stored = ((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in rows)
-    pins = review(
-        listed.items(),
-        approvals(stored, listed),
-        first_list=not server["tools_seen"],
-        policy=NewToolsPolicy(server["new_tools"]),
-    )
-    names = [namespace_tool(event.server_name, t.original_name) for t in event.tools]
-    await conn.execute(
-        "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (original_name = ANY($2::text[]))",
-        event.server_id,
-        [t.original_name for t in event.tools],
-    )
-    await conn.executemany(
-        "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, is_external, "
-        "is_classified, discovered_at, updated_at, namespace, definition_hash, approved_hash, held_reason, "
-        "held_fields, category) VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12) "
-        "ON CONFLICT (source_server_id, original_name) DO UPDATE SET name = EXCLUDED.name, "
-        "description = EXCLUDED.description, input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
-        "category = EXCLUDED.category, "
-        "definition_hash = EXCLUDED.definition_hash, approved_hash = EXCLUDED.approved_hash, "
-        "held_reason = EXCLUDED.held_reason, held_fields = EXCLUDED.held_fields, "
-        "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description, "
-        "classification_status = CASE WHEN mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description "
-        "  THEN mcp.tools.classification_status ELSE 'DISCOVERED' END",
-        [
-            (
-                name,
-                t.original_name,
-                t.description,
-                t.input_schema,
-                event.server_id,
-                event.occurred_at,
-                server["namespace"],
-                *_pin_columns(pins[t.original_name]),
-                str(t.category),
-            )
-            for name, t in zip(names, event.tools, strict=True)
-        ],
-    )
-    await conn.execute(
-        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
-        event.server_id,
-        len(names),
-        event.occurred_at,
-    )
-    held = sorted(name for name, pin in pins.items() if pin.hold is not None)
-    await _history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names), **({"held": held} if held else {})})
-
-
-def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
-    hold = pin.hold
-    return pin.definition_hash, pin.approved_hash, hold.reason if hold else None, hold.fields if hold else []
-
-
-async def _tools_changed(conn: Conn, event: ToolsChanged) -> None:
-    details = {"changes": [c.model_dump(exclude={"description"}) for c in event.changes]}
-    await _history(conn, event, "TOOLS_CHANGED", details)
-    await _audit(conn, event, event.server_name, details)
-
-
-async def _tools_approved(conn: Conn, event: ToolsApproved) -> None:
-    for tool in event.tools:
-        row = await conn.fetchrow(
-            "SELECT definition_hash, approved_hash FROM mcp.tools WHERE source_server_id = $1 AND original_name = $2",
-            event.server_id,
-            tool.original_name,
-        )
-        if row is None or row["definition_hash"] is None:
-            continue  # a newer tool list dropped it
-        pin = approve(Pin(row["definition_hash"], row["approved_hash"]), tool.definition_hash)
-        await conn.execute(
-            "UPDATE mcp.tools SET approved_hash = $3, held_reason = $4, held_fields = $5, updated_at = $6 "
-            "WHERE source_server_id = $1 AND original_name = $2",
-            event.server_id,
-            tool.original_name,
-            *_pin_columns(pin)[1:],
-            event.occurred_at,
-        )
-    details = {"tools": [t.model_dump() for t in event.tools]}
-    await _history(conn, event, "TOOLS_APPROVED", details)
-    await _audit(conn, event, event.server_name, details)
-
-
-async def _tools_classified(conn: Conn, event: ToolsClassified) -> None:
-    await conn.executemany(
-        "UPDATE mcp.tools SET skill_ids = $3, primary_skill_id = $4, is_classified = TRUE, updated_at = $5, "
-        "classification_status = 'CLASSIFIED', classification_error = NULL "
-        "WHERE source_server_id = $1 AND name = $2",
-        [
-            (
-                event.server_id,
-                namespace_tool(event.server_name, t.original_name),
-                [s.skill_id for s in t.skills],
-                t.primary_skill_id,
-                event.occurred_at,
-            )
-            for t in event.tools
-        ],
-    )
-
-
-async def _tools_unclassified(conn: Conn, event: ToolsUnclassified) -> None:
-    await conn.execute(
-        "UPDATE mcp.tools SET classification_status = 'UNCLASSIFIED', classification_error = $3, updated_at = $4 "
-        "WHERE source_server_id = $1 AND original_name = ANY($2::text[]) AND NOT is_classified",
-        event.server_id,
-        event.tools,
-        event.error,
-        event.occurred_at,
-    )
-    await _history(conn, event, "CLASSIFICATION_FAILED", {"tools": event.tools, "attempts": event.attempts})
+    await audit(conn, event, event.name, {})
 
 
 async def _health_checked(conn: Conn, event: HealthChecked) -> None:
@@ -322,7 +173,7 @@ async def _health_checked(conn: Conn, event: HealthChecked) -> None:
         event.error,
     )
     if not event.healthy:
-        await _history(
+        await history(
             conn,
             event,
             "HEALTH_FAILED",
@@ -343,11 +194,11 @@ async def _config_resealed(conn: Conn, event: ServerConfigResealed) -> None:
         event.sealed_config,
     )
     if name is not None:
-        await _audit(conn, event, name, {"key_id": event.key_id})
+        await audit(conn, event, name, {"key_id": event.key_id})
 
 
 async def _key_changed(conn: Conn, event: KeyCreated | KeyRevoked) -> None:
-    await _audit(conn, event, None, {"key_id": event.key_id, "name": event.name, "role": event.role})
+    await audit(conn, event, None, {"key_id": event.key_id, "name": event.name, "role": event.role})
 
 
 async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
@@ -397,23 +248,23 @@ async def _endpoint_saved(conn: Conn, event: EndpointSaved) -> None:
     except asyncpg.UniqueViolationError:
         log.error("endpoint %s dropped: the name is taken in %s", event.name, event.namespace)
         return
-    await _audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
+    await audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
 
 
 async def _endpoint_deleted(conn: Conn, event: EndpointDeleted) -> None:
     await conn.execute("DELETE FROM mcp.endpoints WHERE id = $1", event.endpoint_id)
-    await _audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
+    await audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
 
 
 _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerRegistered: _server_registered,
     ServerStatusChanged: _status_changed,
     ServerRemoved: _server_removed,
-    ToolsDiscovered: _tools_discovered,
-    ToolsClassified: _tools_classified,
-    ToolsUnclassified: _tools_unclassified,
-    ToolsChanged: _tools_changed,
-    ToolsApproved: _tools_approved,
+    ToolsDiscovered: tools_discovered,
+    ToolsClassified: tools_classified,
+    ToolsUnclassified: tools_unclassified,
+    ToolsChanged: tools_changed,
+    ToolsApproved: tools_approved,
     HealthChecked: _health_checked,
     ServerConfigResealed: _config_resealed,
     KeyCreated: _key_changed,

@@ -1,0 +1,140 @@
+"""The projector's writes for a server's tools: discovery (with pinning), changes, approvals and
+classification."""
+
+from __future__ import annotations
+
+from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
+from toolmesh.contracts.servers import NewToolsPolicy
+from toolmesh.naming import namespace_tool
+from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
+from toolmesh.store.projection_trail import Conn, audit, history
+
+
+async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
+    """The server's tool list, replaced whole; each tool pinned or held for review (``toolmesh.pinning``)."""
+    server = await conn.fetchrow(
+        "SELECT namespace, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
+    )
+    if server is None:
+        return
+    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
+    rows = await conn.fetch(
+        "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
+        event.server_id,
+    )
+    stored = ((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in rows)
+    pins = review(
+        listed.items(),
+        approvals(stored, listed),
+        first_list=not server["tools_seen"],
+        policy=NewToolsPolicy(server["new_tools"]),
+    )
+    names = [namespace_tool(event.server_name, t.original_name) for t in event.tools]
+    await conn.execute(
+        "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (original_name = ANY($2::text[]))",
+        event.server_id,
+        [t.original_name for t in event.tools],
+    )
+    await conn.executemany(
+        "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, is_external, "
+        "is_classified, discovered_at, updated_at, namespace, definition_hash, approved_hash, held_reason, "
+        "held_fields, category) VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12) "
+        "ON CONFLICT (source_server_id, original_name) DO UPDATE SET name = EXCLUDED.name, "
+        "description = EXCLUDED.description, input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
+        "category = EXCLUDED.category, "
+        "definition_hash = EXCLUDED.definition_hash, approved_hash = EXCLUDED.approved_hash, "
+        "held_reason = EXCLUDED.held_reason, held_fields = EXCLUDED.held_fields, "
+        "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description, "
+        "classification_status = CASE WHEN mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description "
+        "  THEN mcp.tools.classification_status ELSE 'DISCOVERED' END",
+        [
+            (
+                name,
+                t.original_name,
+                t.description,
+                t.input_schema,
+                event.server_id,
+                event.occurred_at,
+                server["namespace"],
+                *_pin_columns(pins[t.original_name]),
+                str(t.category),
+            )
+            for name, t in zip(names, event.tools, strict=True)
+        ],
+    )
+    await conn.execute(
+        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
+        event.server_id,
+        len(names),
+        event.occurred_at,
+    )
+    held = sorted(name for name, pin in pins.items() if pin.hold is not None)
+    await history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names), **({"held": held} if held else {})})
+
+
+def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
+    hold = pin.hold
+    return pin.definition_hash, pin.approved_hash, hold.reason if hold else None, hold.fields if hold else []
+
+
+async def tools_changed(conn: Conn, event: ToolsChanged) -> None:
+    """A changed tool list, in the history and the audit log."""
+    details = {"changes": [c.model_dump(exclude={"description"}) for c in event.changes]}
+    await history(conn, event, "TOOLS_CHANGED", details)
+    await audit(conn, event, event.server_name, details)
+
+
+async def tools_approved(conn: Conn, event: ToolsApproved) -> None:
+    """Held tool definitions approved: their pins move to the approved hash."""
+    for tool in event.tools:
+        row = await conn.fetchrow(
+            "SELECT definition_hash, approved_hash FROM mcp.tools WHERE source_server_id = $1 AND original_name = $2",
+            event.server_id,
+            tool.original_name,
+        )
+        if row is None or row["definition_hash"] is None:
+            continue  # a newer tool list dropped it
+        pin = approve(Pin(row["definition_hash"], row["approved_hash"]), tool.definition_hash)
+        await conn.execute(
+            "UPDATE mcp.tools SET approved_hash = $3, held_reason = $4, held_fields = $5, updated_at = $6 "
+            "WHERE source_server_id = $1 AND original_name = $2",
+            event.server_id,
+            tool.original_name,
+            *_pin_columns(pin)[1:],
+            event.occurred_at,
+        )
+    details = {"tools": [t.model_dump() for t in event.tools]}
+    await history(conn, event, "TOOLS_APPROVED", details)
+    await audit(conn, event, event.server_name, details)
+
+
+async def tools_classified(conn: Conn, event: ToolsClassified) -> None:
+    """The skills the classifier gave each tool."""
+    await conn.executemany(
+        "UPDATE mcp.tools SET skill_ids = $3, primary_skill_id = $4, is_classified = TRUE, updated_at = $5, "
+        "classification_status = 'CLASSIFIED', classification_error = NULL "
+        "WHERE source_server_id = $1 AND name = $2",
+        [
+            (
+                event.server_id,
+                namespace_tool(event.server_name, t.original_name),
+                [s.skill_id for s in t.skills],
+                t.primary_skill_id,
+                event.occurred_at,
+            )
+            for t in event.tools
+        ],
+    )
+
+
+async def tools_unclassified(conn: Conn, event: ToolsUnclassified) -> None:
+    """Tools the classifier gave up on, with its error."""
+    await conn.execute(
+        "UPDATE mcp.tools SET classification_status = 'UNCLASSIFIED', classification_error = $3, updated_at = $4 "
+        "WHERE source_server_id = $1 AND original_name = ANY($2::text[]) AND NOT is_classified",
+        event.server_id,
+        event.tools,
+        event.error,
+        event.occurred_at,
+    )
+    await history(conn, event, "CLASSIFICATION_FAILED", {"tools": event.tools, "attempts": event.attempts})
