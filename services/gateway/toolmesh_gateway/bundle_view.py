@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from toolmesh.contracts.endpoints import ToolOverride
 from toolmesh_gateway.bundles import Bundle
-from toolmesh_gateway.catalog import CatalogServer, CatalogTool, CatalogView
+from toolmesh_gateway.catalog import CatalogServer, CatalogTool
+from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.offers import ServerOffer
 
 

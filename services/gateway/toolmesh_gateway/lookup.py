@@ -9,7 +9,8 @@ from __future__ import annotations
 from toolmesh.errors import PromptAmbiguous, PromptNotFound, ResourceNotFound, ServerNotFound
 from toolmesh.naming import split_namespaced
 from toolmesh.routing import serving_warning
-from toolmesh_gateway.catalog import CatalogServer, CatalogView
+from toolmesh_gateway.catalog import CatalogServer
+from toolmesh_gateway.catalog_view import CatalogView
 
 
 def server_by_name(catalog: CatalogView, name: str) -> CatalogServer | None:

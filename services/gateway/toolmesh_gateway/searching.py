@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.search.service import SearchService
-from toolmesh_gateway.catalog import CatalogView
+from toolmesh_gateway.catalog_view import CatalogView
 
 MAX_LIMIT = 100
 """The search API's largest page."""

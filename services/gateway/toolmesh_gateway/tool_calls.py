@@ -51,8 +51,8 @@ from toolmesh.polling import poll_until
 from toolmesh.routing import Route, ServerRoute, resolve_route, serving_warning
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
-from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.catalog_view import CatalogView
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0

@@ -15,18 +15,12 @@ import mcp_types
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from toolmesh.contracts.events import (
-    Event,
-    ServerConnected,
-    ServerDisconnected,
-    ServerStatusChanged,
-)
+from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
-from toolmesh.contracts.servers import TransportType
 from toolmesh.credentials import CredentialBox, expand_env, expandable_environment, secret_values
 from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
-from toolmesh.lifecycle import SERVING, ServerStatus, can_transition
+from toolmesh.lifecycle import ServerStatus, can_transition
 from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
 from toolmesh.runtime import Backends
@@ -37,6 +31,7 @@ from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry
 from toolmesh_session_worker.offerings import Offerings
+from toolmesh_session_worker.status_events import status_event
 from toolmesh_session_worker.upstream import (
     RestPolicy,
     Upstream,
@@ -136,36 +131,10 @@ class OwnedServer:
             )
         )
         self._status_seq = seq
-        domain = self._domain_event(previous, status, history, storable(error))
+        domain = status_event(self, self._transport, previous, status, history, storable(error))
         if domain is not None:
             await self._publish(domain)
         return seq
-
-    def _domain_event(
-        self, previous: ServerStatus, status: ServerStatus, history: str, error: str | None
-    ) -> Event | None:
-        """``server.connected`` on entering CONNECTED without a session before; ``server.disconnected``
-        on leaving the serving states (graceful when asked for: DISCONNECTED; not after an error)."""
-        if status is ServerStatus.CONNECTED and previous not in SERVING:
-            return ServerConnected(
-                server_id=self.server_id,
-                namespace=self.namespace,
-                server_name=self.name,
-                transport_type=TransportType(self._transport),
-                agent=self.agent,
-                tool_count=self.tool_count,
-                reconnect=history != "CONNECTED",
-            )
-        if previous in SERVING and status in (ServerStatus.DISCONNECTED, ServerStatus.ERROR):
-            graceful = status is ServerStatus.DISCONNECTED
-            return ServerDisconnected(
-                server_id=self.server_id,
-                namespace=self.namespace,
-                server_name=self.name,
-                was_graceful=graceful,
-                reason=None if graceful else error,
-            )
-        return None
 
     async def connect(self, *, reconnect: bool = False) -> bool:
         """Open the session (retrying with backoff, BR-002), list its tools, go CONNECTED and publish

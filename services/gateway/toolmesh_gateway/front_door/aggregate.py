@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolProgress
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway import lookup
-from toolmesh_gateway.catalog import CatalogServer, CatalogView
+from toolmesh_gateway.catalog import CatalogServer
+from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
 from toolmesh_gateway.front_door.eras import for_client

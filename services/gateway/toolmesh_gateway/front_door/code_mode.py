@@ -36,7 +36,8 @@ from pydantic_monty import (
 from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ExecutionTimeout, ToolmeshError
-from toolmesh_gateway.catalog import CatalogServer, CatalogView
+from toolmesh_gateway.catalog import CatalogServer
+from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
 
 log = logging.getLogger("toolmesh.gateway.code")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import mcp_types
 
 from toolmesh.errors import ToolmeshError
-from toolmesh_gateway.catalog import CatalogView
+from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door.names import NameMap
 
 Mode = Literal["all", "search"]

@@ -36,8 +36,8 @@ from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.bundles import Bundle
-from toolmesh_gateway.catalog import CatalogView
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.aggregate import Aggregate

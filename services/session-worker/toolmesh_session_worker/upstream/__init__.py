@@ -7,13 +7,13 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
+from toolmesh_session_worker.upstream.opening import open_session
 from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
 from toolmesh_session_worker.upstream.session import (
     LostCallback,
     ProgressCallback,
     ToolsChangedCallback,
     UpstreamSession,
-    open_session,
 )
 from toolmesh_session_worker.upstream.surface import Upstream
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.abc
-import httpx2
 import mcp_types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.shared.exceptions import MCPError
@@ -40,9 +39,7 @@ from toolmesh_session_worker.upstream.errors import (
     with_hint,
 )
 from toolmesh_session_worker.upstream.listing import list_all
-from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
-from toolmesh_session_worker.upstream.surface import Upstream
-from toolmesh_session_worker.upstream.transports import UpstreamTransport, build_transport
+from toolmesh_session_worker.upstream.transports import UpstreamTransport
 from toolmesh_session_worker.upstream.watch import WatchedReadStream
 from toolmesh_session_worker.upstream.wire import (
     LISTED_CHANGES,
@@ -74,7 +71,7 @@ _callback_owner: contextvars.ContextVar[UpstreamSession | None] = contextvars.Co
 
 
 class UpstreamSession:
-    """A connected upstream MCP server. Build it with ``open_session``."""
+    """A connected upstream MCP server. Build it with ``opening.open_session``."""
 
     def __init__(
         self,
@@ -315,7 +312,12 @@ class UpstreamSession:
         finally:
             _callback_owner.reset(token)
 
-    async def _start(self, connect_timeout: float) -> None:
+    async def start(self, connect_timeout: float) -> None:
+        """Run the session (transport, ``ClientSession``, ``initialize``) and wait for the handshake.
+
+        Raises:
+            UpstreamError: no answer to ``initialize`` within ``connect_timeout``, or the connect failed.
+        """
         self._runner = asyncio.create_task(self._run(), name=f"upstream-session:{self.server_name}")
         answered = False
         try:
@@ -389,54 +391,3 @@ class UpstreamSession:
                     self._alive = False
                     self._tg = None
                 tg.cancel_scope.cancel()
-
-
-async def open_session(
-    server_name: str,
-    transport_type: str,
-    config: Mapping[str, Any],
-    *,
-    connect_timeout: float,
-    on_tools_changed: ToolsChangedCallback | None = None,
-    on_lost: LostCallback | None = None,
-    http_client: httpx2.AsyncClient | None = None,
-    stdio_base_env: Mapping[str, str] | None = None,
-    client_side: ClientSide | None = None,
-    on_list_changed: ListChangedCallback | None = None,
-    rest_policy: RestPolicy | None = None,
-) -> Upstream:
-    """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
-
-    ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP), or ``REST`` for a REST
-    tool server (connected by its ``/health``, with ``rest_policy``'s retries); ``config`` is validated
-    and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
-    (the config headers are still applied per session); without it each session pools its own.
-    ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
-    (see ``base_environment``); without it the server gets only its config's ``env``.
-
-    Raises:
-        UpstreamError: the server could not be started or reached, or the handshake failed.
-    """
-    if transport_type.upper() == "REST":
-        return await open_rest_session(
-            server_name,
-            config,
-            rest_policy or RestPolicy(),
-            connect_timeout=connect_timeout,
-            on_lost=on_lost,
-            on_tools_changed=on_tools_changed,
-            http_client=http_client,
-        )
-    transport = build_transport(
-        server_name, transport_type, config, http_client=http_client, stdio_base_env=stdio_base_env
-    )
-    session = UpstreamSession(
-        server_name,
-        transport,
-        on_tools_changed=on_tools_changed,
-        on_lost=on_lost,
-        client_side=client_side,
-        on_list_changed=on_list_changed,
-    )
-    await session._start(connect_timeout)
-    return session

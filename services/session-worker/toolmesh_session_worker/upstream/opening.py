@@ -1,0 +1,70 @@
+"""Opening an upstream: an MCP session over STDIO, SSE or Streamable HTTP, or a REST tool server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+
+from toolmesh_session_worker.upstream.client_side import ClientSide
+from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
+from toolmesh_session_worker.upstream.session import (
+    ListChangedCallback,
+    LostCallback,
+    ToolsChangedCallback,
+    UpstreamSession,
+)
+from toolmesh_session_worker.upstream.surface import Upstream
+from toolmesh_session_worker.upstream.transports import build_transport
+
+
+async def open_session(
+    server_name: str,
+    transport_type: str,
+    config: Mapping[str, Any],
+    *,
+    connect_timeout: float,
+    on_tools_changed: ToolsChangedCallback | None = None,
+    on_lost: LostCallback | None = None,
+    http_client: httpx2.AsyncClient | None = None,
+    stdio_base_env: Mapping[str, str] | None = None,
+    client_side: ClientSide | None = None,
+    on_list_changed: ListChangedCallback | None = None,
+    rest_policy: RestPolicy | None = None,
+) -> Upstream:
+    """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
+
+    ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP), or ``REST`` for a REST
+    tool server (connected by its ``/health``, with ``rest_policy``'s retries); ``config`` is validated
+    and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
+    (the config headers are still applied per session); without it each session pools its own.
+    ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
+    (see ``base_environment``); without it the server gets only its config's ``env``.
+
+    Raises:
+        UpstreamError: the server could not be started or reached, or the handshake failed.
+    """
+    if transport_type.upper() == "REST":
+        return await open_rest_session(
+            server_name,
+            config,
+            rest_policy or RestPolicy(),
+            connect_timeout=connect_timeout,
+            on_lost=on_lost,
+            on_tools_changed=on_tools_changed,
+            http_client=http_client,
+        )
+    transport = build_transport(
+        server_name, transport_type, config, http_client=http_client, stdio_base_env=stdio_base_env
+    )
+    session = UpstreamSession(
+        server_name,
+        transport,
+        on_tools_changed=on_tools_changed,
+        on_lost=on_lost,
+        client_side=client_side,
+        on_list_changed=on_list_changed,
+    )
+    await session.start(connect_timeout)
+    return session
