@@ -52,6 +52,14 @@ def test_task_queries_split_into_clauses_and_a_single_clause_does_not() -> None:
     assert clauses("search the web") == []
 
 
+def test_the_full_stop_of_a_title_or_an_example_ends_no_clause() -> None:
+    assert clauses("Find Mr. Lu Yaojie's resume. Save it to /root/cv.md") == [
+        "Find Mr Lu Yaojie's resume.",
+        "Save it to /root/cv.md",
+    ]
+    assert clauses("compare stocks, e.g. Apple vs. Microsoft") == ["compare stocks", "e.g Apple vs Microsoft"]
+
+
 TOOLS = [
     DiscoveredTool(original_name="watch_directory", description="Watch a directory and report file changes."),
     DiscoveredTool(original_name="fetch", description="Fetch a web page by its URL and return its content."),

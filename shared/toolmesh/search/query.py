@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 # A URL ends before the punctuation that closes its sentence or clause (that stays a boundary).
 _URL = re.compile(r"\bhttps?://\S+?(?=[.,;:!?)\]}'\"]*(?:\s|$))", re.IGNORECASE)
 _CLAUSES = re.compile(r"(?<=[.!?;:])\s+|,\s*(?:and\s+|then\s+)?|\s+(?:and then|then|and|with)\s+")
+# A title or "e.g." before a name or an example: its full stop ends no sentence ("find Mr. Lu's resume").
+_ABBREVIATION = re.compile(r"\b(Mrs?|Ms|Dr|Prof|St|Jr|Sr|vs|e\.g|i\.e)\.(?=\s)", re.IGNORECASE)
 MAX_CLAUSES = 6
 
 
@@ -44,5 +46,5 @@ def searchable(query: str) -> str:
 
 def clauses(query: str) -> list[str]:
     """The query's clauses of two words or more (none when the query is a single clause)."""
-    parts = [p.strip() for p in _CLAUSES.split(query) if p and len(p.split()) >= 2]
+    parts = [p.strip() for p in _CLAUSES.split(_ABBREVIATION.sub(r"\1", query)) if p and len(p.split()) >= 2]
     return parts[:MAX_CLAUSES] if len(parts) > 1 else []
