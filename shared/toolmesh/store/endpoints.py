@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
+
+from toolmesh.store.connections import Db
 
 Row = asyncpg.Record
-Db = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
 _COLUMNS = (
     "id::text AS id, namespace, name, description, include, exclude, overrides, created_by, created_at, updated_at"
 )

@@ -7,7 +7,8 @@ import zlib
 from collections.abc import AsyncIterator
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
+
+from toolmesh.store.connections import Conn
 
 _NAMESPACE = 7_311_422  # keeps toolmesh's lock keys apart from other applications' in one database
 
@@ -16,7 +17,7 @@ def _key(name: str) -> int:
     return (_NAMESPACE << 32) | zlib.crc32(name.encode())  # one bigint key: (int4, int4) keys are signed
 
 
-async def transaction_lock(conn: asyncpg.Connection | PoolConnectionProxy, name: str) -> None:
+async def transaction_lock(conn: Conn, name: str) -> None:
     """Take the lock called ``name`` until ``conn``'s transaction ends (waiting for any other holder)."""
     await conn.execute("SELECT pg_advisory_xact_lock($1)", _key(name))
 

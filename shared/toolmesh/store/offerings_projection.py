@@ -4,7 +4,7 @@ capabilities, instructions), resources and resource templates, and prompts."""
 from __future__ import annotations
 
 from toolmesh.contracts.events import PromptsDiscovered, ResourcesDiscovered, ServerDescribed
-from toolmesh.store.projection_trail import Conn
+from toolmesh.store.connections import Conn
 
 
 async def server_described(conn: Conn, event: ServerDescribed) -> None:

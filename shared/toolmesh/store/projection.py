@@ -32,8 +32,9 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
     ToolsUnclassified,
 )
+from toolmesh.store.connections import Conn
 from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
-from toolmesh.store.projection_trail import Conn, audit, history
+from toolmesh.store.projection_trail import audit, history
 from toolmesh.store.tools_projection import (
     tools_approved,
     tools_changed,

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
 from toolmesh.contracts.events import Event
-
-Conn = asyncpg.Connection | PoolConnectionProxy
+from toolmesh.store.connections import Conn
 
 
 async def audit(conn: Conn, event: Event, name: str | None, details: dict[str, Any]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
 from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
+from toolmesh.store.connections import Db
 from toolmesh.store.projection import PROJECTOR
 
 Row = asyncpg.Record
@@ -25,7 +25,7 @@ _IN_NAMESPACE = "($2::text IS NULL OR namespace = $2::text)"
 """Every read takes the caller's namespace; None (the owner) reads every namespace."""
 
 
-async def applied_sequence(db: asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy) -> int:
+async def applied_sequence(db: Db) -> int:
     """The last stream sequence the projector has applied (0 before any)."""
     value = await db.fetchval("SELECT last_seq FROM mcp.projector_checkpoint WHERE projector = $1", PROJECTOR)
     return int(value or 0)

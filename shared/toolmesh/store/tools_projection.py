@@ -7,7 +7,8 @@ from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassifi
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
-from toolmesh.store.projection_trail import Conn, audit, history
+from toolmesh.store.connections import Conn
+from toolmesh.store.projection_trail import audit, history
 
 
 async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
