@@ -102,6 +102,7 @@ async def load_index(
     await projection.start()
     for seq, event in server_events(servers):
         await projection.apply(event, seq)
+    await projection.embed_all()
     await projection.flush()
     return projection
 

@@ -8,7 +8,9 @@
    servers per second; each one's events, then its classification (batches of 10, as the
    classifier-worker publishes them), queue up for the projection like messages of the event
    stream, while a client searches without pause and a probe measures, per server, the time from
-   its tool snapshot entering the stream to its probe tool being found by search (index lag).
+   its tool snapshot entering the stream to its probe tool being found by search (index lag). A
+   tool is found by its words first and by its vector once the bulk lane embedded it: the most
+   tools waiting for a vector and how long after the last server they all had one are printed too.
 
 The projection, the catalog publisher, the checkpoint flusher and the searches share one event loop,
 as in ``toolmesh up``. ``--backend qdrant-local`` stores the index in qdrant-client's local mode: no
@@ -74,11 +76,15 @@ def synthetic(servers: int, per_server: int, prefix: str, seed: int) -> dict[str
         tools = []
         for t in range(per_server - 1):
             verb, noun, other = rng.choice(VERBS), rng.choice(NOUNS), rng.choice(NOUNS)
+            properties = {
+                f"{noun}_id": {"type": "string", "description": f"Id of the {noun}."},
+                other: {"type": "string", "description": f"The {other} to use."},
+            }
             tools.append(
                 DiscoveredTool(
                     original_name=f"{verb}_{noun}_{t}",
                     description=f"{verb.capitalize()} a {noun} with its {other} in service {s}.",
-                    input_schema={"type": "object", "properties": {f"{noun}_id": {}, other: {}}},
+                    input_schema={"type": "object", "properties": properties},
                 )
             )
         tools.append(DiscoveredTool(original_name=f"probe{prefix}{s}", description="Probe tool for freshness."))
@@ -156,6 +162,7 @@ async def register_while_searching(
     arriving = synthetic(args.registering, args.tools_each, "new", seed=11)
     latencies: list[float] = []
     lags: list[float] = []
+    behind: list[int] = []
     done = asyncio.Event()
 
     async def searcher() -> None:
@@ -164,6 +171,7 @@ async def register_while_searching(
             t0 = time.perf_counter()
             await service.search(SearchRequest(query=f"{rng.choice(QUERIES)} {rng.randrange(10_000)}"))
             latencies.append((time.perf_counter() - t0) * 1000)
+            behind.append(stream.projection.vectors_behind)
             await asyncio.sleep(0.01)
 
     async def probe(name: str, tool: str, since: float) -> None:
@@ -190,6 +198,9 @@ async def register_while_searching(
             group.create_task(_classify(stream, classifier, name, tools))
         await asyncio.gather(*probes)
         await stream.queue.join()
+        last_server = time.perf_counter()
+        await all_embedded(stream.projection)
+        vectors_after = time.perf_counter() - last_server
         done.set()
         await search_task
     elapsed = time.perf_counter() - started
@@ -200,7 +211,19 @@ async def register_while_searching(
         "registration_seconds": round(elapsed, 1),
         **percentiles(latencies, "during_registration_search_ms"),
         **percentiles([lag * 1000 for lag in lags], "index_lag_ms"),
+        "tools_without_vector_max": max(behind, default=0),
+        "all_vectors_seconds_after_last_server": round(vectors_after, 1),
     }
+
+
+async def all_embedded(projection: IndexProjection) -> None:
+    """Wait until every indexed tool has its vector."""
+
+    async def caught_up() -> bool:
+        return projection.vectors_behind == 0
+
+    if not await poll_until(caught_up, PROBE_SECONDS * 5):
+        raise RuntimeError(f"{projection.vectors_behind} tools still without a vector")
 
 
 async def _classify(stream: Stream, classifier: EmbeddingClassifier, name: str, tools: list[DiscoveredTool]) -> None:
@@ -231,10 +254,12 @@ async def main(args: argparse.Namespace) -> None:
                 group.create_task(stream.run()),
                 group.create_task(projection.table.run_publisher(stop)),
                 group.create_task(projection.run_flusher(stop)),
+                group.create_task(projection.run_embedder(stop)),
             ]
             started = time.perf_counter()
             await feed(stream, classifier, synthetic(args.servers, args.tools // args.servers, "base", seed=7))
             await stream.queue.join()
+            await all_embedded(projection)
             result["preload_seconds"] = round(time.perf_counter() - started, 1)
             result["preload_tools_per_s"] = round(args.tools / (time.perf_counter() - started), 1)
             await asyncio.sleep(0.5)  # the publisher catches up
@@ -247,7 +272,6 @@ async def main(args: argparse.Namespace) -> None:
                 result.update(await register_while_searching(stream, classifier, service, args))
             stop.set()
             workers[0].cancel()
-        projection.close()
         await index.close()
     result["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # the host is shared
     print(json.dumps(result))

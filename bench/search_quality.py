@@ -89,7 +89,6 @@ async def main() -> None:
         for name, (weights, strategy) in VARIANTS.items():
             result[name] = await evaluate(SearchService(catalogs, embedder, weights=weights), strategy, queries)
         result["default_strategy"] = SearchRequest(query="x").strategy
-        projection.close()
         await index.close()
     print(json.dumps(result))
 

@@ -180,9 +180,11 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
                 body = (await system.api.get(f"{SERVERS}/{b['id']}/tools")).json()
                 state = await live.load_state()
                 info = await system.backends.js.stream_info(EVENTS_STREAM)
-                return body["unclassified"] == 0 and state.last_seq == info.state.last_seq
+                health = (await system.api.get("/api/v1/search/health")).json()
+                indexed = state.last_seq == info.state.last_seq and health["tools_without_vector"] == 0
+                return body["unclassified"] == 0 and indexed
 
-            await eventually(settled, timeout=60, what="classification and indexing to settle")
+            await eventually(settled, timeout=60, what="classification, indexing and embedding to settle")
             last_seq = (await live.load_state()).last_seq
 
             rebuilt = EdgeIndex(tmp_path / "rebuilt", 384)
@@ -202,6 +204,7 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
                     if seq <= last_seq:
                         await projection.apply(decode_event(msg.subject, msg.data), seq)
             await sub.unsubscribe()
+            await projection.embed_all()
             await projection.flush()
 
             source_live, source_rebuilt = local_catalogs(system.settings), projection.table.catalog
@@ -212,7 +215,6 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
                     got = await SearchService(source_rebuilt, embedder).search(request)
                     assert [t.model_dump() for t in got.tools] == [t.model_dump() for t in expected.tools]
                     assert got.matched_skills == expected.matched_skills
-            projection.close()
             await rebuilt.close()
 
 

@@ -145,6 +145,7 @@ SKILLS = [
 async def _events(projection: IndexProjection, events: list[object], start: int = 1) -> None:
     for seq, event in enumerate(events, start=start):
         await projection.apply(event, seq)
+    await projection.embed_all()
     await projection.flush()
 
 
@@ -266,11 +267,11 @@ async def test_events_never_scan_the_index_and_checkpoints_are_coalesced(tmp_pat
     for seq, event in enumerate(events, start=1):
         await projection.apply(event, seq)
     assert index.scrolls == scans and index.saves == saves
+    await projection.embed_all()
     await projection.flush()
     assert index.saves == saves + 1 and (await index.load_state()).last_seq == len(events)
     (skill,) = await index.retrieve([skill_point_id("web_search")])
     assert skill.payload["tool_count"] == 48  # four servers of twelve; the removed one left
-    projection.close()
     await index.close()
 
 
@@ -297,7 +298,7 @@ async def test_search_reads_the_published_catalog_while_the_writer_is_blocked(tm
     assert [t.name for t in result.tools] == ["one.search"] and not writer.done()
     index.gate.set()
     assert await writer
+    await projection.embed_all()  # "x" has no word BM25 keeps: only its vector finds it
     result = await service.search(SearchRequest(query="x", strategy="flat"))
     assert [t.name for t in result.tools] == ["one.x"]
-    projection.close()
     await index.close()

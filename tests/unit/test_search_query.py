@@ -87,5 +87,4 @@ async def test_a_url_query_finds_the_page_fetcher_not_a_tool_named_like_the_path
     response = await service.search(request)
     assert response.tools[0].original_name == "fetch"
     assert response.query == request.query
-    projection.close()
     await index.close()

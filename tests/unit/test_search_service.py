@@ -48,7 +48,11 @@ TOOLS = [
         description="Search the web for pages.",
         input_schema={"type": "object", "properties": {"query": {"type": "string"}}},
     ),
-    DiscoveredTool(original_name="readFile", description="Read a file from disk."),
+    DiscoveredTool(
+        original_name="readFile",
+        description="Read a file from disk",
+        input_schema={"properties": {"path": {"description": "Path of the file. "}, "lines": {"type": "integer"}}},
+    ),
 ]
 
 
@@ -64,14 +68,20 @@ async def _indexed(path: Path, embedder: _RecordingEmbedder, server: str = "demo
     ]
     for seq, event in enumerate(events, start=1):
         await projection.apply(event, seq)
+    await projection.embed_all()
     await projection.flush()
     return projection
 
 
-async def test_dense_vectors_embed_name_and_description_while_bm25_keeps_the_full_text(tmp_path: Path) -> None:
+async def test_dense_text_has_name_description_and_parameter_descriptions_bm25_the_full_text(
+    tmp_path: Path,
+) -> None:
     embedder = _RecordingEmbedder()
     index = (await _indexed(tmp_path, embedder)).index
-    assert sorted(embedder.texts) == ["read file: Read a file from disk.", "web search: Search the web for pages."]
+    assert sorted(embedder.texts) == [
+        "read file: Read a file from disk. Parameters: Path of the file",
+        "web search: Search the web for pages.",
+    ]
     payloads = {h.payload["original_name"]: h.payload for h in await index.scroll(Where(kind="tool"))}
     assert payloads["web_search"]["text"] == "demo web search. Search the web for pages. parameters: query"
     assert payloads["web_search"]["dense_text"] == "web search: Search the web for pages."
@@ -88,10 +98,12 @@ async def test_a_tool_indexed_before_dense_text_existed_is_embedded_again(tmp_pa
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "demo"))
     await projection.apply(ToolsDiscovered(server_id=sid, server_name="demo", tools=TOOLS), 4)
+    await projection.embed_all()
     assert len(embedder.texts) == 2
     embedder.texts.clear()
     await projection.apply(ToolsDiscovered(server_id=sid, server_name="demo", tools=TOOLS), 5)
-    assert embedder.texts == []  # unchanged tools keep their vectors
+    await projection.embed_all()
+    assert embedder.texts == [] and projection.vectors_behind == 0  # unchanged tools keep their vectors
     await index.close()
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
 import numpy as np
 
 from toolmesh.contracts.events import DiscoveredTool, ToolClassification
+from toolmesh.embed.lane import bulk_lane
 from toolmesh.embed.model import Embedder
 from toolmesh.embed.text import dense_text
 from toolmesh.skills.taxonomy import Skill
@@ -26,8 +26,9 @@ class Classifier(Protocol):
 class EmbeddingClassifier:
     """Cosine similarity of the tool's text to each skill's description, calibrated; no LLM needed.
 
-    The tool's text is the one the index embeds (``dense_text``), so in one process the shared
-    embedder computes each tool's vector once for both.
+    The tool's text is the one the index embeds (``dense_text``), embedded on the process's bulk
+    lane: in one process the shared embedder computes each tool's vector once for both, one request
+    at a time.
     """
 
     name = "embedding"
@@ -38,8 +39,8 @@ class EmbeddingClassifier:
         self._skills = skill_vectors(embedder, skills)
 
     async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]:
-        texts = [dense_text(t.original_name, t.description) for t in tools]
-        vectors = await asyncio.to_thread(self._embedder.embed, texts)
+        texts = [dense_text(t.original_name, t.description, t.input_schema) for t in tools]
+        vectors = await bulk_lane(self._embedder).embed(texts)
         return self.assign_all(tools, vectors)
 
     def assign_all(self, tools: list[DiscoveredTool], vectors: np.ndarray) -> list[ToolClassification]:

@@ -94,13 +94,13 @@ async def run_indexer(
                 group.create_task(_keep_lease(leases, settings, stop, halt))
                 group.create_task(table.run_publisher(halt))
                 group.create_task(projection.run_flusher(halt))
+                group.create_task(projection.run_embedder(halt))
                 group.create_task(serve_search(nc, service, halt))
                 try:
                     await consume(js, EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=config, handle=apply, stop=halt)
                 finally:
                     halt.set()
     finally:
-        projection.close()
         await leases.release(LEASE)
     if not stop.is_set():
         raise LeaseLost("the indexer lease was lost; waiting to take it again")

@@ -1,6 +1,11 @@
 """The index as a projection of events: tools indexed on discovery, payloads moved by status and
 classification, points removed with their server, skill vectors kept as running sums.
 
+A discovered tool is searchable by its words (BM25F) as soon as its event is applied; its vector
+follows when the process's embedding lane gets to it (``run_embedder``, oldest first), so freshness
+never waits on embedding throughput. Rows stored without a vector (a crash before the lane caught
+up) are queued again at start.
+
 Every handler is idempotent (snapshots replace, payloads are set, deletes by filter), so applying
 an event twice, or replaying from an older checkpoint, gives the same index. The projection keeps
 every tool's row in memory (``SearchTable``, loaded by one scan at start), so no event scans the
@@ -12,9 +17,9 @@ idempotent and skill sums are derived from the rows, not from the events.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -27,13 +32,14 @@ from toolmesh.contracts.events import (
     ToolsClassified,
     ToolsDiscovered,
 )
+from toolmesh.embed.lane import bulk_lane
 from toolmesh.embed.model import DIMENSIONS, Embedder
 from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.index.filters import flags
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
-from toolmesh.search.table import SearchTable, Vector
+from toolmesh.search.table import Row, SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill
 from toolmesh.skills.vectors import skill_vectors
 
@@ -42,6 +48,8 @@ FLUSH_INTERVAL = 1.0  # seconds between checkpoint writes while events keep comi
 TOOLS = "tool"
 SKILLS = "skill"
 _UPSERT_PAGE = 256
+VECTOR_STEP = 128  # tools given their vectors per step of the backlog
+_EMBEDDED = {"embedded": True, "embedded_flag": "true"}
 
 
 class IndexProjection:
@@ -59,8 +67,9 @@ class IndexProjection:
         self.state = IndexState()
         self._lock = asyncio.Lock()
         self._unsaved = False
-        # Indexing embeds on one thread: the other core stays free for queries.
-        self._embedding = ThreadPoolExecutor(1, thread_name_prefix="toolmesh-index-embed")
+        self._lane = bulk_lane(embedder) if embedder is not None else None
+        self._unembedded: dict[str, None] = {}  # tools waiting for their vector, oldest first
+        self._backlog = asyncio.Event()
         self._handlers: dict[type[Event], Callable[[Any], Awaitable[None]]] = {
             ServerRegistered: self._server_registered,
             ServerStatusChanged: self._status_changed,
@@ -75,15 +84,68 @@ class IndexProjection:
         for hit in await self.index.scroll(Where(kind=TOOLS), with_vectors=True):
             embedded = bool(hit.payload.get("embedded")) and hit.vector is not None
             self.table.put(hit.id, hit.payload, np.asarray(hit.vector, dtype=np.float32) if embedded else None)
+            if not embedded:
+                self._wait_for_vector(hit.id)
         self.table.applied(self.state.last_seq)
         await self.sync_skills()
         await self.flush()
         return self.state
 
-    async def _embed(self, texts: list[str]) -> np.ndarray | None:
-        if self.embedder is None or not texts:
-            return None
-        return await asyncio.get_running_loop().run_in_executor(self._embedding, self.embedder.embed, texts)
+    @property
+    def vectors_behind(self) -> int:
+        """Indexed tools still waiting for their vector."""
+        return len(self._unembedded)
+
+    def _wait_for_vector(self, point_id: str) -> None:
+        if self._lane is not None:
+            self._unembedded[point_id] = None
+            self._backlog.set()
+
+    async def embed_backlog(self, step: int = VECTOR_STEP) -> int:
+        """Give up to ``step`` of the oldest tools without a vector theirs; how many got one."""
+        if self._lane is None or not self._unembedded:
+            return 0
+        ids = list(itertools.islice(self._unembedded, step))
+        rows = [row for i in ids if (row := self.table.get(i)) is not None and row.vector is None]
+        texts = [str(row.payload["dense_text"]) for row in rows]
+        vectors = await self._lane.embed(texts)
+        async with self._lock:
+            ready: list[tuple[Row, Vector]] = []
+            for row, text, vector in zip(rows, texts, vectors, strict=True):
+                current = self.table.get(row.id)  # a newer snapshot may have changed or dropped it meanwhile
+                if current is not None and current.vector is None and current.payload.get("dense_text") == text:
+                    ready.append((current, vector))
+            points = [Point(row.id, [float(x) for x in vector], {**row.payload, **_EMBEDDED}) for row, vector in ready]
+            for start in range(0, len(points), _UPSERT_PAGE):
+                await self.index.upsert(points[start : start + _UPSERT_PAGE])
+            for row, vector in ready:
+                self.table.set_vector(row.id, vector, _EMBEDDED)
+            for point_id in ids:
+                row = self.table.get(point_id)
+                if row is None or row.vector is not None:
+                    self._unembedded.pop(point_id, None)
+        return len(ready)
+
+    async def embed_all(self) -> None:
+        """Give every tool waiting for a vector its vector (tests, benchmarks, no background task)."""
+        while self._unembedded:
+            await self.embed_backlog()
+
+    async def run_embedder(self, stop: asyncio.Event) -> None:
+        """Embed the backlog step by step, as tools arrive, until ``stop``."""
+        while not stop.is_set():
+            if not self._unembedded:
+                self._backlog.clear()
+                try:
+                    await asyncio.wait_for(self._backlog.wait(), timeout=0.5)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                await self.embed_backlog()
+            except Exception:  # the model failed at run time: the rows stay searchable by their words
+                log.exception("embedding %d waiting tools failed; trying again", self.vectors_behind)
+                await asyncio.sleep(1.0)
 
     async def apply(self, event: Event | None, seq: int) -> bool:
         """Apply the event at ``seq`` (None: a message with nothing to apply); False if already applied."""
@@ -125,10 +187,6 @@ class IndexProjection:
         finally:
             await self.flush()
 
-    def close(self) -> None:
-        """Stop the embedding thread."""
-        self._embedding.shutdown(wait=False)
-
     async def _server_registered(self, event: ServerRegistered) -> None:
         if event.server_id not in self.state.servers:
             self.state.servers[event.server_id] = {"name": event.name, "status": str(ServerStatus.DISCONNECTED)}
@@ -147,7 +205,7 @@ class IndexProjection:
     async def _server_removed(self, event: ServerRemoved) -> None:
         await self.index.delete_where(Where(kind=TOOLS, server_id=event.server_id))
         for row in self.table.of_server(event.server_id):
-            self.table.remove(row.id)
+            self._forget(row.id)
         self.state.servers.pop(event.server_id, None)
 
     async def _tools_discovered(self, event: ToolsDiscovered) -> None:
@@ -166,7 +224,7 @@ class IndexProjection:
                 "description": tool.description,
                 "input_schema": tool.input_schema,
                 "text": tool_text(event.server_name, tool.original_name, tool.description, tool.input_schema),
-                "dense_text": dense_text(tool.original_name, tool.description),
+                "dense_text": dense_text(tool.original_name, tool.description, tool.input_schema),
                 "source_server_id": event.server_id,
                 "source_server_name": event.server_name,
                 "is_external": True,
@@ -175,28 +233,30 @@ class IndexProjection:
                 "category": str(tool.category),
             }
         rows: list[tuple[str, dict[str, Any], Vector | None]] = []
-        fresh: list[str] = []
-        embedded = self.embedder is not None
         for point_id, payload in wanted.items():
             old = existing.get(point_id)
             same = old is not None and all(old.payload.get(key) == payload[key] for key in ("text", "dense_text"))
-            if old is not None and same and (old.vector is not None) == embedded:
+            if old is not None and same:
                 merged = {**old.payload, **payload}  # same text: keep the vector and the classification
                 if merged != old.payload:
                     rows.append((point_id, merged, old.vector))
-            else:
-                fresh.append(point_id)
-        vectors = await self._embed([wanted[i]["dense_text"] for i in fresh])
-        for row_number, point_id in enumerate(fresh):
-            payload = {**wanted[point_id], "is_classified": False, "skill_ids": [], "primary_skill_id": None}
-            payload["embedded"] = vectors is not None
-            payload.update(flags(is_external=True, is_classified=False, embedded=vectors is not None))
-            rows.append((point_id, payload, vectors[row_number].astype(np.float32) if vectors is not None else None))
+                vector = old.vector
+            else:  # searchable by its words now, by its vector once the lane has embedded it
+                fresh = {**payload, "is_classified": False, "skill_ids": [], "primary_skill_id": None}
+                fresh.update({"embedded": False, **flags(is_external=True, is_classified=False, embedded=False)})
+                rows.append((point_id, fresh, None))
+                vector = None
+            if vector is None:
+                self._wait_for_vector(point_id)
         await self._write(rows)
         gone = [point_id for point_id in existing if point_id not in wanted]
         await self.index.delete(gone)
         for point_id in gone:
-            self.table.remove(point_id)
+            self._forget(point_id)
+
+    def _forget(self, point_id: str) -> None:
+        self.table.remove(point_id)
+        self._unembedded.pop(point_id, None)
 
     async def _write(self, rows: list[tuple[str, dict[str, Any], Vector | None]]) -> None:
         """Upsert points to the index, then to the table (the table never shows what the index lacks)."""
@@ -234,10 +294,9 @@ class IndexProjection:
             if hit.payload.get("skill_id") not in self.skills
         ]
         await self.index.delete(stale)
-        if self.embedder is None:
+        if self._lane is None:
             return
-        loop = asyncio.get_running_loop()
-        vectors = await loop.run_in_executor(self._embedding, skill_vectors, self.embedder, list(self.skills.values()))
+        vectors = await self._lane.run(skill_vectors, self._lane.embedder, list(self.skills.values()))
         self.table.skills.descriptions = {
             s: np.asarray(v, dtype=np.float32) for s, v in zip(self.skills, vectors, strict=True)
         }

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from bm25s.stopwords import STOPWORDS_EN
 
-from toolmesh.embed.text import parameter_names, readable
+from toolmesh.embed.text import parameter_descriptions, parameter_names, readable
 
 # scikit-learn's token pattern, lower-cased, English stop words dropped.
 _WORDS = re.compile(r"(?u)\b\w\w+\b")
@@ -47,11 +47,12 @@ def tokens(text: str) -> list[str]:
 
 
 def tool_fields(payload: Mapping[str, Any]) -> dict[str, str]:
-    """The lexical fields of a tool point's payload."""
+    """The lexical fields of a tool point's payload (the parameters' descriptions count as description)."""
+    schema = payload.get("input_schema")
     return {
         "name": readable(str(payload.get("original_name") or "")),
         "server": readable(str(payload.get("source_server_name") or "")),
-        "description": str(payload.get("description") or ""),
+        "description": " ".join([str(payload.get("description") or ""), *parameter_descriptions(schema)]),
         "parameters": " ".join(readable(p) for p in parameter_names(payload.get("input_schema"))),
     }
 

@@ -86,6 +86,8 @@ class SearchService:
             "tools": len(catalog.ids),
             "last_applied_seq": catalog.seq,
         }
+        if self.embedder is not None:
+            result["tools_without_vector"] = catalog.without_vector
         if self._lag is not None:
             result.update(await self._lag(catalog))
         return result

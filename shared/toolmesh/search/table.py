@@ -93,7 +93,8 @@ class SearchTable:
     """Every indexed tool in a slot of growing arrays, with skill sums, and the last published catalog.
 
     A slot's vector is written once: a tool whose vector or text changes moves to a new slot and the
-    old one is marked dead, so a published catalog can share the vector matrix without a copy. Dead
+    old one is marked dead, so a published catalog can share the vector matrix without a copy (a tool
+    indexed before its vector gets it in its slot: published catalogs then score it by it too). Dead
     slots are dropped (``_compact``) when they outnumber the live ones.
     """
 
@@ -157,6 +158,15 @@ class SearchTable:
         self._flags["alive"][row.slot] = True
         self._flags["embedded"][row.slot] = vector is not None
         self._set(None, row)
+
+    def set_vector(self, point_id: str, vector: Vector, changes: Mapping[str, Any]) -> None:
+        """Give a tool that has none its vector, in its own slot (never written before), with payload ``changes``."""
+        old = self._rows.get(point_id)
+        if old is None or old.vector is not None:
+            return
+        self._vectors[old.slot] = vector
+        self._flags["embedded"][old.slot] = True
+        self._set(old, Row(point_id, {**old.payload, **changes}, vector, old.terms, old.slot))
 
     def update(self, point_id: str, changes: Mapping[str, Any]) -> None:
         """Change payload fields of a tool (a new payload dict: published catalogs keep theirs)."""

@@ -1,0 +1,153 @@
+"""A discovered tool is searchable by its words at once and by its vector once the bulk lane embedded it;
+the lane runs one request at a time; rows a crash left without a vector are embedded after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.harness import eventually
+from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerStatusChanged, ToolsDiscovered
+from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import bulk_lane
+from toolmesh.index.base import Where, tool_point_id
+from toolmesh.index.edge import EdgeIndex
+from toolmesh.index.projection import IndexProjection
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.search.service import SearchService
+
+pytestmark = pytest.mark.unit
+DIM = 16
+SID = str(uuid.uuid5(uuid.NAMESPACE_URL, "weather"))
+
+
+class _GatedEmbedder:
+    """Unit vectors from a hash of the text; embedding waits while ``gate`` is clear; counts overlaps."""
+
+    model_id = "gated"
+    dimensions = DIM
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.texts: list[str] = []
+        self.running = 0
+        self.most_at_once = 0
+        self.threads: set[int] = set()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            self.running += 1
+            self.threads.add(threading.get_ident())
+            self.most_at_once = max(self.most_at_once, self.running)
+        self.gate.wait(timeout=30)
+        with self._lock:
+            self.running -= 1
+            self.texts += texts
+        rows = [np.random.default_rng(sum(t.encode())).normal(size=DIM) for t in texts]
+        return np.array([r / np.linalg.norm(r) for r in rows], dtype=np.float32).reshape(len(texts), DIM)
+
+
+def _snapshot(description: str) -> ToolsDiscovered:
+    tool = DiscoveredTool(original_name="forecast", description=description)
+    return ToolsDiscovered(server_id=SID, server_name="weather", tools=[tool])
+
+
+async def _registered(path: Path, embedder: _GatedEmbedder) -> IndexProjection:
+    projection = IndexProjection(EdgeIndex(path, DIM), embedder, [], dimensions=DIM)
+    await projection.start()
+    registered = ServerRegistered(
+        server_id=SID, name="weather", transport_type="STDIO", sealed_config="", masked_config={}
+    )
+    await projection.apply(registered, 1)
+    await projection.apply(ServerStatusChanged(server_id=SID, status=ServerStatus.CONNECTED, history="CONNECTED"), 2)
+    return projection
+
+
+async def test_a_new_tool_is_found_by_its_words_before_its_vector_exists(tmp_path: Path) -> None:
+    embedder = _GatedEmbedder()
+    projection = await _registered(tmp_path, embedder)
+    embedder.gate.clear()  # the lane is busy: no vector can be made yet
+    await projection.apply(_snapshot("Weather forecast for a city."), 3)
+    service = SearchService(projection.table.catalog, None)
+    found = await service.search(SearchRequest(query="forecast", strategy="flat"))
+    assert [t.name for t in found.tools] == ["weather.forecast"]
+    with_model = SearchService(projection.table.catalog, embedder)
+    assert (await with_model.health())["tools_without_vector"] == 1 and projection.vectors_behind == 1
+
+    embedder.gate.set()
+    assert await projection.embed_backlog() == 1
+    assert (await with_model.health())["tools_without_vector"] == 0 and projection.vectors_behind == 0
+    (hit,) = await projection.index.retrieve([tool_point_id(SID, "forecast")], with_vectors=True)
+    assert hit.payload["embedded"] is True and hit.payload["embedded_flag"] == "true"
+    assert hit.vector is not None and hit.vector != projection.placeholder
+    await projection.index.close()
+
+
+async def test_a_snapshot_arriving_while_the_old_text_is_embedded_gets_the_new_texts_vector(tmp_path: Path) -> None:
+    embedder = _GatedEmbedder()
+    projection = await _registered(tmp_path, embedder)
+    await projection.apply(_snapshot("Old words."), 3)
+    embedder.gate.clear()
+    step = asyncio.create_task(projection.embed_backlog())
+
+    async def embedding() -> bool:
+        return embedder.running == 1
+
+    await eventually(embedding, timeout=10, what="the lane to embed the old text")
+    await projection.apply(_snapshot("New words."), 4)
+    embedder.gate.set()
+    assert await step == 0  # the old text's vector is not the tool's any more
+    assert projection.vectors_behind == 1
+    await projection.embed_all()
+    row = projection.table.get(tool_point_id(SID, "forecast"))
+    assert row is not None and row.vector is not None
+    assert embedder.texts == ["forecast: Old words.", "forecast: New words."]
+    await projection.index.close()
+
+
+async def test_tools_a_crash_left_without_vectors_are_embedded_after_a_restart(tmp_path: Path) -> None:
+    embedder = _GatedEmbedder()
+    projection = await _registered(tmp_path, embedder)
+    await projection.apply(_snapshot("Weather forecast for a city."), 3)
+    await projection.flush()  # checkpoint written; the process dies before the lane got to the tool
+    await projection.index.close()
+
+    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], dimensions=DIM)
+    await restarted.start()
+    assert restarted.vectors_behind == 1
+    stop = asyncio.Event()
+    worker = asyncio.create_task(restarted.run_embedder(stop))
+
+    async def caught_up() -> bool:
+        return restarted.vectors_behind == 0
+
+    await eventually(caught_up, timeout=10, what="the restarted indexer to embed the waiting tool")
+    stop.set()
+    await worker
+    (hit,) = await restarted.index.scroll(Where(kind="tool"), with_vectors=True)
+    assert hit.payload["embedded"] is True and hit.vector != restarted.placeholder
+    await restarted.index.close()
+
+
+async def test_the_lane_runs_one_bulk_request_at_a_time() -> None:
+    embedder = _GatedEmbedder()
+    lane = bulk_lane(embedder)
+    assert bulk_lane(embedder) is lane
+    embedder.gate.clear()  # the first request holds the lane: the others queue behind it
+    requests = asyncio.gather(*(lane.embed([f"text {n}", f"more {n}"]) for n in range(6)))
+
+    async def first_running() -> bool:
+        return embedder.running >= 1
+
+    await eventually(first_running, timeout=10, what="the first request to start")
+    embedder.gate.set()
+    vectors = await requests
+    assert [v.shape for v in vectors] == [(2, DIM)] * 6 and len(embedder.texts) == 12
+    assert embedder.most_at_once == 1 and len(embedder.threads) == 1
