@@ -1,9 +1,11 @@
 """A discovered tool is searchable by its words at once and by its vector once the bulk lane embedded it;
-the lane runs one request at a time; rows a crash left without a vector are embedded after a restart."""
+the lane runs one request at a time, the index's first; rows a crash left without a vector are
+embedded after a restart."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import uuid
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from tests.harness import eventually
 from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerStatusChanged, ToolsDiscovered
 from toolmesh.contracts.search import SearchRequest
-from toolmesh.embed.lane import bulk_lane
+from toolmesh.embed.lane import EmbeddingLane, bulk_lane
 from toolmesh.index.base import Where, tool_point_id
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.projection import IndexProjection
@@ -151,3 +153,49 @@ async def test_the_lane_runs_one_bulk_request_at_a_time() -> None:
     vectors = await requests
     assert [v.shape for v in vectors] == [(2, DIM)] * 6 and len(embedder.texts) == 12
     assert embedder.most_at_once == 1 and len(embedder.threads) == 1
+
+
+async def test_the_indexs_requests_go_before_the_classifiers_waiting_ones() -> None:
+    embedder = _GatedEmbedder()
+    lane = bulk_lane(embedder)
+    embedder.gate.clear()
+    running = asyncio.ensure_future(lane.embed(["classifier 1"]))
+
+    async def first_running() -> bool:
+        return embedder.running >= 1
+
+    await eventually(first_running, timeout=10, what="the first request to start")
+    later = asyncio.ensure_future(lane.embed(["classifier 2"]))
+    await asyncio.sleep(0)  # one turn of the loop: the task has queued its request
+    sooner = asyncio.ensure_future(lane.embed(["index"], first=True))
+    await asyncio.sleep(0)
+    embedder.gate.set()
+    await asyncio.gather(running, later, sooner)
+    assert embedder.texts == ["classifier 1", "index", "classifier 2"]
+
+
+async def test_a_lanes_thread_ends_with_the_lane() -> None:
+    def lane_threads() -> int:
+        return sum(t.name == "toolmesh-embed-bulk" for t in threading.enumerate())
+
+    before = lane_threads()
+    lane = EmbeddingLane(_GatedEmbedder())
+    assert lane_threads() == before + 1
+    del lane
+    gc.collect()
+
+    async def ended() -> bool:
+        return lane_threads() == before
+
+    await eventually(ended, timeout=10, what="the lane's thread to end")
+
+
+async def test_search_health_counts_live_tools_only(tmp_path: Path) -> None:
+    embedder = _GatedEmbedder()
+    projection = await _registered(tmp_path, embedder)
+    await projection.apply(_snapshot("Old words."), 3)
+    await projection.apply(_snapshot("New words."), 4)  # the old row's slot is dead now
+    await projection.apply(ToolsDiscovered(server_id=SID, server_name="weather", tools=[]), 5)
+    health = await SearchService(projection.table.catalog, embedder).health()
+    assert health["tools"] == 0 and health["tools_without_vector"] == 0
+    await projection.index.close()

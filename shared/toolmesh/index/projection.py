@@ -108,7 +108,7 @@ class IndexProjection:
         ids = list(itertools.islice(self._unembedded, step))
         rows = [row for i in ids if (row := self.table.get(i)) is not None and row.vector is None]
         texts = [str(row.payload["dense_text"]) for row in rows]
-        vectors = await self._lane.embed(texts)
+        vectors = await self._lane.embed(texts, first=True)  # dense search needs them; classification can wait
         async with self._lock:
             ready: list[tuple[Row, Vector]] = []
             for row, text, vector in zip(rows, texts, vectors, strict=True):
@@ -294,9 +294,9 @@ class IndexProjection:
             if hit.payload.get("skill_id") not in self.skills
         ]
         await self.index.delete(stale)
-        if self._lane is None:
+        if self._lane is None or self.embedder is None:
             return
-        vectors = await self._lane.run(skill_vectors, self._lane.embedder, list(self.skills.values()))
+        vectors = await self._lane.run(skill_vectors, self.embedder, list(self.skills.values()), first=True)
         self.table.skills.descriptions = {
             s: np.asarray(v, dtype=np.float32) for s, v in zip(self.skills, vectors, strict=True)
         }

@@ -83,7 +83,7 @@ class SearchService:
         result: dict[str, Any] = {
             "index": "ok",
             "embedder": self._model(),
-            "tools": len(catalog.ids),
+            "tools": catalog.size,
             "last_applied_seq": catalog.seq,
         }
         if self.embedder is not None:
