@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 from tests.harness import eventually
-from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerStatusChanged, ToolsDiscovered
+from toolmesh.contracts.events import (
+    DiscoveredTool,
+    ServerRegistered,
+    ServerStatusChanged,
+    SkillAssignment,
+    ToolClassification,
+    ToolsClassified,
+    ToolsDiscovered,
+)
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLane, bulk_lane
 from toolmesh.index.base import Where, tool_point_id
@@ -138,10 +146,10 @@ async def test_tools_a_crash_left_without_vectors_are_embedded_after_a_restart(t
     await restarted.index.close()
 
 
-async def test_the_lane_runs_one_bulk_request_at_a_time() -> None:
+async def test_a_lane_of_one_thread_runs_one_bulk_request_at_a_time() -> None:
     embedder = _GatedEmbedder()
-    lane = bulk_lane(embedder)
-    assert bulk_lane(embedder) is lane
+    assert bulk_lane(embedder) is bulk_lane(embedder)  # one lane per embedder in a process
+    lane = EmbeddingLane(embedder, threads=1)
     embedder.gate.clear()  # the first request holds the lane: the others queue behind it
     requests = asyncio.gather(*(lane.embed([f"text {n}", f"more {n}"]) for n in range(6)))
 
@@ -157,7 +165,7 @@ async def test_the_lane_runs_one_bulk_request_at_a_time() -> None:
 
 async def test_the_indexs_requests_go_before_the_classifiers_waiting_ones() -> None:
     embedder = _GatedEmbedder()
-    lane = bulk_lane(embedder)
+    lane = EmbeddingLane(embedder, threads=1)
     embedder.gate.clear()
     running = asyncio.ensure_future(lane.embed(["classifier 1"]))
 
@@ -174,20 +182,21 @@ async def test_the_indexs_requests_go_before_the_classifiers_waiting_ones() -> N
     assert embedder.texts == ["classifier 1", "index", "classifier 2"]
 
 
-async def test_a_lanes_thread_ends_with_the_lane() -> None:
-    def lane_threads() -> int:
-        return sum(t.name == "toolmesh-embed-bulk" for t in threading.enumerate())
+async def test_a_lanes_threads_end_with_the_lane() -> None:
+    def lane_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "toolmesh-embed-bulk"}
 
     before = lane_threads()
-    lane = EmbeddingLane(_GatedEmbedder())
-    assert lane_threads() == before + 1
+    lane = EmbeddingLane(_GatedEmbedder(), threads=2)
+    mine = lane_threads() - before
+    assert len(mine) == 2
     del lane
     gc.collect()
 
     async def ended() -> bool:
-        return lane_threads() == before
+        return not any(t.is_alive() for t in mine)
 
-    await eventually(ended, timeout=10, what="the lane's thread to end")
+    await eventually(ended, timeout=10, what="the lane's threads to end")
 
 
 async def test_search_health_counts_live_tools_only(tmp_path: Path) -> None:
@@ -198,4 +207,97 @@ async def test_search_health_counts_live_tools_only(tmp_path: Path) -> None:
     await projection.apply(ToolsDiscovered(server_id=SID, server_name="weather", tools=[]), 5)
     health = await SearchService(projection.table.catalog, embedder).health()
     assert health["tools"] == 0 and health["tools_without_vector"] == 0
+    await projection.index.close()
+
+
+class _PoisonedEmbedder(_GatedEmbedder):
+    """Fails on any request holding a text with "Poison" in it."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if any("Poison" in text for text in texts):
+            raise ValueError("the model cannot embed this text")
+        return super().embed(texts)
+
+
+async def test_a_text_the_model_fails_on_holds_back_no_other_tools_vector(tmp_path: Path) -> None:
+    projection = await _registered(tmp_path, _PoisonedEmbedder())
+    tools = [DiscoveredTool(original_name="bad", description="Poison."), DiscoveredTool(original_name="good")]
+    await projection.apply(ToolsDiscovered(server_id=SID, server_name="weather", tools=tools), 3)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(projection.run_embedder(stop))
+
+    async def good_embedded() -> bool:
+        row = projection.table.get(tool_point_id(SID, "good"))
+        return row is not None and row.vector is not None
+
+    await eventually(good_embedded, timeout=10, what="the good tool's vector")
+    stop.set()
+    await worker
+    assert projection.vectors_behind == 1  # the bad one waits, still searchable by its words
+    await projection.index.close()
+
+
+async def test_a_row_stored_with_an_older_versions_text_is_embedded_anew_at_start_keeping_its_skills(
+    tmp_path: Path,
+) -> None:
+    embedder = _GatedEmbedder()
+    projection = await _registered(tmp_path, embedder)
+    schema = {"properties": {"city": {"description": "City name."}}}
+    tool = DiscoveredTool(original_name="forecast", description="Weather forecast.", input_schema=schema)
+    await projection.apply(ToolsDiscovered(server_id=SID, server_name="weather", tools=[tool]), 3)
+    skill = SkillAssignment(skill_id="weather", confidence=0.9)
+    classified = ToolClassification(original_name="forecast", skills=[skill], primary_skill_id="weather")
+    await projection.apply(ToolsClassified(server_id=SID, server_name="weather", classifier="t", tools=[classified]), 4)
+    await projection.embed_all()
+    await projection.flush()
+    point = tool_point_id(SID, "forecast")
+    await projection.index.set_payload([point], {"dense_text": "forecast: Weather forecast."})  # the old form
+    await projection.index.close()
+
+    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], dimensions=DIM)
+    await restarted.start()
+    assert restarted.vectors_behind == 1
+    embedder.texts.clear()
+    await restarted.embed_all()
+    assert embedder.texts == ["forecast: Weather forecast. Parameters: City name"]
+    (hit,) = await restarted.index.retrieve([point])
+    assert hit.payload["dense_text"] == embedder.texts[0] and hit.payload["primary_skill_id"] == "weather"
+    await restarted.index.close()
+
+
+class _DirectionEmbedder:
+    """Fixed unit vectors: the query along x; tool texts at chosen cosines to it."""
+
+    model_id = "directions"
+    dimensions = DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        cosines = {"near": -0.1, "far": -0.5}
+        rows = []
+        for text in texts:
+            cosine = next((c for word, c in cosines.items() if text.startswith(word)), 1.0)
+            rows.append([cosine, (1 - cosine**2) ** 0.5] + [0.0] * (DIM - 2))
+        return np.array(rows, dtype=np.float32).reshape(len(texts), DIM)
+
+
+async def test_a_tool_without_a_vector_yet_ranks_below_tools_the_query_is_closer_to(tmp_path: Path) -> None:
+    projection = IndexProjection(EdgeIndex(tmp_path, DIM), _DirectionEmbedder(), [], dimensions=DIM)
+    await projection.start()
+    seq = 0
+    for name in ("near", "far", "waiting"):
+        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+        events = [
+            ServerRegistered(server_id=sid, name=name, transport_type="STDIO", sealed_config="", masked_config={}),
+            ServerStatusChanged(server_id=sid, status=ServerStatus.CONNECTED, history="CONNECTED"),
+            ToolsDiscovered(server_id=sid, server_name=name, tools=[DiscoveredTool(original_name=name)]),
+        ]
+        for event in events:
+            seq += 1
+            await projection.apply(event, seq)
+        if name != "waiting":
+            await projection.embed_all()
+    service = SearchService(projection.table.catalog, _DirectionEmbedder())
+    found = await service.search(SearchRequest(query="qqq zzz", strategy="flat"))
+    # Both embedded tools point away from the query (negative cosines); the waiting one has no vector.
+    assert found.tools and found.tools[0].name == "near.near"
     await projection.index.close()

@@ -24,7 +24,7 @@ def test_bulk_embedding_gives_each_text_its_own_vector_in_the_callers_order() ->
                 f"tool{i}",
             ][i % 5]
         )
-    embedder = OnnxEmbedder(workers=2)
+    embedder = OnnxEmbedder()
     together = embedder.embed(texts)
     alone = np.vstack([embedder.embed([text]) for text in texts])
     assert together.shape == (len(texts), 384)

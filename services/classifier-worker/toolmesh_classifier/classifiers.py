@@ -27,8 +27,7 @@ class EmbeddingClassifier:
     """Cosine similarity of the tool's text to each skill's description, calibrated; no LLM needed.
 
     The tool's text is the one the index embeds (``dense_text``), embedded on the process's bulk
-    lane: in one process the shared embedder computes each tool's vector once for both, one request
-    at a time.
+    lane: in one process the shared embedder computes each tool's vector once for both.
     """
 
     name = "embedding"

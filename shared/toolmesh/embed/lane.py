@@ -1,9 +1,9 @@
-"""A process's bulk embedding, one request at a time: tool snapshots for the index and the classifier.
+"""A process's bulk embedding on its own threads: tool snapshots for the index and the classifier.
 
-Queries embed on their caller's thread (a few ms each). Everything else, the indexer's backlog, the
-classifier's batches and the skills' descriptions, queues on the process's one lane, so bulk work
-never takes more than the cores the model's batch workers have (all but one), even when the indexer
-and the classifier of ``toolmesh up`` embed at once. The embedder's cache of recent texts makes the
+Queries embed on their caller's thread (a few ms each). Everything else, the indexer's backlog and
+skills, and the classifier's batches, queues on the process's one lane, whose threads (one per core
+but one) take the requests, so bulk work leaves a core to queries even when the indexer and the
+classifier of ``toolmesh up`` embed at once. The embedder's cache of recent texts makes the
 second request for a text free, whichever role asked first. Requests marked ``first`` (the index's
 vectors, which dense search needs) go before the others (classification, which search can do
 without for a while); each kind runs in the order it came. Callers await the lane without holding a
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import queue
 import threading
 import weakref
@@ -28,16 +29,23 @@ Request = tuple[int, int, Callable[..., Any], tuple[Any, ...], "Future[Any] | No
 _FIRST, _LATER, _STOP = 0, 1, 2  # priorities: the request that ends the thread comes after every other
 
 
-class EmbeddingLane:
-    """One thread that runs bulk embedding requests: those marked ``first`` first, each kind in order."""
+def default_threads() -> int:
+    """One lane thread per core but one (at least one)."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
-    def __init__(self, embedder: Embedder) -> None:
+
+class EmbeddingLane:
+    """Threads that run bulk embedding requests: those marked ``first`` first, each kind in order."""
+
+    def __init__(self, embedder: Embedder, *, threads: int = 0) -> None:
         self._embedder = weakref.ref(embedder)  # the registry is keyed by the embedder: no strong reference
-        # A priority queue and one thread: an executor runs its queue in arrival order only.
+        # A priority queue and its own threads: an executor runs its queue in arrival order only.
         self._requests: queue.PriorityQueue[Request] = queue.PriorityQueue()
         self._arrival = itertools.count()
-        threading.Thread(target=_serve, args=(self._requests,), name="toolmesh-embed-bulk", daemon=True).start()
-        weakref.finalize(self, self._requests.put, (_STOP, 0, _serve, (), None))
+        self.threads = threads or default_threads()
+        for _ in range(self.threads):
+            threading.Thread(target=_serve, args=(self._requests,), name="toolmesh-embed-bulk", daemon=True).start()
+        weakref.finalize(self, _stop, self._requests, self.threads)
 
     async def embed(self, texts: list[str], *, first: bool = False) -> Vectors:
         """Unit vectors for ``texts``, embedded on the lane."""
@@ -51,6 +59,12 @@ class EmbeddingLane:
         future: Future[T] = Future()
         self._requests.put((_FIRST if first else _LATER, next(self._arrival), work, args, future))
         return await asyncio.wrap_future(future)
+
+
+def _stop(requests: queue.PriorityQueue[Request], threads: int) -> None:
+    """End a lane's threads once the requests queued before are done."""
+    for number in range(threads):
+        requests.put((_STOP, number, _serve, (), None))
 
 
 def _serve(requests: queue.PriorityQueue[Request]) -> None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,12 +84,15 @@ def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.in
 
 
 class OnnxEmbedder:
-    """The int8 ONNX export of all-MiniLM-L6-v2; thread-safe, batched."""
+    """The int8 ONNX export of all-MiniLM-L6-v2; thread-safe, batched, on the caller's thread.
+
+    Bulk work runs side by side on the process's embedding lane (``embed.lane``), which bounds it.
+    """
 
     model_id = MODEL_ID
     dimensions = DIMENSIONS
 
-    def __init__(self, model_path: Path | None = None, *, workers: int = 0) -> None:
+    def __init__(self, model_path: Path | None = None) -> None:
         try:
             import onnxruntime
             from tokenizers import Tokenizer
@@ -103,8 +105,8 @@ class OnnxEmbedder:
         self._tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
         # One thread per run, no spinning: a query is a few ms of work, and waking (or spinning) a
         # per-core pool for each of the model's ops costs more than it saves, and jitters most on a
-        # small busy host. Throughput comes from running batches side by side on the one session
-        # (``run`` is thread-safe), not from a second session (~100 MB each).
+        # small busy host. Throughput comes from running requests side by side on the one session
+        # (``run`` is thread-safe; the lane's threads), not from a second session (~100 MB each).
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -121,27 +123,23 @@ class OnnxEmbedder:
         self._session: Any = None
         self._session_lock = threading.Lock()
         self._lock = threading.Lock()
-        # Bulk embedding leaves one core to the queries (on a one-core host it shares the only one).
-        default_workers = max(1, (os.cpu_count() or 1) - 1)
-        self._workers = ThreadPoolExecutor(workers or default_workers, thread_name_prefix="toolmesh-embed")
 
     def embed(self, texts: list[str]) -> Vectors:
-        """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` (several batches run in parallel)."""
+        """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` texts of similar token counts."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._lock:
             encodings = self._tokenizer.encode_batch(texts)
         if len(texts) <= BATCH_SIZE:
-            return self._run(encodings)  # a query: on the caller's thread, no hand-off
+            return self._run(encodings)
         # Batch texts of similar token counts together: padding is wasted work. Sorting by token
         # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
         # say little about tokens: CJK text, code, truncation at MAX_TOKENS).
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        chunks = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
         result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
-        vectors = self._workers.map(lambda chunk: self._run([encodings[i] for i in chunk]), chunks)
-        for chunk, rows in zip(chunks, vectors, strict=True):
-            result[chunk] = rows
+        for start in range(0, len(order), BATCH_SIZE):
+            chunk = order[start : start + BATCH_SIZE]
+            result[chunk] = self._run([encodings[i] for i in chunk])
         return result
 
     def _model(self) -> Any:

@@ -49,7 +49,26 @@ TOOLS = "tool"
 SKILLS = "skill"
 _UPSERT_PAGE = 256
 VECTOR_STEP = 128  # tools given their vectors per step of the backlog
+RETRY_SECONDS = 1.0  # pause after a step of the backlog failed
 _EMBEDDED = {"embedded": True, "embedded_flag": "true"}
+
+
+def _with_current_text(payload: dict[str, Any]) -> dict[str, Any]:
+    """A stored row whose dense text an older version derived differently: this version's, to embed anew."""
+    text = dense_text(str(payload.get("original_name") or ""), payload.get("description"), payload.get("input_schema"))
+    if payload.get("dense_text") == text:
+        return payload
+    return {**payload, "dense_text": text, "embedded": False, "embedded_flag": "false"}
+
+
+async def _first_of(*events: asyncio.Event, timeout: float | None = None) -> None:
+    """Wait until one of ``events`` is set, or ``timeout`` seconds."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 class IndexProjection:
@@ -82,8 +101,9 @@ class IndexProjection:
         """Load the checkpoint and every tool row (one scan), and bring skill points in line with the taxonomy."""
         self.state = await self.index.load_state()
         for hit in await self.index.scroll(Where(kind=TOOLS), with_vectors=True):
-            embedded = bool(hit.payload.get("embedded")) and hit.vector is not None
-            self.table.put(hit.id, hit.payload, np.asarray(hit.vector, dtype=np.float32) if embedded else None)
+            payload = _with_current_text(hit.payload)
+            embedded = bool(payload.get("embedded")) and hit.vector is not None
+            self.table.put(hit.id, payload, np.asarray(hit.vector, dtype=np.float32) if embedded else None)
             if not embedded:
                 self._wait_for_vector(hit.id)
         self.table.applied(self.state.last_seq)
@@ -101,14 +121,19 @@ class IndexProjection:
             self._unembedded[point_id] = None
             self._backlog.set()
 
-    async def embed_backlog(self, step: int = VECTOR_STEP) -> int:
-        """Give up to ``step`` of the oldest tools without a vector theirs; how many got one."""
+    async def embed_backlog(self, step: int = VECTOR_STEP, stop: asyncio.Event | None = None) -> int:
+        """Give up to ``step`` of the oldest tools without a vector theirs; how many got one.
+
+        Nothing is written once ``stop`` is set (the lease may be another replica's by then).
+        """
         if self._lane is None or not self._unembedded:
             return 0
         ids = list(itertools.islice(self._unembedded, step))
         rows = [row for i in ids if (row := self.table.get(i)) is not None and row.vector is None]
         texts = [str(row.payload["dense_text"]) for row in rows]
         vectors = await self._lane.embed(texts, first=True)  # dense search needs them; classification can wait
+        if stop is not None and stop.is_set():
+            return 0
         async with self._lock:
             ready: list[tuple[Row, Vector]] = []
             for row, text, vector in zip(rows, texts, vectors, strict=True):
@@ -132,20 +157,28 @@ class IndexProjection:
             await self.embed_backlog()
 
     async def run_embedder(self, stop: asyncio.Event) -> None:
-        """Embed the backlog step by step, as tools arrive, until ``stop``."""
+        """Embed the backlog step by step, as tools arrive, until ``stop``.
+
+        A step the model fails on is tried again one tool at a time: a tool that fails alone goes to
+        the back of the backlog (still searchable by its words), and the others get their vectors.
+        """
+        step = VECTOR_STEP
         while not stop.is_set():
             if not self._unembedded:
                 self._backlog.clear()
-                try:
-                    await asyncio.wait_for(self._backlog.wait(), timeout=0.5)
-                except TimeoutError:
-                    pass
+                await _first_of(self._backlog, stop)
                 continue
             try:
-                await self.embed_backlog()
-            except Exception:  # the model failed at run time: the rows stay searchable by their words
-                log.exception("embedding %d waiting tools failed; trying again", self.vectors_behind)
-                await asyncio.sleep(1.0)
+                await self.embed_backlog(step, stop)
+                step = min(VECTOR_STEP, step * 2)
+            except Exception:
+                log.exception("embedding %d of %d waiting tools failed", step, self.vectors_behind)
+                if step == 1 and self._unembedded:
+                    oldest = next(iter(self._unembedded))
+                    del self._unembedded[oldest]
+                    self._unembedded[oldest] = None
+                    await _first_of(stop, timeout=RETRY_SECONDS)
+                step = 1
 
     async def apply(self, event: Event | None, seq: int) -> bool:
         """Apply the event at ``seq`` (None: a message with nothing to apply); False if already applied."""

@@ -65,12 +65,15 @@ def score(
         return positions, total
     used = 0.0
     if query is not None and (weights.dense or weights.clauses):
-        similarities = catalog.vectors @ query.T  # one column per text: the query, then its clauses
+        similarities = (catalog.vectors @ query.T)[positions]  # one column per text: the query, then its clauses
+        waiting = ~catalog.flags["embedded"][positions]
+        if waiting.any() and not waiting.all():  # no vector yet: no dense evidence, the lowest of the others
+            similarities[waiting] = similarities[~waiting].min(axis=0)
         if weights.dense:
-            total += weights.dense * _scaled(similarities[positions, 0])
+            total += weights.dense * _scaled(similarities[:, 0])
             used += weights.dense
         if weights.clauses:
-            best = similarities[positions, 1:].max(axis=1) if query.shape[0] > 1 else similarities[positions, 0]
+            best = similarities[:, 1:].max(axis=1) if query.shape[0] > 1 else similarities[:, 0]
             total += weights.clauses * _scaled(best)
             used += weights.clauses
     if weights.lexical:

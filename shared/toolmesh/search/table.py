@@ -164,6 +164,7 @@ class SearchTable:
         old = self._rows.get(point_id)
         if old is None or old.vector is not None:
             return
+        vector = np.array(vector, dtype=np.float32)  # its own copy: not a view keeping its batch alive
         self._vectors[old.slot] = vector
         self._flags["embedded"][old.slot] = True
         self._set(old, Row(point_id, {**old.payload, **changes}, vector, old.terms, old.slot))
