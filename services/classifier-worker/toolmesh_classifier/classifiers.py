@@ -33,13 +33,13 @@ class EmbeddingClassifier:
     name = "embedding"
 
     def __init__(self, embedder: Embedder, skills: list[Skill]) -> None:
-        self._embedder = embedder
+        self._lane = bulk_lane(embedder)
         self._skill_ids = [s.id for s in skills]
         self._skills = skill_vectors(embedder, skills)
 
     async def classify(self, server_name: str, tools: list[DiscoveredTool]) -> list[ToolClassification]:
         texts = [dense_text(t.original_name, t.description, t.input_schema) for t in tools]
-        vectors = await bulk_lane(self._embedder).embed(texts)
+        vectors = await self._lane.embed(texts)
         return self.assign_all(tools, vectors)
 
     def assign_all(self, tools: list[DiscoveredTool], vectors: np.ndarray) -> list[ToolClassification]:

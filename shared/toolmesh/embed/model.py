@@ -130,8 +130,6 @@ class OnnxEmbedder:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._lock:
             encodings = self._tokenizer.encode_batch(texts)
-        if len(texts) <= BATCH_SIZE:
-            return self._run(encodings)
         # Batch texts of similar token counts together: padding is wasted work. Sorting by token
         # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
         # say little about tokens: CJK text, code, truncation at MAX_TOKENS).

@@ -26,6 +26,11 @@ KEYWORD_FIELDS = (
 )
 
 
+def embedded_fields(embedded: bool) -> dict[str, Any]:
+    """Whether a point holds its tool's vector: the boolean and its keyword mirror."""
+    return {"embedded": embedded, "embedded_flag": str(embedded).lower()}
+
+
 def flags(*, is_external: bool, is_classified: bool, embedded: bool) -> dict[str, str]:
     """Keyword mirrors of the boolean fields filters use; store them next to the booleans."""
     return {

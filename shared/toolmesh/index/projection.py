@@ -36,12 +36,13 @@ from toolmesh.embed.lane import bulk_lane
 from toolmesh.embed.model import DIMENSIONS, Embedder
 from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
-from toolmesh.index.filters import flags
+from toolmesh.index.filters import embedded_fields, flags
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
 from toolmesh.search.table import Row, SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill
 from toolmesh.skills.vectors import skill_vectors
+from toolmesh.supervision import sleep_or_stop
 
 log = logging.getLogger("toolmesh.indexer")
 FLUSH_INTERVAL = 1.0  # seconds between checkpoint writes while events keep coming
@@ -50,7 +51,6 @@ SKILLS = "skill"
 _UPSERT_PAGE = 256
 VECTOR_STEP = 128  # tools given their vectors per step of the backlog
 RETRY_SECONDS = 1.0  # pause after a step of the backlog failed
-_EMBEDDED = {"embedded": True, "embedded_flag": "true"}
 
 
 def _with_current_text(payload: dict[str, Any]) -> dict[str, Any]:
@@ -58,14 +58,14 @@ def _with_current_text(payload: dict[str, Any]) -> dict[str, Any]:
     text = dense_text(str(payload.get("original_name") or ""), payload.get("description"), payload.get("input_schema"))
     if payload.get("dense_text") == text:
         return payload
-    return {**payload, "dense_text": text, "embedded": False, "embedded_flag": "false"}
+    return {**payload, "dense_text": text, **embedded_fields(False)}
 
 
-async def _first_of(*events: asyncio.Event, timeout: float | None = None) -> None:
-    """Wait until one of ``events`` is set, or ``timeout`` seconds."""
+async def _first_of(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
     waits = [asyncio.ensure_future(event.wait()) for event in events]
     try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for wait in waits:
             wait.cancel()
@@ -140,11 +140,12 @@ class IndexProjection:
                 current = self.table.get(row.id)  # a newer snapshot may have changed or dropped it meanwhile
                 if current is not None and current.vector is None and current.payload.get("dense_text") == text:
                     ready.append((current, vector))
-            points = [Point(row.id, [float(x) for x in vector], {**row.payload, **_EMBEDDED}) for row, vector in ready]
+            now_embedded = embedded_fields(True)
+            points = [Point(row.id, [float(x) for x in v], {**row.payload, **now_embedded}) for row, v in ready]
             for start in range(0, len(points), _UPSERT_PAGE):
                 await self.index.upsert(points[start : start + _UPSERT_PAGE])
             for row, vector in ready:
-                self.table.set_vector(row.id, vector, _EMBEDDED)
+                self.table.set_vector(row.id, vector, now_embedded)
             for point_id in ids:
                 row = self.table.get(point_id)
                 if row is None or row.vector is not None:
@@ -177,7 +178,7 @@ class IndexProjection:
                     oldest = next(iter(self._unembedded))
                     del self._unembedded[oldest]
                     self._unembedded[oldest] = None
-                    await _first_of(stop, timeout=RETRY_SECONDS)
+                    await sleep_or_stop(stop, RETRY_SECONDS)
                 step = 1
 
     async def apply(self, event: Event | None, seq: int) -> bool:
@@ -276,7 +277,7 @@ class IndexProjection:
                 vector = old.vector
             else:  # searchable by its words now, by its vector once the lane has embedded it
                 fresh = {**payload, "is_classified": False, "skill_ids": [], "primary_skill_id": None}
-                fresh.update({"embedded": False, **flags(is_external=True, is_classified=False, embedded=False)})
+                fresh.update({**flags(is_external=True, is_classified=False, embedded=False), **embedded_fields(False)})
                 rows.append((point_id, fresh, None))
                 vector = None
             if vector is None:

@@ -53,7 +53,7 @@ def tool_fields(payload: Mapping[str, Any]) -> dict[str, str]:
         "name": readable(str(payload.get("original_name") or "")),
         "server": readable(str(payload.get("source_server_name") or "")),
         "description": " ".join([str(payload.get("description") or ""), *parameter_descriptions(schema)]),
-        "parameters": " ".join(readable(p) for p in parameter_names(payload.get("input_schema"))),
+        "parameters": " ".join(readable(p) for p in parameter_names(schema)),
     }
 
 
