@@ -114,6 +114,20 @@ async def test_progress_of_an_upstream_tool_reaches_the_mcp_client(system: Syste
         assert updates == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")], server
 
 
+async def test_search_tools_refuses_bad_arguments_as_a_tool_error_naming_them(system: System) -> None:
+    async with mcp_session(system, mode="search") as session:
+        for arguments, field in (
+            ({"query": "echo", "limit": "many"}, "limit"),
+            ({"query": "echo", "limit": 0}, "limit"),
+            ({"query": "echo", "server_filter": "beta"}, "server_filter"),
+        ):
+            refused = await session.call_tool("search_tools", arguments)
+            assert refused.is_error is True, arguments
+            body = json.loads(text_of(refused))
+            assert body["error_code"] == "VALIDATION_ERROR"
+            assert [e["loc"] for e in body["context"]["errors"]] == [[field]]
+
+
 async def test_search_mode_serves_the_meta_tools(system: System) -> None:
     async with mcp_session(system, mode="search") as session:
         assert await tool_names(session) == {"search_tools", "call_tool", "run"}

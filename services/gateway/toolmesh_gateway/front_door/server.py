@@ -24,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
@@ -47,6 +48,7 @@ from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
+from toolmesh_gateway.nats_api.replies import invalid_payload
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
@@ -270,14 +272,16 @@ class FrontDoor:
         self, ctx: Ctx, name: str, arguments: dict[str, Any]
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         if name == listing.SEARCH_TOOLS:
-            search = SearchRequest.model_validate(
-                {
-                    "query": str(arguments.get("query", "")) or "*",
-                    "limit": int(arguments.get("limit", 10)),
-                    "server_filter": arguments.get("server_filter") or None,
-                    "include_schemas": True,
-                }
-            )
+            wanted = {
+                "query": arguments.get("query") or "*",
+                "limit": arguments.get("limit", 10),
+                "server_filter": arguments.get("server_filter") or None,
+                "include_schemas": True,
+            }
+            try:
+                search = SearchRequest.model_validate(wanted)
+            except ValidationError as exc:  # a tool error the model can read and correct, as for any tool
+                raise invalid_payload(exc) from exc
             found = await search_visible(self._search, search, self._view(ctx))
             tools = [
                 {
