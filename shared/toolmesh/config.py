@@ -135,10 +135,15 @@ class Settings(BaseSettings):
     # Upstream hygiene: the only variables of the worker's environment a STDIO server inherits
     # (by name; the rest of its environment is its config's ``env``).
     stdio_base_env: Names = STDIO_BASE_ENV
-    # Which of the worker's variables ``${VAR}`` in a server's config may expand (glob patterns,
-    # e.g. ``GITHUB_*,SLACK_TOKEN``); toolmesh's own variables never expand. Narrow it when admins
-    # of several teams register servers on one deployment.
-    expandable_variables: Names = ("*",)
+    # Which of the worker's variables ``${VAR}`` in a server's config may name (glob patterns, e.g.
+    # ``GITHUB_*,SLACK_TOKEN``): none unless listed, for every namespace here and for one namespace in
+    # ``expandable_variables_by_namespace`` (JSON: ``{"team-a": ["JIRA_*"]}``). A registration naming
+    # another is refused (422); toolmesh's own variables and the worker's secrets never expand.
+    expandable_variables: Names = ()
+    expandable_variables_by_namespace: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # The commands a STDIO server may run (glob patterns over ``command``, e.g. ``npx,uvx,/opt/mcp/*``);
+    # empty: any command. Only owners and admins register STDIO servers in any case.
+    stdio_commands: Names = ()
 
     # The front door: browser origins allowed on /mcp (``scheme://host:port``, ``:*`` = any port;
     # requests without Origin pass), extra Host names accepted when bound to loopback, the request
@@ -149,7 +154,9 @@ class Settings(BaseSettings):
     rate_limit_per_second: float = Field(50.0, ge=0)
     rate_limit_burst: int = Field(100, ge=1)
 
-    @field_validator("stdio_base_env", "expandable_variables", "allowed_origins", "allowed_hosts", mode="before")
+    @field_validator(
+        "stdio_base_env", "expandable_variables", "stdio_commands", "allowed_origins", "allowed_hosts", mode="before"
+    )
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):

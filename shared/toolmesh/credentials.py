@@ -19,7 +19,9 @@ from toolmesh.redaction import Secret
 from toolmesh.secret_text import MASK, args_secrets, is_secret_name, mask_args, mask_url, url_secrets
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_PROTECTED = re.compile(r"TOOLMESH_|MCP_AGGREGATOR_|MCP_CREDENTIAL_KEY$")
+# toolmesh's own variables (its settings, the credential keys) and the database password the driver
+# reads; matched in every spelling, since settings are read from the environment case-insensitively.
+_PROTECTED = re.compile(r"TOOLMESH_|MCP_AGGREGATOR_|MCP_CREDENTIAL_KEY|PGPASSWORD$|PGPASSFILE$", re.IGNORECASE)
 _SECRET_KEYS = (
     "authorization",
     "token",
@@ -115,25 +117,35 @@ def new_key() -> str:
 
 
 def is_protected_variable(name: str) -> bool:
-    """True for toolmesh's own variables (its settings and ``MCP_CREDENTIAL_KEY``): a server's
-    config may never reference them, or a registered server could read the keys of the house."""
+    """True for toolmesh's own variables (its settings, ``MCP_CREDENTIAL_KEY`` and
+    ``MCP_CREDENTIAL_KEY_PREVIOUS``), in any case: a server's config may never reference them, or a
+    registered server could read the keys of the house."""
     return bool(_PROTECTED.match(name))
+
+
+def variable_references(value: Any) -> list[str]:
+    """Every variable a config (or any part of it) references as ``${VAR}``."""
+    if isinstance(value, str):
+        return [m.group(1) for m in _VAR.finditer(value)]
+    if isinstance(value, list):
+        return [name for v in value for name in variable_references(v)]
+    if isinstance(value, dict):
+        return [name for v in value.values() for name in variable_references(v)]
+    return []
 
 
 def protected_references(value: Any) -> list[str]:
     """The protected variables a config (or any part of it) references as ``${VAR}``."""
-    if isinstance(value, str):
-        return [m.group(1) for m in _VAR.finditer(value) if is_protected_variable(m.group(1))]
-    if isinstance(value, list):
-        return [name for v in value for name in protected_references(v)]
-    if isinstance(value, dict):
-        return [name for v in value.values() for name in protected_references(v)]
-    return []
+    return [name for name in variable_references(value) if is_protected_variable(name)]
 
 
 def expandable_environment(environ: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str]:
-    """The variables of ``environ`` whose names match one of the glob ``patterns``."""
-    return {k: v for k, v in environ.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+    """The variables of ``environ`` whose names match one of the glob ``patterns``; never a protected one."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if not is_protected_variable(k) and any(fnmatch.fnmatchcase(k, p) for p in patterns)
+    }
 
 
 def expand_env(value: Any, environ: Mapping[str, str]) -> Any:

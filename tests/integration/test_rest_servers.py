@@ -36,7 +36,8 @@ SERVERS = "/api/v1/aggregator/servers"
 CALL = "/api/v1/tools/call"
 TOKEN = "rest-peer-secret-token"
 REST_TOOLS = {"search_memory", "echo", "add", "send_email", "fail", "explode", "garble", "slow"}
-FAST_REST = {"rest_retry_backoff_seconds": 0.05, "rest_timeout_seconds": 5.0}
+# The registrations name ${REST_PEER_TOKEN}: the deployment allows it (nothing expands by default).
+FAST_REST = {"rest_retry_backoff_seconds": 0.05, "rest_timeout_seconds": 5.0, "expandable_variables": ("REST_PEER_*",)}
 
 
 @contextlib.asynccontextmanager

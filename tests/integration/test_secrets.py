@@ -39,7 +39,7 @@ async def test_secrets_never_leave_the_session_worker(
     saved = (root.handlers[:], root.level)
     configure_logging("DEBUG", stream=log_output)  # the handler every toolmesh process installs
     bodies: list[str] = []
-    async with running_system(nats_url, database_url) as system:
+    async with running_system(nats_url, database_url, expandable_variables=("TM_TEST_*",)) as system:
         async with launch_peer("stdio") as stdio, launch_peer("http") as http:
             config = {**stdio.config, "env": {"DEMO_TOKEN": "${TM_TEST_SECRET}", "OTHER": LITERAL}}
             first = await system.register("secret-stdio", "STDIO", config)

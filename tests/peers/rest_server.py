@@ -18,7 +18,7 @@ each refusing a request without ``Authorization: Bearer T`` when ``--token`` is 
 An unknown tool is 404. Test controls (never authenticated): ``POST /control`` with
 ``{"health": "ok"|"error"}`` (``/health`` answers 200 or 503) or ``{"remove": tool}`` (the tool
 is no longer listed and its calls are 404); ``GET /requests`` returns every execute body received
-with whether it carried the token.
+with whether it carried the token; ``GET /headers`` the headers of every request to the tool server.
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ def failure(code: str, message: str, tool: str) -> dict[str, Any]:
 
 def build_app(token: str | None, tools_list: str) -> Starlette:
     """The app; its state (health, removed tools, requests received) lives in the closure."""
-    state: dict[str, Any] = {"health": "ok", "removed": set(), "requests": []}
+    state: dict[str, Any] = {"health": "ok", "removed": set(), "requests": [], "headers": []}
 
     def authorized(request: Request) -> bool:
+        state["headers"].append({"path": request.url.path, "headers": dict(request.headers)})
         return token is None or request.headers.get("authorization") == f"Bearer {token}"
 
     def listed() -> list[dict[str, Any]]:
@@ -142,6 +143,9 @@ def build_app(token: str | None, tools_list: str) -> Starlette:
     async def received(request: Request) -> JSONResponse:
         return JSONResponse(state["requests"])
 
+    async def headers(request: Request) -> JSONResponse:
+        return JSONResponse(state["headers"])
+
     return Starlette(
         routes=[
             Route("/health", health),
@@ -149,6 +153,7 @@ def build_app(token: str | None, tools_list: str) -> Starlette:
             Route("/tools/execute", execute, methods=["POST"]),
             Route("/control", control, methods=["POST"]),
             Route("/requests", received),
+            Route("/headers", headers),
         ]
     )
 

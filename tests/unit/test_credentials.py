@@ -135,3 +135,5 @@ def test_only_allowed_variables_expand() -> None:
     config = {"env": {"A": "${GITHUB_TOKEN}", "B": "${AWS_SECRET_ACCESS_KEY}", "C": "${SLACK_TOKEN}"}}
     assert expand_env(config, allowed) == {"env": {"A": "gh", "B": "", "C": "sl"}}
     assert expandable_environment(environ, ["*"]) == environ
+    own = {"MCP_CREDENTIAL_KEY_PREVIOUS": "old", "toolmesh_admin_token": "t", "Mcp_Credential_Key": "k"}
+    assert expandable_environment({**environ, **own}, ["*"]) == environ  # toolmesh's own never, in any case

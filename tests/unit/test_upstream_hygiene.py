@@ -62,7 +62,19 @@ def test_health_check_url_follows_the_same_rule() -> None:
     assert _register("SSE", {"url": "http://h/sse"}, health_check_url="http://h/health", allow_insecure=True)
 
 
-@pytest.mark.parametrize("variable", ["MCP_CREDENTIAL_KEY", "TOOLMESH_ADMIN_TOKEN", "TOOLMESH_DATABASE_URL"])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MCP_CREDENTIAL_KEY",
+        "MCP_CREDENTIAL_KEY_PREVIOUS",
+        "mcp_credential_key_previous",
+        "TOOLMESH_ADMIN_TOKEN",
+        "toolmesh_admin_token",
+        "Toolmesh_Database_Url",
+        "mcp_aggregator_max_servers",
+        "PGPASSWORD",
+    ],
+)
 def test_a_config_may_not_reference_toolmesh_variables(variable: str) -> None:
     with pytest.raises(ValidationError) as raised:
         _register("STDIO", {"command": "srv", "env": {"K": f"x${{{variable}}}"}})

@@ -49,6 +49,7 @@ from toolmesh.errors import (
 )
 from toolmesh.lifecycle import ServerStatus, check_transition
 from toolmesh.metrics import record_limit_rejection
+from toolmesh.registration_policy import check_registration
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.store.consistency import wait_for_projection
@@ -105,11 +106,14 @@ class ServerCommands:
     async def register(self, request: RegisterServerRequest, caller: Caller) -> ServerCreated:
         """BR-001: register, then connect when ``auto_connect``; 409 when the namespace has the name.
 
-        Registrations take turns across every gateway replica (a database lock held until the new
-        server is in the read model), so concurrent ones can never exceed the server limit.
+        STDIO servers are for owners and admins, and a config names only the commands and variables the
+        deployment allows (``registration_policy``). Registrations take turns across every gateway
+        replica (a database lock held until the new server is in the read model), so concurrent ones
+        can never exceed the server limit.
         """
         caller.principal.require_registrar()
         namespace = caller.principal.home(request.namespace)
+        check_registration(request, caller.principal.role, namespace, self._b.settings)
         async with self._registering, advisory_lock(self._b.db, "server-registration"):
             if await queries.count_servers(self._b.db) >= self._b.settings.max_servers:
                 record_limit_rejection("servers")

@@ -17,12 +17,13 @@ from nats.aio.client import Client as NATS
 
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
-from toolmesh.credentials import CredentialBox, expand_env, expandable_environment, secret_values
+from toolmesh.credentials import CredentialBox, expand_env, secret_values
 from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import ServerStatus, can_transition
 from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
+from toolmesh.registration_policy import worker_environment
 from toolmesh.runtime import Backends
 from toolmesh.storable import storable
 from toolmesh.store.consistency import wait_for_projection
@@ -216,7 +217,7 @@ class OwnedServer:
         """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; refused
         credentials end the attempts at once."""
         settings = self._b.settings
-        environ = expandable_environment(os.environ, settings.expandable_variables)
+        environ = worker_environment(os.environ, settings, self.namespace)
         config = expand_env(self._box.open(self._sealed), environ)
         REDACTOR.add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)

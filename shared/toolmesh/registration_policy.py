@@ -1,0 +1,103 @@
+"""Who may register what: running a command on a host and reading the worker's variables are
+operators' decisions (plain rules, no I/O; the gateway applies them to every registration).
+
+A STDIO server runs its ``command`` on a session-worker's host: only an ``owner`` or ``admin``
+registers one (403 ``FORBIDDEN`` for the rest), and when the deployment lists commands
+(``TOOLMESH_STDIO_COMMANDS``), only one of those (422 naming ``connection_config.command``).
+A ``${VAR}`` in a config may name only the variables the deployment allows for the namespace
+(``TOOLMESH_EXPANDABLE_VARIABLES`` and ``TOOLMESH_EXPANDABLE_VARIABLES_BY_NAMESPACE``; none by
+default); any other is refused with 422 naming its field. The session-worker expands by the same
+lists (``worker_environment``), never toolmesh's own variables in any spelling, and never a
+variable whose value holds one of the worker's secrets.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from toolmesh.config import Settings
+from toolmesh.contracts.keys import Role
+from toolmesh.contracts.servers import RegisterServerRequest, TransportType
+from toolmesh.credentials import expandable_environment, is_protected_variable, variable_references
+from toolmesh.errors import Forbidden, ValidationFailed
+
+OPERATORS = frozenset({Role.OWNER, Role.ADMIN})
+"""The roles that may run a command on a host (register STDIO servers)."""
+
+
+def expandable_patterns(settings: Settings, namespace: str) -> tuple[str, ...]:
+    """The glob patterns of the variables ``${VAR}`` may name in ``namespace``'s configs."""
+    return (*settings.expandable_variables, *settings.expandable_variables_by_namespace.get(namespace, ()))
+
+
+def may_expand(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when ``name`` matches a pattern and is none of toolmesh's own variables."""
+    return not is_protected_variable(name) and any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def may_run(command: str, patterns: tuple[str, ...]) -> bool:
+    """True when the deployment lists no commands, or ``command`` matches one of them."""
+    return not patterns or any(fnmatch.fnmatchcase(command, p) for p in patterns)
+
+
+def check_registration(request: RegisterServerRequest, role: Role, namespace: str, settings: Settings) -> None:
+    """Refuse what ``role`` may not register in ``namespace``.
+
+    Raises:
+        Forbidden: a STDIO server registered by a role other than owner or admin.
+        ValidationFailed: a command the deployment does not list, or a ``${VAR}`` it does not allow.
+    """
+    if request.transport_type is TransportType.STDIO and role not in OPERATORS:
+        raise Forbidden(
+            f"Role '{role}' may not register STDIO servers (running a command on a host is for owners and admins)",
+            {"role": str(role), "action": "register STDIO servers"},
+        )
+    config = request.connection_config
+    problems: list[tuple[str, str]] = []
+    command = config.get("command")
+    if request.transport_type is TransportType.STDIO and not may_run(str(command), settings.stdio_commands):
+        problems.append(("command", f"'command' {command!r} is not one of the commands this deployment allows"))
+    patterns = expandable_patterns(settings, namespace)
+    for field, value in config.items():
+        refused = sorted({name for name in variable_references(value) if not may_expand(name, patterns)})
+        if refused:
+            problems.append(
+                (field, f"'{field}' references variables this deployment does not allow: {', '.join(refused)}")
+            )
+    if problems:
+        raise ValidationFailed(
+            "; ".join(message for _, message in problems),
+            {
+                "errors": [
+                    {"loc": ["connection_config", field], "msg": message, "type": "value_error"}
+                    for field, message in problems
+                ]
+            },
+        )
+
+
+def held_secrets(settings: Settings) -> list[str]:
+    """The secrets of a process's settings (tokens, keys, passwords in URLs)."""
+    values = [
+        settings.admin_token,
+        settings.credential_key,
+        settings.nats_password,
+        settings.nats_token,
+        settings.metrics_token,
+        settings.classifier_llm_api_key,
+        *(settings.credential_previous_keys or "").split(","),
+    ]
+    for url in (settings.database_url, settings.nats_url, settings.qdrant_url):
+        if url:
+            values.append(urlsplit(url).password)
+    return [v.strip() for v in values if v and v.strip()]
+
+
+def worker_environment(environ: Mapping[str, str], settings: Settings, namespace: str) -> dict[str, str]:
+    """The variables of the worker's ``environ`` a config of ``namespace`` may expand: the allowed
+    ones, without toolmesh's own nor any whose value holds one of the worker's secrets."""
+    secrets = held_secrets(settings)
+    allowed = expandable_environment(environ, expandable_patterns(settings, namespace))
+    return {name: value for name, value in allowed.items() if not any(s in value for s in secrets)}
