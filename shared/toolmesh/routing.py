@@ -2,8 +2,10 @@
 
 Resolution order: an explicit ``server_id``; then ``server.tool`` split on the first dot (EC-002)
 when that server exists and has the tool; then the tool's original name when exactly one server
-has it. The caller's view (``RouteSource``) is in memory and holds only what the caller may see
-(its namespace); nothing here does I/O. A tool held back by pinning resolves, then refuses (409).
+has it. A server's name owns its prefix: when a server ``ghost`` exists, ``ghost.echo`` is its tool
+or not found, never another server's tool whose own name is ``ghost.echo``. The caller's view
+(``RouteSource``) is in memory and holds only what the caller may see (its namespace); nothing
+here does I/O. A tool held back by pinning resolves, then refuses (409).
 """
 
 from __future__ import annotations
@@ -108,11 +110,14 @@ def _resolve(source: RouteSource, name: str, server_id: str | None) -> Route:
         return Route(server, _tool_on(source, server, name), RoutingStrategy.EXPLICIT_SERVER)
     server_name, dot, original = name.partition(".")
     if dot:
-        named = [s for s in source.servers_named(server_name) if source.has_tool(s.id, original)]
+        servers = source.servers_named(server_name)
+        named = [s for s in servers if source.has_tool(s.id, original)]
         if len(named) == 1:
             return Route(named[0], original, RoutingStrategy.NAMESPACE_RESOLVED)
         if named:
             raise _ambiguous(name, named)
+        if servers:  # the name is that server's: no tool of another may answer for it
+            raise ToolNotFound(f"Tool not found: {name}", {"tool": name})
     candidates = source.servers_with_tool(name)
     if len(candidates) == 1:
         return Route(candidates[0], name, RoutingStrategy.LOOKUP_RESOLVED)

@@ -111,6 +111,7 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         """Register a new tool at run time and notify clients that the tool list changed."""
 
         def added() -> str:
+            TALLIES[name] = TALLIES.get(name, 0) + 1  # a test asks ``tallies`` whether it was called
             return f"{name} ok"
 
         server.add_tool(added, name=name, description=f"Tool {name} added at run time")
@@ -146,7 +147,7 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
 
     @server.tool()
     def tallies() -> dict[str, int]:
-        """How often each ``tally`` key was invoked."""
+        """How often each ``tally`` key, and each tool added at run time, was invoked."""
         return dict(TALLIES)
 
     @server.tool()

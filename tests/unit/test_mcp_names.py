@@ -51,6 +51,23 @@ def test_separator_inside_server_names_cannot_steal_a_name() -> None:
     assert {names.resolve(n) for n in names.by_public} == {("a__b", "c"), ("a", "b__c")}
 
 
+@pytest.mark.parametrize(
+    ("victim", "intruder"),
+    [
+        (("team__db", "echo"), ("team", "db__echo")),  # a tool whose own name holds the separator
+        (("team", "db__echo"), ("team__db", "echo")),  # a server whose name holds it
+        (("a_", "b"), ("a", "_b")),  # the separator straddling server and tool: a___b both ways
+    ],
+)
+def test_a_later_server_cannot_take_or_move_a_public_name(victim: tuple[str, str], intruder: tuple[str, str]) -> None:
+    before = NameMap.build([victim, ("other", "tool")]).public(*victim)
+    after = NameMap.build([victim, intruder, ("other", "tool")])
+    assert after.public(*victim) == before and after.resolve(before or "") == victim
+    assert after.public(*intruder) != before
+    readable = f"{victim[0]}__{victim[1]}"
+    assert after.resolve(readable) is None  # the name both could read as belongs to neither
+
+
 def test_long_names_are_shortened_deterministically_with_a_hash() -> None:
     tool = "x" * 100
     names = NameMap.build([("server", tool), ("server", tool + "y")])

@@ -75,6 +75,19 @@ def test_ec002_first_dot_splits() -> None:
 def test_ec002_dotted_original_name_resolves_by_lookup() -> None:
     route = resolve_route(VIEW, "api.v2.create")
     assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.LOOKUP_RESOLVED)
+def test_a_tool_named_like_another_servers_tool_cannot_capture_its_calls() -> None:
+    ghost = ServerRoute("id-ghost", "ghost", ServerStatus.CONNECTED)
+    intruder = ServerRoute("id-x", "x", ServerStatus.CONNECTED)
+    # ghost has not listed echo (yet): the call is not found, never x's tool named "ghost.echo".
+    with pytest.raises(ToolNotFound) as caught:
+        resolve_route(View({ghost: set(), intruder: {"ghost.echo"}}), "ghost.echo")
+    assert caught.value.context == {"tool": "ghost.echo"}
+    route = resolve_route(View({ghost: {"echo"}, intruder: {"ghost.echo"}}), "ghost.echo")
+    assert (route.server, route.tool) == (ghost, "echo")
+    # x's tool stays reachable under x's own name.
+    assert resolve_route(View({ghost: set(), intruder: {"ghost.echo"}}), "x.ghost.echo").server == intruder
+
+
 
 
 def test_br005_unique_original_name_resolves() -> None:

@@ -1,7 +1,7 @@
 """Endpoints (bundles): create, replace, delete (admins of the namespace), list and read (anyone in it).
 
 An endpoint is served at ``/mcp/{name}``; its name is unique in its namespace among endpoints and
-servers (the name is reserved in the same KV bucket as server names). Changes are events: every
+servers (the name is reserved under the same key as a server's name, first come). Changes are events: every
 gateway's catalog follows them and its clients hear ``list_changed``.
 """
 
@@ -20,11 +20,13 @@ from toolmesh.runtime import Backends
 from toolmesh.store import endpoints, queries
 from toolmesh.store.consistency import wait_for_projection
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.server_commands import name_holder_exists, name_key
 
 
 def endpoint_key(namespace: str, name: str) -> str:
-    """The key reserving an endpoint name inside its namespace (beside server names)."""
-    return f"{namespace}.endpoints.{name}"
+    """The key reserving an endpoint name inside its namespace: the key a server of that name
+    reserves too, so of a server and an endpoint created at once only the first gets the name."""
+    return name_key(namespace, name)
 
 
 class EndpointService:
@@ -105,8 +107,8 @@ class EndpointService:
             return False
         return await reserve_name(self._names, endpoint_key(namespace, name), endpoint_id, self._exists)
 
-    async def _exists(self, endpoint_id: str) -> bool:
-        return await endpoints.get_endpoint(self._b.db, endpoint_id, None) is not None
+    async def _exists(self, holder_id: str) -> bool:
+        return await name_holder_exists(self._b.db, holder_id)
 
     async def _save(self, endpoint_id: str, namespace: str, request: EndpointRequest, caller: Caller) -> None:
         event = EndpointSaved(

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 
+import asyncpg
 from nats.js.kv import KeyValue
 
 from toolmesh.bus.names import release_name, reserve_name
@@ -53,7 +54,7 @@ from toolmesh.registration_policy import check_registration
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.endpoints import endpoint_named
+from toolmesh.store.endpoints import endpoint_named, get_endpoint
 from toolmesh.store.locks import advisory_lock
 from toolmesh_gateway.auth import Caller
 
@@ -61,8 +62,14 @@ log = logging.getLogger("toolmesh.gateway")
 
 
 def name_key(namespace: str, name: str) -> str:
-    """The key reserving a server name inside its namespace."""
+    """The key reserving a public name (``/mcp/{name}``) inside its namespace: a server's and an
+    endpoint's alike, so the first to reserve a name keeps it."""
     return f"{namespace}.{name}"
+
+
+async def name_holder_exists(db: asyncpg.Pool, holder_id: str) -> bool:
+    """True while the server or endpoint that reserved a name is in the read model."""
+    return await queries.get_server(db, holder_id) is not None or await get_endpoint(db, holder_id, None) is not None
 
 
 class ServerCommands:
@@ -82,8 +89,8 @@ class ServerCommands:
             seq = await publish_event(self._b.js, event)
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
 
-    async def _exists(self, server_id: str) -> bool:
-        return await queries.get_server(self._b.db, server_id) is not None
+    async def _exists(self, holder_id: str) -> bool:
+        return await name_holder_exists(self._b.db, holder_id)
 
     async def server(self, server_id: str, caller: Caller) -> queries.Row:
         """The server as the caller sees it; ``ServerNotFound`` when unknown or in another namespace."""

@@ -5,6 +5,11 @@ to be changed that way, or is longer than 64 characters, may collide with anothe
 name (and any name over the limit) gets a short hash of its exact ``server.tool`` as a suffix,
 truncating the readable part. A name that needed no change keeps it, so the common case stays
 readable and stable. The result depends only on the set of pairs, never on their order.
+
+No server can take another's name: a readable name in which the separator could be read at two
+places (``a__b`` + ``c`` and ``a`` + ``b__c`` both read ``a__b__c``) is never used as is; it is
+hashed whatever else is registered, so a later server or tool cannot capture it, and the name does
+not move when one arrives.
 """
 
 from __future__ import annotations
@@ -32,10 +37,21 @@ def hashed_name(readable: str, server: str, tool: str) -> str:
     return f"{readable[: MAX_LENGTH - _HASH_LENGTH - 1]}_{digest}"
 
 
+def separator_places(name: str, separator: str) -> int:
+    """How many places of ``name`` the separator starts at (overlaps counted): more than one, and
+    another ``(server, tool)`` pair could have the same name."""
+    return sum(1 for i in range(len(name)) if name.startswith(separator, i))
+
+
 def candidate_name(server: str, tool: str, separator: str = "__") -> tuple[str, bool]:
-    """The readable name of a pair and whether it is exact (nothing replaced, within the limit)."""
+    """The readable name of a pair and whether it is exact (nothing replaced, within the limit, the
+    separator in one place only)."""
     readable = f"{sanitize(server)}{separator}{sanitize(tool)}"
-    exact = readable == f"{server}{separator}{tool}" and len(readable) <= MAX_LENGTH
+    exact = (
+        readable == f"{server}{separator}{tool}"
+        and len(readable) <= MAX_LENGTH
+        and separator_places(readable, separator) == 1
+    )
     return readable, exact
 
 
@@ -63,7 +79,7 @@ class NameMap:
         unique = sorted(set(pairs) - names.by_pair.keys())
         readable = {pair: candidate_name(*pair, separator) for pair in unique}
         shared = Counter(name for name, _ in readable.values())
-        for pair in unique:  # exact names first ("a__b"+"c" and "a"+"b__c" clash: the first sorted wins)
+        for pair in unique:  # exact names first (never ambiguous: "a__b"+"c" and "a"+"b__c" are hashed)
             name, exact = readable[pair]
             if exact and name not in names.by_public:
                 names._add(name, pair)
@@ -71,7 +87,8 @@ class NameMap:
             if pair in names.by_pair:
                 continue
             name, _ = readable[pair]
-            if name in names.by_public or len(name) > MAX_LENGTH or shared[name] > 1:
+            ambiguous = separator_places(name, separator) > 1
+            if name in names.by_public or len(name) > MAX_LENGTH or shared[name] > 1 or ambiguous:
                 name = hashed_name(name, *pair)
             salt = 0
             while name in names.by_public:  # a hash collision: astronomically rare, still deterministic
