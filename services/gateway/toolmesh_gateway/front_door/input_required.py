@@ -9,12 +9,20 @@ the retry delivers the client's answers to the waiting upstream and waits again,
 upstream result is there. Parked requests live in the gateway replica that parked them (a retry
 reaching another replica gets ``-32602`` "unknown requestState"); they expire after
 ``MCP_AGGREGATOR_REQUEST_TIMEOUT``.
+
+A ``requestState`` is sealed (AES-256-GCM under a key of this process) and bound to the principal
+and namespace of the request that started the call: the same state presented by anyone else is
+answered like a state never issued (the one ``-32602``, the reason in the log only), and the
+parked request stays its starter's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -22,14 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import mcp_types
+from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.rpc import RpcReply
+from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
+from toolmesh_gateway.front_door.sessions import CALLER_KEY
 
+log = logging.getLogger("toolmesh.gateway.mcp")
 BRIDGED = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods that may answer with ``InputRequiredResult`` (2026-07-28)."""
+UNKNOWN_STATE = "unknown or expired requestState"
+"""The one answer to a state that is not the caller's to present, whatever the reason."""
 T = TypeVar("T")
 
 
@@ -40,6 +54,7 @@ class _Parked:
     task: asyncio.Task[Any]
     link: ClientLink
     deadline: float
+    starter: str  # the principal and namespace that started the call (``_starter``)
     pending: dict[str, PendingInput] = field(default_factory=dict)
 
 
@@ -48,13 +63,23 @@ def bridged(ctx: Ctx) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.method in BRIDGED
 
 
+def _starter(ctx: Ctx) -> str:
+    """Who asks: the principal's key and the namespace the request works in ("" without a caller)."""
+    scope = getattr(ctx.request, "scope", None)
+    caller = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
+    if not isinstance(caller, Caller):
+        return ""
+    return json.dumps([caller.principal.key_id, caller.scope])
+
+
 class InputBridge:
     """Parks upstream requests whose upstream asked the client something, until the client answers."""
 
     def __init__(self, links: ClientLinks, timeout: float) -> None:
         self._links = links
         self._timeout = timeout
-        self._parked: dict[str, _Parked] = {}
+        self._parked: dict[str, _Parked] = {}  # by the id sealed in the state
+        self._codec = AESGCMRequestStateCodec([os.urandom(32)])
 
     async def run(self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[T]]) -> T | mcp_types.InputRequiredResult:
         """``call``'s result, or an ``InputRequiredResult`` while the upstream waits for the client.
@@ -65,12 +90,12 @@ class InputBridge:
         self._expire()
         params = ctx.params or {}
         state = params.get("requestState")
+        starter = _starter(ctx)
         if state is None:
             link = self._links.detached(ctx)
-            return await self._wait(asyncio.ensure_future(call(link)), link)
-        parked = self._parked.pop(str(state), None)
-        if parked is None:
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message="unknown or expired requestState")
+            return await self._wait(asyncio.ensure_future(call(link)), link, starter)
+        parked_id = self._unsealed(state, starter)
+        parked = self._parked.pop(parked_id)
         answers = params.get("inputResponses") or {}
         for key, pending in parked.pending.items():
             answer = answers.get(key)
@@ -80,9 +105,25 @@ class InputBridge:
                 else RpcReply(ok=False, error={"code": mcp_types.INVALID_PARAMS, "message": f"no answer to {key}"})
             )
             await pending.msg.respond(reply.model_dump_json().encode())
-        return await self._wait(parked.task, parked.link)
+        return await self._wait(parked.task, parked.link, starter)
 
-    async def _wait(self, task: asyncio.Task[T], link: ClientLink) -> T | mcp_types.InputRequiredResult:
+    def _unsealed(self, state: object, starter: str) -> str:
+        """The id of the parked request ``state`` names, when it is parked and ``starter`` started
+        it; otherwise the one ``-32602`` (the reason goes to the log)."""
+        try:
+            claims = json.loads(self._codec.unseal(str(state)))
+            parked_id, bound_to = str(claims["id"]), str(claims["starter"])
+        except (InvalidRequestState, ValueError, KeyError, TypeError) as exc:
+            log.info("requestState refused: %s", str(exc) or type(exc).__name__)
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None
+        parked = self._parked.get(parked_id)
+        if parked is None or not starter or not (bound_to == parked.starter == starter):
+            if parked is not None:
+                log.warning("security: a requestState was presented by a principal that did not start its call")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
+        return parked_id
+
+    async def _wait(self, task: asyncio.Task[T], link: ClientLink, starter: str) -> T | mcp_types.InputRequiredResult:
         asked = asyncio.ensure_future(link.inputs.get())
         try:
             await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
@@ -98,18 +139,19 @@ class InputBridge:
         pending = [asked.result()]
         while not link.inputs.empty():
             pending.append(link.inputs.get_nowait())
-        token = secrets.token_urlsafe(18)
+        parked_id = secrets.token_urlsafe(18)
         by_key = {p.request.request_id: p for p in pending}
-        self._parked[token] = _Parked(task, link, time.monotonic() + self._timeout, by_key)
+        self._parked[parked_id] = _Parked(task, link, time.monotonic() + self._timeout, starter, by_key)
         requests = {key: {"method": p.request.method, "params": p.request.params or {}} for key, p in by_key.items()}
+        state = self._codec.seal(json.dumps({"id": parked_id, "starter": starter}).encode())
         return mcp_types.InputRequiredResult.model_validate(
-            {"inputRequests": requests, "requestState": token}, by_name=False
+            {"inputRequests": requests, "requestState": state}, by_name=False
         )
 
     def _expire(self) -> None:
         now = time.monotonic()
-        for token in [t for t, p in self._parked.items() if p.deadline < now]:
-            parked = self._parked.pop(token)
+        for parked_id in [t for t, p in self._parked.items() if p.deadline < now]:
+            parked = self._parked.pop(parked_id)
             parked.task.cancel()
             self._links.forget(parked.link)
 

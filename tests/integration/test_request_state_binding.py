@@ -1,0 +1,143 @@
+"""A 2026-07-28 ``requestState`` is bound to the principal and namespace that started the call.
+
+Attack (issue 23, "Medium"): tenant B took the ``requestState`` of tenant A's sampling request,
+answered it, and received A's tool result. Now B gets the spec's ``-32602`` and nothing of A's,
+B's answer never reaches A's upstream, and A's own retry still completes with A's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import mcp_types
+import pytest
+
+from tests.harness import System, running_system
+from tests.peers.launch import launch_peer
+
+pytestmark = pytest.mark.integration
+MODERN = "2026-07-28"
+
+
+@dataclass
+class TwoTenants:
+    system: System
+    tokens: dict[str, str]  # "a" (admin of team-a), "a2" (agent of team-a), "b" (admin of team-b)
+
+
+async def _key(system: System, name: str, role: str, namespace: str) -> str:
+    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": namespace})
+    assert response.status_code == 201, response.text
+    return str(response.json()["token"])
+
+
+@pytest.fixture
+async def tenants(nats_url: str, database_url: str) -> AsyncIterator[TwoTenants]:
+    """Team A's demo peer (its ``ask`` tool samples the client) in namespace ``team-a``."""
+    async with running_system(nats_url, database_url) as system, launch_peer("http") as peer:
+        tokens = {
+            "a": await _key(system, "admin-a", "admin", "team-a"),
+            "a2": await _key(system, "agent-a", "agent", "team-a"),
+            "b": await _key(system, "admin-b", "admin", "team-b"),
+        }
+        body = {
+            "name": "demo",
+            "transport_type": peer.transport_type,
+            "connection_config": peer.config,
+            "namespace": "team-a",
+            "allow_insecure": True,
+        }
+        created = await system.api.post("/api/v1/aggregator/servers", json=body)
+        assert created.status_code == 201, created.text
+        await system.wait_connected(created.json()["id"])
+        yield TwoTenants(system, tokens)
+
+
+async def _modern_call(system: System, token: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One stateless 2026-07-28 ``tools/call`` to ``/mcp``; the JSON-RPC response."""
+    meta = {
+        mcp_types.PROTOCOL_VERSION_META_KEY: MODERN,
+        mcp_types.CLIENT_INFO_META_KEY: {"name": "attack-test", "version": "1"},
+        mcp_types.CLIENT_CAPABILITIES_META_KEY: {"sampling": {}},
+    }
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": meta}}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": str(params["name"]),
+    }
+    url = f"http://{system.settings.host}:{system.settings.port}/mcp"
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.post(url, json=request, headers=headers)
+    answer: dict[str, Any] = response.json()
+    assert response.status_code == (200 if "result" in answer else 400), response.text
+    return answer
+
+
+def _sampled(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "test-model"}
+
+
+async def _input_required(tenants: TwoTenants) -> tuple[str, str]:
+    """A starts ``demo__ask``: the state it got back and the key of its one input request."""
+    started = await _modern_call(
+        tenants.system, tenants.tokens["a"], {"name": "demo__ask", "arguments": {"question": "secret plan of A"}}
+    )
+    result = started["result"]
+    assert result.get("resultType") == "input_required", started
+    (key,) = result["inputRequests"]
+    return str(result["requestState"]), str(key)
+
+
+@pytest.mark.parametrize("thief", ["b", "a2"])
+async def test_a_request_state_answered_by_another_principal_gets_nothing(tenants: TwoTenants, thief: str) -> None:
+    """Another tenant's key, or another key of the same namespace, presenting A's state: -32602."""
+    state, key = await _input_required(tenants)
+    stolen = await _modern_call(
+        tenants.system,
+        tenants.tokens[thief],
+        {
+            "name": "demo__ask",
+            "arguments": {"question": "anything"},
+            "requestState": state,
+            "inputResponses": {key: _sampled("thief's answer")},
+        },
+    )
+    assert "result" not in stolen, stolen
+    assert stolen["error"]["code"] == mcp_types.INVALID_PARAMS
+    assert "secret plan" not in str(stolen) and "thief" not in str(stolen)
+
+    owned = await _modern_call(
+        tenants.system,
+        tenants.tokens["a"],
+        {
+            "name": "demo__ask",
+            "arguments": {"question": "secret plan of A"},
+            "requestState": state,
+            "inputResponses": {key: _sampled("A's own answer")},
+        },
+    )
+    text = owned["result"]["content"][0]["text"]
+    assert text == "model said: A's own answer"  # the thief's answer never reached A's upstream
+
+
+async def test_a_forged_or_altered_request_state_is_refused(tenants: TwoTenants) -> None:
+    """A state toolmesh did not seal (or one altered by a byte) is the same -32602."""
+    state, key = await _input_required(tenants)
+    for forged in ("not-a-state", state[:-2] + ("AA" if not state.endswith("AA") else "BB")):
+        refused = await _modern_call(
+            tenants.system,
+            tenants.tokens["a"],
+            {
+                "name": "demo__ask",
+                "arguments": {"question": "x"},
+                "requestState": forged,
+                "inputResponses": {key: _sampled("x")},
+            },
+        )
+        assert refused["error"]["code"] == mcp_types.INVALID_PARAMS, refused
