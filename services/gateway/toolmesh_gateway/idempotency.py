@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
@@ -28,10 +29,14 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.api import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN
+from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
 from toolmesh.errors import BackendUnavailable, IdempotencyKeyReused, ValidationFailed
 
 log = logging.getLogger("toolmesh.gateway.idempotency")
 _KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
+_TOKEN_RE = re.compile(KEY_TOKEN_PATTERN)
+SHOWN_ONCE = "The token is shown once, in the first answer; this answer replays that request without it."
+MASK = "***"
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,36 @@ def fingerprint(*parts: str | bytes) -> str:
     return digest.hexdigest()
 
 
+def _without_tokens(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {name: _without_tokens(item) for name, item in value.items()}
+        if isinstance(value.get("token"), str) and _TOKEN_RE.fullmatch(value["token"]):
+            kept.update(token=None, note=SHOWN_ONCE)
+        return kept
+    if isinstance(value, list):
+        return [_without_tokens(item) for item in value]
+    return _TOKEN_RE.sub(MASK, value) if isinstance(value, str) else value
+
+
+def kept_form(stored: Stored) -> Stored:
+    """``stored`` as the store may keep it: without any API key token. A created key's ``token``
+    becomes null with a ``note``; a token anywhere else in the body becomes ``***``."""
+    if not _TOKEN_RE.search(stored.body):
+        return stored
+    try:
+        body = json.dumps(_without_tokens(json.loads(stored.body)), separators=(",", ":"))
+    except ValueError:
+        body = _TOKEN_RE.sub(MASK, stored.body)
+    return Stored(stored.status, body, stored.media_type)
+
+
 def _record(fingerprint: str, *, renew_by: float | None = None, stored: Stored | None = None) -> bytes:
     value: dict[str, object] = {"fingerprint": fingerprint}
     if stored is None:
         value.update(state="pending", renew_by=renew_by)
     else:
-        value.update(state="done", status=stored.status, body=stored.body, media_type=stored.media_type)
+        kept = kept_form(stored)  # never a key's token, not even for the window of a replay
+        value.update(state="done", status=kept.status, body=kept.body, media_type=kept.media_type)
     return json.dumps(value, separators=(",", ":")).encode()
 
 

@@ -7,19 +7,17 @@ import uuid
 
 from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.events import KeyCreated, KeyRevoked
-from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyInfo, KeyList, Role
+from toolmesh.contracts.keys import KEY_TOKEN_PREFIX, CreatedKey, CreateKeyRequest, KeyInfo, KeyList, Role
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, KeyAlreadyExists, KeyNotFound
 from toolmesh.runtime import Backends
 from toolmesh.store import principals
 from toolmesh_gateway.auth import Authenticator, Caller, Principal
 
-TOKEN_PREFIX = "tm_"
-
 
 def new_token() -> str:
     """A fresh API key (256 random bits)."""
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return KEY_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 class KeyService:

@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_RE
 
+KEY_TOKEN_PREFIX = "tm_"
+KEY_TOKEN_PATTERN = r"(?<![\w-])tm_[A-Za-z0-9_-]{43}(?![\w-])"
+"""The form of an API key token (``tm_`` and 256 random bits in base64url): logs mask it wherever
+it appears, whoever created it."""
+
 
 class Role(StrEnum):
     """What a principal may do: ``owner`` everything everywhere; ``admin`` manage its namespace;
@@ -57,9 +62,14 @@ class KeyInfo(BaseModel):
 
 
 class CreatedKey(KeyInfo):
-    """The 201 body: the only time the token is shown (only its hash is stored)."""
+    """The 201 body: the only time the token is shown (only its hash is stored).
 
-    token: str
+    A replay of the creating request (same ``Idempotency-Key``) answers with the key, ``token``
+    null and ``note`` saying why: the token is kept nowhere, not even for replays.
+    """
+
+    token: str | None
+    note: str | None = None
 
 
 class KeyList(BaseModel):
