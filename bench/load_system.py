@@ -196,6 +196,8 @@ async def deployment(work: Path, commands: list[str], extra_env: dict[str, str])
             "MCP_CREDENTIAL_KEY": secrets.token_urlsafe(32),
             "TOOLMESH_RATE_LIMIT_PER_SECOND": "0",  # measure routing, not the per-principal limit
             "MCP_AGGREGATOR_MAX_SERVERS": "1000",
+            "TOOLMESH_NAMESPACE_MAX_SERVERS": "1000",  # every server in one namespace
+            "TOOLMESH_NAMESPACE_CALLS_PER_SECOND": "0",
             "TOOLMESH_MAX_SESSIONS_PER_WORKER": "1000",  # 500 servers in one session-worker
             **extra_env,
         }

@@ -144,6 +144,7 @@ async def toolmesh_up(
         "TOOLMESH_LOG_LEVEL": os.environ.get("TOOLMESH_LOG_LEVEL", "INFO"),
         "MCP_CREDENTIAL_KEY": secrets.token_urlsafe(32),
         "TOOLMESH_RATE_LIMIT_PER_SECOND": "0",  # measure routing, not the per-principal limit
+        "TOOLMESH_NAMESPACE_CALLS_PER_SECOND": "0",  # nor the namespace's
     }
     process = spawn_toolmesh(work, env)
     try:

@@ -38,6 +38,7 @@ FAST = {
     "projection_wait_seconds": 5.0,
     # Tests drive bursts of hundreds of calls with one key (EC-007); the limiter has tests of its own.
     "rate_limit_per_second": 0.0,
+    "namespace_calls_per_second": 0.0,
 }
 
 

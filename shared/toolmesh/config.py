@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from toolmesh.quotas import NamespaceLimitOverrides, NamespaceQuota, code_workers_default
+
 
 def _contract(name: str) -> AliasChoices:
     return AliasChoices(name)
@@ -153,6 +155,42 @@ class Settings(BaseSettings):
     max_request_body_bytes: int = Field(10 * 1024 * 1024, gt=0)
     rate_limit_per_second: float = Field(50.0, ge=0)
     rate_limit_burst: int = Field(100, ge=1)
+
+    # Fair share (``toolmesh.quotas``): what one namespace may use of the limits above; the defaults
+    # hold for every namespace, ``namespace_limits`` overrides them for some (JSON:
+    # ``{"team-a": {"max_servers": 40, "calls_per_second": 200}}``). MCP sessions and calls per second
+    # are counted by each gateway replica; code-mode workers default to half the pool (at least one).
+    namespace_max_servers: int = Field(25, ge=1)
+    namespace_max_tools: int = Field(5_000, ge=1)
+    namespace_max_mcp_sessions: int = Field(100, ge=1)
+    namespace_calls_per_second: float = Field(100.0, ge=0)
+    namespace_calls_burst: int = Field(200, ge=1)
+    namespace_code_workers: int | None = Field(None, ge=1)
+    namespace_limits: dict[str, NamespaceLimitOverrides] = Field(default_factory=dict)
+    # Failed authentications: a client address with this many refused tokens within the window gets
+    # 429 ``RATE_LIMITED`` for every request (right token or not) until the oldest failure leaves
+    # the window (counted by each gateway replica; a limit of 0 turns it off).
+    auth_failure_limit: int = Field(10, ge=0)
+    auth_failure_window_seconds: float = Field(60.0, gt=0)
+
+    def namespace_quota(self, namespace: str | None) -> NamespaceQuota:
+        """The limits ``namespace`` works within: its overrides, else the namespace defaults."""
+        own = self.namespace_limits.get(namespace or "") or NamespaceLimitOverrides()
+
+        def pick(value: Any, default: Any) -> Any:
+            return default if value is None else value
+
+        return NamespaceQuota(
+            max_servers=pick(own.max_servers, self.namespace_max_servers),
+            max_tools=pick(own.max_tools, self.namespace_max_tools),
+            max_mcp_sessions=pick(own.max_mcp_sessions, self.namespace_max_mcp_sessions),
+            calls_per_second=pick(own.calls_per_second, self.namespace_calls_per_second),
+            calls_burst=pick(own.calls_burst, self.namespace_calls_burst),
+            code_workers=code_workers_default(
+                self.code_max_workers, pick(own.code_workers, self.namespace_code_workers)
+            ),
+        )
+
 
     @field_validator(
         "stdio_base_env", "expandable_variables", "stdio_commands", "allowed_origins", "allowed_hosts", mode="before"

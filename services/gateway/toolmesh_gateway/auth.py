@@ -3,7 +3,8 @@
 API keys are looked up hashed in the database; the role and namespace of a key come from its row,
 never from anything the caller sends. Optionally, JWTs of an identity provider are verified
 (``jwt_bearer``). Hits are cached briefly; a revoked key (event ``key.revoked``) leaves the cache
-of every gateway as soon as the gateway's event feed delivers it.
+of every gateway as soon as the gateway's event feed delivers it. Failed attempts are rate limited
+per client address (``auth_failures``) on REST, ``/mcp`` and the console (which uses REST).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from toolmesh.contracts.keys import Role
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, Unauthorized
 from toolmesh.store.principals import principal_for_token_hash
+from toolmesh_gateway.auth_failures import AuthFailures
 from toolmesh_gateway.jwt_bearer import JwtVerifier, looks_like_jwt
 
 _CACHE_SECONDS = 30.0
@@ -110,6 +112,18 @@ class Authenticator:
         self._jwt = JwtVerifier.configured(settings)
         self._cache: dict[str, tuple[float, Principal]] = {}
         self._revoked: set[str] = set()  # a lookup that raced a revocation must not cache the key again
+        self._failures = AuthFailures(settings.auth_failure_limit, settings.auth_failure_window_seconds)
+
+    async def principal_from(self, authorization: str | None, source: str | None) -> Principal:
+        """``principal`` for a caller at client address ``source``: ``RateLimited`` (429) while that
+        address has too many failed attempts, right credentials or not; each refused one counts."""
+        self._failures.check(source)
+        try:
+            return await self.principal(authorization)
+        except Unauthorized:
+            if authorization:  # credentials were presented (a guess); none at all guesses nothing
+                self._failures.failed(source)
+            raise
 
     async def principal(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization`` header; ``Unauthorized`` otherwise."""
@@ -160,7 +174,8 @@ class Authenticator:
 async def require_principal(request: Request) -> Principal:
     """FastAPI dependency guarding every REST endpoint (a key limited to MCP endpoints may not use them)."""
     authenticator: Authenticator = request.app.state.authenticator
-    principal = await authenticator.principal(request.headers.get("authorization"))
+    source = request.client.host if request.client else None
+    principal = await authenticator.principal_from(request.headers.get("authorization"), source)
     request.app.state.rate_limiter.check(principal.key_id)
     principal.require_api_access()
     return principal

@@ -19,9 +19,9 @@ from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-NOT_KEPT = frozenset({401, 422, 499})
-"""Not kept for the key: refused before anything ran (401, 422), or abandoned by the client (499: the
-tool call was cancelled upstream), so a retry runs again."""
+NOT_KEPT = frozenset({401, 422, 429, 499})
+"""Not kept for the key: refused before anything ran (401, 422, 429: a rate limit), or abandoned by the
+client (499: the tool call was cancelled upstream), so a retry runs again."""
 
 
 def _canonical(body: bytes) -> bytes:

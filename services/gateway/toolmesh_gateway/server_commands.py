@@ -122,16 +122,26 @@ class ServerCommands:
         namespace = caller.principal.home(request.namespace)
         check_registration(request, caller.principal.role, namespace, self._b.settings)
         async with self._registering, advisory_lock(self._b.db, "server-registration"):
-            if await queries.count_servers(self._b.db) >= self._b.settings.max_servers:
-                record_limit_rejection("servers")
-                raise LimitExceeded(
-                    f"Server limit reached ({self._b.settings.max_servers})",
-                    {"max_servers": self._b.settings.max_servers},
-                )
+            await self._within_server_limits(namespace)
             created = await self._register(request, namespace, caller)
         if request.auto_connect:
             await publish_command(self._b.js, ConnectServer(server_id=created.id, reason="auto_connect"))
         return created
+
+    async def _within_server_limits(self, namespace: str) -> None:
+        """``LimitExceeded`` when the deployment, or ``namespace`` (its fair share), has all the servers
+        it may have (checked under the registration lock)."""
+        settings = self._b.settings
+        if await queries.count_servers(self._b.db) >= settings.max_servers:
+            record_limit_rejection("servers")
+            raise LimitExceeded(f"Server limit reached ({settings.max_servers})", {"max_servers": settings.max_servers})
+        own = settings.namespace_quota(namespace).max_servers
+        if await queries.count_servers_in(self._b.db, namespace) >= own:
+            record_limit_rejection("namespace_servers")
+            raise LimitExceeded(
+                f"Server limit of namespace '{namespace}' reached ({own})",
+                {"namespace": namespace, "namespace_max_servers": own},
+            )
 
     async def _register(self, request: RegisterServerRequest, namespace: str, caller: Caller) -> ServerCreated:
         server_id = str(uuid.uuid4())

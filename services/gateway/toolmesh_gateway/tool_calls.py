@@ -53,6 +53,7 @@ from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
+from toolmesh_gateway.rate_limit import NamespaceCallLimiter
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0
@@ -93,6 +94,7 @@ class ToolCalls:
         self._feed = feed
         self._audit = audit
         self._default_timeout = settings.request_timeout_seconds
+        self._namespace_calls = NamespaceCallLimiter(settings)
         # Call ids: unique per gateway process and cheap (no urandom syscall per call).
         self._call_prefix = secrets.token_hex(6)
         self.replica = self._call_prefix  # names this gateway process on the client bus
@@ -133,6 +135,7 @@ class ToolCalls:
         started = time.perf_counter()
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
         try:
+            self.admit(route.server.namespace)
             response = await self._call_routed(
                 request, route, warning, started, _Hooks(abandoned, progress, client, call_id)
             )
@@ -144,6 +147,10 @@ class ToolCalls:
             raise
         self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
         return response
+
+    def admit(self, namespace: str) -> None:
+        """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""
+        self._namespace_calls.check(namespace)
 
     def record(
         self, caller: Caller, server: ServerRoute, tool: str, started: float, outcome: str, error: str | None

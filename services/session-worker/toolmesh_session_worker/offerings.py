@@ -1,8 +1,8 @@
 """Publishing what one upstream offers: what it said at initialize, its tool, resource and prompt
 snapshots, the tool definitions held for approval, and a ``tool.discovered`` per new tool.
 
-Tool snapshots stay within the total-tools limit (``toolmesh.store.tool_inventory``: concurrent
-discoveries on any worker cannot pass it together).
+Tool snapshots stay within the total-tools limit and their namespace's (``toolmesh.store.tool_inventory``:
+concurrent discoveries on any worker cannot pass them together).
 """
 
 from __future__ import annotations
@@ -82,9 +82,19 @@ class Offerings:
                 published.append(await self._publish(held))
             return published[-1]
 
+        own = self._b.settings.namespace_quota(self.namespace).max_tools
         try:
-            await publish_within_limit(self._b.db, self.server_id, len(snapshot.tools), limit, publish)
+            await publish_within_limit(
+                self._b.db, self.server_id, len(snapshot.tools), limit, publish, (self.namespace, own)
+            )
         except OverLimit as exc:
+            if exc.namespace is not None:
+                record_limit_rejection("namespace_tools")
+                raise LimitExceeded(
+                    f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take namespace "
+                    f"'{self.namespace}' past its {own} tools ({exc.others} registered)",
+                    {"namespace_max_tools": own, "tools": len(snapshot.tools), "others": exc.others},
+                ) from exc
             record_limit_rejection("tools")
             raise LimitExceeded(
                 f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "

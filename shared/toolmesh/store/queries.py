@@ -82,6 +82,11 @@ async def count_servers(db: asyncpg.Pool) -> int:
     return int(await db.fetchval("SELECT count(*) FROM mcp.external_servers"))
 
 
+async def count_servers_in(db: asyncpg.Pool, namespace: str) -> int:
+    """Servers registered in one namespace (its own registration limit)."""
+    return int(await db.fetchval("SELECT count(*) FROM mcp.external_servers WHERE namespace = $1", namespace))
+
+
 async def list_tools(db: asyncpg.Pool, server_ids: list[str]) -> list[Row]:
     """Every tool of the given servers, ordered by server then name."""
     return list(

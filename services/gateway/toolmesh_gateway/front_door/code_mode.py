@@ -6,7 +6,8 @@ a host object whose method calls suspend the sandbox; the host performs the call
 through the same routing as ``POST /tools/call``, or a local pack's function) and resumes the
 sandbox with the result, so snippets read like synchronous code. A run that exceeds its time
 budget is cancelled as a whole: the sandbox session is discarded and an upstream call in flight
-is cancelled by ``ToolCalls`` (``notifications/cancelled`` upstream).
+is cancelled by ``ToolCalls`` (``notifications/cancelled`` upstream). The pool's workers are shared
+fairly between namespaces (``worker_shares``): one tenant's runs cannot hold them all.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from toolmesh.errors import ExecutionTimeout, ToolmeshError
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
+from toolmesh_gateway.front_door.worker_shares import WorkerShares
 
 log = logging.getLogger("toolmesh.gateway.code")
 POOL_GRACE_SECONDS = 5.0
@@ -201,6 +203,9 @@ class CodeRunner:
         self._settings = settings
         self._pool: AsyncMonty | None = None
         self._lock = asyncio.Lock()
+        self._shares = WorkerShares(
+            settings.code_max_workers, lambda namespace: settings.namespace_quota(namespace).code_workers
+        )
 
     def limits(self, timeout: float) -> ResourceLimits:
         """The sandbox's limits for a run with this budget."""
@@ -247,7 +252,7 @@ class CodeRunner:
         result = RunResult(ok=False)
         try:
             pool = await self._started()
-            async with asyncio.timeout(budget):
+            async with asyncio.timeout(budget), self._shares.worker(caller_packs.view.namespace or ""):
                 async with pool.checkout(limits=self.limits(budget)) as session:
                     value = await self._drive(session, code, state, output)
             result = RunResult(ok=True, value=value)

@@ -14,6 +14,7 @@ from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.server import FrontDoor
+from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.shared_sessions import SharedSessions
 from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -35,7 +36,11 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         await release_client(links, app.state.forwarder, feed, session)
 
     sessions = SharedSessions(
-        McpSessionTable(backends.nc, kv), settings.mcp_session_ttl_seconds, release, settings.mcp_json_wait_seconds
+        McpSessionTable(backends.nc, kv),
+        settings.mcp_session_ttl_seconds,
+        release,
+        settings.mcp_json_wait_seconds,
+        NamespaceSessions(lambda namespace: settings.namespace_quota(namespace).max_mcp_sessions),
     )
     front = FrontDoor(
         settings,

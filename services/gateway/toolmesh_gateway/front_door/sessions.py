@@ -43,11 +43,12 @@ def session_namespace(principal: Principal, requested: str | None) -> str:
 
 async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope: Scope) -> Caller:
     """The caller of an MCP HTTP request: bearer auth, the rate limit, and its one namespace."""
-    principal = await authenticator.principal(header(scope, "authorization"))
+    client = scope.get("client")
+    source = client[0] if client else None
+    principal = await authenticator.principal_from(header(scope, "authorization"), source)
     limiter.check(principal.key_id)
     namespace = session_namespace(principal, query_of(scope).get("namespace"))
-    client = scope.get("client")
-    return Caller(principal, client[0] if client else None, namespace)
+    return Caller(principal, source, namespace)
 
 
 def as_user(scope: Scope, caller: Caller, **extra: object) -> Scope:

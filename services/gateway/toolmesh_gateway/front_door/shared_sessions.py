@@ -36,9 +36,10 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
-from toolmesh.errors import ToolmeshError
+from toolmesh.errors import LimitExceeded, ToolmeshError
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
+from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 from toolmesh_gateway.scope_headers import header
 
@@ -75,6 +76,8 @@ class SharedSessions:
     ttl_seconds: float
     on_end: Callable[[str], Awaitable[None]]
     json_wait_seconds: float
+    held: NamespaceSessions
+    """The sessions this replica holds, per namespace (each namespace's fair share)."""
 
     def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
@@ -185,6 +188,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 assert self._task_group is not None
                 await self._task_group.start(self._run_session, transport, record)
                 self._on_adopt(session_id, self._connections[session_id], scope)
+                self._shared.held.adopt(session_id, record.namespace or "")
                 log.info("adopted MCP session %s", session_id[:64])
         return transport
 
@@ -195,6 +199,13 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         result (so its next request may go to any replica), and discarded unless it succeeded."""
         session_id = http_transport.mcp_session_id
         assert session_id is not None and self._task_group is not None
+        caller = scope.get(CALLER_KEY)
+        try:
+            self._shared.held.open(session_id, (caller.scope if isinstance(caller, Caller) else None) or "")
+        except LimitExceeded as exc:
+            await self._discard_session(session_id, http_transport)
+            await refuse(exc, scope, receive, send)
+            return
         status: int | None = None
         recorded = False
 
@@ -260,6 +271,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             finally:
                 self._connections.pop(session_id, None)
                 await self._discard_session(session_id, transport)
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        """The SDK's discard, and the session no longer counts for its namespace here."""
+        self._shared.held.close(session_id)
+        await super()._discard_session(session_id, transport)
 
     async def _drop(self, session_id: str) -> None:
         """A session ended elsewhere or expired: stop serving this replica's copy and release it."""

@@ -26,7 +26,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.rpc import SetLevelRpc, SubscribeRpc
-from toolmesh.errors import ServerNotFound, ToolChanged, ToolmeshError
+from toolmesh.errors import RateLimited, ServerNotFound, ToolChanged, ToolmeshError
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog import CatalogServer
@@ -197,6 +197,11 @@ class Transparent:
             )
             self._calls.record(caller, server, tool, started, "failed", refused.error_code)
             return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
+        try:
+            self._calls.admit(server.namespace)
+        except RateLimited as limited:
+            self._calls.record(caller, server, tool, started, "failed", limited.error_code)
+            return for_client(ctx, error_result(limited).model_dump(by_alias=True, mode="json", exclude_none=True))
         try:
             result = await self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
         except MCPError as exc:

@@ -1,0 +1,163 @@
+"""Fair share between namespaces, without servers: code-mode worker shares, per-namespace session
+counts, per-namespace call rates, the failed-authentication limit per source, and each namespace's
+quota from the settings."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolmesh.config import Settings
+from toolmesh.errors import LimitExceeded, RateLimited
+from toolmesh_gateway.auth_failures import AuthFailures
+from toolmesh_gateway.front_door.session_quota import NamespaceSessions
+from toolmesh_gateway.front_door.worker_shares import WorkerShares
+from toolmesh_gateway.rate_limit import NamespaceCallLimiter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_namespace_at_its_cap_leaves_a_worker_to_another_namespace() -> None:
+    shares = WorkerShares(2, lambda namespace: 1)
+    entered: list[str] = []
+    release_a = asyncio.Event()
+
+    async def run(namespace: str, release: asyncio.Event | None) -> None:
+        async with shares.worker(namespace):
+            entered.append(namespace)
+            if release is not None:
+                await release.wait()
+
+    first_a = asyncio.create_task(run("a", release_a))
+    second_a = asyncio.create_task(run("a", None))
+    await asyncio.sleep(0)  # both of a's runs asked for a worker
+    await run("b", None)  # b gets the second worker although a asked for it first
+    assert entered == ["a", "b"] and not second_a.done()
+    release_a.set()
+    await asyncio.gather(first_a, second_a)
+    assert entered == ["a", "b", "a"] and shares.held_by("a") == shares.held_by("b") == 0
+
+
+async def test_a_freed_worker_goes_to_the_namespace_holding_fewest() -> None:
+    shares = WorkerShares(2, lambda namespace: 2)
+    order: list[str] = []
+    gates = {name: asyncio.Event() for name in ("a1", "a2", "b1")}
+    b_entered = asyncio.Event()
+
+    async def run(label: str, namespace: str) -> None:
+        async with shares.worker(namespace):
+            order.append(label)
+            if label == "b1":
+                b_entered.set()
+            if label in gates:
+                await gates[label].wait()
+
+    tasks = [asyncio.create_task(run(label, "a")) for label in ("a1", "a2")]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(run("a3", "a")))  # a queues first...
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(run("b1", "b")))  # ...then b, which holds nothing
+    await asyncio.sleep(0)
+    gates["a1"].set()
+    await b_entered.wait()
+    assert order == ["a1", "a2", "b1"]  # the freed worker went to b, not to a's earlier run
+    for gate in gates.values():
+        gate.set()
+    await asyncio.gather(*tasks)
+    assert order[3] == "a3"
+
+
+async def test_a_run_cancelled_while_waiting_gives_up_its_turn() -> None:
+    shares = WorkerShares(1, lambda namespace: 1)
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with shares.worker("a"):
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    release.set()
+    await holder
+    async with shares.worker("b"):
+        assert shares.held_by("b") == 1
+
+
+def test_sessions_past_a_namespace_limit_are_refused_and_a_closed_one_frees_its_place() -> None:
+    held = NamespaceSessions(lambda namespace: 2)
+    held.open("s1", "a")
+    held.open("s2", "a")
+    with pytest.raises(LimitExceeded) as refused:
+        held.open("s3", "a")
+    assert refused.value.context == {"namespace": "a", "namespace_max_mcp_sessions": 2}
+    held.open("s4", "b")  # another namespace is not affected
+    held.adopt("s5", "a")  # a session opened elsewhere is served here regardless
+    held.close("s1")
+    held.close("s5")
+    held.close("s1")  # closing twice frees one place only
+    held.open("s6", "a")
+    assert held.held_by("a") == 2 and held.held_by("b") == 1
+
+
+def test_a_namespace_over_its_call_rate_gets_retry_after_and_another_is_not_limited() -> None:
+    clock = Clock()
+    limiter = NamespaceCallLimiter(
+        Settings(namespace_calls_per_second=1.0, namespace_calls_burst=2, namespace_limits={"big": {"calls_burst": 5}}),
+        clock,
+    )
+    limiter.check("a")
+    limiter.check("a")
+    with pytest.raises(RateLimited) as limited:
+        limiter.check("a")
+    assert limited.value.context == {"retry_after_seconds": 1, "namespace": "a"}
+    assert limited.value.headers() == {"Retry-After": "1"}
+    for _ in range(5):
+        limiter.check("big")  # its own burst
+    clock.now += 1.0
+    limiter.check("a")
+
+
+def test_failed_authentications_block_their_source_only_until_the_window_passes() -> None:
+    clock = Clock()
+    failures = AuthFailures(3, 60.0, clock)
+    for _ in range(3):
+        failures.check("10.0.0.1")
+        failures.failed("10.0.0.1")
+        clock.now += 1.0
+    with pytest.raises(RateLimited) as limited:
+        failures.check("10.0.0.1")
+    assert limited.value.context == {"retry_after_seconds": 57}
+    failures.check("10.0.0.2")  # another source is not locked out
+    clock.now += 57.0
+    failures.check("10.0.0.1")  # the oldest failure left the window: one more attempt
+    failures.failed("10.0.0.1")
+    with pytest.raises(RateLimited):
+        failures.check("10.0.0.1")
+
+
+def test_a_failure_limit_of_zero_turns_the_limit_off() -> None:
+    failures = AuthFailures(0, 60.0)
+    for _ in range(100):
+        failures.failed("10.0.0.1")
+    failures.check("10.0.0.1")
+
+
+def test_namespace_quota_takes_overrides_and_defaults_code_workers_to_half_the_pool() -> None:
+    settings = Settings(code_max_workers=4, namespace_limits={"team-a": {"max_servers": 40, "code_workers": 3}})
+    own = settings.namespace_quota("team-a")
+    other = settings.namespace_quota("team-b")
+    assert (own.max_servers, own.code_workers) == (40, 3)
+    assert (other.max_servers, other.code_workers) == (settings.namespace_max_servers, 2)
+    assert Settings(code_max_workers=1).namespace_quota("x").code_workers == 1
