@@ -114,7 +114,8 @@ class EmbeddedNats:
         """Start the server and wait until it accepts client connections."""
         if self.pid is not None:
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)  # it holds the credentials and every message JetStream keeps
         await kill_leftovers(self.data_dir, _COMM, signal.SIGTERM, self.stop_timeout)
         if self.port is None:
             self.port = free_port(self.host)

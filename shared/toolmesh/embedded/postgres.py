@@ -3,7 +3,8 @@
 We drive ``initdb`` and ``postgres`` ourselves (the package's own helper listens on a unix
 socket only and daemonizes through ``pg_ctl``): the postmaster is our child, listens on
 loopback TCP, and dies with us. Postgres refuses to run as root, so as root we run it as the
-system user ``toolmesh-pg`` (created on first use).
+system user ``toolmesh-pg`` (created on first use). Every connection needs the superuser's
+password (``toolmesh.embedded.postgres_auth``); ``url`` carries it.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, NamedTuple, Self
+from typing import IO, Self
 from urllib.parse import quote
 
 import asyncpg
 
 from toolmesh import processes
+from toolmesh.embedded import postgres_auth
 from toolmesh.embedded.ports import free_port
+from toolmesh.embedded.postgres_auth import Account
 from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 from toolmesh.polling import poll_until
 
@@ -37,11 +40,6 @@ logger = logging.getLogger(__name__)
 SYSTEM_USER = "toolmesh-pg"
 SUPERUSER = "postgres"
 _MAX_SOCKET_DIR_LEN = 80  # unix socket paths are limited to ~107 bytes
-
-
-class _Account(NamedTuple):
-    uid: int
-    gid: int
 
 
 def postgres_install_dir() -> Path:
@@ -61,7 +59,9 @@ class EmbeddedPostgres:
     """A ``postgres`` child process on loopback TCP with its cluster in ``data_dir`` (PGDATA).
 
     The cluster is created on first start and survives restarts; the log is ``data_dir/postgres.log``.
-    Connect as the trusted superuser ``postgres``. The port is kept across restarts of one object.
+    Connect as the superuser ``postgres`` with the password generated on the first start (kept in
+    ``data_dir/superuser.password``, 0600); ``url`` carries it. The port is kept across restarts of
+    one object.
     """
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
@@ -73,11 +73,27 @@ class EmbeddedPostgres:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._tmp_socket_dir: Path | None = None
+        self.password: str | None = None
 
     @property
     def url(self) -> str:
-        """URL of the ``postgres`` database (valid once started)."""
+        """URL of the ``postgres`` database with the superuser's credentials (valid once started)."""
         return self.database_url("postgres")
+
+    @property
+    def address(self) -> str:
+        """URL of the server without credentials, e.g. ``postgresql://127.0.0.1:5432`` (for messages and logs)."""
+        return f"postgresql://{self.host}:{self.port}"
+
+    @property
+    def socket_dir(self) -> Path:
+        """The directory of the server's unix socket (the data dir unless its path is too long)."""
+        return self._tmp_socket_dir or self.data_dir
+
+    @property
+    def password_path(self) -> Path:
+        """Where the superuser's password is kept (mode 0600)."""
+        return self.data_dir / postgres_auth.PASSWORD_FILE
 
     @property
     def log_path(self) -> Path:
@@ -91,9 +107,10 @@ class EmbeddedPostgres:
 
     def database_url(self, name: str) -> str:
         """URL of database ``name`` on this server."""
-        if self.port is None:
+        if self.port is None or self.password is None:
             raise EmbeddedServerError("EmbeddedPostgres has not been started")
-        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{quote(name, safe='')}"
+        credentials = f"{SUPERUSER}:{quote(self.password, safe='')}"
+        return f"postgresql://{credentials}@{self.host}:{self.port}/{quote(name, safe='')}"
 
     async def start(self) -> None:
         """Create the cluster if needed, start the postmaster, wait until it accepts connections."""
@@ -104,6 +121,9 @@ class EmbeddedPostgres:
         await self._clear_stale_lock()
         if not (self.data_dir / "PG_VERSION").exists():
             await self._initdb(account)
+        elif postgres_auth.needs_password(self.data_dir):
+            await self._require_password(account)
+        self.password = postgres_auth.read_password(self.data_dir)
         if self.port is None:
             self.port = free_port(self.host)
         socket_dir = self._socket_dir(account)
@@ -118,7 +138,7 @@ class EmbeddedPostgres:
         except BaseException:
             await self.stop()
             raise
-        logger.info("postgres pid %d listening on %s (data %s)", self._proc.pid, self.url, self.data_dir)
+        logger.info("postgres pid %d listening on %s (data %s)", self._proc.pid, self.address, self.data_dir)
 
     async def stop(self) -> None:
         """Fast shutdown (SIGINT), SIGKILL after ``stop_timeout``; reap the postmaster."""
@@ -157,7 +177,7 @@ class EmbeddedPostgres:
     ) -> None:
         await self.stop()
 
-    def _prepare_data_dir(self, account: _Account | None) -> None:
+    def _prepare_data_dir(self, account: Account | None) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         if account is None:
             return
@@ -176,31 +196,44 @@ class EmbeddedPostgres:
                 logger.warning("removing stale %s", path)
                 path.unlink()
 
-    async def _initdb(self, account: _Account | None) -> None:
-        argv = [str(postgres_install_dir() / "bin" / "initdb"), "-D", str(self.data_dir)]
-        argv += ["--auth=trust", "-U", SUPERUSER, "--encoding=utf8", "--locale=C"]
-        argv += ["--locale-provider=builtin", "--builtin-locale=C.UTF-8"]
-        uid, gid = account if account else (None, None)
+    async def _initdb(self, account: Account | None) -> None:
+        password = postgres_auth.new_password()
         logger.info("initializing postgres cluster in %s", self.data_dir)
-        result = await asyncio.to_thread(
-            subprocess.run,
-            argv,
-            cwd=self.data_dir,
-            user=uid,
-            group=gid,
-            extra_groups=[] if gid is not None else None,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
+        with postgres_auth.password_file(password, account) as pwfile:
+            argv = [str(postgres_install_dir() / "bin" / "initdb"), "-D", str(self.data_dir)]
+            argv += [*postgres_auth.INITDB_AUTH, f"--pwfile={pwfile}", "-U", SUPERUSER]
+            argv += ["--encoding=utf8", "--locale=C", "--locale-provider=builtin", "--builtin-locale=C.UTF-8"]
+            uid, gid = account if account else (None, None)
+            result = await asyncio.to_thread(
+                subprocess.run,
+                argv,
+                cwd=self.data_dir,
+                user=uid,
+                group=gid,
+                extra_groups=[] if gid is not None else None,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=300,
+                check=False,
+            )
         if result.returncode != 0:
             output = (result.stdout + result.stderr).decode(errors="replace")
             raise EmbeddedServerError(f"initdb failed ({result.returncode}) in {self.data_dir}:\n{output}")
         with self.log_path.open("ab") as log:
             log.write(result.stdout + result.stderr)
+        postgres_auth.keep_password(self.data_dir, password, account)
+        postgres_auth.write_hba(self.data_dir, account)
 
-    def _socket_dir(self, account: _Account | None) -> Path:
+    async def _require_password(self, account: Account | None) -> None:
+        """Give a cluster made with ``trust`` (or one whose password file is gone) a password and rules."""
+        logger.warning("postgres cluster in %s accepts connections without a password: setting one", self.data_dir)
+        password = postgres_auth.read_password(self.data_dir) or postgres_auth.new_password()
+        postgres_auth.keep_password(self.data_dir, password, account)
+        postgres = postgres_install_dir() / "bin" / "postgres"
+        await postgres_auth.set_password(postgres, self.data_dir, SUPERUSER, password, account)
+        postgres_auth.write_hba(self.data_dir, account)
+
+    def _socket_dir(self, account: Account | None) -> Path:
         if len(str(self.data_dir)) <= _MAX_SOCKET_DIR_LEN:
             return self.data_dir
         self._tmp_socket_dir = Path(tempfile.mkdtemp(prefix="toolmesh-pg-"))
@@ -228,7 +261,9 @@ class EmbeddedPostgres:
         if proc.poll() is not None:
             raise self._failure(f"postgres exited with {proc.returncode}")
         if not ready:
-            reason = f"postgres not ready on {self.url} after {self.start_timeout:.0f}s: {errors[-1] if errors else ''}"
+            reason = (
+                f"postgres not ready on {self.address} after {self.start_timeout:.0f}s: {errors[-1] if errors else ''}"
+            )
             raise self._failure(reason)
 
     def _failure(self, reason: str) -> EmbeddedServerError:
@@ -237,18 +272,18 @@ class EmbeddedPostgres:
         )
 
 
-def _run_as_account() -> _Account | None:
+def _run_as_account() -> Account | None:
     """The account to run postgres as: None (ourselves) unless we are root."""
     if os.geteuid() != 0:
         return None
     return _ensure_system_user()
 
 
-def _ensure_system_user() -> _Account:
+def _ensure_system_user() -> Account:
     for attempt in range(5):
         try:
             entry = pwd.getpwnam(SYSTEM_USER)
-            return _Account(entry.pw_uid, entry.pw_gid)
+            return Account(entry.pw_uid, entry.pw_gid)
         except KeyError:
             pass
         cmd = ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER]
@@ -258,7 +293,7 @@ def _ensure_system_user() -> _Account:
         if result.returncode != 0:  # e.g. /etc/passwd locked by a concurrent useradd
             time.sleep(0.2)
     entry = pwd.getpwnam(SYSTEM_USER)
-    return _Account(entry.pw_uid, entry.pw_gid)
+    return Account(entry.pw_uid, entry.pw_gid)
 
 
 def _add_mode(path: Path, bits: int) -> None:
