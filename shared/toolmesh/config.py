@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     nats_tls_ca_file: Path | None = None  # CA bundle that signed the server's certificate
     nats_tls_cert_file: Path | None = None  # client certificate (mutual TLS), with nats_tls_key_file
     nats_tls_key_file: Path | None = None
+    # Prefix of this process's reply subjects (nats-py's default is "_INBOX"); a NATS user allowed to
+    # subscribe only to "<prefix>.>" sees no other user's replies (deploy/nats/nats.conf).
+    nats_inbox_prefix: str | None = None
 
     data_dir: Path = Path.home() / ".toolmesh"
     host: str = "127.0.0.1"

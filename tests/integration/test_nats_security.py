@@ -1,5 +1,6 @@
 """NATS security: the embedded server requires its generated credentials and listens on loopback;
-roles connect with user/password, a token, or TLS from Settings; the NATS API answers through them."""
+roles connect with user/password, a token, or TLS from Settings; the NATS API answers through them.
+The deploy config's per-role users are checked in test_nats_deploy_roles.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import contextlib
 import datetime
 import ipaddress
 import json
-import os
 import signal
 import stat
 from collections.abc import AsyncIterator
@@ -24,7 +24,6 @@ from cryptography.x509.oid import NameOID
 from tests.harness import ADMIN_TOKEN, eventually, running_system
 from toolmesh import processes
 from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.client import follow_events
 from toolmesh.config import Settings
 from toolmesh.embedded import EmbeddedNats, EmbeddedServerError, free_port
 from toolmesh.embedded.nats import nats_server_binary
@@ -149,68 +148,3 @@ async def test_token_and_tls_from_settings(tmp_path: Path) -> None:
         unknown_ca = nats_options(Settings(nats_token="s3cret-token"))
         with pytest.raises(BackendUnavailable, match=r"(?i)certificate"):
             await connect_nats(url, "unknown-ca", timeout=3, allow_reconnect=False, **unknown_ca)
-
-
-NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats" / "nats.conf"
-
-
-@contextlib.asynccontextmanager
-async def deploy_nats(directory: Path, passwords: dict[str, str]) -> AsyncIterator[str]:
-    """The nats-server of deploy/nats/nats.conf, on a loopback port and a temp store; yields its address."""
-    port = free_port()
-    argv = [str(nats_server_binary()), "-c", str(NATS_CONF), "-a", "127.0.0.1", "-p", str(port)]
-    argv += ["-sd", str(directory / "jetstream")]
-    env = {**os.environ, **passwords}
-    with (directory / "nats.log").open("ab") as log:
-        process = processes.spawn(argv, env=env, stdout=log, cwd=directory)
-        try:
-            address = f"nats://127.0.0.1:{port}"
-            settings = Settings(nats_user="toolmesh", nats_password=passwords["TOOLMESH_NATS_PASSWORD"])
-
-            async def answers() -> bool:
-                try:
-                    nc = await connect_nats(address, "probe", timeout=2, **ONCE, **nats_options(settings))
-                except BackendUnavailable:
-                    return False
-                await nc.close()
-                return True
-
-            await eventually(answers, timeout=15, what="the deploy nats-server")
-            yield address
-        finally:
-            await processes.stop(process, signal.SIGTERM, 10)
-
-
-async def test_deploy_config_lets_a_service_use_the_api_and_events_only(tmp_path: Path, database_url: str) -> None:
-    passwords = {"TOOLMESH_NATS_PASSWORD": "roles-pw", "TOOLMESH_NATS_SERVICE_PASSWORD": "service-pw"}
-    async with deploy_nats(tmp_path, passwords) as address:
-        roles = {"nats_user": "toolmesh", "nats_password": "roles-pw"}
-        async with running_system(address, database_url, **roles) as system:
-            await system.register("quiet", "STDIO", {"command": "true"}, auto_connect=False)
-            problems: list[str] = []
-
-            async def on_error(exc: Exception) -> None:
-                problems.append(str(exc))
-
-            service = await nats.connect(
-                address, user="service", password="service-pw", error_cb=on_error, allow_reconnect=False
-            )
-            try:
-                headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-                reply = await service.request("toolmesh.api.v1.servers.list", b"{}", timeout=10, headers=headers)
-                assert [s["name"] for s in json.loads(reply.data)["result"]["servers"]] == ["quiet"]
-                replayed = await asyncio.wait_for(anext(follow_events(service, start_sequence=1)), 15)
-                assert replayed[0] == 1 and replayed[1].subject == "toolmesh.evt.server.registered"
-                await service.publish("toolmesh.cmd.server.connect", b"{}")
-                await service.flush()
-                await eventually(
-                    lambda: _async([p for p in problems if "permissions violation" in p.lower()]),
-                    timeout=10,
-                    what="the server to refuse the internal command",
-                )
-            finally:
-                await service.close()
-
-
-async def _async(value: list[str]) -> list[str]:
-    return value

@@ -41,7 +41,7 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
 
 
 def nats_options(settings: Settings) -> dict[str, Any]:
-    """nats-py ``connect`` arguments for the credentials and TLS of ``settings``."""
+    """nats-py ``connect`` arguments for the credentials, TLS and inbox prefix of ``settings``."""
     options: dict[str, Any] = {}
     if settings.nats_user is not None:
         options["user"] = settings.nats_user
@@ -52,6 +52,8 @@ def nats_options(settings: Settings) -> dict[str, Any]:
         options["user_credentials"] = str(settings.nats_creds_file)
     if settings.nats_nkey_seed_file is not None:
         options["nkeys_seed"] = str(settings.nats_nkey_seed_file)
+    if settings.nats_inbox_prefix is not None:
+        options["inbox_prefix"] = settings.nats_inbox_prefix
     context = tls_context(settings)
     if context is not None:
         options["tls"] = context

@@ -1,0 +1,86 @@
+"""deploy/nats/nats.conf gives each role a user of its own and nobody `_INBOX.>`; the compose file and
+the Kubernetes manifests connect each role as that user with its inbox prefix and its own password.
+
+Pure file checks; tests/integration/test_nats_deploy_roles.py runs the config on a real nats-server.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.deploy.manifests import DEPLOY, compose, containers, of_kind
+from toolmesh_cli.roles import ROLES
+
+pytestmark = pytest.mark.deploy
+NATS_CONF = DEPLOY / "nats" / "nats.conf"
+USER_BLOCK = re.compile(r"user: (\S+)\s+password: \$(\w+)(.*?)(?=\n    \{|\n  \])", re.DOTALL)
+
+
+def users() -> dict[str, tuple[str, str]]:
+    """Each user of nats.conf: its password variable and its permissions text."""
+    text = "\n".join(line.split("#")[0] for line in NATS_CONF.read_text().splitlines())
+    return {name: (variable, block) for name, variable, block in USER_BLOCK.findall(text)}
+
+
+def subjects(block: str, direction: str, kind: str = "allow") -> list[str]:
+    section = re.search(rf"{direction}: \{{(.*?)\}}\n", block, re.DOTALL)
+    assert section is not None, direction
+    found = re.search(rf"{kind}: \[(.*?)\]", section.group(1), re.DOTALL)
+    return re.findall(r'"([^"]+)"', found.group(1)) if found else []
+
+
+def password_variable(user: str) -> str:
+    return f"TOOLMESH_NATS_{user.upper().replace('-', '_')}_PASSWORD"
+
+
+def test_every_role_and_the_service_have_a_user_with_a_password_of_their_own() -> None:
+    found = users()
+    assert set(found) == {*ROLES, "service"}
+    assert {name: variable for name, (variable, _) in found.items()} == {
+        name: password_variable(name) for name in found
+    }
+
+
+def test_nobody_may_subscribe_to_every_inbox_or_another_users_inbox() -> None:
+    for name, (_, block) in users().items():
+        subscribe = subjects(block, "subscribe")
+        assert subscribe, name
+        inboxes = [s for s in subscribe if s.startswith("_INBOX")]
+        assert inboxes == [f"_INBOX_{name}.>"], name
+        assert not {">", "_INBOX.>", "*.>"} & set(subscribe), name
+
+
+def test_the_service_reaches_the_public_api_only() -> None:
+    _, block = users()["service"]
+    assert subjects(block, "publish") == ["toolmesh.api.>"]
+    assert subjects(block, "subscribe") == ["_INBOX_service.>"]
+    assert "allow_responses" not in block
+
+
+def _role_environment(env: dict[str, Any], role: str) -> None:
+    assert env["TOOLMESH_NATS_USER"] == role
+    assert env["TOOLMESH_NATS_INBOX_PREFIX"] == f"_INBOX_{role}"
+
+
+def test_compose_connects_each_role_as_its_user_with_its_password() -> None:
+    services = compose()["services"]
+    for service in services.values():
+        if "build" not in service:
+            continue
+        role = service["command"][0]
+        _role_environment(service["environment"], role)
+        assert password_variable(role) in service["environment"]["TOOLMESH_NATS_PASSWORD"], role
+    assert set(services["nats"]["environment"]) == {password_variable(user) for user in users()}
+
+
+def test_kubernetes_connects_each_role_as_its_user_with_its_password() -> None:
+    assert "TOOLMESH_NATS_USER" not in of_kind("ConfigMap")["toolmesh"]["data"]
+    for role in ROLES:
+        (container,) = containers(of_kind("Deployment")[f"toolmesh-{role}"])
+        env = {e["name"]: e for e in container["env"]}
+        _role_environment({name: e.get("value") for name, e in env.items()}, role)
+        secret = env["TOOLMESH_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert secret == {"name": "toolmesh", "key": password_variable(role)}

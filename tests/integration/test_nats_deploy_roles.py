@@ -1,0 +1,211 @@
+"""deploy/nats/nats.conf on a real nats-server: each role runs with its own user and only its subjects,
+replies travel on per-user inbox prefixes, and the shared `service` user reaches the public API
+only: it may not subscribe to `_INBOX.>` (nor any other user's inbox), nor read the events of the
+namespaces, nor publish commands — so it sees no tool result, no new key token, no event."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
+from tests.peers.launch import launch_peer
+from toolmesh import processes
+from toolmesh.bus.connection import connect_nats, nats_options
+from toolmesh.config import Settings
+from toolmesh.embedded import free_port
+from toolmesh.embedded.nats import nats_server_binary
+from toolmesh.errors import BackendUnavailable
+from toolmesh_cli.roles import ROLES
+
+pytestmark = pytest.mark.integration
+NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats" / "nats.conf"
+USERS = [*ROLES, "service"]
+ONCE = {"allow_reconnect": False, "max_reconnect_attempts": 0}
+VIOLATION = "permissions violation"
+
+
+def password_variable(user: str) -> str:
+    """The environment variable deploy/nats/nats.conf reads ``user``'s password from."""
+    return f"TOOLMESH_NATS_{user.upper().replace('-', '_')}_PASSWORD"
+
+
+def role_settings(user: str) -> dict[str, Any]:
+    """Settings overrides that connect as ``user`` with its inbox prefix (and check health often)."""
+    credentials = {"nats_user": user, "nats_password": f"{user}-pw", "nats_inbox_prefix": f"_INBOX_{user}"}
+    return {**credentials, "health_interval_seconds": 0.5}
+
+
+@dataclass
+class DeployNats:
+    address: str
+    log: Path
+
+    def violations(self) -> list[str]:
+        """The server's log lines about permission violations."""
+        return [line for line in self.log.read_text().splitlines() if VIOLATION in line.lower()]
+
+
+@contextlib.asynccontextmanager
+async def deploy_nats(directory: Path) -> AsyncIterator[DeployNats]:
+    """The nats-server of deploy/nats/nats.conf on a loopback port and a temp store, every user's
+    password ``<user>-pw``."""
+    port = free_port()
+    argv = [str(nats_server_binary()), "-c", str(NATS_CONF), "-a", "127.0.0.1", "-p", str(port)]
+    argv += ["-sd", str(directory / "jetstream")]
+    env = {**os.environ, **{password_variable(user): f"{user}-pw" for user in USERS}}
+    log_path = directory / "nats.log"
+    with log_path.open("ab") as log:
+        process = processes.spawn(argv, env=env, stdout=log, cwd=directory)
+        try:
+            address = f"nats://127.0.0.1:{port}"
+            settings = Settings(**role_settings("projector"))
+
+            async def answers() -> bool:
+                try:
+                    nc = await connect_nats(address, "probe", timeout=2, **ONCE, **nats_options(settings))
+                except BackendUnavailable:
+                    return False
+                await nc.close()
+                return True
+
+            await eventually(answers, timeout=15, what="the deploy nats-server")
+            yield DeployNats(address, log_path)
+        finally:
+            await processes.stop(process, signal.SIGTERM, 10)
+
+
+@dataclass
+class Spy:
+    """A `service` connection that tries to listen where it should not."""
+
+    nc: NATS
+    errors: list[str] = field(default_factory=list)
+    received: list[Msg] = field(default_factory=list)
+
+    async def listen(self, subject: str) -> None:
+        async def keep(msg: Msg) -> None:
+            self.received.append(msg)
+
+        await self.nc.subscribe(subject, cb=keep)
+        await self.nc.flush()
+
+    async def refused(self, what: str) -> bool:
+        """Whether the server refused ``what`` (e.g. ``Subscription to "_INBOX.>"``); nats-py lower-cases it."""
+        return any(f"{VIOLATION} for {what.lower()}" in error.lower() for error in self.errors)
+
+
+@contextlib.asynccontextmanager
+async def service_connection(address: str, **options: Any) -> AsyncIterator[Spy]:
+    spy = Spy(nc=NATS())
+
+    async def on_error(exc: Exception) -> None:
+        spy.errors.append(str(exc))
+
+    spy.nc = await nats.connect(
+        address, user="service", password="service-pw", error_cb=on_error, allow_reconnect=False, **options
+    )
+    try:
+        yield spy
+    finally:
+        await spy.nc.close()
+
+
+@contextlib.asynccontextmanager
+async def every_role_apart(deploy: DeployNats, database_url: str) -> AsyncIterator[System]:
+    """Each role in a system of its own, with its own NATS user; yields the gateway's."""
+    async with contextlib.AsyncExitStack() as stack:
+        for role in [r for r in ROLES if r != "gateway"]:
+            await stack.enter_async_context(
+                running_system(deploy.address, database_url, roles=[role], **role_settings(role))
+            )
+        yield await stack.enter_async_context(
+            running_system(deploy.address, database_url, roles=["gateway"], **role_settings("gateway"))
+        )
+
+
+async def api_request(nc: NATS, operation: str, body: dict[str, Any], timeout: float = 10) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    subject, data = f"toolmesh.api.v1.{operation}", json.dumps(body).encode()
+    reply = await nc.request(subject, data, timeout=timeout, headers=headers)
+    result: dict[str, Any] = json.loads(reply.data)
+    return result
+
+
+async def test_every_role_works_with_its_own_user_and_the_service_sees_none_of_their_replies(
+    tmp_path: Path, database_url: str
+) -> None:
+    canary = "canary-result-4f1d"
+    async with (
+        deploy_nats(tmp_path) as deploy,
+        every_role_apart(deploy, database_url) as system,
+        launch_peer("http") as peer,
+        service_connection(deploy.address, inbox_prefix="_INBOX_service") as spy,
+    ):
+        for subject in ("_INBOX.>", "_INBOX_gateway.>", "_INBOX_session-worker.>", ">", "toolmesh.rpc.>"):
+            await spy.listen(subject)
+            await eventually(lambda s=subject: spy.refused(f'Subscription to "{s}"'), timeout=10, what=subject)
+
+        created = await system.register("demo", peer.transport_type, peer.config)
+        await system.wait_connected(created["id"])  # session-worker, projector
+        call = await system.api.post("/api/v1/tools/call", json={"name": "demo.echo", "arguments": {"text": canary}})
+        assert call.status_code == 200 and canary in call.text, call.text  # gateway -> session-worker -> reply
+
+        async def searched() -> bool:  # gateway -> indexer over toolmesh.rpc.search
+            response = await system.api.post("/api/v1/search", json={"query": "echo the text", "strategy": "flat"})
+            return response.status_code == 200 and "demo.echo" in {t["name"] for t in response.json()["tools"]}
+
+        await eventually(searched, timeout=60, what="the indexer to answer a search")
+        health = (await system.api.get("/api/v1/search/health")).json()
+        assert health["answered_by"] == "indexer (over NATS)", health
+
+        async def health_checked() -> bool:  # health-worker -> session-worker ping, event -> projector
+            return (await system.server(created["id"]))["last_health_check"] is not None
+
+        await eventually(health_checked, timeout=30, what="the health-worker to check the server")
+        key = await system.api.post("/api/v1/auth/keys", json={"name": "victim", "role": "agent"})
+        assert key.status_code == 201, key.text
+
+        listing = await api_request(spy.nc, "servers.list", {})  # the service's own requests work
+        assert [s["name"] for s in listing["result"]["servers"]] == ["demo"]
+        assert spy.received == []  # no tool result, no key token, no event
+        assert deploy.violations() == [line for line in deploy.violations() if '"service"' in line]
+
+
+async def test_the_service_user_reaches_the_public_api_only(tmp_path: Path, database_url: str) -> None:
+    async with (
+        deploy_nats(tmp_path) as deploy,
+        running_system(deploy.address, database_url, roles=["gateway"], **role_settings("gateway")),
+    ):
+        async with service_connection(deploy.address, inbox_prefix="_INBOX_service") as service:
+            state = await api_request(service.nc, "aggregator.state", {})
+            assert state["ok"] is True
+            for subject in ("toolmesh.evt.>", "_INBOX_projector.>"):
+                await service.listen(subject)
+                await eventually(lambda s=subject: service.refused(f'Subscription to "{s}"'), timeout=10, what=subject)
+            forbidden = [
+                "$JS.API.STREAM.INFO.TOOLMESH_EVENTS",
+                "toolmesh.cmd.server.connect",
+                "toolmesh.evt.key.created",
+            ]
+            for subject in forbidden:  # no event replay, no commands, no forged events
+                await service.nc.publish(subject, b"{}")
+                await service.nc.flush()
+                await eventually(lambda s=subject: service.refused(f'Publish to "{s}"'), timeout=10, what=subject)
+            assert service.received == []
+
+        async with service_connection(deploy.address) as default_inbox:  # `_INBOX.>` is nobody's
+            with pytest.raises(nats.errors.TimeoutError):
+                await api_request(default_inbox.nc, "aggregator.state", {}, timeout=3)
+            assert await default_inbox.refused('Subscription to "_INBOX.')
