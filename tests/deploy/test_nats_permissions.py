@@ -10,8 +10,10 @@ import re
 from typing import Any
 
 import pytest
+from annotated_types import Le
 
 from tests.deploy.manifests import DEPLOY, compose, containers, of_kind
+from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh_cli.roles import ROLES
 
 pytestmark = pytest.mark.deploy
@@ -58,6 +60,21 @@ def test_the_service_reaches_the_public_api_only() -> None:
     assert subjects(block, "publish") == ["toolmesh.api.>"]
     assert subjects(block, "subscribe") == ["_INBOX_service.>"]
     assert "allow_responses" not in block
+
+
+ANSWERING = {"gateway", "session-worker", "indexer"}  # the API and client links, rpc, search
+LONGEST_TOOL_CALL_SECONDS = next(
+    m.le for m in ToolCallRequest.model_fields["timeout_seconds"].metadata if isinstance(m, Le)
+)
+
+
+def test_only_the_roles_that_answer_requests_may_reply_and_long_enough_for_any_call() -> None:
+    units = {"s": 1, "m": 60, "h": 3600}
+    for name, (_, block) in users().items():
+        responses = re.search(r'allow_responses: \{ max: 1, expires: "(\d+)([smh])" \}', block)
+        assert (responses is not None) == (name in ANSWERING), name
+        if responses is not None:  # the server's default (2 min) would cut off a slow tool call's result
+            assert int(responses.group(1)) * units[responses.group(2)] > LONGEST_TOOL_CALL_SECONDS, name
 
 
 def _role_environment(env: dict[str, Any], role: str) -> None:
