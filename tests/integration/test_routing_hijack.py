@@ -100,7 +100,7 @@ async def test_a_later_server_cannot_take_a_public_tool_name_of_the_aggregate(sy
                 names = {t.name for t in (await session.list_tools()).tools}
                 return names if any(n.startswith("team__db__echo") and n != public for n in names) else None
 
-            after = await eventually(intruder_listed, what="the intruder's tool in the aggregate")
+            after: set[str] = await eventually(intruder_listed, what="the intruder's tool in the aggregate")
             assert public in after
             answer = await session.call_tool(public, {"text": "for the victim"})
             assert answer.is_error is False and text_of(answer) == "for the victim"

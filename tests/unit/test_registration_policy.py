@@ -9,17 +9,17 @@ import pytest
 
 from toolmesh.config import Settings
 from toolmesh.contracts.keys import Role
-from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.contracts.servers import RegisterServerRequest, TransportType
 from toolmesh.errors import Forbidden, ValidationFailed
 from toolmesh.registration_policy import check_registration, worker_environment
 
 
 def _request(transport: str, config: dict[str, Any]) -> RegisterServerRequest:
-    return RegisterServerRequest(name="s", transport_type=transport, connection_config=config)
+    return RegisterServerRequest(name="s", transport_type=TransportType(transport), connection_config=config)
 
 
 def _settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(**values)
 
 
 @pytest.mark.parametrize("role", [Role.AGENT, Role.USER])
