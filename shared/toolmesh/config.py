@@ -156,6 +156,8 @@ class Settings(BaseSettings):
     allowed_origins: Names = LOOPBACK_ORIGINS
     allowed_hosts: Names = ()
     max_request_body_bytes: int = Field(10 * 1024 * 1024, gt=0)
+    # How deep a request's JSON may nest (arrays and objects); deeper is refused (422) before it is parsed.
+    max_request_json_depth: int = Field(64, ge=2, le=200)
     rate_limit_per_second: float = Field(50.0, ge=0)
     rate_limit_burst: int = Field(100, ge=1)
 

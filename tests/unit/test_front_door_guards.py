@@ -102,7 +102,7 @@ async def guarded() -> AsyncIterator[httpx.AsyncClient]:
     inner = Starlette(
         routes=[Route("/mcp", _echo_length, methods=["POST"]), Route("/api", _echo_length, methods=["POST"])]
     )
-    app = BodyLimit(inner, max_bytes=1000)
+    app = BodyLimit(inner, max_bytes=1000, max_depth=64)
     app = OriginGuard(app, prefix="/mcp", allowed_origins=("http://localhost:*",), allowed_hosts=(), check_host=True)
     async with _client(app) as client:
         yield client

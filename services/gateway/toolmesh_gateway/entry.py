@@ -30,7 +30,9 @@ from toolmesh_gateway.origin import OriginGuard
 def guarded_mcp(app: ASGIApp, settings: Settings) -> ASGIApp:
     """``app`` behind the request span, the Origin/Host guard, the body limit and the error answers
     (outermost first)."""
-    limited = BodyLimit(ErrorResponses(app), max_bytes=settings.max_request_body_bytes)
+    limited = BodyLimit(
+        ErrorResponses(app), max_bytes=settings.max_request_body_bytes, max_depth=settings.max_request_json_depth
+    )
     guarded = OriginGuard(
         limited,
         prefix=MCP_PATH,

@@ -28,7 +28,7 @@ def _canonical(body: bytes) -> bytes:
     """The body as sorted compact JSON when it is JSON (so formatting does not count), else as is."""
     try:
         return json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep for the parser: as sent
         return body
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from pydantic_monty import (
     AsyncFunctionSnapshot,
@@ -35,12 +36,14 @@ from pydantic_monty import (
 )
 
 from toolmesh.config import Settings
+from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ExecutionTimeout, ToolmeshError
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
 from toolmesh_gateway.front_door.worker_shares import WorkerShares
+from toolmesh_gateway.nats_api.replies import invalid_payload
 
 log = logging.getLogger("toolmesh.gateway.code")
 POOL_GRACE_SECONDS = 5.0
@@ -181,9 +184,26 @@ class _Run:
         query = kwargs.get("query", args[0] if args else None)
         if not isinstance(query, str) or not query:
             raise PackError("toolmesh.search() needs a query string", TypeError)
-        limit = int(kwargs.get("limit", 10))
-        server_filter = kwargs.get("server_filter")
-        return await self.search(query, limit, list(server_filter) if server_filter else None)
+        wanted = {
+            "query": query,
+            "limit": kwargs.get("limit", 10),
+            "server_filter": kwargs.get("server_filter") or None,
+        }
+        try:
+            request = SearchRequest.model_validate(wanted)
+        except ValidationError as exc:  # the same VALIDATION_ERROR as search_tools and REST give
+            raise PackError(_refusal("toolmesh.search", invalid_payload(exc)), ValueError) from exc
+        try:
+            return await self.search(request.query, request.limit, request.server_filter)
+        except ToolmeshError as exc:
+            raise PackError(f"{exc.error_code}: {exc.detail}", RuntimeError) from exc
+
+
+def _refusal(call: str, error: ToolmeshError) -> str:
+    """``VALIDATION_ERROR: call(): field: why; ...`` for arguments a pack refuses."""
+    errors = error.context.get("errors", [])
+    fields = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+    return f"{error.error_code}: {call}(): {fields or error.detail}"
 
 
 def tool_value(pack: str, tool: str, result: dict[str, Any]) -> Any:

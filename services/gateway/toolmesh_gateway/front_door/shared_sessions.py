@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 from toolmesh_gateway.scope_headers import header
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_=-]{1,255}")
+"""What an ``mcp-session-id`` may be: visible ASCII (the transport's rule) that is a valid key of the
+session table (ids issued here are ``uuid4().hex``)."""
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 TOUCH_FRACTION = 0.1
@@ -113,6 +118,9 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         session_id = header(scope, MCP_SESSION_ID_HEADER)
         if session_id is None:  # initialize: the SDK admits it, ``_serve_opening_request`` records it
             await super()._handle_stateful_request(scope, receive, send)
+            return
+        if not SESSION_ID.fullmatch(session_id):  # never a key of the session table: a client's mistake
+            await _bad_session_id()(scope, receive, send)
             return
         try:
             record = await self._shared.table.recent(session_id)
@@ -310,6 +318,15 @@ def _connection(
     )
     connection.initialized.set()
     return connection
+
+
+def _bad_session_id() -> Response:
+    """The answer to an ``mcp-session-id`` this gateway could not have issued (400, as the SDK answers
+    a missing one)."""
+    message = "Bad Request: malformed Mcp-Session-Id header"
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
+    text = body.model_dump_json(by_alias=True, exclude_unset=True)
+    return Response(text, status_code=400, media_type="application/json")
 
 
 def _not_found() -> Response:
