@@ -1,4 +1,4 @@
-"""``toolmesh up`` tells local services where it is (endpoints.json, 0600) and guards its NATS."""
+"""``toolmesh up`` tells local services where it is (endpoints.json, 0600) and guards its NATS and Postgres."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 import nats
 import pytest
@@ -54,6 +55,12 @@ async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Pat
         nats_url = urlsplit(endpoints["nats"])
         assert nats_url.hostname == "127.0.0.1" and nats_url.username and nats_url.password
         assert endpoints["postgres"].startswith("postgresql://") and endpoints["http"] == f"http://127.0.0.1:{port}"
+        postgres_url = urlsplit(endpoints["postgres"])  # the embedded Postgres needs its password too
+        assert postgres_url.hostname == "127.0.0.1" and postgres_url.password
+        with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError, match="password authentication failed"):
+            await asyncpg.connect(host="127.0.0.1", port=postgres_url.port, user=postgres_url.username, timeout=10)
+        conn = await asyncpg.connect(endpoints["postgres"], timeout=10)
+        await conn.close()
 
         with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
             await nats.connect(f"nats://127.0.0.1:{nats_url.port}", allow_reconnect=False, max_reconnect_attempts=0)
