@@ -51,6 +51,9 @@ async def test_up_writes_private_endpoints_and_its_nats_needs_them(tmp_path: Pat
 
         await eventually(written, timeout=90, what="endpoints.json")
         assert stat.S_IMODE(endpoints_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(data_dir.stat().st_mode) & 0o066 == 0  # (root: Postgres's user may traverse it)
+        secrets = [data_dir / "postgres" / "superuser.password", data_dir / "nats" / "credentials.json"]
+        assert [stat.S_IMODE(path.stat().st_mode) for path in secrets] == [0o600, 0o600]
         endpoints = json.loads(endpoints_file.read_text())
         nats_url = urlsplit(endpoints["nats"])
         assert nats_url.hostname == "127.0.0.1" and nats_url.username and nats_url.password

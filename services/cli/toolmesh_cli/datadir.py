@@ -40,9 +40,11 @@ class DataDirLock:
 
 
 def prepare_data_dir(path: Path) -> Path:
-    """Create the data directory (private to the user) and return its absolute path."""
+    """Create the data directory, or make an existing one private to the user (0700), and return
+    its absolute path. (Run by root, the embedded Postgres's start lets its own user traverse it.)"""
     path = path.expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
     return path
 
 
