@@ -25,6 +25,8 @@ from toolmesh.errors import Forbidden, ValidationFailed
 
 OPERATORS = frozenset({Role.OWNER, Role.ADMIN})
 """The roles that may run a command on a host (register STDIO servers)."""
+_MIN_CONTAINED = 8
+"""A secret this long is refused inside a longer value too; a shorter one only as the whole value."""
 
 
 def expandable_patterns(settings: Settings, namespace: str) -> tuple[str, ...]:
@@ -100,4 +102,9 @@ def worker_environment(environ: Mapping[str, str], settings: Settings, namespace
     ones, without toolmesh's own nor any whose value holds one of the worker's secrets."""
     secrets = held_secrets(settings)
     allowed = expandable_environment(environ, expandable_patterns(settings, namespace))
-    return {name: value for name, value in allowed.items() if not any(s in value for s in secrets)}
+    return {name: value for name, value in allowed.items() if not any(_holds(value, s) for s in secrets)}
+
+
+def _holds(value: str, secret: str) -> bool:
+    """True when ``value`` is ``secret`` or (a secret long enough not to match by chance) contains it."""
+    return secret in value if len(secret) >= _MIN_CONTAINED else value == secret
