@@ -5,7 +5,9 @@ when that server exists and has the tool; then the tool's original name when exa
 has it. A server's name owns its prefix: when a server ``ghost`` exists, ``ghost.echo`` is its tool
 or not found, never another server's tool whose own name is ``ghost.echo``. The caller's view
 (``RouteSource``) is in memory and holds only what the caller may see (its namespace); nothing
-here does I/O. A tool held back by pinning resolves, then refuses (409).
+here does I/O. Only a pinned, approved definition is callable: a tool the server never listed is
+not found (404, even with an explicit ``server_id``), one held back by pinning resolves, then
+refuses (409).
 """
 
 from __future__ import annotations
@@ -86,20 +88,32 @@ def resolve_route(source: RouteSource, name: str, server_id: str | None = None) 
         ToolChanged: the tool is held back until an admin approves its current definition.
     """
     route = _resolve(source, name, server_id)
-    hold = source.hold_of(route.server.id, route.tool)
+    require_pinned(source, route.server, route.tool)
+    return route
+
+
+def require_pinned(source: RouteSource, server: ServerRoute, tool: str) -> None:
+    """Refuse a call to anything but a pinned, approved definition of ``server``'s ``tool``.
+
+    Raises:
+        ToolNotFound: the server's discovered tool list does not have the tool (never forwarded).
+        ToolChanged: the tool is held back until an admin approves its current definition.
+    """
+    if not source.has_tool(server.id, tool):
+        raise ToolNotFound(f"Tool not found: {server.name}.{tool}", {"tool": tool, "server": server.name})
+    hold = source.hold_of(server.id, tool)
     if hold is not None:
         what = "is new and waits for review" if hold.reason == "new" else f"changed its {' and '.join(hold.fields)}"
         raise ToolChanged(
-            f"Tool {route.server.name}.{route.tool} {what}; an admin must approve it before it can be called",
+            f"Tool {server.name}.{tool} {what}; an admin must approve it before it can be called",
             {
-                "server": route.server.name,
-                "server_id": route.server.id,
-                "tool": route.tool,
+                "server": server.name,
+                "server_id": server.id,
+                "tool": tool,
                 "reason": hold.reason,
                 "fields": hold.fields,
             },
         )
-    return route
 
 
 def _resolve(source: RouteSource, name: str, server_id: str | None) -> Route:
@@ -138,13 +152,12 @@ def _ambiguous(name: str, servers: Sequence[ServerRoute]) -> ToolAmbiguous:
 
 
 def _tool_on(source: RouteSource, server: ServerRoute, name: str) -> str:
-    """The upstream name of ``name`` on a server given explicitly: original or namespaced."""
-    if source.has_tool(server.id, name):
-        return name
+    """The upstream name of ``name`` on a server given explicitly: original or namespaced (a name
+    the server never listed stays as it is, and ``require_pinned`` refuses it)."""
     prefix = f"{server.name}."
-    if name.startswith(prefix):
+    if not source.has_tool(server.id, name) and name.startswith(prefix):
         return name[len(prefix) :]
-    return name  # unknown here: forwarded, the upstream has the last word
+    return name
 
 
 def serving_warning(server: ServerRoute) -> str | None:

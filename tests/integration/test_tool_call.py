@@ -216,10 +216,10 @@ async def test_protocol_error_upstream_is_502(nats_url: str, database_url: str) 
         config = {"command": sys.executable, "args": [str(STRICT_SERVER)]}
         created = await system.register("strict", "STDIO", config)
         await system.wait_connected(created["id"])
-        response = await system.api.post(CALL, json={"name": "nope", "server_id": created["id"]})
+        response = await system.api.post(CALL, json={"name": "reject", "server_id": created["id"]})
         assert response.status_code == 502, response.text
         body = response.json()
-        assert body["error_code"] == "EXECUTION_FAILED" and "Unknown tool: nope" in body["detail"]
+        assert body["error_code"] == "EXECUTION_FAILED" and "Rejected: this server refuses" in body["detail"]
         assert body["context"]["upstream_code"] == -32602
 
 

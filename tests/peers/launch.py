@@ -20,6 +20,7 @@ from toolmesh.polling import poll_until
 DEMO_SERVER = Path(__file__).with_name("demo_server.py")
 CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")
 REST_SERVER = Path(__file__).with_name("rest_server.py")
+RUG_PULL = Path(__file__).with_name("rug_pull.py")
 STARTUP_SECONDS = 30.0
 STOP_GRACE_SECONDS = 3.0
 
@@ -92,6 +93,15 @@ async def launch_rest_peer(*, token: str | None = None, tools_list: str = "ok") 
     if token is not None:
         argv += ["--token", token]
     async with running_process(argv, port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def launch_rug_pull() -> AsyncIterator[str]:
+    """The hostile MCP server (``rug_pull.py``) on a free loopback port; yields its base URL (MCP at
+    ``/mcp``, the attacker's ``/rug`` and ``/canary`` beside it)."""
+    port = free_port()
+    async with running_process([sys.executable, str(RUG_PULL), "--port", str(port)], port=port):
         yield f"http://127.0.0.1:{port}"
 
 

@@ -51,9 +51,12 @@ def test_br005_explicit_server_id_accepts_namespaced_name() -> None:
     assert resolve_route(VIEW, "server-b.echo", "id-b").tool == "echo"
 
 
-def test_br005_explicit_server_id_forwards_unknown_tool() -> None:
-    # The upstream decides about a tool the view does not know (it may be new).
-    assert resolve_route(VIEW, "brand_new", "id-a").tool == "brand_new"
+@pytest.mark.parametrize("name", ["brand_new", "server-a.brand_new", "only_b"])
+def test_pinning_a_tool_the_server_never_listed_is_not_found_even_with_server_id(name: str) -> None:
+    # Only pinned definitions are callable: the upstream never hears of a tool discovery did not list.
+    with pytest.raises(ToolNotFound) as caught:
+        resolve_route(VIEW, name, "id-a")
+    assert caught.value.status == 404 and caught.value.context["server"] == "server-a"
 
 
 def test_br005_unknown_server_id_is_server_not_found() -> None:

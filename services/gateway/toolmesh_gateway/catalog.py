@@ -3,7 +3,8 @@
 It starts from a snapshot of the read model at a known stream sequence and then applies every
 later event, with the projector's rules (a registration whose name is taken in its namespace is
 dropped, tools of an unknown server are ignored, a tool list is a full snapshot, tool definitions
-are pinned by ``toolmesh.pinning``). Callers read it through a ``CatalogView`` of one namespace
+are pinned by ``toolmesh.pinning``, and a removed server's pins stay with its name for the next
+server registered under it). Callers read it through a ``CatalogView`` of one namespace
 (or of every namespace, for the owner), which is the ``RouteSource`` of routing and what the
 front door lists. ``version`` moves when the *visible* tool set (tools of CONNECTED or DEGRADED
 servers that are not held back) changes, to announce ``notifications/tools/list_changed``;
@@ -34,7 +35,7 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.lifecycle import SERVING, ServerStatus
-from toolmesh.pinning import Hold, Pin, approve, definition_hash, review
+from toolmesh.pinning import Hold, Pin, approve, definition_hash, inherit, retired, review
 from toolmesh.routing import ServerRoute
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
@@ -81,6 +82,7 @@ class Catalog:
         self._held: dict[str, int] = {}  # server id -> how many of its tools are held back
         self._offers: dict[str, ServerOffer] = {}
         self._bundles: dict[tuple[str, str], Bundle] = {}  # (namespace, name) -> endpoint
+        self._retired: dict[tuple[str, str], dict[str, str | None]] = {}  # (namespace, name) -> pins left
         self.applied_seq = 0
         self.version = 0
         self.resources_version = 0
@@ -121,9 +123,11 @@ class Catalog:
         seen: Iterable[str] = (),
         offers: dict[str, ServerOffer] | None = None,
         bundles: Iterable[Bundle] = (),
+        retired_pins: dict[tuple[str, str], dict[str, str | None]] | None = None,
     ) -> None:
         """Replace everything with a snapshot: servers, ``(server_id, tool)`` pairs, the servers whose
-        tool list was seen (even if empty), offers by server id, endpoints, and the snapshot's sequence."""
+        tool list was seen (even if empty), offers by server id, endpoints, the pins removed servers
+        left by (namespace, name), and the snapshot's sequence."""
         self._servers, self._ids_by_name, self._tools, self._servers_by_tool, self._held = {}, {}, {}, {}, {}
         for server in servers:
             self._servers[server.id] = server
@@ -136,6 +140,7 @@ class Catalog:
             self._set_tools(server_id, listed)
         self._offers = {k: v for k, v in (offers or {}).items() if k in self._servers}
         self._bundles = {(b.namespace, b.name): b for b in bundles}
+        self._retired = dict(retired_pins or {})
         self.applied_seq = applied_seq
         self.version += 1
         self.resources_version += 1
@@ -194,8 +199,11 @@ class Catalog:
             if self._ids_by_name.get((current.namespace, current.name)) == current.id:
                 del self._ids_by_name[(current.namespace, current.name)]
             had_tools = any(t.hold is None for t in self._tools.get(current.id, {}).values())
+            if current.id in self._tools:
+                left = retired((t.name, t.pin) for t in self._tools[current.id].values())
+                self._retired[(current.namespace, current.name)] = left
             self._set_tools(current.id, {})
-            del self._tools[current.id]
+            self._tools.pop(current.id, None)
             return current.visible and had_tools
         if isinstance(event, ToolsDiscovered):
             return self._tools_discovered(current, event)
@@ -205,9 +213,13 @@ class Catalog:
 
     def _tools_discovered(self, server: CatalogServer, event: ToolsDiscovered) -> bool:
         previous = self._tools.get(server.id)
-        approved = {t.name: (t.pin.approved_hash if t.pin else None) for t in (previous or {}).values()}
+        approved, first_list = inherit(
+            {t.name: (t.pin.approved_hash if t.pin else None) for t in (previous or {}).values()},
+            first_list=previous is None,
+            left=self._retired.get((server.namespace, server.name)),
+        )
         hashes = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
-        pins = review(hashes.items(), approved, first_list=previous is None, policy=server.new_tools)
+        pins = review(hashes.items(), approved, first_list=first_list, policy=server.new_tools)
         listed = {
             t.original_name: CatalogTool(
                 t.original_name, t.description, dict(t.input_schema), pins[t.original_name], t.category

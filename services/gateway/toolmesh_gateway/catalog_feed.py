@@ -81,7 +81,9 @@ class CatalogFeed:
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])
             for r in snapshot.endpoints
         ]
-        self.catalog.load(servers, tools, snapshot.seq, seen=seen, offers=offers, bundles=bundles)
+        self.catalog.load(
+            servers, tools, snapshot.seq, seen=seen, offers=offers, bundles=bundles, retired_pins=snapshot.retired_pins
+        )
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
         self._sub = await self._js.subscribe(
             EVENTS_SUBJECTS, stream=EVENTS_STREAM, cb=self._on_event, ordered_consumer=True, config=config

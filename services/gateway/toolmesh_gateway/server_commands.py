@@ -36,6 +36,7 @@ from toolmesh.contracts.servers import (
     ClassifyResponse,
     ConnectResponse,
     DisconnectResponse,
+    NewToolsPolicy,
     RefreshResponse,
     RegisterServerRequest,
     ServerCreated,
@@ -50,6 +51,7 @@ from toolmesh.errors import (
 )
 from toolmesh.lifecycle import ServerStatus, check_transition
 from toolmesh.metrics import record_limit_rejection
+from toolmesh.pinning import new_tools_policy
 from toolmesh.registration_policy import check_registration
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
@@ -121,9 +123,10 @@ class ServerCommands:
         caller.principal.require_registrar()
         namespace = caller.principal.home(request.namespace)
         check_registration(request, caller.principal.role, namespace, self._b.settings)
+        policy = new_tools_policy(request.new_tools, caller.principal.role)  # auto is an admin's choice
         async with self._registering, advisory_lock(self._b.db, "server-registration"):
             await self._within_server_limits(namespace)
-            created = await self._register(request, namespace, caller)
+            created = await self._register(request, namespace, caller, policy)
         if request.auto_connect:
             await publish_command(self._b.js, ConnectServer(server_id=created.id, reason="auto_connect"))
         return created
@@ -143,7 +146,9 @@ class ServerCommands:
                 {"namespace": namespace, "namespace_max_servers": own},
             )
 
-    async def _register(self, request: RegisterServerRequest, namespace: str, caller: Caller) -> ServerCreated:
+    async def _register(
+        self, request: RegisterServerRequest, namespace: str, caller: Caller, policy: NewToolsPolicy
+    ) -> ServerCreated:
         server_id = str(uuid.uuid4())
         key = name_key(namespace, request.name)
         taken = (
@@ -167,7 +172,7 @@ class ServerCommands:
             sealed_config=self._box.seal(request.connection_config),
             masked_config=mask_config(request.connection_config),
             health_check_url=health_url,
-            new_tools=request.new_tools,
+            new_tools=policy,
         )
         try:
             events: list[Event] = [registered]

@@ -5,6 +5,7 @@ and into a ``tool.discovered`` event per tool the server did not list before."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from mcp import types as mcp_types
@@ -25,7 +26,7 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
-from toolmesh.pinning import approvals, definition_hash, review
+from toolmesh.pinning import approvals, definition_hash, inherit, review
 from toolmesh.storable import storable
 from toolmesh.store.queries import Row
 
@@ -62,19 +63,22 @@ def tools_snapshot(
     return ToolsDiscovered(server_id=server_id, namespace=namespace, server_name=server_name, tools=found)
 
 
-def newly_held(snapshot: ToolsDiscovered, server: Row | None, stored: list[Row]) -> ToolsChanged | None:
+def newly_held(
+    snapshot: ToolsDiscovered, server: Row | None, stored: list[Row], left: Mapping[str, str | None] | None = None
+) -> ToolsChanged | None:
     """The ``tools.changed`` event for tools this snapshot holds back that were not held already
-    with the same definition (None when there is nothing new to report)."""
+    with the same definition (None when there is nothing new to report); ``left``: the pins a
+    removed server of the same name left, for the server's first list."""
     if server is None:
         return None
     listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in snapshot.tools}
     descriptions = {t.original_name: t.description for t in snapshot.tools}
-    pins = review(
-        listed.items(),
+    approved, first_list = inherit(
         approvals(((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in stored), listed),
         first_list=not server["tools_seen"],
-        policy=NewToolsPolicy(server["new_tools"]),
+        left=left,
     )
+    pins = review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
     already = {r["original_name"]: r["definition_hash"] for r in stored if r["held_reason"] is not None}
     changes = [
         ToolChange(

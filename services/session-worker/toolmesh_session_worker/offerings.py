@@ -17,6 +17,7 @@ from toolmesh.errors import LimitExceeded
 from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
 from toolmesh.store.queries import tool_pins
+from toolmesh.store.retired_pins import pins_left
 from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
 from toolmesh_session_worker.discovery import (
     description,
@@ -59,7 +60,9 @@ class Offerings:
             self.server_id, self.name, self.namespace, tools, self._b.settings.max_tools_per_server
         )
         server, stored = await tool_pins(self._b.db, self.server_id)
-        changed = newly_held(snapshot, server, stored)
+        first = server is not None and not server["tools_seen"]
+        left = await pins_left(self._b.db, self.namespace, self.name) if first else None
+        changed = newly_held(snapshot, server, stored, left)
         if changed is not None:
             log.warning(
                 "tool definitions held for approval: %s",

@@ -110,7 +110,11 @@ class RegisterServerRequest(BaseModel):
     namespace: str | None = Field(
         None, pattern=NAMESPACE_PATTERN, description="Only the owner may name one; default: the caller's namespace"
     )
-    new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
+    new_tools: NewToolsPolicy | None = Field(
+        None,
+        description="Tools that appear after the first tool list: 'auto' (listed at once; owner and admin only) "
+        "or 'review' (held for an admin); default: 'auto' for an owner or admin, 'review' for anyone else",
+    )
     allow_insecure: bool = False
     """Accept plain ``http://`` upstream and health check URLs on a non-loopback host."""
 

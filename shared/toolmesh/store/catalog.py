@@ -8,6 +8,7 @@ import asyncpg
 
 from toolmesh.store.endpoints import list_endpoints
 from toolmesh.store.projection import PROJECTOR
+from toolmesh.store.retired_pins import Left, every_left
 
 
 @dataclass
@@ -15,7 +16,7 @@ class CatalogSnapshot:
     """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen`` and the
     upstream's own description), tool rows (``server_id, original_name, description, input_schema``,
     pinning columns and ``category``), and the ``server_id, item`` rows of resources, resource templates and
-    prompts, exactly as of stream sequence ``seq``."""
+    prompts, and the pins removed servers left by (namespace, name), exactly as of stream sequence ``seq``."""
 
     servers: list[asyncpg.Record]
     tools: list[asyncpg.Record]
@@ -24,6 +25,7 @@ class CatalogSnapshot:
     templates: list[asyncpg.Record] = field(default_factory=list)
     prompts: list[asyncpg.Record] = field(default_factory=list)
     endpoints: list[asyncpg.Record] = field(default_factory=list)
+    retired_pins: dict[tuple[str, str], Left] = field(default_factory=dict)
 
 
 async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
@@ -43,6 +45,7 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         templates = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resource_templates")
         prompts = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.prompts")
         endpoints = await list_endpoints(conn, None)
+        retired = await every_left(conn)
     return CatalogSnapshot(
-        list(servers), list(tools), int(seq or 0), list(resources), list(templates), list(prompts), endpoints
+        list(servers), list(tools), int(seq or 0), list(resources), list(templates), list(prompts), endpoints, retired
     )

@@ -35,6 +35,7 @@ from toolmesh.contracts.events import (
 from toolmesh.store.connections import Conn
 from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
 from toolmesh.store.projection_trail import audit, history
+from toolmesh.store.retired_pins import retire_pins
 from toolmesh.store.tools_projection import (
     tools_approved,
     tools_changed,
@@ -52,6 +53,7 @@ READ_MODEL_TABLES = (
     "mcp.resource_templates",
     "mcp.prompts",
     "mcp.endpoints",
+    "mcp.retired_pins",
     "mcp.server_connection_history",
     "mcp.audit_log",
     "mcp.applied_events",
@@ -158,6 +160,7 @@ async def _status_changed(conn: Conn, event: ServerStatusChanged) -> None:
 
 
 async def _server_removed(conn: Conn, event: ServerRemoved) -> None:
+    await retire_pins(conn, event.server_id)
     await conn.execute("DELETE FROM mcp.external_servers WHERE id = $1", event.server_id)
     await audit(conn, event, event.name, {})
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
-from toolmesh.pinning import Pin, approvals, approve, definition_hash, review
+from toolmesh.pinning import Pin, approvals, approve, definition_hash, inherit, review
 from toolmesh.store.connections import Conn
 from toolmesh.store.projection_trail import audit, history
+from toolmesh.store.retired_pins import pins_left
 
 
 async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
-    """The server's tool list, replaced whole; each tool pinned or held for review (``toolmesh.pinning``)."""
+    """The server's tool list, replaced whole; each tool pinned or held for review (``toolmesh.pinning``),
+    the first list against the pins a removed server of the same name left."""
     server = await conn.fetchrow(
-        "SELECT namespace, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
+        "SELECT namespace, name, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
     )
     if server is None:
         return
@@ -24,12 +26,10 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
         event.server_id,
     )
     stored = ((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in rows)
-    pins = review(
-        listed.items(),
-        approvals(stored, listed),
-        first_list=not server["tools_seen"],
-        policy=NewToolsPolicy(server["new_tools"]),
-    )
+    first_list = not server["tools_seen"]
+    left = await pins_left(conn, server["namespace"], server["name"]) if first_list else None
+    approved, first_list = inherit(approvals(stored, listed), first_list=first_list, left=left)
+    pins = review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
     names = [namespace_tool(event.server_name, t.original_name) for t in event.tools]
     await conn.execute(
         "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (original_name = ANY($2::text[]))",

@@ -6,8 +6,12 @@ are forwarded as they are to the session-worker owning the upstream; ``resources
 ``logging/setLevel`` go through the owner's reference counting (one upstream subscription however
 many clients), and server → client traffic reaches the client like on ``/mcp``. Bearer auth is
 the REST API's; the server is looked up in the caller's namespace (the owner's: ``?namespace=``).
-Tool-definition pinning applies here too: a held tool is left out of ``tools/list`` and refused by
-``tools/call``, and every call is audited.
+Tool-definition pinning applies here too: the upstream's live ``tools/list`` is compared with the
+pins before it is shown, and only the approved, pinned definitions are listed; a live definition
+discovery has not recorded (a change the upstream did not announce, a tool never listed) is left
+out and the server's tools are discovered again, so the change is held on every surface.
+``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
+and the upstream never hears of it); every call is audited.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
-from toolmesh.contracts.rpc import SetLevelRpc, SubscribeRpc
-from toolmesh.errors import RateLimited, ServerNotFound, ToolChanged, ToolmeshError
+from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
+from toolmesh.errors import RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
+from toolmesh.pinning import screen, wire_definition_hash
+from toolmesh.routing import require_pinned
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog import CatalogServer
@@ -44,6 +50,7 @@ from toolmesh_gateway.tool_calls import ToolCalls
 SERVER_KEY = "toolmesh.server_id"
 ANNOUNCE_TIMEOUT_SECONDS = 2.0
 MAX_TRACKED_SESSIONS = 10_000
+MAX_REDISCOVERED = 10_000
 Lists = tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]]
 """Tool names, (resource URIs, templates), prompt names of one server: what ``list_changed`` is about."""
 log = logging.getLogger("toolmesh.gateway.mcp")
@@ -86,6 +93,7 @@ class Transparent:
         self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
         self.manager = sessions.manager(self.server, self._adopted)
         self._sessions: dict[str, tuple[str, Announceable, Lists]] = {}  # session id -> server id, session, lists
+        self._rediscovered: dict[str, frozenset[tuple[str, str]]] = {}  # server id -> live definitions reported
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, caller: Caller, name: str) -> None:
         """Find the server named in the path among the caller's and hand the request to the session manager."""
@@ -174,27 +182,46 @@ class Transparent:
         return await self._aggregate.forward(ctx, self._server(ctx), ctx.method, upstream_params(ctx))
 
     async def _list_tools(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        """The upstream's own tools/list, without the tools pinning holds back."""
+        """The upstream's own tools/list, with only the tools whose live definition is pinned and approved."""
         server = self._server(ctx)
         listed = await self._aggregate.forward(ctx, server, "tools/list", upstream_params(ctx))
-        tools = listed.get("tools")
-        if isinstance(tools, list):
-            listed["tools"] = [t for t in tools if self._hold(server, str(t.get("name"))) is None]
+        tools = [t for t in listed.get("tools") or () if isinstance(t, dict)]
+        live = [(str(t.get("name")), wire_definition_hash(t)) for t in tools]
+        screened = screen(live, {t.name: t.pin for t in self._feed.catalog.tools_of(server.id)})
+        listed["tools"] = [t for t, pair in zip(tools, live, strict=True) if pair in screened.shown]
+        if screened.unrecorded:
+            await self._rediscover(server, screened.unrecorded)
         return listed
 
+    async def _rediscover(self, server: CatalogServer, unrecorded: frozenset[tuple[str, str]]) -> None:
+        """Ask the owner to list the server's tools again (once per set of live definitions), so
+        pinning holds what the upstream changed without announcing it."""
+        if self._rediscovered.get(server.id) == unrecorded:
+            return
+        self._rediscovered[server.id] = unrecorded
+        while len(self._rediscovered) > MAX_REDISCOVERED:
+            self._rediscovered.pop(next(iter(self._rediscovered)))
+        log.warning(
+            "live tool definitions of %s differ from the pinned ones: %s",
+            server.name,
+            ", ".join(sorted(name for name, _ in unrecorded)),
+            extra={"server": server.name},
+        )
+        try:
+            await self._forwarder.control(server, "refresh", RefreshRpc(actor="toolmesh"))
+        except ToolmeshError as exc:  # the listing is screened already; the next one asks again
+            self._rediscovered.pop(server.id, None)
+            log.warning("rediscovery of %s failed: %s", server.name, exc, extra={"server": server.name})
+
     async def _call_tool(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        """tools/call forwarded as it is, unless the tool is held back; audited like every call."""
+        """tools/call forwarded as it is, only to a pinned, approved tool; audited like every call."""
         server = self._server(ctx)
         caller = _caller(ctx)
         tool = str((ctx.params or {}).get("name", ""))
         started = time.perf_counter()
-        hold = self._hold(server, tool)
-        if hold is not None:
-            refused = ToolChanged(
-                f"Tool {server.name}.{tool} changed its {' and '.join(hold.fields) or 'definition'} "
-                "(or is new) and waits for an admin's approval",
-                {"server": server.name, "tool": tool, "reason": hold.reason, "fields": hold.fields},
-            )
+        try:
+            await self._require_pinned(server, tool)
+        except ToolmeshError as refused:
             self._calls.record(caller, server, tool, started, "failed", refused.error_code)
             return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
         try:
@@ -211,8 +238,16 @@ class Transparent:
         self._calls.record(caller, server, tool, started, outcome, None)
         return result
 
-    def _hold(self, server: CatalogServer, tool: str) -> Any:
-        return self._feed.catalog.view(server.namespace).hold_of(server.id, tool)
+    async def _require_pinned(self, server: CatalogServer, tool: str) -> None:
+        """``ToolNotFound`` or ``ToolChanged`` unless ``tool`` is pinned and approved (a miss is
+        checked again once the catalog caught up with the stream)."""
+        view = self._feed.catalog.view(server.namespace)
+        try:
+            require_pinned(view, server, tool)
+        except ToolNotFound:
+            if not await self._feed.catch_up():
+                raise
+            require_pinned(view, server, tool)
 
     async def _subscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         return await self._control(ctx, "subscribe")
