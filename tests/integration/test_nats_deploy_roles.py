@@ -23,7 +23,9 @@ from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.peers.launch import launch_peer
 from toolmesh import processes
 from toolmesh.bus.connection import connect_nats, nats_options
+from toolmesh.bus.topology import ensure_topology, events_stream_config
 from toolmesh.config import Settings
+from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.embedded import free_port
 from toolmesh.embedded.nats import nats_server_binary
 from toolmesh.errors import BackendUnavailable
@@ -34,6 +36,7 @@ NATS_CONF = Path(__file__).parents[2] / "deploy" / "nats" / "nats.conf"
 USERS = [*ROLES, "service"]
 ONCE = {"allow_reconnect": False, "max_reconnect_attempts": 0}
 VIOLATION = "permissions violation"
+KEPT_EVENT_SUBJECT = "toolmesh.evt.test.kept"
 
 
 def password_variable(user: str) -> str:
@@ -107,14 +110,15 @@ class Spy:
 
 
 @contextlib.asynccontextmanager
-async def service_connection(address: str, **options: Any) -> AsyncIterator[Spy]:
+async def connection_as(address: str, user: str, **options: Any) -> AsyncIterator[Spy]:
+    """A connection as ``user`` of the deploy config that records what the server refuses it."""
     spy = Spy(nc=NATS())
 
     async def on_error(exc: Exception) -> None:
         spy.errors.append(str(exc))
 
     spy.nc = await nats.connect(
-        address, user="service", password="service-pw", error_cb=on_error, allow_reconnect=False, **options
+        address, user=user, password=f"{user}-pw", error_cb=on_error, allow_reconnect=False, **options
     )
     try:
         yield spy
@@ -151,7 +155,7 @@ async def test_every_role_works_with_its_own_user_and_the_service_sees_none_of_t
         deploy_nats(tmp_path) as deploy,
         every_role_apart(deploy, database_url) as system,
         launch_peer("http") as peer,
-        service_connection(deploy.address, inbox_prefix="_INBOX_service") as spy,
+        connection_as(deploy.address, "service", inbox_prefix="_INBOX_service") as spy,
     ):
         for subject in ("_INBOX.>", "_INBOX_gateway.>", "_INBOX_session-worker.>", ">", "toolmesh.rpc.>"):
             await spy.listen(subject)
@@ -188,7 +192,7 @@ async def test_the_service_user_reaches_the_public_api_only(tmp_path: Path, data
         deploy_nats(tmp_path) as deploy,
         running_system(deploy.address, database_url, roles=["gateway"], **role_settings("gateway")),
     ):
-        async with service_connection(deploy.address, inbox_prefix="_INBOX_service") as service:
+        async with connection_as(deploy.address, "service", inbox_prefix="_INBOX_service") as service:
             state = await api_request(service.nc, "aggregator.state", {})
             assert state["ok"] is True
             for subject in ("toolmesh.evt.>", "_INBOX_projector.>"):
@@ -205,7 +209,32 @@ async def test_the_service_user_reaches_the_public_api_only(tmp_path: Path, data
                 await eventually(lambda s=subject: service.refused(f'Publish to "{s}"'), timeout=10, what=subject)
             assert service.received == []
 
-        async with service_connection(deploy.address) as default_inbox:  # `_INBOX.>` is nobody's
+        async with connection_as(deploy.address, "service") as default_inbox:  # `_INBOX.>` is nobody's
             with pytest.raises(nats.errors.TimeoutError):
                 await api_request(default_inbox.nc, "aggregator.state", {}, timeout=3)
             assert await default_inbox.refused('Subscription to "_INBOX.')
+
+
+async def test_no_role_may_delete_purge_or_reconfigure_the_event_log(tmp_path: Path) -> None:
+    async with deploy_nats(tmp_path) as deploy:
+        async with connection_as(deploy.address, "gateway", inbox_prefix="_INBOX_gateway") as gateway:
+            js = gateway.nc.jetstream(timeout=5)
+            await ensure_topology(js, lease_ttl_seconds=3)
+            await js.publish(KEPT_EVENT_SUBJECT, b"{}")
+        for role in ROLES:
+            async with connection_as(deploy.address, role, inbox_prefix=f"_INBOX_{role}") as conn:
+                js = conn.nc.jetstream(timeout=5)
+                await ensure_topology(js, lease_ttl_seconds=3)  # what every role does at start
+                refused = conn.nc.jetstream(timeout=0.5)  # no answer comes: the server drops the request
+                attempts = {
+                    "STREAM.DELETE": refused.delete_stream(EVENTS_STREAM),
+                    "STREAM.PURGE": refused.purge_stream(EVENTS_STREAM),
+                    "STREAM.MSG.DELETE": refused.delete_msg(EVENTS_STREAM, 1),
+                    "STREAM.UPDATE": refused.update_stream(events_stream_config()),
+                }
+                for verb, attempt in attempts.items():
+                    with pytest.raises(nats.errors.TimeoutError):
+                        await attempt
+                    what = f'Publish to "$JS.API.{verb}.{EVENTS_STREAM}'
+                    await eventually(lambda w=what: conn.refused(w), timeout=10, what=f"{role}: {what}")
+                assert (await js.stream_info(EVENTS_STREAM)).state.messages == 1
