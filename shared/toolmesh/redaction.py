@@ -8,6 +8,9 @@ every ``1`` or ``true`` of every log line into ``***``:
   and not trivial (``TRIVIAL``, or under three characters): wherever it appears as a whole token.
 * any length, when it has a name: next to that name (``TOKEN=x``, ``TOKEN: x``, ``"TOKEN": "x"``,
   ``--token x``, ``Bearer x``).
+
+Secrets of a known shape (API key tokens) are also masked by pattern, so a process that never saw
+a key's value (a session-worker, a key created on another replica) still hides it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class SecretRedactor(logging.Filter):
         self._anywhere: set[str] = set()
         self._tokens: set[str] = set()
         self._named: dict[str, set[str]] = {}  # lower-cased name -> values
+        self._shapes: set[str] = set()  # regexes of secrets known by their form
         self._compiled: tuple[re.Pattern[str] | None, ...] | None = None
 
     def add(self, secrets: Iterable[Secret | str]) -> None:
@@ -67,6 +71,11 @@ class SecretRedactor(logging.Filter):
                 self._named.setdefault(secret.name.lower(), set()).add(value)
             self._compiled = None
 
+    def add_shape(self, pattern: str) -> None:
+        """Never let a string matching ``pattern`` (a regex) reach a log line."""
+        self._shapes.add(pattern)
+        self._compiled = None
+
     def _patterns(self) -> tuple[re.Pattern[str] | None, ...]:
         if self._compiled is None:
             values = {v for group in self._named.values() for v in group}
@@ -78,7 +87,9 @@ class SecretRedactor(logging.Filter):
                 if self._named
                 else None
             )
-            anywhere = re.compile(_alternation(self._anywhere)) if self._anywhere else None
+            literal = [re.escape(v) for v in sorted(self._anywhere, key=len, reverse=True)]
+            shapes = [f"(?:{shape})" for shape in sorted(self._shapes)]
+            anywhere = re.compile("|".join(shapes + literal)) if literal or shapes else None
             tokens = (
                 re.compile(f"{_EDGE_BEFORE}(?:{_alternation(self._tokens)}){_EDGE_AFTER}") if self._tokens else None
             )
@@ -102,7 +113,7 @@ class SecretRedactor(logging.Filter):
         return text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._anywhere or self._tokens or self._named:
+        if self._anywhere or self._tokens or self._named or self._shapes:
             message = record.getMessage()
             redacted = self.redact(message)
             if redacted != message:

@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from toolmesh.bus.connection import connect_nats, nats_options
 from toolmesh.bus.topology import ensure_topology
 from toolmesh.config import Settings
+from toolmesh.deployment_secrets import guard_deployment_secrets
 from toolmesh.errors import BackendUnavailable
 from toolmesh.store.pool import open_pool
 
@@ -37,9 +38,11 @@ def process_identity(settings: Settings) -> str:
 
 @contextlib.asynccontextmanager
 async def open_backends(settings: Settings, role: str) -> AsyncIterator[Backends]:
-    """Connect to NATS and Postgres, create the topology and schema, and close both on exit."""
+    """Connect to NATS and Postgres, create the topology and schema, and close both on exit; from
+    here on the deployment's secrets are masked in this process's logs."""
     if not settings.nats_url or not settings.database_url:
         raise BackendUnavailable("TOOLMESH_NATS_URL and TOOLMESH_DATABASE_URL must be set for this role")
+    guard_deployment_secrets(settings, os.environ)
     nc = await connect_nats(settings.nats_url, name=f"toolmesh-{role}", **nats_options(settings))
     try:
         js = nc.jetstream()

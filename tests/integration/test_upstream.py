@@ -240,9 +240,10 @@ async def test_close_kills_the_stdio_process_group(tmp_path: Path) -> None:
     assert events.lost == []  # a close is not a loss
 
 
-async def test_connect_failure_is_readable() -> None:
-    exit_3 = "import sys; print('bad', file=sys.stderr); sys.exit(3)"
-    with pytest.raises(UpstreamError, match=r"code 3.*stderr: bad"):
+async def test_connect_failure_is_readable_and_keeps_stderr_out() -> None:
+    """The exit code explains a failed connect; the child's stderr is in neither wording (it goes to the log)."""
+    exit_3 = "import sys; print('bad-secret-line', file=sys.stderr); sys.exit(3)"
+    with pytest.raises(UpstreamError, match=r"process exited with code 3") as raised:
         await open_session(
             "broken",
             "STDIO",
@@ -251,6 +252,8 @@ async def test_connect_failure_is_readable() -> None:
             on_tools_changed=None,
             on_lost=None,
         )
+    assert "process exited with code 3" in raised.value.summary
+    assert "bad-secret-line" not in f"{raised.value} {raised.value.summary}"
 
 
 async def _gone_within(pid: int, seconds: float) -> bool:

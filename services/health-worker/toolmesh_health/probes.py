@@ -30,7 +30,8 @@ async def probe_url(client: httpx.AsyncClient, url: str, timeout: float) -> Chec
     except TimeoutError:
         return CheckOutcome.failed(f"Health check timed out after {timeout:g}s", _elapsed_ms(started))
     except httpx.HTTPError as exc:
-        return CheckOutcome.failed(f"Health check failed: {type(exc).__name__}: {exc}", _elapsed_ms(started))
+        # The class only: a driver's text may quote the URL, and with it the URL's credentials.
+        return CheckOutcome.failed(f"Health check failed: {type(exc).__name__}", _elapsed_ms(started))
     return judge_http_status(response.status_code, _elapsed_ms(started))
 
 

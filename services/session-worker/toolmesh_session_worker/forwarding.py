@@ -38,7 +38,7 @@ def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> Exec
             upstream_error=upstream_error,
         )
     return ServerUnavailable(
-        f"Server unavailable: {server.name}: {exc}",
+        f"Server unavailable: {server.name}: {exc.summary}",
         server={"id": server.server_id, "name": server.name, "status": str(server.status)},
     )
 

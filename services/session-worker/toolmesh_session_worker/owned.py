@@ -163,9 +163,12 @@ class OwnedServer:
         try:  # lists first: whoever sees CONNECTED can use the server's tools at once
             await self.discover_all(tools)
         except (UpstreamError, LimitExceeded) as exc:
+            log.warning("discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            kind = "limit" if isinstance(exc, LimitExceeded) else error_kind(exc)
-            await self.failed(f"Discovery failed: {exc}", kind, attempts=tried.count)
+            if isinstance(exc, LimitExceeded):
+                await self.failed(f"Discovery failed: {exc}", "limit", attempts=tried.count)
+            else:
+                await self.failed(f"Discovery failed: {exc.summary}", error_kind(exc), attempts=tried.count)
             return False
         history = "RECONNECT" if reconnecting or reconnect else "CONNECTED"
         await self.set_status(ServerStatus.CONNECTED, history)
@@ -181,7 +184,7 @@ class OwnedServer:
         except UpstreamError as exc:
             log.warning("tool discovery failed: %s", exc, extra={"server": self.name})
             await self.close()
-            await self.failed(f"Tool discovery failed: {exc}", error_kind(exc))
+            await self.failed(f"Tool discovery failed: {exc.summary}", error_kind(exc))
             return None
         self.tool_count = len(tools)
         return tools
@@ -241,10 +244,11 @@ class OwnedServer:
                 )
                 return Attempts(attempt + 1)
             except (UpstreamRefused, UpstreamMisconfigured) as exc:
-                return Attempts(attempt + 1, str(exc), error_kind(exc))
+                log.warning("connect attempt %d failed: %s", attempt + 1, exc, extra={"server": self.name})
+                return Attempts(attempt + 1, exc.summary, error_kind(exc))
             except UpstreamError as exc:
-                error = str(exc)
-                log.warning("connect attempt %d failed: %s", attempt + 1, error, extra={"server": self.name})
+                error = exc.summary  # the raw text (stderr, driver messages) goes to the log only
+                log.warning("connect attempt %d failed: %s", attempt + 1, exc, extra={"server": self.name})
                 if attempt < len(delays):
                     await asyncio.sleep(delays[attempt])
         return Attempts(len(delays) + 1, error)

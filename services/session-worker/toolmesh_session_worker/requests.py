@@ -95,7 +95,7 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
                 {"server": server.name, "tool": body.tool, "upstream_code": exc.code},
             ) from exc
         raise ServerUnavailable(
-            f"Server unavailable: {server.name}: {exc}",
+            f"Server unavailable: {server.name}: {exc.summary}",
             {"in_progress": {"tool": body.tool, "arguments": sorted(body.arguments)}},
             server={"id": server.server_id, "name": server.name, "status": str(server.status)},
         ) from exc
@@ -138,7 +138,7 @@ async def _ping(server: OwnedServer, body: PingRpc) -> dict[str, Any]:
     try:
         await session.ping(timeout=body.timeout_seconds)
     except UpstreamError as exc:
-        raise ServerUnavailable(f"Ping of {server.name} failed: {exc}") from exc
+        raise ServerUnavailable(f"Ping of {server.name} failed: {exc.summary}") from exc
     return {"response_time_ms": (time.perf_counter() - started) * 1000}
 
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
+from toolmesh.redaction import REDACTOR, Secret
 from toolmesh.runtime import Backends
 from toolmesh.store.principals import seed_owner
 
@@ -44,8 +45,10 @@ def load_rebuild(name: str) -> Callable[[Backends], Awaitable[None]]:
 
 
 async def seed_owner_key(b: Backends, token: str | None) -> None:
-    """Make ``token`` the bearer token of the owner ``admin`` (kept hashed; every namespace)."""
+    """Make ``token`` the bearer token of the owner ``admin`` (kept hashed; every namespace), and
+    a value this process's logs never show."""
     if token:
+        REDACTOR.add([Secret(token, "admin_token")])
         await seed_owner(b.db, name="admin", token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
 
 

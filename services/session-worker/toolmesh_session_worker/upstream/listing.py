@@ -36,7 +36,9 @@ async def list_all(session: Upstream, request_type: Any, result_type: Any, what:
         if not cursor:
             return items
         if cursor in seen:
-            raise UpstreamError(f"{session.server_name}: {what} repeated cursor {cursor!r}")
+            raise UpstreamError(
+                f"{session.server_name}: {what} repeated cursor {cursor!r}", summary=f"{what} repeated a cursor"
+            )
         seen.add(cursor)
 
 

@@ -33,6 +33,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
+from toolmesh.secret_text import mask_url
 from toolmesh.supervision import TaskSet
 from toolmesh.translation import (
     MCPConnectionError,
@@ -48,7 +49,14 @@ from toolmesh.translation import (
     mcp_tools_response_to_domain,
     result_to_mcp,
 )
-from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamError, UpstreamRefused, UpstreamTimeout, describe
+from toolmesh_session_worker.upstream.errors import (
+    REFUSED,
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamTimeout,
+    describe,
+    summarize,
+)
 from toolmesh_session_worker.upstream.transports import session_http_client
 from toolmesh_session_worker.upstream.wire import ProgressCallback
 
@@ -143,11 +151,11 @@ class RestSession:
                     with attempt:
                         await self._health(self._policy.timeout_seconds)
         except MCPConnectionError as exc:
-            raise UpstreamError(
-                f"{self.server_name}: connect failed after {self._policy.attempts} attempts: {exc}"
-            ) from exc
+            words = f"{self.server_name}: connect failed after {self._policy.attempts} attempts: {exc}"
+            raise UpstreamError(words, summary=words) from exc
         except TimeoutError as exc:
-            raise UpstreamError(f"{self.server_name}: no healthy answer within {connect_timeout:g}s") from exc
+            words = f"{self.server_name}: no healthy answer within {connect_timeout:g}s"
+            raise UpstreamError(words, summary=words) from exc
         self._alive = True
 
     async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
@@ -156,10 +164,14 @@ class RestSession:
         try:
             tools = mcp_tools_response_to_domain(answer)
             listed = [mcp_types.Tool.model_validate(domain_tool_to_mcp(t)) for t in tools]
-        except MCPProtocolError as exc:
-            raise UpstreamError(f"{self.server_name}: protocol error: invalid tool list: {exc}") from exc
+        except MCPProtocolError as exc:  # toolmesh's own words about the list's shape
+            words = f"{self.server_name}: protocol error: invalid tool list: {exc}"
+            raise UpstreamError(words, summary=words) from exc
         except ValidationError as exc:
-            raise UpstreamError(f"{self.server_name}: protocol error: invalid tool list: {exc}") from exc
+            raise UpstreamError(
+                f"{self.server_name}: protocol error: invalid tool list: {exc}",
+                summary=f"{self.server_name}: protocol error: invalid tool list",
+            ) from exc
         self._tools = [t.name for t in listed]
         return listed
 
@@ -187,7 +199,7 @@ class RestSession:
         try:
             await self._health(timeout)
         except MCPConnectionError as exc:
-            raise UpstreamError(f"{self.server_name}: {exc}") from exc
+            raise UpstreamError(f"{self.server_name}: {exc}", summary=str(exc)) from exc
 
     async def request(
         self,
@@ -214,6 +226,7 @@ class RestSession:
             f"{self.server_name}: a REST tool server does not serve {method}",
             code=mcp_types.METHOD_NOT_FOUND,
             reason=f"Method not found: {method}",
+            summary=f"a REST tool server does not serve {method}",
         )
 
     async def send(
@@ -225,7 +238,9 @@ class RestSession:
         try:
             return result_type.model_validate(answer, by_name=False)
         except ValidationError as exc:
-            raise UpstreamError(f"{self.server_name}: invalid answer while {what}: {exc}") from exc
+            raise UpstreamError(
+                f"{self.server_name}: invalid answer while {what}: {exc}", summary=f"invalid answer while {what}"
+            ) from exc
 
     async def close(self) -> None:
         """Stop using the server and close the connection pool. Idempotent."""
@@ -269,11 +284,11 @@ class RestSession:
         except UpstreamTimeout as exc:
             raise MCPConnectionError(f"GET /health: no answer within {timeout:g}s") from exc
         except UpstreamError as exc:
-            raise MCPConnectionError(f"GET /health failed: {exc.reason}") from exc
+            log.info("GET /health failed: %s", exc.reason, extra={"server": self.server_name})
+            raise MCPConnectionError(f"GET /health failed: {exc.summary}") from exc
         if response.status_code in REFUSED:
-            raise UpstreamRefused(
-                f"{self.server_name}: GET /health refused our credentials (HTTP {response.status_code})"
-            )
+            words = f"{self.server_name}: GET /health refused our credentials (HTTP {response.status_code})"
+            raise UpstreamRefused(words, summary=words)
         if response.status_code != 200:
             raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
 
@@ -281,13 +296,15 @@ class RestSession:
         """The JSON of a 200 answer; ``UpstreamError`` (a protocol error) for anything else."""
         response = await self._send(method, path, timeout, what)
         if response.status_code != 200:
-            raise UpstreamError(
-                f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
-            )
+            words = f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
+            raise UpstreamError(words, summary=words)
         try:
             return _json(response)
         except MCPProtocolError as exc:
-            raise UpstreamError(f"{self.server_name}: protocol error: {method} {path}: {exc}") from exc
+            raise UpstreamError(
+                f"{self.server_name}: protocol error: {method} {path}: {exc}",
+                summary=f"{self.server_name}: protocol error: {method} {path}: the answer is not JSON",
+            ) from exc
 
     async def _send(
         self, method: str, path: str, timeout: float, what: str, *, probe: bool = True, body: Any = None
@@ -297,13 +314,16 @@ class RestSession:
             async with asyncio.timeout(timeout):
                 return await self._client.request(method, self._base + path, json=body, timeout=timeout)
         except (TimeoutError, httpx2.TimeoutException) as exc:
-            raise UpstreamTimeout(f"{self.server_name}: timed out after {timeout:g}s while {what}") from exc
+            words = f"{self.server_name}: timed out after {timeout:g}s while {what}"
+            raise UpstreamTimeout(words, summary=words) from exc
         except httpx2.HTTPError as exc:
             reason = describe(exc)
             if probe and self._alive:
                 self._probes.spawn(self._probe())
             raise UpstreamError(
-                f"{self.server_name}: cannot reach {self._base} while {what}: {reason}", reason=reason
+                f"{self.server_name}: cannot reach {mask_url(self._base)} while {what}: {reason}",
+                reason=reason,
+                summary=f"{self.server_name}: cannot reach the server while {what}: {summarize(exc)}",
             ) from exc
 
     async def _probe(self) -> None:

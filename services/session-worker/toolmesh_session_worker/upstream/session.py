@@ -35,6 +35,7 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamTimeout,
     describe,
     refused_status,
+    summarize,
     unstartable,
     with_hint,
 )
@@ -229,7 +230,8 @@ class UpstreamSession:
     def _require(self, what: str) -> ClientSession:
         if self._session is None or not self.alive:
             reason = self._lost_reason or "session closed"
-            raise UpstreamError(f"{self.server_name}: not connected ({reason}) while {what}")
+            words = f"not connected ({reason}) while {what}"
+            raise UpstreamError(f"{self.server_name}: {words}", summary=words)
         return self._session
 
     async def _request(
@@ -252,19 +254,26 @@ class UpstreamSession:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._suspect_connection()
                 raise UpstreamError(
-                    f"{self.server_name}: connection lost while {what} ({exc.message})", code=exc.code
+                    f"{self.server_name}: connection lost while {what} ({exc.message})",
+                    code=exc.code,
+                    summary=f"connection lost while {what}",
                 ) from exc
             raise UpstreamError(
                 f"{self.server_name}: error while {what}: {exc.message}",
                 code=exc.code,
                 data=exc.error.data,
                 reason=exc.message,
+                summary=f"JSON-RPC error {exc.code} while {what}",
             ) from exc
         except ValidationError as exc:
-            raise UpstreamError(f"{self.server_name}: invalid answer while {what}: {exc}") from exc
+            raise UpstreamError(
+                f"{self.server_name}: invalid answer while {what}: {exc}", summary=f"invalid answer while {what}"
+            ) from exc
         except anyio.BrokenResourceError as exc:
-            raise UpstreamError(f"{self.server_name}: connection lost while {what}") from exc
-        raise UpstreamTimeout(f"{self.server_name}: timed out after {limit}s while {what}")
+            words = f"connection lost while {what}"
+            raise UpstreamError(f"{self.server_name}: {words}", summary=words) from exc
+        words = f"timed out after {limit}s while {what}"
+        raise UpstreamTimeout(f"{self.server_name}: {words}", summary=words)
 
     def _suspect_connection(self) -> None:
         """A request saw CONNECTION_CLOSED while the transport still looks up: check it with a ping.
@@ -279,7 +288,8 @@ class UpstreamSession:
         try:
             await self.ping(timeout=PROBE_TIMEOUT_SECONDS)
         except UpstreamError as exc:
-            self._mark_lost(f"upstream stopped answering: {exc}")
+            logger.warning("upstream stopped answering: %s", exc, extra={"server": self.server_name})
+            self._mark_lost(f"upstream stopped answering: {exc.summary}")
 
     def _mark_lost(self, reason: str) -> None:
         if self._closing or self._lost_reason is not None:
@@ -330,20 +340,19 @@ class UpstreamSession:
                 self._scope.cancel()
                 await asyncio.shield(self._runner)  # the runner sets _ready on its way out: not an answer
         if not answered or self._connect_error is not None:
-            error = self._connect_error or UpstreamError(
-                with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
-            )
-            raise error
+            words = with_hint(f"{self.server_name}: no answer to initialize within {connect_timeout}s", self._transport)
+            raise self._connect_error or UpstreamError(words, summary=words)
 
     async def _run(self) -> None:
-        failure: str | None = None
+        failure: str | None = None  # for the log
+        summary: str | None = None  # for everything else
         refused: int | None = None
         broken = False  # the process could not be started as configured
         try:
             with self._scope:
                 await self._serve()
         except Exception as exc:  # the adapter boundary: every driver error becomes a reason
-            failure = describe(exc)
+            failure, summary = describe(exc), summarize(exc)
             refused = refused_status(exc) or self._transport.refused()
             broken = unstartable(exc)
             logger.debug("upstream session ended with an error", exc_info=True, extra={"server": self.server_name})
@@ -352,20 +361,23 @@ class UpstreamSession:
             self._session = None
         if not self._ready.is_set():
             if not self._closing:
-                reason = failure or self._lost_reason or "the upstream closed the connection"
+                closed = self._lost_reason or "the upstream closed the connection"
+                reason, words = failure or closed, summary or closed
                 kind: type[UpstreamError] = UpstreamError
                 if refused is not None:
-                    kind, reason = (
-                        UpstreamRefused,
-                        f"{reason} (HTTP {refused}: the upstream refused toolmesh's credentials)",
-                    )
+                    kind, words = UpstreamRefused, f"HTTP {refused}: the upstream refused toolmesh's credentials"
+                    reason = f"{reason} ({words})"
                 elif broken:
                     kind = UpstreamMisconfigured
-                self._connect_error = kind(with_hint(f"{self.server_name}: connect failed: {reason}", self._transport))
+                self._connect_error = kind(
+                    with_hint(f"{self.server_name}: connect failed: {reason}", self._transport),
+                    summary=with_hint(f"{self.server_name}: connect failed: {words}", self._transport),
+                )
             self._ready.set()
             return
-        if failure is not None:
-            self._mark_lost(failure)
+        if failure is not None and summary is not None:
+            logger.warning("upstream session failed: %s", failure, extra={"server": self.server_name})
+            self._mark_lost(summary)
         if self._lost_reason is not None and self._on_lost is not None:
             await self._invoke(self._on_lost, self._lost_reason)
 

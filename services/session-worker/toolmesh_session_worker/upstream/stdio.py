@@ -12,7 +12,6 @@ consumes: a read stream of ``SessionMessage | Exception`` and a write stream of
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -37,7 +36,6 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Longest message accepted from an upstream, a stdout line or an SSE event (a tools/list of thousands of
 tools is one line)."""
 _STDERR_LINE_CHARS = 4000
-_STDERR_TAIL_LINES = 8
 
 
 def base_environment(names: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -66,7 +64,6 @@ class StdioProcess:
         self._argv = [command, *args]
         self._env = {**(base_env or {}), **env}  # never the worker's own environment
         self._cwd = cwd
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         self.process: asyncio.subprocess.Process | None = None
 
     @property
@@ -75,13 +72,11 @@ class StdioProcess:
         return None if self.process is None else self.process.pid
 
     def failure_hint(self) -> str:
-        """Exit status and the last stderr lines, to explain a failed connect."""
-        parts: list[str] = []
+        """The exit status, to explain a failed connect. The child's stderr is never part of it: the
+        child may print anything it can read, so its lines go only to the log, through the redactor."""
         if self.process is not None and self.process.returncode is not None:
-            parts.append(f"process exited with code {self.process.returncode}")
-        if self._stderr_tail:
-            parts.append("stderr: " + " | ".join(self._stderr_tail))
-        return "; ".join(parts)
+            return f"process exited with code {self.process.returncode}"
+        return ""
 
     def refused(self) -> None:
         """A local process has no credentials to refuse."""
@@ -162,7 +157,6 @@ class StdioProcess:
                 return
             line = storable(raw.decode(errors="replace")).rstrip()[:_STDERR_LINE_CHARS]
             if line:
-                self._stderr_tail.append(line[:200])
                 logger.info("%s", line, extra={"server": self.server_name})
 
 

@@ -1,0 +1,46 @@
+"""The secrets of the deployment itself, made known to the log redactor when a process starts.
+
+A hostile upstream may print what it read (a STDIO child's stderr is logged line by line), and
+drivers quote URLs in their errors: whatever the line, the owner token, the credential keys, the
+backends' passwords and every API key token are masked in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from toolmesh.config import Settings
+from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
+from toolmesh.redaction import REDACTOR, Secret
+from toolmesh.secret_text import is_secret_name, url_secrets
+
+
+def _named(name: str, value: str) -> list[Secret]:
+    """``value`` of a variable or setting: a secret when its name says so, and the credentials of
+    the URLs in it (``TOOLMESH_DATABASE_URL``); a list (``MCP_CREDENTIAL_KEY_PREVIOUS``) item by item."""
+    found: list[Secret] = []
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    if is_secret_name(name):
+        found.extend(Secret(part, name) for part in {value, *parts})
+    found.extend(secret for part in parts if "://" in part for secret in url_secrets(part))
+    return found
+
+
+def deployment_secrets(settings: Settings, environ: Mapping[str, str]) -> list[Secret]:
+    """The settings that hold secrets (owner token, credential keys, NATS and metrics tokens,
+    passwords in the backends' URLs) and every variable of ``environ`` whose name marks a secret."""
+    found: list[Secret] = []
+    for field, value in settings.model_dump().items():
+        if isinstance(value, str) and value:
+            found.extend(_named(field, value))
+    for name, value in environ.items():
+        if value:
+            found.extend(_named(name, value))
+    return found
+
+
+def guard_deployment_secrets(settings: Settings, environ: Mapping[str, str], extra: Iterable[str] = ()) -> None:
+    """Make the redactor mask the deployment's secrets, ``extra`` values (an owner token read from
+    the data dir) and every string shaped like an API key token, in every log line of this process."""
+    REDACTOR.add([*deployment_secrets(settings, environ), *extra])
+    REDACTOR.add_shape(KEY_TOKEN_PATTERN)
