@@ -62,33 +62,37 @@ def is_secret_name(name: str, *, last_word: bool = False) -> bool:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password and its whole query replaced by ``***`` (unchanged without either)."""
+    """``url`` with its user-info (``user:password@``, or a token written as the user) and its whole
+    query replaced by ``***`` (unchanged without either)."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         return MASK
-    if parts.password is None and not parts.query:
+    if "@" not in parts.netloc and not parts.query:
         return url
     netloc = parts.hostname or ""
     if ":" in netloc:
         netloc = f"[{netloc}]"
     if port:
         netloc = f"{netloc}:{port}"
-    if parts.username:
-        netloc = f"{parts.username}:{MASK}@{netloc}" if parts.password is not None else f"{parts.username}@{netloc}"
+    if "@" in parts.netloc:
+        netloc = f"{MASK}@{netloc}"
     query = MASK if parts.query else ""
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def url_secrets(url: str) -> list[Secret]:
-    """The password and the query values of ``url``."""
+    """The password (or a user name without one: a token written as the user) and the query values
+    of ``url``."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
         return [Secret(url)]
     found = [Secret(password, "password")] if password else []
+    if parts.username and password is None:
+        found.append(Secret(parts.username, "username"))
     for name, value in parse_qsl(parts.query, keep_blank_values=False):
         found.append(Secret(value, name, sensitive=is_secret_name(name)))
     return found

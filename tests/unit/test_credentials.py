@@ -54,7 +54,7 @@ def test_mask_config_hides_headers_env_and_url_secrets() -> None:
         }
     )
     assert masked == {
-        "base_url": "https://user:***@host:8443/mcp?***",
+        "base_url": "https://***@host:8443/mcp?***",
         "headers": {"Authorization": "***"},
         "env": {"TOKEN": "***"},
         "command": "node",

@@ -19,7 +19,7 @@ from toolmesh.secret_text import args_secrets, is_secret_name, mask_args, mask_u
         (["--header", "Authorization: Bearer abc.def"], ["--header", "Authorization: ***"]),
         (["--header=X-API-Key: k"], ["--header=X-API-Key: ***"]),
         (["Bearer abc.def"], ["Bearer ***"]),
-        (["postgresql://app:pw@db:5432/app"], ["postgresql://app:***@db:5432/app"]),
+        (["postgresql://app:pw@db:5432/app"], ["postgresql://***@db:5432/app"]),
         (["--url=https://h/mcp?key=v"], ["--url=https://h/mcp?***"]),
         (["sh", "-c", "node srv.js --api-key abc TOKEN=x"], ["sh", "-c", "node srv.js --api-key *** TOKEN=***"]),
         (["--config", '{"apiKey": "abc", "port": 1}'], ["--config", '{"apiKey": "***", "port": 1}']),
@@ -60,6 +60,7 @@ def test_secret_names_are_read_word_by_word() -> None:
     assert is_secret_name("--api-key", last_word=True) and not is_secret_name("--key-file", last_word=True)
 
 
-def test_mask_url_keeps_the_user_and_hides_password_and_query() -> None:
-    assert mask_url("https://user:pw@[::1]:8443/mcp?key=s") == "https://user:***@[::1]:8443/mcp?***"
+def test_mask_url_hides_the_user_info_and_the_query() -> None:
+    assert mask_url("https://user:pw@[::1]:8443/mcp?key=s") == "https://***@[::1]:8443/mcp?***"
+    assert mask_url("https://ghp_token@github.com/org/repo") == "https://***@github.com/org/repo"
     assert mask_url("https://h/mcp") == "https://h/mcp"

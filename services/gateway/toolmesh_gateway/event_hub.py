@@ -24,10 +24,12 @@ from toolmesh.contracts.events import (
     Event,
     KeyCreated,
     KeyRevoked,
+    ServerRegistered,
     ToolsDiscovered,
     decode_event,
 )
 from toolmesh.contracts.stream import EVENT_PREFIX, StreamedEvent
+from toolmesh.secret_text import mask_url
 from toolmesh_gateway.auth import Principal
 
 log = logging.getLogger("toolmesh.gateway.events")
@@ -49,6 +51,8 @@ def visible(event: Event, scope: str | None, manages: bool) -> bool:
 def streamed(event: Event, seq: int) -> StreamedEvent:
     """``event`` as the stream carries it: private fields left out, a tool snapshot summarised."""
     data: dict[str, Any] = event.model_dump(mode="json", exclude=ENVELOPE | PRIVATE)
+    if isinstance(event, ServerRegistered) and event.health_check_url:
+        data["health_check_url"] = mask_url(event.health_check_url)
     if isinstance(event, ToolsDiscovered):
         data["tools"] = [t.original_name for t in event.tools]
         data["tool_count"] = len(event.tools)

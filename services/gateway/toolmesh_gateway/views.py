@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import HeldChange, HistoryEntry, ServerDetail, ServerSummary, ToolInfo
+from toolmesh.credentials import mask_config
 from toolmesh.store.queries import Row
 
 
@@ -74,7 +75,7 @@ def server_detail(row: Row) -> ServerDetail:
         new_tools=row["new_tools"],
         description=row["description"],
         transport_type=row["transport_type"],
-        connection_config=row["connection_config"].get("masked", {}),
+        connection_config=mask_config(row["connection_config"].get("masked", {})),  # rows masked by older rules too
         status=row["status"],
         health_check_url=row["health_check_url"],
         last_health_check=row["last_health_check"],

@@ -7,7 +7,16 @@ from enum import StrEnum
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from toolmesh.categories import ToolCategory
@@ -15,7 +24,16 @@ from toolmesh.credentials import protected_references
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.loopback import is_loopback_host
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
+from toolmesh.secret_text import mask_url
 from toolmesh.storable import has_nul
+
+
+def _shown_url(url: str | None) -> str | None:
+    return mask_url(url) if url else url
+
+
+ShownUrl = Annotated[str | None, PlainSerializer(_shown_url, return_type=str | None)]
+"""A URL in a response: its user-info and query are ``***`` whoever asks (it may carry credentials)."""
 
 
 class NewToolsPolicy(StrEnum):
@@ -151,7 +169,7 @@ class ServerCreated(BaseModel):
     description: str | None
     transport_type: TransportType
     status: ServerStatus
-    health_check_url: str | None
+    health_check_url: ShownUrl
     tool_count: int
     registered_at: datetime
     connected_at: datetime | None
@@ -189,7 +207,7 @@ class ServerDetail(BaseModel):
     transport_type: TransportType
     connection_config: dict[str, Any]
     status: ServerStatus
-    health_check_url: str | None
+    health_check_url: ShownUrl
     last_health_check: datetime | None
     tool_count: int
     error_message: str | None
