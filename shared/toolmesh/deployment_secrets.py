@@ -15,12 +15,21 @@ from toolmesh.redaction import REDACTOR, Secret
 from toolmesh.secret_text import is_secret_name, url_secrets
 
 
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _named(name: str, value: str) -> list[Secret]:
-    """``value`` of a variable or setting: a secret when its name says so, and the credentials of
-    the URLs in it (``TOOLMESH_DATABASE_URL``); a list (``MCP_CREDENTIAL_KEY_PREVIOUS``) item by item."""
+    """``value`` of a variable or setting: a secret when its name says so (numbers aside: a limit of
+    ``TOOLMESH_AUTH_FAILURE_LIMIT`` is no credential), and the credentials of the URLs in it
+    (``TOOLMESH_DATABASE_URL``); a list (``MCP_CREDENTIAL_KEY_PREVIOUS``) item by item."""
     found: list[Secret] = []
     parts = [part.strip() for part in value.split(",") if part.strip()]
-    if is_secret_name(name):
+    if is_secret_name(name) and not _is_number(value):
         found.extend(Secret(part, name) for part in {value, *parts})
     found.extend(secret for part in parts if "://" in part for secret in url_secrets(part))
     return found
