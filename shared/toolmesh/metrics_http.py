@@ -2,7 +2,9 @@
 
 In the distributed deployment every pod is scraped and probed; the gateway serves both on its API
 port, every other role on ``TOOLMESH_METRICS_PORT`` with this server. ``/livez`` needs no token and
-says nothing but that the role's event loop answers.
+says nothing but that the role's event loop answers; ``/metrics`` (it names every namespace's
+servers) needs a scrape token: the metrics token or the owner's (``scrape_tokens``), none when
+neither is configured.
 """
 
 from __future__ import annotations
@@ -11,19 +13,27 @@ import asyncio
 import contextlib
 import hmac
 import logging
+from collections.abc import Iterable
 
 from toolmesh import metrics
+from toolmesh.config import Settings
 
 log = logging.getLogger("toolmesh.metrics")
 READ_TIMEOUT_SECONDS = 5.0
 
 
-def authorized(token: str | None, authorization: str | None) -> bool:
-    """True when no metrics token is configured, or the request carries it as a bearer token."""
-    if not token:
-        return True
+def scrape_tokens(settings: Settings) -> tuple[str, ...]:
+    """The bearer tokens a scrape may carry: the metrics token and the owner's, those configured."""
+    return tuple(t for t in (settings.metrics_token, settings.admin_token) if t)
+
+
+def authorized(tokens: Iterable[str], authorization: str | None) -> bool:
+    """True when the request carries one of ``tokens`` as a bearer token (never when there is none)."""
     scheme, _, given = (authorization or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    presented = given.strip().encode()
+    if scheme.lower() != "bearer" or not presented:
+        return False
+    return any(hmac.compare_digest(presented, token.encode()) for token in tokens if token)
 
 
 def _response(status: str, body: bytes, content_type: str) -> bytes:
@@ -33,7 +43,7 @@ def _response(status: str, body: bytes, content_type: str) -> bytes:
     return head.encode() + body
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, token: str | None) -> None:
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tokens: tuple[str, ...]) -> None:
     try:
         async with asyncio.timeout(READ_TIMEOUT_SECONDS):
             head = await reader.readuntil(b"\r\n\r\n")
@@ -45,7 +55,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to
             writer.write(_response("200 OK", b"ok\n", "text/plain"))
         elif path != "/metrics":
             writer.write(_response("404 Not Found", b"not found\n", "text/plain"))
-        elif not authorized(token, headers.get("authorization")):
+        elif not authorized(tokens, headers.get("authorization")):
             writer.write(_response("401 Unauthorized", b"unauthorized\n", "text/plain"))
         else:
             writer.write(_response("200 OK", metrics.render(), metrics.CONTENT_TYPE))
@@ -58,9 +68,10 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to
             await writer.wait_closed()
 
 
-async def serve_metrics(host: str, port: int, token: str | None, stop: asyncio.Event) -> None:
-    """Serve ``GET /metrics`` and ``GET /livez`` on ``host:port`` until ``stop`` is set."""
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, token), host, port)
+async def serve_metrics(host: str, port: int, tokens: tuple[str, ...], stop: asyncio.Event) -> None:
+    """Serve ``GET /metrics`` (to a bearer of one of ``tokens``) and ``GET /livez`` on ``host:port``
+    until ``stop`` is set."""
+    server = await asyncio.start_server(lambda r, w: _handle(r, w, tokens), host, port)
     log.info("metrics on http://%s:%d/metrics", host, port)
     async with server:
         await stop.wait()

@@ -191,3 +191,17 @@ def test_every_variable_the_files_set_is_one_the_code_reads() -> None:
     set_by_files.update(of_kind("ConfigMap")["toolmesh"]["data"])
     assert set_by_files
     assert {name.upper() for name in set_by_files} <= read, {name.upper() for name in set_by_files} - read
+
+
+def test_every_scrape_sends_the_metrics_token_every_role_reads_from_the_same_secret() -> None:
+    """/metrics needs a token: the PodMonitor sends the Secret's TOOLMESH_METRICS_TOKEN as a bearer
+    token on every endpoint, and every role reads that same key into TOOLMESH_METRICS_TOKEN."""
+    secret = {"name": "toolmesh", "key": "TOOLMESH_METRICS_TOKEN"}
+    endpoints = of_kind("PodMonitor")["toolmesh"]["spec"]["podMetricsEndpoints"]
+    assert {e["port"] for e in endpoints} == {"http", "metrics"}
+    for endpoint in endpoints:
+        assert endpoint["authorization"] == {"type": "Bearer", "credentials": secret}, endpoint
+    for role in ROLES:
+        (container,) = containers(deployment_of(role))
+        env = {e["name"]: e for e in container.get("env", [])}
+        assert env["TOOLMESH_METRICS_TOKEN"]["valueFrom"] == {"secretKeyRef": secret}, role

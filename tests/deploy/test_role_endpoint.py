@@ -9,17 +9,18 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from toolmesh.config import Settings
 from toolmesh.embedded import free_port
-from toolmesh.metrics_http import serve_metrics
+from toolmesh.metrics_http import scrape_tokens, serve_metrics
 
 pytestmark = pytest.mark.deploy
 TOKEN = "scrape-token"
 
 
 @contextlib.asynccontextmanager
-async def endpoint() -> AsyncIterator[str]:
+async def endpoint(tokens: tuple[str, ...] = (TOKEN,)) -> AsyncIterator[str]:
     port, stop = free_port(), asyncio.Event()
-    task = asyncio.create_task(serve_metrics("127.0.0.1", port, TOKEN, stop))
+    task = asyncio.create_task(serve_metrics("127.0.0.1", port, tokens, stop))
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5) as client:
@@ -44,3 +45,19 @@ async def test_livez_answers_without_a_token_and_metrics_needs_it() -> None:
         scraped = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         assert scraped.status_code == 200
         assert (await client.get("/readyz")).status_code == 404
+
+
+async def test_metrics_without_a_configured_token_is_refused_to_everyone() -> None:
+    """/metrics names every namespace's servers: no configured token means nobody reads it."""
+    async with endpoint(()) as base, httpx.AsyncClient(base_url=base, timeout=5) as client:
+        assert (await client.get("/livez")).status_code == 200
+        for authorization in ("", "Bearer", "Bearer x", "Basic eDp4"):
+            assert (await client.get("/metrics", headers={"Authorization": authorization})).status_code == 401
+
+
+async def test_metrics_takes_the_owner_token_as_well_as_the_metrics_token() -> None:
+    owner = Settings(metrics_token=TOKEN, admin_token="owner-token")
+    async with endpoint(scrape_tokens(owner)) as base, httpx.AsyncClient(base_url=base, timeout=5) as client:
+        for token in (TOKEN, "owner-token"):
+            assert (await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).status_code == 200
+        assert (await client.get("/metrics", headers={"Authorization": "Bearer other"})).status_code == 401

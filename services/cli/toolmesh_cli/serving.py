@@ -11,7 +11,7 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
 from toolmesh.eventloop import run as run_loop
 from toolmesh.gc_tuning import tune_for_serving
-from toolmesh.metrics_http import serve_metrics
+from toolmesh.metrics_http import scrape_tokens, serve_metrics
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
 from toolmesh_cli import up
@@ -63,7 +63,7 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
         async with asyncio.TaskGroup() as tg:
             # The gateway serves /metrics and /livez on its API port; every other role on its own.
             if name != "gateway" and settings.metrics_port:
-                tg.create_task(serve_metrics(settings.host, settings.metrics_port, settings.metrics_token, stop))
+                tg.create_task(serve_metrics(settings.host, settings.metrics_port, scrape_tokens(settings), stop))
             tg.create_task(run_roles([name], backends, box, stop))
     return 0
 

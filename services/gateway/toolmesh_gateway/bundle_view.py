@@ -1,5 +1,6 @@
 """The catalog as one endpoint (bundle) shows it: a ``CatalogView`` limited to what the bundle
-selects, so routing, listings, search and code mode see exactly the bundle. No I/O here."""
+selects, so routing, listings, prompts, resources, search and code mode see exactly the bundle: a
+server it selects nothing of is not there, nor is an item it does not select. No I/O here."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ class BundleView(CatalogView):
     def _shows(self, server: CatalogServer, tool: str) -> bool:
         return self.bundle is None or self.bundle.shows_tool(server.name, tool)
 
+    def _in(self, server: CatalogServer | None) -> CatalogServer | None:
+        """A server of the namespace that the bundle selects a tool, prompt or resource of."""
+        found = super()._in(server)
+        if found is None or self.bundle is None:
+            return found
+        offer = self.catalog.offer(found.id)
+        items = (*offer.prompts, *offer.resources, *offer.templates)
+        if any(self.bundle.selects(found.name, item) for item in items):
+            return found
+        return found if any(self._shows(found, t.name) for t in self.catalog.tools_of(found.id)) else None
+
     def tools_of(self, server_id: str, *, include_held: bool = False) -> list[CatalogTool]:
         """The bundle's tools of a server."""
         server = self.server(server_id)
@@ -38,23 +50,18 @@ class BundleView(CatalogView):
         """Servers whose tool of that name the bundle shows."""
         return [s for s in super().servers_with_tool(original_name) if self._shows(s, original_name)]
 
-    def visible_offers(self) -> list[tuple[CatalogServer, ServerOffer]]:
-        """Each visible server's prompts, resources and templates that the bundle selects."""
+    def offer(self, server: CatalogServer) -> ServerOffer:
+        """The server's prompts, resources and templates that the bundle selects."""
+        offer = super().offer(server)
         if self.bundle is None:
-            return super().visible_offers()
+            return offer
         selects = self.bundle.selects
-        return [
-            (
-                server,
-                ServerOffer(
-                    description=offer.description,
-                    resources={k: v for k, v in offer.resources.items() if selects(server.name, k)},
-                    templates={k: v for k, v in offer.templates.items() if selects(server.name, k)},
-                    prompts={k: v for k, v in offer.prompts.items() if selects(server.name, k)},
-                ),
-            )
-            for server, offer in super().visible_offers()
-        ]
+        return ServerOffer(
+            description=offer.description,
+            resources={k: v for k, v in offer.resources.items() if selects(server.name, k)},
+            templates={k: v for k, v in offer.templates.items() if selects(server.name, k)},
+            prompts={k: v for k, v in offer.prompts.items() if selects(server.name, k)},
+        )
 
     @property
     def narrowed(self) -> bool:

@@ -40,9 +40,9 @@ class CatalogView:
         """Servers registered under ``name`` that the caller can see."""
         if self.namespace is not None:
             server_id = self.catalog.id_named(self.namespace, name)
-            found = self.catalog.server(server_id) if server_id else None
+            found = self._in(self.catalog.server(server_id)) if server_id else None
             return [found] if found is not None else []
-        return [s for s in self.catalog.servers_sorted() if s.name == name]
+        return [s for s in self.catalog.servers_sorted() if s.name == name and self._in(s) is not None]
 
     def server_named(self, name: str) -> CatalogServer | None:
         """The one server of that name the caller can see (None when none, or several for the owner)."""
@@ -91,9 +91,13 @@ class CatalogView:
             return []
         return [t for t in self.catalog.tools_of(server_id) if include_held or t.hold is None]
 
+    def offer(self, server: CatalogServer) -> ServerOffer:
+        """The prompts, resources and templates of a server the caller can see, as the caller sees them."""
+        return self.catalog.offer(server.id)
+
     def visible_offers(self) -> list[tuple[CatalogServer, ServerOffer]]:
         """The offer of every CONNECTED or DEGRADED server the caller can see, by server name."""
-        return [(s, self.catalog.offer(s.id)) for s in self.servers() if s.visible]
+        return [(s, self.offer(s)) for s in self.servers() if s.visible]
 
     def server_for_uri(self, uri: str) -> CatalogServer | None:
         """The visible server that serves a resource URI (the README's collision rule)."""

@@ -47,13 +47,13 @@ def prompt_route(catalog: CatalogView, name: str, server_id: str | None = None) 
     original name (the tool-routing order, BR-005)."""
     if server_id is not None:
         server = serving(server_by_id(catalog, server_id))
-        if name not in catalog.catalog.offer(server.id).prompts:
+        if name not in catalog.offer(server).prompts:
             raise PromptNotFound(f"Prompt {name} not found on {server.name}", {"prompt": name, "server": server.name})
         return server, name
     parts = split_namespaced(name)
     if parts is not None:
         named = server_by_name(catalog, parts[0])
-        if named is not None and named.visible and parts[1] in catalog.catalog.offer(named.id).prompts:
+        if named is not None and named.visible and parts[1] in catalog.offer(named).prompts:
             return named, parts[1]
     holders = catalog.servers_with_prompt(name)
     if len(holders) == 1:

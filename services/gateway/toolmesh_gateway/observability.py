@@ -1,9 +1,8 @@
 """``GET /metrics`` (Prometheus text format) and a span around every HTTP request.
 
-``/metrics`` does not take the API's bearer keys: Prometheus scrapers are configured with at most
-a static token, and the page holds counts and server names, no secrets. When
-``TOOLMESH_METRICS_TOKEN`` is set the scraper must send it (``authorization`` in the scrape
-config); every other endpoint stays behind the API's principals.
+``/metrics`` names every namespace's servers, so only the deployment's owner reads it: a scraper
+sends ``TOOLMESH_METRICS_TOKEN`` (``authorization`` in the scrape config) or an owner's key; any
+other key is refused (403), no key at all too (401).
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh import metrics
-from toolmesh.errors import Unauthorized
-from toolmesh.metrics_http import authorized
+from toolmesh.contracts.keys import Role
+from toolmesh.errors import Forbidden
+from toolmesh.metrics_http import authorized, scrape_tokens
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.telemetry import mark_error, span
+from toolmesh_gateway.auth import Authenticator
 
 log = logging.getLogger("toolmesh.gateway")
 router = APIRouter(tags=["observability"])
@@ -44,8 +45,13 @@ async def _refresh_inventory(b: Backends) -> None:
 async def prometheus_metrics(request: Request) -> Response:
     """The system contract's metrics, in the Prometheus text format."""
     b: Backends = request.app.state.backends
-    if not authorized(b.settings.metrics_token, request.headers.get("authorization")):
-        raise Unauthorized("Invalid metrics token")
+    authorization = request.headers.get("authorization")
+    if not authorized(scrape_tokens(b.settings), authorization):
+        authenticator: Authenticator = request.app.state.authenticator
+        source = request.client.host if request.client else None
+        principal = await authenticator.principal_from(authorization, source)
+        if principal.role is not Role.OWNER:
+            raise Forbidden("Metrics are for the owner and the metrics token", {"role": str(principal.role)})
     await _refresh_inventory(b)
     return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 

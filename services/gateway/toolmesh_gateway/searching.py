@@ -1,4 +1,5 @@
-"""Search as one caller sees it: its namespace only, and never a tool held back by pinning."""
+"""Search as one caller sees it: its namespace only (an endpoint's: its bundle only), and never a tool
+held back by pinning."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ MAX_LIMIT = 100
 
 
 async def search_visible(service: SearchService, request: SearchRequest, view: CatalogView) -> SearchResponse:
-    """Run ``request`` in the view's namespace and drop held tools (asking for as many more as are held)."""
+    """Run ``request`` in the view's namespace and drop held tools and tools the view does not show
+    (asking for as many more as are held, or for a full page when the view is an endpoint's)."""
     held = view.held_count()
-    widened = request.model_copy(update={"limit": min(request.limit + held, 100)}) if held else request
+    wanted = MAX_LIMIT if view.narrowed else min(request.limit + held, MAX_LIMIT)
+    widened = request.model_copy(update={"limit": wanted}) if wanted != request.limit else request
     found = await service.search(widened, namespace=view.namespace)
-    if held:
-        found.tools = [t for t in found.tools if view.hold_of(t.source_server.id, t.original_name) is None][
-            : request.limit
-        ]
+    if held or view.narrowed:
+        found.tools = [
+            t
+            for t in found.tools
+            if view.allows_tool(t.source_server.id, t.original_name)
+            and view.hold_of(t.source_server.id, t.original_name) is None
+        ][: request.limit]
     return found

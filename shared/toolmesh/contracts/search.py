@@ -88,3 +88,9 @@ class SearchQuery(BaseModel):
 
     request: SearchRequest
     namespace: str | None = None
+
+
+class SearchHealthQuery(BaseModel):
+    """A search health request forwarded over NATS: the caller's namespace (None: the owner, every one)."""
+
+    namespace: str | None = None

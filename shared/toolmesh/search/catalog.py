@@ -50,16 +50,6 @@ class Catalog:
     skill_members: npt.NDArray[np.bool_]  # slot x skill (order of ``skill_order``)
     skill_order: Mapping[str, int]
 
-    @property
-    def size(self) -> int:
-        """How many tools are searchable (slots alive)."""
-        return int(np.count_nonzero(self.flags["alive"]))
-
-    @property
-    def without_vector(self) -> int:
-        """How many searchable tools have no vector yet (found by their words only until they do)."""
-        return int(np.count_nonzero(self.flags["alive"] & ~self.flags["embedded"]))
-
     def _equals(self, column: str, value: Any) -> Mask:
         code = self.codes[column].get(value)
         return self.columns[column] == code if code is not None else np.zeros(len(self.ids), dtype=bool)

@@ -22,6 +22,7 @@ from toolmesh.contracts.search import (
     SEARCH_HEALTH_SUBJECT,
     SEARCH_QUEUE,
     SEARCH_SUBJECT,
+    SearchHealthQuery,
     SearchQuery,
     SearchRequest,
     SearchResponse,
@@ -58,9 +59,10 @@ class RemoteSearch:
         query = SearchQuery(request=request, namespace=namespace)
         return SearchResponse.model_validate(await self._ask(SEARCH_SUBJECT, query.model_dump_json().encode()))
 
-    async def health(self) -> dict[str, Any]:
-        """The holder's view of the index."""
-        return {**await self._ask(SEARCH_HEALTH_SUBJECT, b"{}"), "answered_by": "indexer (over NATS)"}
+    async def health(self, namespace: str | None) -> dict[str, Any]:
+        """The holder's view of the index (of one namespace's tools, unless ``namespace`` is None)."""
+        query = SearchHealthQuery(namespace=namespace).model_dump_json().encode()
+        return {**await self._ask(SEARCH_HEALTH_SUBJECT, query), "answered_by": "indexer (over NATS)"}
 
 
 async def serve_search(nc: NATS, service: SearchService, stop: asyncio.Event) -> None:
@@ -70,7 +72,11 @@ async def serve_search(nc: NATS, service: SearchService, stop: asyncio.Event) ->
     async def answer(msg: Msg) -> None:
         try:
             if msg.subject == SEARCH_HEALTH_SUBJECT:
-                result = await service.health()
+                try:
+                    health = SearchHealthQuery.model_validate_json(msg.data or b"{}")
+                except ValidationError as exc:
+                    raise RoutingFailed(f"Malformed search health request: {exc}") from exc
+                result = await service.health(health.namespace)
             else:
                 try:
                     query = SearchQuery.model_validate_json(msg.data)

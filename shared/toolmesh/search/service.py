@@ -36,7 +36,8 @@ log = logging.getLogger("toolmesh.search")
 MAX_SKILLS = 5
 QUERY_CACHE_SIZE = 512  # query vectors kept: agents repeat their searches
 CatalogSource = Callable[[], Awaitable[Catalog | None]]
-DbIds = Callable[[list[str]], Awaitable[dict[str, int]]]
+DbIds = Callable[[list[tuple[str, str]]], Awaitable[dict[tuple[str, str], int]]]
+"""The database ids of tools, by (server id, original name)."""
 
 
 class Forwarder(Protocol):
@@ -44,7 +45,7 @@ class Forwarder(Protocol):
 
     async def search(self, request: SearchRequest, namespace: str | None) -> SearchResponse: ...
 
-    async def health(self) -> dict[str, Any]: ...
+    async def health(self, namespace: str | None) -> dict[str, Any]: ...
 
 
 class SearchService:
@@ -70,26 +71,25 @@ class SearchService:
         self._lag = lag
         self._query_vectors: OrderedDict[str, Vectors] = OrderedDict()
 
-    async def health(self) -> dict[str, Any]:
-        """Catalog, model and index lag, for the health endpoint."""
+    async def health(self, namespace: str | None = None) -> dict[str, Any]:
+        """Catalog, model and index lag, for the health endpoint. For one ``namespace`` (a caller who is
+        not the owner): its tools only, and no stream positions (they count every namespace's events)."""
         catalog = await self._catalogs()
         if catalog is None:
             if self._forwarder is None:
                 return {"index": "error: the search index is not available in this process", "embedder": self._model()}
             try:
-                return await self._forwarder.health()
+                return await self._forwarder.health(namespace)
             except ToolmeshError as exc:
                 return {"index": f"error: {exc.detail}", "embedder": self._model()}
-        result: dict[str, Any] = {
-            "index": "ok",
-            "embedder": self._model(),
-            "tools": catalog.size,
-            "last_applied_seq": catalog.seq,
-        }
+        alive = catalog.mask(Where(namespace=namespace))
+        result: dict[str, Any] = {"index": "ok", "embedder": self._model(), "tools": int(np.count_nonzero(alive))}
         if self.embedder is not None:
-            result["tools_without_vector"] = catalog.without_vector
-        if self._lag is not None:
-            result.update(await self._lag(catalog))
+            result["tools_without_vector"] = int(np.count_nonzero(alive & ~catalog.flags["embedded"]))
+        if namespace is None:
+            result["last_applied_seq"] = catalog.seq
+            if self._lag is not None:
+                result.update(await self._lag(catalog))
         return result
 
     def _model(self) -> str:
@@ -106,9 +106,9 @@ class SearchService:
         else:
             response = await self._search(catalog, request, namespace, started)
         if self._db_ids is not None and response.tools:
-            known = await self._db_ids([t.name for t in response.tools])
+            known = await self._db_ids([(t.source_server.id, t.original_name) for t in response.tools])
             for tool in response.tools:
-                tool.db_id = known.get(tool.name)
+                tool.db_id = known.get((tool.source_server.id, tool.original_name))
                 tool.id = str(tool.db_id) if tool.db_id is not None else tool.id
         response.metadata.total_time_ms = round((time.perf_counter() - started) * 1000, 3)
         return response

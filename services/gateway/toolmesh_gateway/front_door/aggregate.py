@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolProgress
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway import lookup
+from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -91,7 +92,7 @@ class Aggregate:
         self._links = links
         self._bridge = bridge
         self._separator = separator
-        self._prompt_names: dict[str | None, tuple[int, NameMap]] = {}  # by namespace
+        self._prompt_names: dict[tuple[str | None, object], tuple[int, NameMap]] = {}  # by namespace and bundle
 
     def install(self, server: Server[Any]) -> None:
         """Register the handlers of every method beyond tools."""
@@ -193,13 +194,16 @@ class Aggregate:
     # -- prompts ---------------------------------------------------------------------------------
 
     def prompt_names(self, view: CatalogView) -> NameMap:
-        """Public prompt names of a namespace's current catalog (rebuilt when the prompts change)."""
+        """Public prompt names of a view's current catalog (rebuilt when the prompts change): a
+        namespace's, or an endpoint's (whose bundle selects fewer)."""
         version = view.catalog.prompts_version
-        current = self._prompt_names.get(view.namespace)
+        bundle = view.bundle if isinstance(view, BundleView) else None
+        key = (view.namespace, (bundle.id, bundle.include, bundle.exclude) if bundle is not None else None)
+        current = self._prompt_names.get(key)
         if current is None or current[0] != version:
             pairs = ((s.name, p) for s, o in view.visible_offers() for p in o.prompts)
             current = (version, NameMap.build(pairs, self._separator))
-            self._prompt_names[view.namespace] = current
+            self._prompt_names[key] = current
         return current[1]
 
     async def _list_prompts(self, ctx: Ctx, _: Any) -> dict[str, Any]:

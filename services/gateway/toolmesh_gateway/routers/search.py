@@ -35,6 +35,7 @@ async def search(body: SearchRequest, request: Request, principal: Auth, service
 
 
 @router.get("/search/health")
-async def search_health(_: Auth, service: Search) -> dict[str, Any]:
-    """Index backend and embedding model state (BM25-only when the model could not load)."""
-    return await service.health()
+async def search_health(principal: Auth, service: Search) -> dict[str, Any]:
+    """Index backend and embedding model state (BM25-only when the model could not load); the counts
+    are of the caller's namespace (the owner's: of every namespace, with the index's stream position)."""
+    return await service.health(principal.scope)
