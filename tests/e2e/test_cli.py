@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness import SANDBOX_PATHS
 from tests.peers.launch import DEMO_SERVER
 from toolmesh import processes
 from toolmesh.embedded import free_port
@@ -60,6 +61,7 @@ class Up:
 def _clean_env(data_dir: Path, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
     env.update(TOOLMESH_DATA_DIR=str(data_dir), TOOLMESH_URL=f"http://127.0.0.1:{port}", PYTHONUNBUFFERED="1")
+    env["TOOLMESH_STDIO_SANDBOX_PATHS_READ_ONLY"] = json.dumps(SANDBOX_PATHS)  # the demo server's script
     return env
 
 

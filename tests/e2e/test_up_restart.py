@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import eventually, processes_running
+from tests.harness import SANDBOX_PATHS, eventually, processes_running
 from tests.peers.launch import DEMO_SERVER
 from toolmesh import processes
 from toolmesh.embedded import free_port
@@ -22,6 +23,7 @@ TOKEN = "e2e-admin-token"
 
 def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TOOLMESH_ADMIN_TOKEN": TOKEN, "TOOLMESH_LEASE_TTL_SECONDS": "3"}
+    env["TOOLMESH_STDIO_SANDBOX_PATHS_READ_ONLY"] = json.dumps(SANDBOX_PATHS)  # the demo server's script
     env.pop("TOOLMESH_NATS_URL", None)
     env.pop("TOOLMESH_DATABASE_URL", None)
     return processes.spawn(

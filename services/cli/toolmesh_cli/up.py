@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from toolmesh import sandbox
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
@@ -127,6 +128,7 @@ async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
             await seed_owner_key(backends, token)
             out.print(f"toolmesh is up: {api_base(settings.host, settings.port)}/api/v1/aggregator/health")
             out.print(where(settings, data_dir, embedded, list(ROLES)))
+            out.print(f"  {sandbox.mode(settings).describe()}")
             write_endpoints(settings)
             out.print(f"  endpoints with credentials (other local services): {data_dir / ENDPOINTS_FILE}")
             if created:

@@ -25,6 +25,7 @@ from toolmesh.polling import poll_until
 from toolmesh.redaction import REDACTOR
 from toolmesh.registration_policy import worker_environment
 from toolmesh.runtime import Backends
+from toolmesh.sandbox import Sandboxer
 from toolmesh.storable import storable
 from toolmesh.store.consistency import wait_for_projection
 from toolmesh.store.queries import Row
@@ -224,6 +225,7 @@ class OwnedServer:
         config = expand_env(self._box.open(self._sealed), environ)
         REDACTOR.add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)
+        sandbox = Sandboxer(settings, str(self.server_id))
         error = ""
         for attempt in range(len(delays) + 1):
             try:
@@ -236,6 +238,7 @@ class OwnedServer:
                     on_list_changed=self._lists_changed,
                     on_lost=self._lost,
                     stdio_base_env=base_env,
+                    stdio_sandbox=sandbox,
                     http_client=self._http,
                     client_side=self.clients,
                     rest_policy=RestPolicy(

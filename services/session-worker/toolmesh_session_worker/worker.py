@@ -21,6 +21,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from toolmesh import sandbox
 from toolmesh.bus import local_owners
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
@@ -70,6 +71,7 @@ class SessionWorker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then close every session and give every lease back."""
+        log.info("%s", (await asyncio.to_thread(sandbox.mode, self._b.settings)).describe())
         kv = await leases_bucket(self._b.js, self._b.settings.lease_ttl_seconds)
         self._leases = LeaseTable(kv, self._b.process_id)
         # One connection pool for every HTTP upstream session: a client of its own per session

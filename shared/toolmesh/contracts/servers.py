@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from toolmesh.categories import ToolCategory
+from toolmesh.contracts.sandbox import sandbox_problems
 from toolmesh.credentials import protected_references
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.loopback import is_loopback_host
@@ -55,7 +56,7 @@ class TransportType(StrEnum):
 
 # Required and optional fields of connection_config per transport (BR-001).
 CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
-    TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str}),
+    TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str, "sandbox": dict}),
     TransportType.SSE: ("url", {"headers": dict}),
     TransportType.HTTP: ("base_url", {"headers": dict}),
     TransportType.REST: ("url", {"headers": dict}),
@@ -96,6 +97,8 @@ def config_problems(
     if transport is TransportType.STDIO and isinstance(config.get("args"), list):
         if not all(isinstance(a, str) for a in config["args"]):
             problems.append(("args", "'args' must be a list of strings"))
+    if transport is TransportType.STDIO and isinstance(config.get("sandbox"), dict):
+        problems.extend(sandbox_problems(config["sandbox"]))
     for mapping in ("env", "headers"):
         if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
             problems.append((mapping, f"'{mapping}' values must be strings"))

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx2
 
+from toolmesh.sandbox import Sandboxer
 from toolmesh_session_worker.upstream.client_side import ClientSide
 from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
 from toolmesh_session_worker.upstream.session import (
@@ -29,6 +30,7 @@ async def open_session(
     on_lost: LostCallback | None = None,
     http_client: httpx2.AsyncClient | None = None,
     stdio_base_env: Mapping[str, str] | None = None,
+    stdio_sandbox: Sandboxer | None = None,
     client_side: ClientSide | None = None,
     on_list_changed: ListChangedCallback | None = None,
     rest_policy: RestPolicy | None = None,
@@ -40,7 +42,8 @@ async def open_session(
     and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
     (the config headers are still applied per session); without it each session pools its own.
     ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
-    (see ``base_environment``); without it the server gets only its config's ``env``.
+    (see ``base_environment``); without it the server gets only its config's ``env``. ``stdio_sandbox``
+    wraps a STDIO server's process in the deployment's sandbox (``toolmesh.sandbox``).
 
     Raises:
         UpstreamError: the server could not be started or reached, or the handshake failed.
@@ -56,7 +59,12 @@ async def open_session(
             http_client=http_client,
         )
     transport = build_transport(
-        server_name, transport_type, config, http_client=http_client, stdio_base_env=stdio_base_env
+        server_name,
+        transport_type,
+        config,
+        http_client=http_client,
+        stdio_base_env=stdio_base_env,
+        stdio_sandbox=stdio_sandbox,
     )
     session = UpstreamSession(
         server_name,

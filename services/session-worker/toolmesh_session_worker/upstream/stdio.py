@@ -49,6 +49,7 @@ class StdioProcess:
 
     The child's environment is ``base_env`` (a few variables such as PATH and HOME) overlaid
     with the server's configured ``env``; nothing else of the worker's environment reaches it.
+    ``rlimits`` are set in the child before exec (a sandboxed child's command is its sandbox's).
     """
 
     def __init__(
@@ -59,11 +60,13 @@ class StdioProcess:
         env: Mapping[str, str],
         cwd: str | None = None,
         base_env: Mapping[str, str] | None = None,
+        rlimits: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.server_name = server_name
         self._argv = [command, *args]
         self._env = {**(base_env or {}), **env}  # never the worker's own environment
         self._cwd = cwd
+        self._rlimits = dict(rlimits or {})
         self.process: asyncio.subprocess.Process | None = None
 
     @property
@@ -85,7 +88,9 @@ class StdioProcess:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Spawn the process and yield the SDK's (read, write) streams; kill the group on exit."""
-        process = await processes.spawn_piped(self._argv, env=self._env, cwd=self._cwd, limit=MAX_MESSAGE_BYTES)
+        process = await processes.spawn_piped(
+            self._argv, env=self._env, cwd=self._cwd, limit=MAX_MESSAGE_BYTES, rlimits=self._rlimits
+        )
         self.process = process
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)

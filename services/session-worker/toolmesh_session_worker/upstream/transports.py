@@ -16,7 +16,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolmesh_session_worker.upstream.errors import REFUSED
+from toolmesh.sandbox import Sandboxer, SandboxError
+from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamMisconfigured
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES, StdioProcess
 
 HTTP_CONNECT_TIMEOUT = 30.0
@@ -178,12 +179,19 @@ def build_transport(
     *,
     http_client: httpx2.AsyncClient | None = None,
     stdio_base_env: Mapping[str, str] | None = None,
+    stdio_sandbox: Sandboxer | None = None,
 ) -> UpstreamTransport:
     """The transport for a validated, already ``${VAR}``-expanded connection config.
 
-    ``stdio_base_env`` is what a STDIO server inherits besides its config's ``env`` (nothing when None).
+    ``stdio_base_env`` is what a STDIO server inherits besides its config's ``env`` (nothing when None);
+    ``stdio_sandbox`` wraps a STDIO child in the deployment's sandbox (unconfined when None).
+
+    Raises:
+        UpstreamMisconfigured: the STDIO child cannot be started sandboxed (see ``toolmesh.sandbox``).
     """
     kind = transport_type.upper()
+    if kind == "STDIO" and stdio_sandbox is not None:
+        return sandboxed_process(server_name, config, stdio_sandbox, stdio_base_env or {})
     if kind == "STDIO":
         return StdioProcess(
             server_name,
@@ -199,3 +207,31 @@ def build_transport(
     if kind in ("HTTP", "STREAMABLE_HTTP"):
         return StreamableHttpTransport(str(config["base_url"]), headers, http_client)
     raise ValueError(f"unknown transport type {transport_type!r}")
+
+
+class SandboxRefused(UpstreamMisconfigured):
+    """A STDIO child that cannot run sandboxed as configured; its words are toolmesh's own, safe to show."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.summary = message
+
+
+def sandboxed_process(
+    server_name: str, config: Mapping[str, Any], sandbox: Sandboxer, base_env: Mapping[str, str]
+) -> StdioProcess:
+    """A STDIO server's process inside ``sandbox``, or ``UpstreamMisconfigured`` saying why it cannot run."""
+    env = {**base_env, **{str(k): str(v) for k, v in (config.get("env") or {}).items()}}
+    try:
+        launch = sandbox.launch(
+            str(config["command"]),
+            [str(a) for a in config.get("args") or []],
+            env,
+            config.get("cwd"),
+            config.get("sandbox"),
+        )
+    except SandboxError as exc:
+        raise SandboxRefused(f"{server_name}: connect failed: {exc}") from None
+    return StdioProcess(
+        server_name, launch.argv[0], launch.argv[1:], launch.env, cwd=launch.cwd, rlimits=launch.rlimits
+    )

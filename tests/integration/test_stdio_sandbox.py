@@ -1,0 +1,146 @@
+"""Every STDIO child runs sandboxed: a hostile upstream sees none of toolmesh's secrets nor its siblings.
+
+The session-worker runs as a deployment runs it (a ``toolmesh session-worker`` process with every
+setting and secret in its environment, a data dir holding the admin token and credential key); the
+hostile peer (tests/peers/hostile_stdio.py) reports what it can read through a tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import REPO_ROOT, RoleProcess, running_system
+from tests.peers.launch import DEMO_SERVER, demo_args
+
+pytestmark = pytest.mark.integration
+HOSTILE = Path(__file__).parents[1] / "peers" / "hostile_stdio.py"
+SERVERS = "/api/v1/aggregator/servers"
+
+
+@asynccontextmanager
+async def tcp_listener() -> AsyncIterator[tuple[int, list[bytes]]]:
+    """A 127.0.0.1 listener; yields its port and what each connection sent."""
+    received: list[bytes] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(64))
+        writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], received
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def host_droppings(tag: str, dirs: list[str]) -> list[Path]:
+    """Files the hostile peer left in the host's directories."""
+    return [path for d in dirs if (path := Path(d) / f"hostile-{tag}").exists()]
+
+
+async def look_around(api: Any, server: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    response = await api.post("/api/v1/tools/call", json={"name": f"{server}.look_around", "arguments": arguments})
+    assert response.status_code == 200, response.text
+    text = response.json()["content"][0]["text"]
+    return json.loads(text), response.text
+
+
+async def test_hostile_stdio_child_reads_no_secret_and_sees_no_sibling(nats_url: str, database_url: str) -> None:
+    """Attack: a STDIO server reads the data dir, the worker's environment and /proc, lists its sibling
+    servers' processes, writes outside /tmp and (network off) opens a TCP connection to the host."""
+    env_canary, file_canary = f"env-canary-{secrets.token_hex(8)}", f"file-canary-{secrets.token_hex(8)}"
+    tag, write_dirs = secrets.token_hex(6), ["/tmp", "/etc", "/usr", str(REPO_ROOT), "/"]
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        data_dir = system.settings.data_dir
+        for name in ("admin-token", "credential.key"):
+            (data_dir / name).write_text(file_canary)
+        worker = RoleProcess(
+            "session-worker",
+            system.settings,
+            env={"TOOLMESH_DATA_DIR": str(data_dir), "WORKER_CANARY_SECRET": env_canary},
+        )
+        try:
+            sibling = await system.register(
+                "sibling", "STDIO", {"command": sys.executable, "args": demo_args("stdio", name="sibling")}
+            )
+            hostile_config = {"command": sys.executable, "args": [str(HOSTILE)], "sandbox": {"network": False}}
+            hostile = await system.register("hostile", "STDIO", hostile_config)
+            online = await system.register("online", "STDIO", {"command": sys.executable, "args": [str(HOSTILE)]})
+            for created in (sibling, hostile, online):
+                await system.wait_connected(created["id"], timeout=60)
+            async with tcp_listener() as (port, received):
+                arguments = {
+                    "worker_pid": worker.pid,
+                    "data_dir": str(data_dir),
+                    "port": port,
+                    "write_dirs": write_dirs,
+                    "tag": tag,
+                }
+                seen, raw = await look_around(system.api, "hostile", arguments)
+                online_seen, online_raw = await look_around(system.api, "online", arguments)
+                refused_connections = list(received)
+            shown = [(await system.api.get(f"{SERVERS}/{s['id']}")).text for s in (sibling, hostile, online)]
+        finally:
+            assert worker.terminate() == 0
+        logged = worker.stderr_text()
+
+    # The peer did run and report (its stderr reached the worker's log).
+    assert "own_environ" in logged
+    secrets_ = [env_canary, file_canary, system.settings.admin_token, system.settings.credential_key]
+    for text in (raw, online_raw, logged, *shown):
+        for secret in secrets_:
+            assert secret and secret not in text
+    for report in (seen, online_seen):
+        assert report["data_dir"] == "refused: FileNotFoundError"
+        assert report["data_files"] == {}
+        assert report["worker_environ"].startswith("refused")
+        assert report["worker_root"].startswith("refused")
+        assert not any(k.startswith(("TOOLMESH_", "MCP_", "WORKER_CANARY")) for k in report["own_environ"])
+        # Its own sandbox only: bubblewrap's init and the peer itself; no worker, no sibling.
+        assert len(report["processes"]) <= 3, report["processes"]
+        assert not any(str(DEMO_SERVER) in c or "toolmesh_cli" in c for c in report["processes"].values())
+        assert all(str(HOSTILE) in c for c in report["processes"].values())
+        writes = report["writes"]
+        assert writes.pop(f"/tmp/hostile-{tag}") == "written"
+        assert all(result.startswith("refused") for result in writes.values()), writes
+        visible = {"usr", "bin", "lib", "lib64", "sbin", "etc", "proc", "dev", "tmp", "home", "root", "work"}
+        assert set(report["root"]) <= visible, report["root"]  # system dirs, its runtime, its own /tmp
+    assert not host_droppings(tag, write_dirs)  # its /tmp was its own, the rest read-only
+    assert seen["tcp"].startswith("refused") and online_seen["tcp"] == "connected"
+    assert refused_connections == [b"hostile\n"]  # the network-on server's one connection only
+
+
+async def test_without_a_working_sandbox_stdio_servers_are_refused(nats_url: str, database_url: str) -> None:
+    """Rule: where bubblewrap fails its probe, a STDIO server is refused (nothing runs) unless the
+    operator turned the sandbox off."""
+    marker = f"refused-{secrets.token_hex(4)}"
+    async with running_system(nats_url, database_url, stdio_sandbox_bwrap="/bin/false") as system:
+        created = await system.register(
+            "unsandboxed", "STDIO", {"command": sys.executable, "args": demo_args("stdio", name=marker)}
+        )
+        failed = await system.wait_status(created["id"], "ERROR")
+    assert "STDIO servers are refused: no sandbox is available" in failed["error_message"]
+    assert "TOOLMESH_STDIO_SANDBOX=off" in failed["error_message"]
+
+
+async def test_declared_paths_may_not_expose_the_data_dir(nats_url: str, database_url: str) -> None:
+    """Attack: a registration declares the data dir (or a directory holding it) as a path to see."""
+    async with running_system(nats_url, database_url) as system:
+        config = {
+            "command": sys.executable,
+            "args": [str(HOSTILE)],
+            "sandbox": {"paths_read_only": [str(system.settings.data_dir.parent)]},
+        }
+        created = await system.register("peeker", "STDIO", config)
+        failed = await system.wait_status(created["id"], "ERROR")
+    assert "holds or is inside toolmesh's data directory" in failed["error_message"]

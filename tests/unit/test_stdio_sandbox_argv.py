@@ -1,0 +1,140 @@
+"""The bubblewrap command line of a STDIO child: what it shares with the host and what it may not."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from toolmesh import sandbox
+from toolmesh.config import Settings
+from toolmesh.contracts.sandbox import StdioSandbox
+from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.sandbox_argv import (
+    SANDBOX_HOME,
+    Placement,
+    bwrap_argv,
+    path_problem,
+    resource_limits,
+    runtime_paths,
+)
+
+
+def _pairs(argv: list[str], option: str) -> list[str]:
+    """The first operand of every ``option`` in ``argv``."""
+    return [argv[i + 1] for i, word in enumerate(argv) if word == option]
+
+
+def test_every_child_gets_its_own_namespaces_proc_dev_and_tmp(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    place = Placement(command=["/usr/bin/env", "true"], home=str(tmp_path / "home"))
+    argv = bwrap_argv("/usr/bin/bwrap", StdioSandbox(), settings, place)
+    for option in ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"):
+        assert option in argv
+    assert _pairs(argv, "--proc") == ["/proc"] and _pairs(argv, "--dev") == ["/dev"]
+    assert _pairs(argv, "--tmpfs") == ["/tmp"]
+    assert "--unshare-net" not in argv  # network on unless the config says off
+    assert argv[argv.index("--bind", argv.index("--tmpfs")) + 2] == SANDBOX_HOME
+    assert argv[-3:] == ["--", "/usr/bin/env", "true"]
+    assert not any(str(settings.data_dir) in word for word in argv)
+
+
+def test_network_off_unshares_the_network(tmp_path: Path) -> None:
+    place = Placement(command=["/bin/true"], home=str(tmp_path))
+    argv = bwrap_argv("bwrap", StdioSandbox(network=False), Settings(data_dir=tmp_path / "d"), place)
+    assert "--unshare-net" in argv
+
+
+def test_only_declared_paths_are_bound_read_only_or_writable(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "d", stdio_sandbox_paths_read_only=("/opt/shared",))
+    declared = StdioSandbox(paths_read_only=["/srv/ro"], paths_read_write=["/srv/rw"])
+    place = Placement(command=["/bin/true"], home="/h", runtime=["/opt/venv"], cwd="/srv/work")
+    argv = bwrap_argv("bwrap", declared, settings, place)
+    assert _pairs(argv, "--ro-bind") == ["/opt/venv", "/opt/shared", "/srv/ro", "/srv/work"]
+    assert _pairs(argv, "--bind") == ["/srv/rw", "/h"]
+    assert _pairs(argv, "--chdir") == ["/srv/work"]
+    # Directories above the binds are made reachable (0755), never bound from the host.
+    assert {"/opt", "/srv", "/home"} <= set(_pairs(argv, "--dir"))
+
+
+def test_directories_above_a_path_under_tmp_are_reachable(tmp_path: Path) -> None:
+    """bubblewrap makes missing parents 0700: a child with its own uid could not reach /tmp/a/b."""
+    declared = StdioSandbox(paths_read_only=["/tmp/a/b/c"])
+    argv = bwrap_argv("bwrap", declared, Settings(data_dir=tmp_path), Placement(command=["/bin/true"], home="/h"))
+    made = _pairs(argv, "--dir")
+    assert made.index("/tmp/a") < made.index("/tmp/a/b") and "/tmp" not in made
+    assert argv.index("--tmpfs") < argv.index("/tmp/a")
+
+
+def test_as_root_the_child_switches_to_its_own_uid(tmp_path: Path) -> None:
+    place = Placement(command=["/bin/true"], home="/h", uid=212345)
+    argv = bwrap_argv("bwrap", StdioSandbox(), Settings(data_dir=tmp_path), place)
+    tail = argv[argv.index("/usr/bin/setpriv") :]
+    assert tail[:5] == ["/usr/bin/setpriv", "--reuid=212345", "--regid=212345", "--clear-groups", "--no-new-privs"]
+    assert _pairs(argv, "--cap-add") == ["CAP_SETUID", "CAP_SETGID"]
+
+
+def test_the_data_dir_proc_and_the_root_may_not_be_shown(tmp_path: Path) -> None:
+    """Attack: a config declares the data dir, a directory holding it, /proc/<pid>/root or /."""
+    data = tmp_path / "data"
+    (data / "postgres").mkdir(parents=True)
+    assert path_problem(str(data), data) is not None
+    assert path_problem(str(data / "postgres"), data) is not None
+    assert path_problem(str(tmp_path), data) is not None
+    assert path_problem("/", data) is not None
+    assert path_problem("/proc/1/root/etc", data) is not None
+    assert path_problem("/sys/kernel", data) is not None
+    assert path_problem(str(tmp_path / "missing"), data) is not None
+    link = tmp_path / "innocent"
+    link.symlink_to(data)
+    assert path_problem(str(link), data) is not None
+    assert path_problem("/usr/share", data) is None
+
+
+def test_a_python_childs_runtime_is_its_venv_and_its_interpreter(tmp_path: Path) -> None:
+    found = runtime_paths(sys.executable, "/usr/bin:/bin", tmp_path)
+    assert sys.prefix in found
+    real = Path(sys.executable).resolve()
+    assert any(real.is_relative_to(path) for path in found)
+
+
+def test_limits_default_from_settings_and_a_config_may_set_its_own(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, stdio_sandbox_memory_mb=512, stdio_sandbox_max_processes=32)
+    limits = resource_limits(StdioSandbox(), settings)
+    assert limits[resource.RLIMIT_AS] == (512 * 1024 * 1024,) * 2
+    assert limits[resource.RLIMIT_NPROC] == (32, 32)
+    assert limits[resource.RLIMIT_NOFILE] == (settings.stdio_sandbox_max_open_files,) * 2
+    own = resource_limits(StdioSandbox(memory_mb=64, max_open_files=100), settings)
+    assert own[resource.RLIMIT_AS] == (64 * 1024 * 1024,) * 2 and own[resource.RLIMIT_NOFILE] == (100, 100)
+
+
+@pytest.mark.parametrize(
+    "sandbox_config",
+    [
+        {"paths_read_only": ["relative/path"]},
+        {"paths_read_write": ["/srv/../etc"]},
+        {"memory_mb": 1},
+        {"max_processes": 0},
+        {"network": "sometimes"},
+        {"mounts": ["/"]},
+    ],
+)
+def test_a_bad_sandbox_config_is_a_validation_error(sandbox_config: dict[str, object]) -> None:
+    with pytest.raises(ValidationError) as raised:
+        RegisterServerRequest(
+            name="x", transport_type="STDIO", connection_config={"command": "x", "sandbox": sandbox_config}
+        )
+    assert [e["loc"] for e in raised.value.errors()] == [("connection_config", "sandbox")]
+
+
+def test_without_a_working_bwrap_stdio_is_refused_unless_turned_off(tmp_path: Path) -> None:
+    broken = Settings(data_dir=tmp_path, stdio_sandbox_bwrap="/bin/false")
+    assert sandbox.mode(broken).kind == "unavailable"
+    with pytest.raises(sandbox.SandboxError, match="TOOLMESH_STDIO_SANDBOX=off"):
+        sandbox.Sandboxer(broken, "server-1").launch("true", [], {"PATH": "/usr/bin:/bin"}, None, None)
+    off = Settings(data_dir=tmp_path, stdio_sandbox="off", stdio_sandbox_bwrap="/bin/false")
+    launch = sandbox.Sandboxer(off, "server-1").launch("true", ["x"], {"PATH": "/usr/bin:/bin"}, None, None)
+    assert launch.argv == ["true", "x"]
