@@ -6,6 +6,7 @@ contract names and defaults (``MCP_AGGREGATOR_*``, ``MCP_CREDENTIAL_KEY``).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -162,6 +163,11 @@ class Settings(BaseSettings):
     # When toolmesh runs as root, each child runs as a uid of its own: this base plus a hash of its server.
     stdio_sandbox_uid_base: int = Field(200_000, ge=1000)
 
+    # Upstream URLs (``toolmesh.egress``): loopback and private addresses are for servers an owner or
+    # admin registers; these networks (CIDRs, e.g. ``10.20.0.0/16``) every registrar's servers may reach
+    # too. Link-local and cloud-metadata addresses stay refused whatever is listed.
+    upstream_private_networks: Names = ()
+
     # The front door: browser origins allowed on /mcp (``scheme://host:port``, ``:*`` = any port;
     # requests without Origin pass), extra Host names accepted when bound to loopback, the request
     # body limit, and the per-principal rate limit (token bucket; 0 requests/s disables it).
@@ -208,6 +214,13 @@ class Settings(BaseSettings):
             ),
         )
 
+    @field_validator("upstream_private_networks")
+    @classmethod
+    def _check_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # a ValueError names the bad one
+        return value
+
     @field_validator("stdio_sandbox_paths_read_only", mode="before")
     @classmethod
     def _split_paths(cls, value: Any) -> Any:
@@ -217,7 +230,13 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "stdio_base_env", "expandable_variables", "stdio_commands", "allowed_origins", "allowed_hosts", mode="before"
+        "stdio_base_env",
+        "expandable_variables",
+        "stdio_commands",
+        "allowed_origins",
+        "allowed_hosts",
+        "upstream_private_networks",
+        mode="before",
     )
     @classmethod
     def _split_names(cls, value: Any) -> Any:

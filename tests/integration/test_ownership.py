@@ -52,7 +52,15 @@ class Team:
 async def team(nats_url: str, database_url: str) -> AsyncIterator[Team]:
     roles = ["gateway", "session-worker", "projector"]
     async with (
-        running_system(nats_url, database_url, roles=roles, rest_retry_backoff_seconds=0.05) as system,
+        # The peer listens on loopback: the deployment opens it to agents (loopback and private
+        # targets are otherwise for owners and admins).
+        running_system(
+            nats_url,
+            database_url,
+            roles=roles,
+            rest_retry_backoff_seconds=0.05,
+            upstream_private_networks=("127.0.0.0/8",),
+        ) as system,
         launch_rest_peer() as url,
     ):
         tokens = {}

@@ -16,6 +16,7 @@ import pytest
 from tests.peers.everything import EverythingUnavailable, install_everything, launch_everything
 from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
 from toolmesh import processes
+from toolmesh.egress import EgressPolicy
 from toolmesh.polling import poll_until
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout, open_session
 
@@ -23,6 +24,8 @@ pytestmark = pytest.mark.integration
 
 TRANSPORTS = ["stdio", "sse", "http"]
 CONNECT_TIMEOUT = 30.0
+LOOPBACK_PEERS = EgressPolicy(private=True)
+"""The peers listen on 127.0.0.1: the policy of a server an owner or admin registered."""
 
 
 class Events:
@@ -50,6 +53,7 @@ async def connect(peer: PeerInfo, events: Events | None = None, name: str = "dem
         connect_timeout=CONNECT_TIMEOUT,
         on_tools_changed=events.on_tools_changed,
         on_lost=events.on_lost,
+        egress=LOOPBACK_PEERS,
     )
 
 

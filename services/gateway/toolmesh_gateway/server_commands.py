@@ -42,6 +42,7 @@ from toolmesh.contracts.servers import (
     ServerCreated,
 )
 from toolmesh.credentials import CredentialBox, mask_config
+from toolmesh.egress_admission import admit_upstream
 from toolmesh.errors import (
     LimitExceeded,
     ServerAlreadyExists,
@@ -116,13 +117,15 @@ class ServerCommands:
         """BR-001: register, then connect when ``auto_connect``; 409 when the namespace has the name.
 
         STDIO servers are for owners and admins, and a config names only the commands and variables the
-        deployment allows (``registration_policy``). Registrations take turns across every gateway
-        replica (a database lock held until the new server is in the read model), so concurrent ones
-        can never exceed the server limit.
+        deployment allows (``registration_policy``); its URLs follow the egress policy (``egress_admission``:
+        plain http and loopback or private targets for owners and admins, metadata never). Registrations
+        take turns across every gateway replica (a database lock held until the new server is in the
+        read model), so concurrent ones can never exceed the server limit.
         """
         caller.principal.require_registrar()
         namespace = caller.principal.home(request.namespace)
         check_registration(request, caller.principal.role, namespace, self._b.settings)
+        await admit_upstream(request, caller.principal.manages, self._b.settings.upstream_private_networks)
         policy = new_tools_policy(request.new_tools, caller.principal.role)  # auto is an admin's choice
         async with self._registering, advisory_lock(self._b.db, "server-registration"):
             await self._within_server_limits(namespace)
@@ -173,6 +176,7 @@ class ServerCommands:
             masked_config=mask_config(request.connection_config),
             health_check_url=health_url,
             new_tools=policy,
+            private_network=caller.principal.manages,  # loopback and private targets: an admin's decision
         )
         try:
             events: list[Event] = [registered]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 
-import httpx
 from opentelemetry.trace import SpanKind
 
 from toolmesh.bus.publishing import publish_command, publish_event
@@ -20,6 +19,8 @@ from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import RECONNECT_REASON, CheckServerHealth, ConnectServer
 from toolmesh.contracts.events import HealthChecked, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictRpc
+from toolmesh.egress import EgressPolicy
+from toolmesh.egress_http import EgressClients
 from toolmesh.errors import ToolmeshError
 from toolmesh.health import CHECKED, CheckOutcome, Verdict, check_timeout, decide
 from toolmesh.lifecycle import ServerStatus
@@ -36,7 +37,7 @@ VERDICT_TIMEOUT_SECONDS = 5.0
 class Checker:
     """Runs checks for one health-worker."""
 
-    def __init__(self, backends: Backends, http: httpx.AsyncClient, identity: str) -> None:
+    def __init__(self, backends: Backends, http: EgressClients, identity: str) -> None:
         self._b = backends
         self._http = http
         self.identity = identity
@@ -62,7 +63,9 @@ class Checker:
     async def _probe(self, state: Row) -> CheckOutcome:
         timeout = check_timeout(self._b.settings.health_check_timeout_seconds, self._b.settings.health_interval_seconds)
         if state["health_check_url"]:
-            return await probe_url(self._http, state["health_check_url"], timeout)
+            # Loopback and private addresses only if an owner or admin registered the server.
+            egress = EgressPolicy.of(state["private_network"], self._b.settings.upstream_private_networks)
+            return await probe_url(self._http.client(egress), state["health_check_url"], timeout)
         return await probe_session(self._b.nc, state["id"], timeout)
 
     async def _record(self, state: Row, command: CheckServerHealth, outcome: CheckOutcome) -> HealthChecked:

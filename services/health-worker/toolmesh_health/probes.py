@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
+import httpx2
 from nats.aio.client import Client as NATS
 
 from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.rpc import PingRpc
+from toolmesh.egress import MAX_REDIRECTS, redirect_problem
+from toolmesh.egress_http import egress_refused
 from toolmesh.errors import ToolmeshError
 from toolmesh.health import CheckOutcome, judge_http_status
 
@@ -21,15 +23,41 @@ def _elapsed_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-async def probe_url(client: httpx.AsyncClient, url: str, timeout: float) -> CheckOutcome:
-    """GET ``url`` within ``timeout`` seconds in all (connect, headers and body)."""
+class _OffHost(Exception):
+    """The health check URL redirected to another host."""
+
+
+async def _get_on_host(client: httpx2.AsyncClient, url: str, timeout: float) -> httpx2.Response:
+    """GET ``url``, following at most ``MAX_REDIRECTS`` redirects that stay on its host."""
+    response = await client.get(url, timeout=timeout)
+    for _ in range(MAX_REDIRECTS):
+        target = response.next_request
+        if target is None:
+            break
+        await response.aclose()
+        if redirect_problem(url, str(target.url)) is not None:
+            raise _OffHost
+        response = await client.send(target)
+    return response
+
+
+async def probe_url(client: httpx2.AsyncClient, url: str, timeout: float) -> CheckOutcome:
+    """GET ``url`` within ``timeout`` seconds in all (connect, headers and body), following redirects on
+    its host only; ``client``'s connections follow the server's egress policy (``toolmesh.egress_http``)."""
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):
-            response = await client.get(url, timeout=timeout)
+            response = await _get_on_host(client, url, timeout)
     except TimeoutError:
         return CheckOutcome.failed(f"Health check timed out after {timeout:g}s", _elapsed_ms(started))
-    except httpx.HTTPError as exc:
+    except _OffHost:
+        return CheckOutcome.failed("Health check URL redirects to another host (not followed)", _elapsed_ms(started))
+    except httpx2.HTTPError as exc:
+        if egress_refused(exc) is not None:
+            return CheckOutcome.failed(
+                "Health check refused by the egress policy (a loopback, private, link-local or metadata address)",
+                _elapsed_ms(started),
+            )
         # The class only: a driver's text may quote the URL, and with it the URL's credentials.
         return CheckOutcome.failed(f"Health check failed: {type(exc).__name__}", _elapsed_ms(started))
     return judge_http_status(response.status_code, _elapsed_ms(started))

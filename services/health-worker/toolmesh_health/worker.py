@@ -10,7 +10,7 @@ import asyncio
 import logging
 import secrets
 
-import httpx
+import httpx2
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth
+from toolmesh.egress_http import EgressClients
 from toolmesh.runtime import Backends
 from toolmesh.supervision import TaskSet, supervise
 from toolmesh_health.checker import Checker
@@ -28,6 +29,8 @@ log = logging.getLogger("toolmesh.health")
 DURABLE = "health-workers"
 FETCH_BATCH = 4
 MAX_CONCURRENT_CHECKS = 64
+HEALTH_POOL_LIMITS = httpx2.Limits(max_connections=MAX_CONCURRENT_CHECKS, keepalive_expiry=30.0)
+"""One pool per egress policy (``EgressClients``), as many connections as checks run at once."""
 
 
 class HealthWorker:
@@ -44,7 +47,7 @@ class HealthWorker:
         settings = self._b.settings
         kv = await leases_bucket(self._b.js, settings.lease_ttl_seconds)
         scheduler = self.scheduler = Scheduler(settings, self._b.js, self._b.db, LeaseTable(kv, self.identity))
-        async with httpx.AsyncClient(follow_redirects=True, max_redirects=3) as http:
+        async with EgressClients(HEALTH_POOL_LIMITS) as http:
             checker = Checker(self._b, http, self.identity)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(supervise("health-scheduler", lambda: scheduler.run(stop), stop))

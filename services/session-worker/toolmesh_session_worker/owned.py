@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-import httpx2
 import mcp_types
 import nats.errors
 from nats.aio.client import Client as NATS
@@ -18,6 +17,8 @@ from nats.aio.client import Client as NATS
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
+from toolmesh.egress import EgressPolicy
+from toolmesh.egress_http import EgressClients
 from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import ServerStatus, can_transition
@@ -64,7 +65,7 @@ class OwnedServer:
     """The live side of one server: connect with retries, discover, and close."""
 
     def __init__(
-        self, backends: Backends, row: Row, box: CredentialBox, publish: Publish, http: httpx2.AsyncClient | None = None
+        self, backends: Backends, row: Row, box: CredentialBox, publish: Publish, http: EgressClients | None = None
     ) -> None:
         self.server_id: str = row["id"]
         self.name: str = row["name"]
@@ -78,7 +79,11 @@ class OwnedServer:
         self._b = backends
         self._box = box
         self._publish = publish
-        self._http = http  # the worker's shared pool for HTTP upstreams (None: each session pools its own)
+        self._http = http  # the worker's shared pools for HTTP upstreams (None: each session pools its own)
+        # Where its URLs may go: loopback and private addresses only if an owner or admin registered it.
+        self.egress = EgressPolicy.of(
+            bool(row["connection_config"].get("private_network")), backends.settings.upstream_private_networks
+        )
         self.session: Upstream | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
@@ -239,7 +244,8 @@ class OwnedServer:
                     on_lost=self._lost,
                     stdio_base_env=base_env,
                     stdio_sandbox=sandbox,
-                    http_client=self._http,
+                    http_client=self._http.client(self.egress) if self._http is not None else None,
+                    egress=self.egress,
                     client_side=self.clients,
                     rest_policy=RestPolicy(
                         settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds

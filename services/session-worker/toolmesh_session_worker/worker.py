@@ -14,7 +14,6 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
-import httpx2
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -32,6 +31,7 @@ from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, Conne
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import rpc_wildcard
 from toolmesh.credentials import CredentialBox
+from toolmesh.egress_http import EgressClients
 from toolmesh.lifecycle import ServerStatus, wants_session
 from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
@@ -41,7 +41,7 @@ from toolmesh.telemetry import span
 from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.requests import answer
-from toolmesh_session_worker.upstream.transports import shared_http_client
+from toolmesh_session_worker.upstream.transports import SHARED_POOL_LIMITS
 
 log = logging.getLogger("toolmesh.session_worker")
 DURABLE = "session-workers"
@@ -62,7 +62,7 @@ class SessionWorker:
         self._connects = TaskSet("connect")
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
-        self._http: httpx2.AsyncClient | None = None
+        self._http: EgressClients | None = None
 
     @property
     def owned(self) -> dict[str, OwnedServer]:
@@ -74,9 +74,9 @@ class SessionWorker:
         log.info("%s", (await asyncio.to_thread(sandbox.mode, self._b.settings)).describe())
         kv = await leases_bucket(self._b.js, self._b.settings.lease_ttl_seconds)
         self._leases = LeaseTable(kv, self._b.process_id)
-        # One connection pool for every HTTP upstream session: a client of its own per session
-        # would cost each one ~800 KB (its TLS context and pool).
-        async with shared_http_client() as self._http:
+        # One connection pool per egress policy for every HTTP upstream session: a client of its own
+        # per session would cost each one ~800 KB (its TLS context and pool).
+        async with EgressClients(SHARED_POOL_LIMITS) as self._http:
             try:
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(supervise("connect-commands", lambda: self._consume_commands(stop), stop))

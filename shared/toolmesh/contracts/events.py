@@ -60,6 +60,8 @@ class ServerRegistered(ServerEvent):
     health_check_url: str | None = None
     ip_address: str | None = None
     new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
+    private_network: bool = False
+    """An owner or admin registered it: its URLs may reach loopback and private addresses (``toolmesh.egress``)."""
 
 
 class ServerStatusChanged(ServerEvent):

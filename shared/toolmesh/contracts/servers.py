@@ -22,6 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from toolmesh.categories import ToolCategory
 from toolmesh.contracts.sandbox import sandbox_problems
 from toolmesh.credentials import protected_references
+from toolmesh.egress import rest_base_problem, url_problem
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.loopback import is_loopback_host
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
@@ -74,6 +75,15 @@ def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | No
     )
 
 
+def upstream_url_problem(transport: TransportType, url: str) -> str | None:
+    """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress``): a
+    link-local or metadata host in any spelling, and for REST a URL that could bend to another path."""
+    problem = url_problem(url)
+    if problem is None and transport is TransportType.REST:
+        problem = rest_base_problem(url)
+    return problem
+
+
 def config_problems(
     transport: TransportType, config: dict[str, Any], *, allow_insecure: bool = False
 ) -> list[tuple[str, str]]:
@@ -87,6 +97,8 @@ def config_problems(
         problems.append((required, f"'{required}' must be an http(s) URL"))
     elif required != "command" and (problem := insecure_url_problem(required, value, allow_insecure)):
         problems.append((required, problem))
+    elif required != "command" and (problem := upstream_url_problem(transport, value)):
+        problems.append((required, f"'{required}': {problem}"))
     known = (required, *optional)
     for name in config:
         if name not in known:  # a misspelt "headers" or "env" would silently drop credentials
@@ -152,7 +164,9 @@ class RegisterServerRequest(BaseModel):
             )
         ]
         health = str(self.health_check_url) if self.health_check_url else None
-        if health and (problem := insecure_url_problem("health_check_url", health, self.allow_insecure)):
+        if health and (
+            problem := insecure_url_problem("health_check_url", health, self.allow_insecure) or url_problem(health)
+        ):
             errors.append(
                 InitErrorDetails(
                     type=PydanticCustomError("value_error", problem), loc=("health_check_url",), input=health

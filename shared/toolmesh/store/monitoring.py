@@ -19,9 +19,11 @@ async def servers_to_check(db: asyncpg.Pool) -> list[str]:
 
 
 async def health_state(db: asyncpg.Pool, server_id: str) -> Row | None:
-    """What one check needs: name, status, health URL and the failures counted so far."""
+    """What one check needs: name, status, health URL, whether an owner or admin registered it (its URLs
+    may reach private addresses) and the failures counted so far."""
     return await db.fetchrow(
-        "SELECT id::text AS id, name, namespace, status, health_check_url, consecutive_failures "
+        "SELECT id::text AS id, name, namespace, status, health_check_url, consecutive_failures, "
+        "COALESCE((connection_config->>'private_network')::boolean, false) AS private_network "
         "FROM mcp.external_servers WHERE id = $1::uuid",
         server_id,
     )

@@ -115,7 +115,11 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
                 event.name,
                 event.description,
                 str(event.transport_type),
-                {"sealed": event.sealed_config, "masked": event.masked_config},
+                {
+                    "sealed": event.sealed_config,
+                    "masked": event.masked_config,
+                    "private_network": event.private_network,
+                },
                 event.health_check_url,
                 event.occurred_at,
                 event.namespace,

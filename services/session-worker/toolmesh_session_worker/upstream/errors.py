@@ -19,6 +19,8 @@ import httpx2
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
+from toolmesh.egress import EgressRefused
+
 
 class UpstreamError(Exception):
     """The upstream could not be reached or broke the protocol; ``code`` is a JSON-RPC error code."""
@@ -54,8 +56,12 @@ class UpstreamMisconfigured(UpstreamError):
 
 
 REFUSED = (401, 403)
-_UNSTARTABLE = (FileNotFoundError, PermissionError, NotADirectoryError)
+_UNSTARTABLE = (FileNotFoundError, PermissionError, NotADirectoryError, EgressRefused)
 _KNOWN: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    (
+        EgressRefused,
+        "refused by the egress policy (a loopback, private, link-local or metadata address, or a redirect)",
+    ),
     (ConnectionRefusedError, "connection refused"),
     (socket.gaierror, "host name not resolved"),
     (ssl.SSLError, "TLS handshake failed"),
@@ -100,7 +106,8 @@ def refused_status(exc: BaseException) -> int | None:
 
 
 def unstartable(exc: BaseException) -> bool:
-    """Whether ``exc`` says a process could not be started at all (missing or forbidden command)."""
+    """Whether ``exc`` says the upstream cannot be opened as configured (a missing or forbidden command,
+    an address or redirect the egress policy refuses)."""
     return any(isinstance(current, _UNSTARTABLE) for current in _causes(exc))
 
 

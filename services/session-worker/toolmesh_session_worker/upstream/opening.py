@@ -7,8 +7,10 @@ from typing import Any
 
 import httpx2
 
+from toolmesh.egress import EgressPolicy, rest_base_problem, url_problem
 from toolmesh.sandbox import Sandboxer
 from toolmesh_session_worker.upstream.client_side import ClientSide
+from toolmesh_session_worker.upstream.errors import UpstreamMisconfigured
 from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
 from toolmesh_session_worker.upstream.session import (
     ListChangedCallback,
@@ -34,6 +36,7 @@ async def open_session(
     client_side: ClientSide | None = None,
     on_list_changed: ListChangedCallback | None = None,
     rest_policy: RestPolicy | None = None,
+    egress: EgressPolicy | None = None,
 ) -> Upstream:
     """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
 
@@ -43,12 +46,21 @@ async def open_session(
     (the config headers are still applied per session); without it each session pools its own.
     ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
     (see ``base_environment``); without it the server gets only its config's ``env``. ``stdio_sandbox``
-    wraps a STDIO server's process in the deployment's sandbox (``toolmesh.sandbox``).
+    wraps a STDIO server's process in the deployment's sandbox (``toolmesh.sandbox``). ``egress`` is
+    where the server's HTTP connections may go (``toolmesh.egress``; public addresses only when None);
+    ``http_client`` must then be a client of the same policy.
 
     Raises:
+        UpstreamMisconfigured: the egress policy refuses the server's URL (checked again here, after
+            ``${VAR}`` expansion) or, at connect, the address it resolves to.
         UpstreamError: the server could not be started or reached, or the handshake failed.
     """
-    if transport_type.upper() == "REST":
+    kind = transport_type.upper()
+    url = config.get("base_url" if kind in ("HTTP", "STREAMABLE_HTTP") else "url")
+    if kind != "STDIO" and (problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url)))):
+        words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
+        raise UpstreamMisconfigured(words, summary=words)
+    if kind == "REST":
         return await open_rest_session(
             server_name,
             config,
@@ -57,6 +69,7 @@ async def open_session(
             on_lost=on_lost,
             on_tools_changed=on_tools_changed,
             http_client=http_client,
+            egress=egress,
         )
     transport = build_transport(
         server_name,
@@ -65,6 +78,7 @@ async def open_session(
         http_client=http_client,
         stdio_base_env=stdio_base_env,
         stdio_sandbox=stdio_sandbox,
+        egress=egress,
     )
     session = UpstreamSession(
         server_name,

@@ -33,6 +33,8 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
+from toolmesh.egress import EgressPolicy, EgressRefused, rest_endpoint
+from toolmesh.egress_http import egress_refused
 from toolmesh.secret_text import mask_url
 from toolmesh.supervision import TaskSet
 from toolmesh.translation import (
@@ -52,6 +54,7 @@ from toolmesh.translation import (
 from toolmesh_session_worker.upstream.errors import (
     REFUSED,
     UpstreamError,
+    UpstreamMisconfigured,
     UpstreamRefused,
     UpstreamTimeout,
     describe,
@@ -90,6 +93,7 @@ class RestSession:
         on_lost: Callable[[str], Awaitable[None]] | None = None,
         on_tools_changed: Callable[[], Awaitable[None]] | None = None,
         http_client: httpx2.AsyncClient | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.server_name = server_name
         self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
@@ -104,7 +108,13 @@ class RestSession:
         self._on_lost = on_lost
         self._on_tools_changed = on_tools_changed
         timeout = httpx2.Timeout(policy.timeout_seconds)
-        self._client = session_http_client({"Accept": "application/json", **headers}, http_client, timeout)
+        self._client = session_http_client(
+            {"Accept": "application/json", **headers},
+            http_client,
+            timeout,
+            upstream=url,
+            egress=egress or EgressPolicy(),
+        )
         self._tools: list[str] = []  # names of the last tool list, for a 404's answer
         self._alive = False
         self._pending = 0
@@ -283,6 +293,8 @@ class RestSession:
             response = await self._send("GET", "/health", timeout, "checking health", probe=False)
         except UpstreamTimeout as exc:
             raise MCPConnectionError(f"GET /health: no answer within {timeout:g}s") from exc
+        except UpstreamMisconfigured:
+            raise  # refused by the egress policy: no retry can help
         except UpstreamError as exc:
             log.info("GET /health failed: %s", exc.reason, extra={"server": self.server_name})
             raise MCPConnectionError(f"GET /health failed: {exc.summary}") from exc
@@ -309,14 +321,22 @@ class RestSession:
     async def _send(
         self, method: str, path: str, timeout: float, what: str, *, probe: bool = True, body: Any = None
     ) -> httpx2.Response:
-        """One request within ``timeout`` in all; an unreachable server is ``UpstreamError`` (and a probe)."""
+        """One request within ``timeout`` in all; an unreachable server is ``UpstreamError`` (and a probe),
+        one the egress policy refuses (another path, a refused address or redirect) ``UpstreamMisconfigured``."""
         try:
+            url = rest_endpoint(self._base, path)
             async with asyncio.timeout(timeout):
-                return await self._client.request(method, self._base + path, json=body, timeout=timeout)
+                return await self._client.request(method, url, json=body, timeout=timeout)
+        except EgressRefused as exc:
+            words = f"{self.server_name}: refused by the egress policy while {what}"
+            raise UpstreamMisconfigured(f"{words}: {exc}", summary=words) from exc
         except (TimeoutError, httpx2.TimeoutException) as exc:
             words = f"{self.server_name}: timed out after {timeout:g}s while {what}"
             raise UpstreamTimeout(words, summary=words) from exc
         except httpx2.HTTPError as exc:
+            if (refused := egress_refused(exc)) is not None:  # the details may quote a redirect: log only
+                words = f"{self.server_name}: refused by the egress policy while {what}"
+                raise UpstreamMisconfigured(f"{words}: {refused}", summary=words) from exc
             reason = describe(exc)
             if probe and self._alive:
                 self._probes.spawn(self._probe())
@@ -366,10 +386,13 @@ async def open_rest_session(
     on_lost: Callable[[str], Awaitable[None]] | None = None,
     on_tools_changed: Callable[[], Awaitable[None]] | None = None,
     http_client: httpx2.AsyncClient | None = None,
+    egress: EgressPolicy | None = None,
 ) -> RestSession:
-    """Connect to a REST tool server (``config``: ``url``, ``headers``; validated and ``${VAR}``-expanded).
+    """Connect to a REST tool server (``config``: ``url``, ``headers``; validated and ``${VAR}``-expanded)
+    whose requests go only where ``egress`` allows (public addresses when None).
 
     Raises:
+        UpstreamMisconfigured: the egress policy refuses the server's URL or address.
         UpstreamError: ``/health`` did not answer 200 within the retries.
     """
     headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
@@ -381,6 +404,7 @@ async def open_rest_session(
         on_lost=on_lost,
         on_tools_changed=on_tools_changed,
         http_client=http_client,
+        egress=egress,
     )
     try:
         await session.connect(connect_timeout)

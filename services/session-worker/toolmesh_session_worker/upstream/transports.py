@@ -16,6 +16,8 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from toolmesh.egress import EgressPolicy
+from toolmesh.egress_http import REDIRECT_OPTIONS, OriginLock, guarded_client
 from toolmesh.sandbox import Sandboxer, SandboxError
 from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamMisconfigured
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES, StdioProcess
@@ -74,42 +76,55 @@ class RefusalWatch:
             self.status = response.status_code
 
 
-def shared_http_client() -> httpx2.AsyncClient:
-    """The pooled client a worker's HTTP sessions share (each wraps it with its own headers)."""
-    return httpx2.AsyncClient(limits=SHARED_POOL_LIMITS)
-
-
 def session_http_client(
     headers: Mapping[str, str],
     shared: httpx2.AsyncClient | None,
     timeout: httpx2.Timeout | None = None,
     *,
+    upstream: str,
+    egress: EgressPolicy,
     watch: RefusalWatch | None = None,
 ) -> httpx2.AsyncClient:
-    """A client for one session: its own default headers, connections from ``shared`` if given,
-    every answer shown to ``watch`` if given."""
+    """A client for one session of the server at ``upstream``: its own default headers, connections
+    from ``shared`` if given (a client of the same ``egress`` policy), else from a pool of its own
+    that follows ``egress``; redirects followed on ``upstream``'s host only; every answer shown to
+    ``watch`` if given."""
     timeout = timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT)
-    hooks: dict[str, list[Callable[..., Any]]] = {"response": [watch] if watch is not None else []}
+    hooks: dict[str, list[Callable[..., Any]]] = {
+        "request": [OriginLock(upstream)],
+        "response": [watch] if watch is not None else [],
+    }
     if shared is None:
-        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=HTTP_POOL_LIMITS, event_hooks=hooks)
+        return guarded_client(
+            egress, HTTP_POOL_LIMITS, headers=dict(headers), timeout=timeout, event_hooks=hooks, **REDIRECT_OPTIONS
+        )
     return httpx2.AsyncClient(
-        headers=dict(headers), timeout=timeout, transport=_SharedClientTransport(shared), event_hooks=hooks
+        headers=dict(headers),
+        timeout=timeout,
+        transport=_SharedClientTransport(shared),
+        event_hooks=hooks,
+        **REDIRECT_OPTIONS,
     )
 
 
 class StreamableHttpTransport:
     """Streamable HTTP (config: ``base_url``, ``headers``)."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None) -> None:
+    def __init__(
+        self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None, egress: EgressPolicy
+    ) -> None:
         self.url = url
         self._headers = dict(headers)
         self._shared = http_client
+        self._egress = egress
         self._refusal = RefusalWatch()
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
-        async with session_http_client(self._headers, self._shared, watch=self._refusal) as client:
+        async with session_http_client(
+            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal
+        ) as client:
             async with streamable_http_client(
                 self.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
             ) as streams:
@@ -132,10 +147,13 @@ class StreamableHttpTransport:
 class SseTransport:
     """Legacy HTTP+SSE (config: ``url``, ``headers``)."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None) -> None:
+    def __init__(
+        self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None, egress: EgressPolicy
+    ) -> None:
         self.url = url
         self._headers = dict(headers)
         self._shared = http_client
+        self._egress = egress
         self._refusal = RefusalWatch()
 
     def _client_factory(
@@ -145,7 +163,9 @@ class SseTransport:
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
         # sse_client enters and closes whatever this returns, so a shared client is wrapped.
-        return session_http_client(self._headers, self._shared, timeout, watch=self._refusal)
+        return session_http_client(
+            self._headers, self._shared, timeout, upstream=self.url, egress=self._egress, watch=self._refusal
+        )
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
@@ -180,8 +200,12 @@ def build_transport(
     http_client: httpx2.AsyncClient | None = None,
     stdio_base_env: Mapping[str, str] | None = None,
     stdio_sandbox: Sandboxer | None = None,
+    egress: EgressPolicy | None = None,
 ) -> UpstreamTransport:
     """The transport for a validated, already ``${VAR}``-expanded connection config.
+
+    ``egress`` is where an SSE or Streamable HTTP server's connections may go (public addresses
+    only when None; ``http_client`` must be a client of the same policy).
 
     ``stdio_base_env`` is what a STDIO server inherits besides its config's ``env`` (nothing when None);
     ``stdio_sandbox`` wraps a STDIO child in the deployment's sandbox (unconfined when None).
@@ -203,9 +227,9 @@ def build_transport(
         )
     headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
     if kind == "SSE":
-        return SseTransport(str(config["url"]), headers, http_client)
+        return SseTransport(str(config["url"]), headers, http_client, egress or EgressPolicy())
     if kind in ("HTTP", "STREAMABLE_HTTP"):
-        return StreamableHttpTransport(str(config["base_url"]), headers, http_client)
+        return StreamableHttpTransport(str(config["base_url"]), headers, http_client, egress or EgressPolicy())
     raise ValueError(f"unknown transport type {transport_type!r}")
 
 
