@@ -10,11 +10,13 @@
   publish the new list), any other status is a protocol error (``EXECUTION_FAILED``);
 * ping: ``GET {url}/health``.
 
-The config's ``headers`` (bearer tokens, ``${VAR}`` already expanded) go with every request. No
-connection is held between requests (the client pools keep-alive connections), so a request that
-cannot reach the server makes the session check ``/health`` once, and a failed check ends the
-session (``on_lost``), as a broken MCP transport does. To MCP clients it describes itself as an
-MCP server offering tools only.
+Requests go to those three paths under the base URL only (``toolmesh.egress.rest_endpoint``), to
+addresses the server's egress policy allows, following redirects on the same host only; a refusal is
+``UpstreamMisconfigured`` (not retried). The config's ``headers`` (bearer tokens, ``${VAR}`` already
+expanded) go with every request. No connection is held between requests (the client pools keep-alive
+connections), so a request that cannot reach the server makes the session check ``/health`` once,
+and a failed check ends the session (``on_lost``), as a broken MCP transport does. To MCP clients it
+describes itself as an MCP server offering tools only.
 """
 
 from __future__ import annotations
