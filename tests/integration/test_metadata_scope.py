@@ -99,6 +99,11 @@ async def test_search_health_counts_the_callers_namespace_only(deployment: Deplo
         assert not {"last_applied_seq", "stream_last_seq", "events_behind"} & health.keys(), health
     async with deployment.client(ADMIN_TOKEN) as owner:
         assert "last_applied_seq" in (await owner.get("/api/v1/search/health")).json()
+        assert (await owner.get("/api/v1/aggregator/state")).json()["total_servers"] == 3
+    async with deployment.client("user-b") as user:  # the aggregator's counts are the namespace's too
+        state = (await user.get("/api/v1/aggregator/state")).json()
+        assert (state["total_servers"], state["total_tools"]) == (1, demo_tools)
+        assert (await user.get("/api/v1/aggregator/health")).json()["servers"]["total"] == 1
 
 
 async def test_a_search_hit_id_is_the_row_of_the_callers_own_tool(deployment: Deployment) -> None:
