@@ -140,3 +140,12 @@ async def test_bad_code_mode_pack_arguments_are_a_tool_error_naming_the_field(
         snippet = f"r = 'missed'\ntry:\n    {code}\nexcept ValueError:\n    r = 'caught'\nr"
         caught = await session.call_tool("run", {"code": snippet})
         assert json.loads(text_of(caught))["result"] == "caught", text_of(caught)
+
+
+async def test_code_mode_tool_arguments_300_deep_are_a_tool_error(demo: System) -> None:
+    snippet = "x = 'x'\nfor i in range(300):\n    x = [x]\ndemo.echo(text=x)"
+    async with mcp_session(demo, mode="search") as session:
+        result = await session.call_tool("run", {"code": snippet})
+        assert result.is_error is True, text_of(result)
+        error = json.loads(text_of(result))["error"]
+        assert "VALIDATION_ERROR" in error and "demo.echo" in error, error

@@ -13,6 +13,7 @@ fairly between namespaces (``worker_shares``): one tenant's runs cannot hold the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,7 @@ from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
 from toolmesh_gateway.front_door.worker_shares import WorkerShares
+from toolmesh_gateway.json_depth import json_depth
 from toolmesh_gateway.nats_api.replies import invalid_payload
 
 log = logging.getLogger("toolmesh.gateway.code")
@@ -111,6 +113,7 @@ class _Run:
     search: Search
     deadline: float
     default_timeout: float
+    max_depth: int
     handles: dict[UUID, str] = field(default_factory=dict)
     server_packs: dict[str, str] = field(default_factory=dict)
     calls: int = 0
@@ -148,6 +151,9 @@ class _Run:
             raise PackError(packs.unknown_tool_message(pack, method, names))
         if args:
             raise PackError(f"{pack}.{method}() takes keyword arguments only", TypeError)
+        if _nests_deeper_than(kwargs, self.max_depth - 1):  # as deep as a REST call's body may carry them
+            message = f"VALIDATION_ERROR: {pack}.{method}(): arguments nest deeper than {self.max_depth - 1} levels"
+            raise PackError(message, ValueError)
         self.calls += 1
         left = self.deadline - time.monotonic()
         timeout = max(min(left, self.default_timeout), 0.001)
@@ -197,6 +203,15 @@ class _Run:
             return await self.search(request.query, request.limit, request.server_filter)
         except ToolmeshError as exc:
             raise PackError(f"{exc.error_code}: {exc.detail}", RuntimeError) from exc
+
+
+def _nests_deeper_than(arguments: dict[str, Any], limit: int) -> bool:
+    """True when a snippet's arguments nest deeper than ``limit`` (or too deep to encode at all)."""
+    try:
+        text = json.dumps(arguments, default=repr).encode()
+    except RecursionError:
+        return True
+    return json_depth(text) > limit
 
 
 def _refusal(call: str, error: ToolmeshError) -> str:
@@ -267,6 +282,7 @@ class CodeRunner:
             caller_packs.search,
             deadline=started + budget,
             default_timeout=self._settings.request_timeout_seconds,
+            max_depth=self._settings.max_request_json_depth,
         )
         output = CollectString(max_bytes=MAX_OUTPUT_BYTES)
         result = RunResult(ok=False)
