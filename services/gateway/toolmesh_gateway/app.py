@@ -73,9 +73,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.state.idempotency = IdempotencyStore(kept, settings.idempotency_claim_seconds)
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware)
-    app.add_middleware(
-        BodyLimit, max_bytes=settings.max_request_body_bytes, max_depth=settings.max_request_json_depth
-    )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_body_bytes, max_depth=settings.max_request_json_depth)
     app.add_middleware(observability.TracingMiddleware)  # the last added runs first
     app.include_router(observability.router)
     app.include_router(servers.router)
