@@ -75,9 +75,6 @@ def test_ec002_first_dot_splits() -> None:
     assert (route.server, route.tool) == (A, "api.v2.create")
 
 
-def test_ec002_dotted_original_name_resolves_by_lookup() -> None:
-    route = resolve_route(VIEW, "api.v2.create")
-    assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.LOOKUP_RESOLVED)
 def test_a_tool_named_like_another_servers_tool_cannot_capture_its_calls() -> None:
     ghost = ServerRoute("id-ghost", "ghost", ServerStatus.CONNECTED)
     intruder = ServerRoute("id-x", "x", ServerStatus.CONNECTED)
@@ -91,6 +88,9 @@ def test_a_tool_named_like_another_servers_tool_cannot_capture_its_calls() -> No
     assert resolve_route(View({ghost: set(), intruder: {"ghost.echo"}}), "x.ghost.echo").server == intruder
 
 
+def test_ec002_dotted_original_name_resolves_by_lookup() -> None:
+    route = resolve_route(VIEW, "api.v2.create")
+    assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.LOOKUP_RESOLVED)
 
 
 def test_br005_unique_original_name_resolves() -> None:
