@@ -1,4 +1,5 @@
-"""The secrets of the deployment itself, made known to the log redactor when a process starts.
+"""The secrets of the deployment itself: made known to the log redactor when a process starts, and
+kept out of ``${VAR}`` expansion (``registration_policy.worker_environment``).
 
 A hostile upstream may print what it read (a STDIO child's stderr is logged line by line), and
 drivers quote URLs in their errors: whatever the line, the owner token, the credential keys, the

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from toolmesh.config import Settings
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import RegisterServerRequest, TransportType
 from toolmesh.credentials import expandable_environment, is_protected_variable, variable_references
+from toolmesh.deployment_secrets import deployment_secrets
 from toolmesh.errors import Forbidden, ValidationFailed
 
-OPERATORS = frozenset({Role.OWNER, Role.ADMIN})
-"""The roles that may run a command on a host (register STDIO servers)."""
 _MIN_CONTAINED = 8
 """A secret this long is refused inside a longer value too; a shorter one only as the whole value."""
 
@@ -51,7 +49,7 @@ def check_registration(request: RegisterServerRequest, role: Role, namespace: st
         Forbidden: a STDIO server registered by a role other than owner or admin.
         ValidationFailed: a command the deployment does not list, or a ``${VAR}`` it does not allow.
     """
-    if request.transport_type is TransportType.STDIO and role not in OPERATORS:
+    if request.transport_type is TransportType.STDIO and not role.manages:
         raise Forbidden(
             f"Role '{role}' may not register STDIO servers (running a command on a host is for owners and admins)",
             {"role": str(role), "action": "register STDIO servers"},
@@ -80,27 +78,10 @@ def check_registration(request: RegisterServerRequest, role: Role, namespace: st
         )
 
 
-def held_secrets(settings: Settings) -> list[str]:
-    """The secrets of a process's settings (tokens, keys, passwords in URLs)."""
-    values = [
-        settings.admin_token,
-        settings.credential_key,
-        settings.nats_password,
-        settings.nats_token,
-        settings.metrics_token,
-        settings.classifier_llm_api_key,
-        *(settings.credential_previous_keys or "").split(","),
-    ]
-    for url in (settings.database_url, settings.nats_url, settings.qdrant_url):
-        if url:
-            values.append(urlsplit(url).password)
-    return [v.strip() for v in values if v and v.strip()]
-
-
 def worker_environment(environ: Mapping[str, str], settings: Settings, namespace: str) -> dict[str, str]:
     """The variables of the worker's ``environ`` a config of ``namespace`` may expand: the allowed
     ones, without toolmesh's own nor any whose value holds one of the worker's secrets."""
-    secrets = held_secrets(settings)
+    secrets = [secret.value for secret in deployment_secrets(settings, {}) if secret.sensitive]
     allowed = expandable_environment(environ, expandable_patterns(settings, namespace))
     return {name: value for name, value in allowed.items() if not any(_holds(value, s) for s in secrets)}
 
