@@ -134,7 +134,7 @@ def inherit(
 def new_tools_policy(requested: NewToolsPolicy | None, role: Role) -> NewToolsPolicy:
     """The ``new_tools`` policy of a registration by ``role``: owners and admins choose (``auto`` by
     default); every other role gets ``review`` and may not ask for ``auto`` (``Forbidden``)."""
-    if role in (Role.OWNER, Role.ADMIN):
+    if role.manages:
         return requested or NewToolsPolicy.AUTO
     if requested is NewToolsPolicy.AUTO:
         raise Forbidden(

@@ -46,7 +46,7 @@ class Principal:
     @property
     def manages(self) -> bool:
         """True for roles that manage servers, keys, endpoints and approvals (owner, admin)."""
-        return self.role in (Role.OWNER, Role.ADMIN)
+        return self.role.manages
 
     def require_manager(self, action: str) -> None:
         """``Forbidden`` unless the caller may manage its namespace."""

@@ -25,6 +25,13 @@ class Role(StrEnum):
     AGENT = "agent"
     USER = "user"
 
+    @property
+    def manages(self) -> bool:
+        """True for the roles that manage a namespace (owner, admin): its servers, keys, endpoints and
+        approvals, and the decisions no other role may take (running commands, reaching private
+        addresses, leaving new tools unreviewed)."""
+        return self in (Role.OWNER, Role.ADMIN)
+
 
 class CreateKeyRequest(BaseModel):
     """``POST /api/v1/auth/keys``; ``namespace`` defaults to the caller's."""
