@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -43,15 +42,10 @@ from toolmesh.translation import (
     MCPConnectionError,
     MCPProtocolError,
     MCPToolNotFoundError,
-    ToolExecutionError,
     as_error,
     domain_tool_execution_to_mcp,
     domain_tool_to_mcp,
-    failure_to_mcp,
-    is_error_object,
-    mcp_error_to_exception,
     mcp_tools_response_to_domain,
-    result_to_mcp,
 )
 from toolmesh_session_worker.upstream.errors import (
     REFUSED,
@@ -62,6 +56,7 @@ from toolmesh_session_worker.upstream.errors import (
     describe,
     summarize,
 )
+from toolmesh_session_worker.upstream.rest_answers import answer_json, execution_result
 from toolmesh_session_worker.upstream.transports import session_http_client
 from toolmesh_session_worker.upstream.wire import ProgressCallback
 
@@ -276,19 +271,7 @@ class RestSession:
             if stale and self._on_tools_changed is not None:
                 await self._on_tools_changed()  # it was listed: the published list is out of date
             raise as_error(MCPToolNotFoundError(name, self._tools), self.server_name, name)
-        try:
-            answer = _json(response)
-            if response.status_code != 200:
-                raise _non_200(response.status_code, answer, name)
-            if is_error_object(answer):
-                raise mcp_error_to_exception(answer, name)
-        except ToolExecutionError as exc:
-            if response.status_code == 200:
-                return failure_to_mcp(exc)
-            raise as_error(exc, self.server_name, name) from exc
-        except MCPProtocolError as exc:
-            raise as_error(exc, self.server_name, name) from exc
-        return result_to_mcp(answer)
+        return execution_result(response, self.server_name, name)
 
     async def _health(self, timeout: float) -> None:
         try:
@@ -313,7 +296,7 @@ class RestSession:
             words = f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
             raise UpstreamError(words, summary=words)
         try:
-            return _json(response)
+            return answer_json(response)
         except MCPProtocolError as exc:
             raise UpstreamError(
                 f"{self.server_name}: protocol error: {method} {path}: {exc}",
@@ -360,23 +343,6 @@ class RestSession:
             log.warning("REST tool server lost: %s", exc, extra={"server": self.server_name})
             if self._on_lost is not None:
                 await self._on_lost(self._lost_reason)
-
-
-def _json(response: httpx2.Response) -> Any:
-    try:
-        return json.loads(response.content)
-    except ValueError as exc:
-        raise MCPProtocolError(f"HTTP {response.status_code} answer is not JSON") from exc
-
-
-def _non_200(status: int, answer: Any, tool: str) -> Exception:
-    """The spec's exception for a non-200, non-404 answer to ``POST /tools/execute``."""
-    if is_error_object(answer):
-        problem = mcp_error_to_exception(answer, tool)
-        if isinstance(problem, ToolExecutionError):
-            return problem
-        return MCPProtocolError(f"HTTP {status}: {problem}", problem.details)
-    return MCPProtocolError(f"POST /tools/execute answered HTTP {status}", {"http_status": status})
 
 
 async def open_rest_session(
