@@ -42,7 +42,6 @@ from toolmesh.contracts.servers import (
     ServerCreated,
 )
 from toolmesh.credentials import CredentialBox, mask_config
-from toolmesh.egress_admission import admit_upstream
 from toolmesh.errors import (
     LimitExceeded,
     ServerAlreadyExists,
@@ -60,6 +59,7 @@ from toolmesh.store.consistency import wait_for_projection
 from toolmesh.store.endpoints import endpoint_named, get_endpoint
 from toolmesh.store.locks import advisory_lock
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.egress_admission import admit_upstream
 
 log = logging.getLogger("toolmesh.gateway")
 
