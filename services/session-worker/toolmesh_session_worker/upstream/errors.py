@@ -145,5 +145,6 @@ def summarize(exc: BaseException) -> str:
 
 
 def with_hint(message: str, transport: _Hinted) -> str:
+    """``message`` with the transport's words on a failed connect (an exit status) when it has any."""
     hint = transport.failure_hint()
     return f"{message} ({hint})" if hint else message
