@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.fuzz.checks import fault_of
+from tests.fuzz.checks import response_fault
 
 WRITES = ("post", "put", "patch")
 
@@ -113,11 +113,7 @@ async def fuzz_bodies(
                 send = mcp_headers if path.startswith("/mcp") else headers
                 response = await client.request(method, path, content=shape.body, headers={**send, **extra})
                 sent += 1
-                try:
-                    body = response.json()
-                except ValueError:
-                    body = None
-                fault = fault_of(response.status_code, body)
+                fault = response_fault(response)
                 if fault is not None:
                     findings.append(Finding(method, path, shape.name, f"{fault}: {response.text[:200]}"))
                 await asyncio.sleep(0)

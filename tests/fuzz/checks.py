@@ -36,14 +36,19 @@ def fault_of(status: int, body: Any) -> str | None:
     return f"HTTP {status} " + (f"with error_code {code}" if code else "without the contract's error body")
 
 
-@schemathesis.check
-def no_toolmesh_fault(ctx: Any, response: Any, case: Any) -> bool | None:
-    """Fail on a 5xx that is not the contract's report of an upstream's state."""
+def response_fault(response: Any) -> str | None:
+    """``fault_of`` a response (httpx's or schemathesis's) whose body may not be JSON."""
     try:
         body = response.json()
     except ValueError:
         body = None
-    fault = fault_of(response.status_code, body)
+    return fault_of(response.status_code, body)
+
+
+@schemathesis.check
+def no_toolmesh_fault(ctx: Any, response: Any, case: Any) -> bool | None:
+    """Fail on a 5xx that is not the contract's report of an upstream's state."""
+    fault = response_fault(response)
     if fault is not None:
         raise AssertionError(fault)
     return None
