@@ -139,13 +139,14 @@ def protected_references(value: Any) -> list[str]:
     return [name for name in variable_references(value) if is_protected_variable(name)]
 
 
+def may_expand(name: str, patterns: Sequence[str]) -> bool:
+    """True when ``name`` matches one of the glob ``patterns`` and is none of toolmesh's own variables."""
+    return not is_protected_variable(name) and any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
 def expandable_environment(environ: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str]:
-    """The variables of ``environ`` whose names match one of the glob ``patterns``; never a protected one."""
-    return {
-        k: v
-        for k, v in environ.items()
-        if not is_protected_variable(k) and any(fnmatch.fnmatchcase(k, p) for p in patterns)
-    }
+    """The variables of ``environ`` a config may expand (``may_expand``)."""
+    return {k: v for k, v in environ.items() if may_expand(k, patterns)}
 
 
 def expand_env(value: Any, environ: Mapping[str, str]) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from toolmesh.config import Settings
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import RegisterServerRequest, TransportType
-from toolmesh.credentials import expandable_environment, is_protected_variable, variable_references
+from toolmesh.credentials import expandable_environment, may_expand, variable_references
 from toolmesh.deployment_secrets import deployment_secrets
 from toolmesh.errors import Forbidden, ValidationFailed
 
@@ -30,11 +30,6 @@ _MIN_CONTAINED = 8
 def expandable_patterns(settings: Settings, namespace: str) -> tuple[str, ...]:
     """The glob patterns of the variables ``${VAR}`` may name in ``namespace``'s configs."""
     return (*settings.expandable_variables, *settings.expandable_variables_by_namespace.get(namespace, ()))
-
-
-def may_expand(name: str, patterns: tuple[str, ...]) -> bool:
-    """True when ``name`` matches a pattern and is none of toolmesh's own variables."""
-    return not is_protected_variable(name) and any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def may_run(command: str, patterns: tuple[str, ...]) -> bool:
