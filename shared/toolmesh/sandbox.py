@@ -25,6 +25,7 @@ from toolmesh.contracts.sandbox import StdioSandbox
 from toolmesh.sandbox_argv import (
     SETPRIV,
     Placement,
+    argument_paths,
     bwrap_argv,
     path_problem,
     resource_limits,
@@ -169,7 +170,10 @@ class Sandboxer:
         place = Placement(
             command=[executable, *args],
             home=str(self._home(uid)),
-            runtime=runtime_paths(executable, env.get("PATH", os.defpath), data_dir),
+            runtime=[
+                *runtime_paths(executable, env.get("PATH", os.defpath), data_dir),
+                *argument_paths(args, data_dir),
+            ],
             cwd=cwd,
             uid=uid,
         )

@@ -3,7 +3,8 @@
 Pure functions of a server's ``sandbox`` config, the settings and a few resolved paths: nothing
 here starts a process. The child gets its own mount, PID, IPC, UTS (and, with ``network: false``,
 network) namespaces, a fresh ``/proc`` and ``/dev``, the system directories read-only, a private
-``/tmp``, a private ``HOME`` and the host paths its config and the operator declare, nothing else.
+``/tmp``, a private ``HOME``, the host paths its arguments name and the host paths its config and the
+operator declare, nothing else.
 """
 
 from __future__ import annotations
@@ -77,6 +78,23 @@ def runtime_paths(executable: str, path_env: str, data_dir: Path) -> list[str]:
             chosen = prefix if path_problem(prefix, data_dir) is None and prefix != str(Path.home()) else path
             if chosen not in found and path_problem(chosen, data_dir) is None:
                 found.append(chosen)
+    return found
+
+
+def argument_paths(args: Sequence[str], data_dir: Path) -> list[str]:
+    """Host paths a command names in its arguments (``python /srv/mcp/server.py``), to be shown read-only:
+    a file's directory (its sibling modules come along), narrowed to the file itself when that directory
+    may not be shown; paths under the system directories, and those ``path_problem`` refuses, are left out."""
+    found: list[str] = []
+    for arg in args:
+        if not os.path.isabs(arg) or not os.path.exists(arg) or path_problem(arg, data_dir) is not None:
+            continue
+        if any(_within(os.path.realpath(arg), system) for system in SYSTEM_DIRS):
+            continue
+        directory = arg if os.path.isdir(arg) else os.path.dirname(arg)
+        shown = directory if path_problem(directory, data_dir) is None and directory != str(Path.home()) else arg
+        if shown not in found:
+            found.append(shown)
     return found
 
 

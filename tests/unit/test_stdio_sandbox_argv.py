@@ -16,6 +16,7 @@ from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.sandbox_argv import (
     SANDBOX_HOME,
     Placement,
+    argument_paths,
     bwrap_argv,
     path_problem,
     resource_limits,
@@ -138,3 +139,25 @@ def test_without_a_working_bwrap_stdio_is_refused_unless_turned_off(tmp_path: Pa
     off = Settings(data_dir=tmp_path, stdio_sandbox="off", stdio_sandbox_bwrap="/bin/false")
     launch = sandbox.Sandboxer(off, "server-1").launch("true", ["x"], {"PATH": "/usr/bin:/bin"}, None, None)
     assert launch.argv == ["true", "x"]
+
+
+def test_a_script_named_in_the_arguments_is_shown_with_its_directory_but_never_the_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "inner").mkdir(parents=True)
+    (data / "admin-token").write_text("secret")
+    scripts = tmp_path / "srv" / "mcp"
+    scripts.mkdir(parents=True)
+    (scripts / "server.py").write_text("print()")
+    args = [
+        str(scripts / "server.py"),
+        "--data",
+        str(data / "admin-token"),
+        str(data / "inner"),
+        "relative.py",
+        "/usr/lib",
+    ]
+    assert argument_paths(args, data) == [str(scripts)]
+    # A file whose directory holds the data dir is shown alone, not its directory.
+    beside = tmp_path / "beside.py"
+    beside.write_text("print()")
+    assert argument_paths([str(beside)], data) == [str(beside)]
