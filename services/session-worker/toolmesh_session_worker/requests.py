@@ -35,6 +35,7 @@ from toolmesh.errors import (
     ToolmeshError,
 )
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.payloads import parse_payload
 from toolmesh.telemetry import adopt_trace
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
@@ -188,38 +189,39 @@ def _fitting(server: OwnedServer, reply: bytes, what: str) -> bytes:
 
 
 async def answer(server: OwnedServer, msg: OwnerRequest, drain_timeout: float) -> None:
-    """Handle one request message and reply with an ``RpcReply``."""
+    """Handle one request message and reply with an ``RpcReply``; a body its verb's model refuses (any
+    sender on the bus may send one) is answered with ``VALIDATION_ERROR``."""
     adopt_trace(msg.headers)
     verb = msg.subject.rsplit(".", 1)[-1]
     try:
         if verb == "call":
-            body = CallToolRpc.model_validate_json(msg.data)
+            body = parse_payload(CallToolRpc, msg.data)
             data = await _call(server, body, _progress_publisher(server, body))
             await msg.respond(_fitting(server, ok_reply(data), body.tool))
             return
         if verb == "request":
-            forwarded = UpstreamRequestRpc.model_validate_json(msg.data)
+            forwarded = parse_payload(UpstreamRequestRpc, msg.data)
             data = await forwarding.forward(server, forwarded, _progress_publisher(server, forwarded))
             await msg.respond(_fitting(server, data, forwarded.method))
             return
         if verb == "subscribe":
-            result = await forwarding.subscribe(server, SubscribeRpc.model_validate_json(msg.data))
+            result = await forwarding.subscribe(server, parse_payload(SubscribeRpc, msg.data))
         elif verb == "unsubscribe":
-            result = await forwarding.unsubscribe(server, SubscribeRpc.model_validate_json(msg.data))
+            result = await forwarding.unsubscribe(server, parse_payload(SubscribeRpc, msg.data))
         elif verb == "set_level":
-            result = await forwarding.set_level(server, SetLevelRpc.model_validate_json(msg.data))
+            result = await forwarding.set_level(server, parse_payload(SetLevelRpc, msg.data))
         elif verb == "client_gone":
-            result = await forwarding.client_gone(server, ClientGoneRpc.model_validate_json(msg.data))
+            result = await forwarding.client_gone(server, parse_payload(ClientGoneRpc, msg.data))
         elif verb == "cancel":
-            result = _cancel(server, CancelCallRpc.model_validate_json(msg.data))
+            result = _cancel(server, parse_payload(CancelCallRpc, msg.data))
         elif verb == "health":
-            result = await _health(server, HealthVerdictRpc.model_validate_json(msg.data))
+            result = await _health(server, parse_payload(HealthVerdictRpc, msg.data))
         elif verb == "ping":
-            result = await _ping(server, PingRpc.model_validate_json(msg.data))
+            result = await _ping(server, parse_payload(PingRpc, msg.data))
         elif verb == "refresh":
             result = await _refresh(server)
         elif verb == "disconnect":
-            result = await _disconnect(server, DisconnectRpc.model_validate_json(msg.data), drain_timeout)
+            result = await _disconnect(server, parse_payload(DisconnectRpc, msg.data), drain_timeout)
         else:
             raise RoutingFailed(f"Unknown request verb: {verb}")
         reply = RpcReply(ok=True, result=result)

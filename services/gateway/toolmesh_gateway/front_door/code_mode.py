@@ -40,12 +40,12 @@ from toolmesh.config import Settings
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ExecutionTimeout, ToolmeshError
+from toolmesh.payloads import invalid_payload
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
 from toolmesh_gateway.front_door.worker_shares import WorkerShares
 from toolmesh_gateway.json_depth import json_depth
-from toolmesh_gateway.nats_api.replies import invalid_payload
 
 log = logging.getLogger("toolmesh.gateway.code")
 POOL_GRACE_SECONDS = 5.0

@@ -33,6 +33,7 @@ from toolmesh.contracts.rpc import ToolProgress
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
+from toolmesh.payloads import invalid_payload
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
@@ -48,7 +49,6 @@ from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
-from toolmesh_gateway.nats_api.replies import invalid_payload
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls

@@ -13,8 +13,9 @@ from faststream.nats import NatsMessage, NatsResponse, NatsRouter
 from pydantic import BaseModel, ValidationError
 
 from toolmesh.contracts.api import API_QUEUE, OPERATIONS, Operation
+from toolmesh.payloads import invalid_payload
 from toolmesh_gateway.nats_api.dispatch import response
-from toolmesh_gateway.nats_api.replies import failure, invalid_payload
+from toolmesh_gateway.nats_api.replies import failure
 
 Dispatch = Callable[[Operation, BaseModel, NatsMessage], Awaitable[NatsResponse]]
 
