@@ -196,6 +196,9 @@ class Settings(BaseSettings):
     auth_failure_limit: int = Field(10, ge=0)
     auth_failure_window_seconds: float = Field(60.0, gt=0)
 
+    # Reverse proxies whose ``X-Forwarded-For`` names the client (addresses or CIDRs). None by default:
+    # the client is the connection's peer, so no local process can pick the address it is counted by.
+    trusted_proxies: Names = ()
     def namespace_quota(self, namespace: str | None) -> NamespaceQuota:
         """The limits ``namespace`` works within: its overrides, else the namespace defaults."""
         own = self.namespace_limits.get(namespace or "") or NamespaceLimitOverrides()

@@ -84,3 +84,14 @@ async def test_requests_without_credentials_and_successes_do_not_count(system: S
         for guess in range(LIMIT):
             assert (await client.get("/api/v1/auth/me", headers=bearer(f"guess-{guess}"))).status_code == 401
         assert (await client.get("/api/v1/auth/me", headers=bearer(ADMIN_TOKEN))).status_code == 429
+
+
+async def test_a_forwarded_address_does_not_dodge_the_limit(system: System) -> None:
+    """No proxy is trusted by default: a local process naming a new X-Forwarded-For address on every
+    guess is still counted by the address it connects from."""
+    async with from_address(system, "127.0.0.1") as attacker:
+        for guess in range(LIMIT):
+            spoofed = {**bearer(f"guess-{guess}"), "X-Forwarded-For": f"198.51.100.{guess}"}
+            assert (await attacker.get("/api/v1/auth/me", headers=spoofed)).status_code == 401
+        limited = await attacker.get("/api/v1/auth/me", headers={**bearer("x"), "X-Forwarded-For": "198.51.100.9"})
+        assert limited.status_code == 429 and limited.json()["error_code"] == "RATE_LIMITED"

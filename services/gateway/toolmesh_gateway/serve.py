@@ -44,7 +44,16 @@ async def run_gateway(backends: Backends, box: CredentialBox, stop: asyncio.Even
         sock = bind_socket(backends.settings.host, backends.settings.port)
         stack.callback(sock.close)
         entry = http_entry(app)
-        config = uvicorn.Config(entry, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        proxies = list(backends.settings.trusted_proxies)
+        config = uvicorn.Config(
+            entry,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+            proxy_headers=bool(proxies),  # the client is the peer unless a trusted proxy forwards it
+            forwarded_allow_ips=proxies or None,
+        )
         server = _Server(config)
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         stopping = asyncio.ensure_future(stop.wait())
