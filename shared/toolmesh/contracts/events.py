@@ -60,8 +60,9 @@ class ServerRegistered(ServerEvent):
     health_check_url: str | None = None
     ip_address: str | None = None
     new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
-    private_network: bool = False
-    """An owner or admin registered it: its URLs may reach loopback and private addresses (``toolmesh.egress``)."""
+    private_network: bool | None = None
+    """An owner or admin registered it: its URLs may reach loopback and private addresses (``toolmesh.egress``).
+    None in events written before the egress policy: the projection decides by who registered the server."""
 
 
 class ServerStatusChanged(ServerEvent):

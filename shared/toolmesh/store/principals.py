@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncpg
 
 Row = asyncpg.Record
+BOOTSTRAP_OWNER = "admin"
+"""Name of the owner whose key start-up seeds from the admin token (no event records it)."""
 _COLUMNS = "key_id::text AS id, name, role, namespace, created_at, created_by, endpoints"
 
 

@@ -34,6 +34,7 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.store.connections import Conn
 from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
+from toolmesh.store.principals import BOOTSTRAP_OWNER
 from toolmesh.store.projection_trail import audit, history
 from toolmesh.store.retired_pins import retire_pins
 from toolmesh.store.tools_projection import (
@@ -105,6 +106,11 @@ async def reset_read_model(conn: Conn) -> None:
 
 
 async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
+    private_network = event.private_network
+    if private_network is None:  # registered before the egress policy: decided by who registered it
+        private_network = await conn.fetchval(
+            "SELECT mcp.registered_by_manager($1, $2, NULL, $3)", event.actor, event.namespace, BOOTSTRAP_OWNER
+        )
     try:
         async with conn.transaction():
             await conn.execute(
@@ -118,7 +124,7 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
                 {
                     "sealed": event.sealed_config,
                     "masked": event.masked_config,
-                    "private_network": event.private_network,
+                    "private_network": private_network,
                 },
                 event.health_check_url,
                 event.occurred_at,

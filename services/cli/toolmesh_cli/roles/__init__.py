@@ -15,7 +15,7 @@ from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
 from toolmesh.redaction import REDACTOR, Secret
 from toolmesh.runtime import Backends
-from toolmesh.store.principals import seed_owner
+from toolmesh.store.principals import BOOTSTRAP_OWNER, seed_owner
 
 log = logging.getLogger("toolmesh")
 Role = Callable[[Backends, CredentialBox, asyncio.Event], Awaitable[None]]
@@ -49,7 +49,7 @@ async def seed_owner_key(b: Backends, token: str | None) -> None:
     a value this process's logs never show."""
     if token:
         REDACTOR.add([Secret(token, "admin_token")])
-        await seed_owner(b.db, name="admin", token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
+        await seed_owner(b.db, name=BOOTSTRAP_OWNER, token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
 
 
 async def run_roles(names: list[str], b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
