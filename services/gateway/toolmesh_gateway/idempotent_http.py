@@ -14,8 +14,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.contracts.api import IDEMPOTENCY_HEADER, REPLAYED_HEADER
-from toolmesh.errors import ToolmeshError, Unauthorized
+from toolmesh.errors import RateLimited, ToolmeshError, Unauthorized
 from toolmesh_gateway.auth import Authenticator
+from toolmesh_gateway.errors import error_response
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -72,10 +73,11 @@ class IdempotencyMiddleware:
         state = scope["app"].state
         authenticator: Authenticator = state.authenticator
         store: IdempotencyStore = state.idempotency
-        try:
-            principal = await authenticator.principal(headers.get("authorization"))
-        except Unauthorized:
-            await self.app(scope, receive, send)  # the route answers 401 itself
+        client = scope.get("client")
+        try:  # counted against the client's address like every other authentication
+            principal = await authenticator.principal_from(headers.get("authorization"), client[0] if client else None)
+        except (Unauthorized, RateLimited) as exc:
+            await error_response(exc)(scope, receive, send)
             return
         body = await _read_body(receive)
         request = fingerprint("http", scope["method"], scope["path"], scope.get("query_string", b""), _canonical(body))
