@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolmesh.quotas import NamespaceLimitOverrides, NamespaceQuota, code_workers_default
@@ -58,8 +58,9 @@ class Settings(BaseSettings):
     worker_id: str | None = None
     log_level: str = "INFO"
 
-    lease_ttl_seconds: float = 10.0
-    lease_renew_seconds: float = 3.0
+    lease_ttl_seconds: float = Field(10.0, gt=0)
+    lease_renew_seconds: float = Field(3.0, gt=0)
+    """How often a held lease is renewed: below half the TTL (unset: 3 s, or a third of a shorter TTL's)."""
     reconcile_interval_seconds: float = 5.0
     projection_wait_seconds: float = 2.0
     connect_retries: int = 3
@@ -195,10 +196,10 @@ class Settings(BaseSettings):
     # the window (counted by each gateway replica; a limit of 0 turns it off).
     auth_failure_limit: int = Field(10, ge=0)
     auth_failure_window_seconds: float = Field(60.0, gt=0)
-
     # Reverse proxies whose ``X-Forwarded-For`` names the client (addresses or CIDRs). None by default:
     # the client is the connection's peer, so no local process can pick the address it is counted by.
     trusted_proxies: Names = ()
+
     def namespace_quota(self, namespace: str | None) -> NamespaceQuota:
         """The limits ``namespace`` works within: its overrides, else the namespace defaults."""
         own = self.namespace_limits.get(namespace or "") or NamespaceLimitOverrides()
@@ -216,6 +217,18 @@ class Settings(BaseSettings):
                 self.code_max_workers, pick(own.code_workers, self.namespace_code_workers)
             ),
         )
+
+    @model_validator(mode="after")
+    def _renew_within_ttl(self) -> Settings:
+        # A lease renewed no sooner than it expires is lost now and then: its sessions close and reopen.
+        if "lease_renew_seconds" not in self.model_fields_set:
+            self.lease_renew_seconds = min(self.lease_renew_seconds, self.lease_ttl_seconds / 3)
+        elif self.lease_renew_seconds >= self.lease_ttl_seconds / 2:
+            raise ValueError(
+                f"lease_renew_seconds ({self.lease_renew_seconds:g}) must be below half of "
+                f"lease_ttl_seconds ({self.lease_ttl_seconds:g})"
+            )
+        return self
 
     @field_validator("upstream_private_networks")
     @classmethod
