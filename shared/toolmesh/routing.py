@@ -1,9 +1,11 @@
 """Routing of a tool call to one server (BR-005), as plain functions over a view of the registry.
 
-Resolution order: an explicit ``server_id``; then ``server.tool`` split on the first dot (EC-002)
-when that server exists and has the tool; then the tool's original name when exactly one server
-has it. A server's name owns its prefix: when a server ``ghost`` exists, ``ghost.echo`` is its tool
-or not found, never another server's tool whose own name is ``ghost.echo``. The caller's view
+Resolution order: an explicit ``server_id``; then a name with a dot is ``server.tool`` split on the
+first dot (EC-002) and nothing else; then a name without a dot is the tool's original name when
+exactly one server has it. A name with a dot is never looked up as a bare original name, whether a
+server of its prefix exists or not: ``ghost.echo`` is server ``ghost``'s tool ``echo`` or not found,
+never the tool another server lists as ``ghost.echo`` (that one is called ``raw.ghost.echo``, or by
+its original name with ``server_id``), so registering or deleting ``ghost`` moves no call. The caller's view
 (``RouteSource``) is in memory and holds only what the caller may see (its namespace); nothing
 here does I/O. Only a pinned, approved definition is callable: a tool the server never listed is
 not found (404, even with an explicit ``server_id``), one held back by pinning resolves, then
@@ -130,8 +132,7 @@ def _resolve(source: RouteSource, name: str, server_id: str | None) -> Route:
             return Route(named[0], original, RoutingStrategy.NAMESPACE_RESOLVED)
         if named:
             raise _ambiguous(name, named)
-        if servers:  # the name is that server's: no tool of another may answer for it
-            raise ToolNotFound(f"Tool not found: {name}", {"tool": name})
+        raise ToolNotFound(f"Tool not found: {name}", {"tool": name})
     candidates = source.servers_with_tool(name)
     if len(candidates) == 1:
         return Route(candidates[0], name, RoutingStrategy.LOOKUP_RESOLVED)

@@ -82,6 +82,33 @@ async def test_a_tool_named_ghost_echo_cannot_capture_calls_for_server_ghost(sys
         assert (await tallies(system, "x"))["ghost.echo"] == 1
 
 
+async def test_ghost_echo_is_not_captured_before_ghost_is_registered_or_after_it_is_deleted(system: System) -> None:
+    # A dotted name is resolved only as server.tool: raw's own tool "ghost.echo" never answers "ghost.echo".
+    async with launch_peer("http", name="ghost") as ghost_peer, launch_peer("http", name="raw") as raw_peer:
+        raw = await system.register("raw", "HTTP", raw_peer.config)
+        await system.wait_connected(raw["id"])
+        await add_tool(system, "raw", raw["id"], "ghost.echo")
+
+        status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
+        assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
+
+        ghost = await system.register("ghost", "HTTP", ghost_peer.config)
+        await system.wait_connected(ghost["id"])
+        assert (await system.api.delete(f"{SERVERS}/{ghost['id']}")).status_code in (200, 204)
+
+        async def ghost_gone() -> bool:
+            return (await system.api.get(f"{SERVERS}/{ghost['id']}")).status_code == 404
+
+        await eventually(ghost_gone, what="ghost to be deleted")
+        status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
+        assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
+        assert "ghost.echo" not in await tallies(system, "raw")
+
+        status, body = await call(system, "raw.ghost.echo", {})
+        assert status == 200 and body["metadata"]["routed_to"] == "raw"
+        assert (await tallies(system, "raw"))["ghost.echo"] == 1
+
+
 async def test_a_later_server_cannot_take_a_public_tool_name_of_the_aggregate(system: System) -> None:
     async with launch_peer("http", name="victim") as victim_peer, launch_peer("http", name="intruder") as intruder_peer:
         victim = await system.register("team__db", "HTTP", victim_peer.config)

@@ -207,8 +207,8 @@ async def test_ec002_dotted_tool_name_routes_on_first_dot(demo: Demo) -> None:
 
     body = await eventually(created, timeout=15, what="the dotted tool to be routable")
     assert body["content"][0]["text"] == "api.v2.create ok"
-    # Its original name is unique too.
-    assert (await demo.call("api.v2.create")).json()["metadata"]["routed_to"] == "demo"
+    # A dotted name is only ever server.tool: the bare original name is read as server "api", not found.
+    assert (await demo.call("api.v2.create")).json()["error_code"] == "TOOL_NOT_FOUND"
 
 
 async def test_protocol_error_upstream_is_502(nats_url: str, database_url: str) -> None:

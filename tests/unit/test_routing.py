@@ -88,9 +88,24 @@ def test_a_tool_named_like_another_servers_tool_cannot_capture_its_calls() -> No
     assert resolve_route(View({ghost: set(), intruder: {"ghost.echo"}}), "x.ghost.echo").server == intruder
 
 
-def test_ec002_dotted_original_name_resolves_by_lookup() -> None:
-    route = resolve_route(VIEW, "api.v2.create")
-    assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.LOOKUP_RESOLVED)
+def test_a_dotted_name_is_never_captured_when_no_server_has_its_prefix() -> None:
+    # Before "ghost" is registered and after it is deleted, "ghost.echo" is not x's tool "ghost.echo".
+    intruder = ServerRoute("id-x", "x", ServerStatus.CONNECTED)
+    view = View({intruder: {"ghost.echo"}})
+    with pytest.raises(ToolNotFound) as caught:
+        resolve_route(view, "ghost.echo")
+    assert caught.value.context == {"tool": "ghost.echo"}
+    route = resolve_route(view, "x.ghost.echo")
+    assert (route.server, route.tool, route.strategy) == (intruder, "ghost.echo", RoutingStrategy.NAMESPACE_RESOLVED)
+    assert resolve_route(view, "ghost.echo", "id-x").tool == "ghost.echo"
+
+
+def test_ec002_dotted_original_name_resolves_only_namespaced() -> None:
+    # EC-002: only the first dot separates server from tool; the bare dotted name is not looked up.
+    with pytest.raises(ToolNotFound):
+        resolve_route(VIEW, "api.v2.create")
+    route = resolve_route(VIEW, "server-a.api.v2.create")
+    assert (route.server, route.tool, route.strategy) == (A, "api.v2.create", RoutingStrategy.NAMESPACE_RESOLVED)
 
 
 def test_br005_unique_original_name_resolves() -> None:
