@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolmesh.quotas import NamespaceLimitOverrides, NamespaceQuota, code_workers_default
+from toolmesh.tool_definitions import DESCRIPTION_CEILING, SCHEMA_CEILING
 
 
 def _contract(name: str) -> AliasChoices:
@@ -103,6 +104,10 @@ class Settings(BaseSettings):
     credential_previous_keys: str | None = Field(None, validation_alias=_contract("MCP_CREDENTIAL_KEY_PREVIOUS"))
     max_tools_per_server: int = 1000
     max_total_tools: int = 10_000  # every namespace's tools together
+    # An upstream tool whose description or input schema (bytes of compact JSON) is larger is left out
+    # of discovery, as is one whose name breaks the MCP rule (``toolmesh.tool_definitions``).
+    max_tool_description_chars: int = Field(8192, ge=1, le=DESCRIPTION_CEILING)
+    max_tool_schema_bytes: int = Field(65_536, ge=2, le=SCHEMA_CEILING)
     max_sessions_per_worker: int = Field(50, ge=1)  # upstream sessions one session-worker holds at once
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.

@@ -13,7 +13,7 @@ from toolmesh.config import Settings
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.credentials import expand_env
 from toolmesh.storable import has_nul, storable
-from toolmesh_session_worker.discovery import tools_snapshot
+from toolmesh_session_worker.discovery import ToolLimits, tools_snapshot
 from toolmesh_session_worker.upstream.stdio import base_environment
 
 
@@ -103,10 +103,12 @@ def test_base_env_and_origins_read_as_comma_lists_or_json(monkeypatch: pytest.Mo
 
 def test_an_upstream_tool_list_loses_its_nul_characters() -> None:
     tool = mcp_types.Tool(
-        name="to\x00ol", description="d\x00", input_schema={"type": "object", "properties": {"a\x00": {}}}
+        name="tool", description="d\x00", input_schema={"type": "object", "properties": {"a\x00": {}}}
     )
-    (found,) = tools_snapshot("id", "srv", "default", [tool], limit=10).tools
-    assert (found.original_name, found.description) == ("tool", "d")
+    named = mcp_types.Tool(name="to\x00ol", input_schema={"type": "object"})  # a name breaking the MCP rule
+    snapshot = tools_snapshot("id", "srv", "default", [tool, named], ToolLimits(10, 100, 1000))
+    (found,) = snapshot.tools
+    assert (found.original_name, found.description, snapshot.left_out) == ("tool", "d", 1)
     assert found.input_schema == {"type": "object", "properties": {"a": {}}}
 
 

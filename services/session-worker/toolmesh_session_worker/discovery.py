@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mcp import types as mcp_types
 from pydantic import BaseModel
 
+from toolmesh.config import Settings
 from toolmesh.contracts.events import (
     DiscoveredPrompt,
     DiscoveredResource,
@@ -29,19 +31,54 @@ from toolmesh.naming import namespace_tool
 from toolmesh.pinning import approvals, definition_hash, inherit, review
 from toolmesh.storable import storable
 from toolmesh.store.queries import Row
+from toolmesh.tool_definitions import refusal, shown_name
 
 log = logging.getLogger("toolmesh.discovery")
 
 
+@dataclass(frozen=True)
+class ToolLimits:
+    """How many tools of one server, and how large a description and input schema, discovery keeps."""
+
+    per_server: int
+    description_chars: int
+    schema_bytes: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ToolLimits:
+        """The limits the settings give."""
+        return cls(settings.max_tools_per_server, settings.max_tool_description_chars, settings.max_tool_schema_bytes)
+
+
 def tools_snapshot(
-    server_id: str, server_name: str, namespace: str, tools: list[mcp_types.Tool], limit: int
+    server_id: str, server_name: str, namespace: str, tools: list[mcp_types.Tool], limits: ToolLimits
 ) -> ToolsDiscovered:
     """The ``tools.discovered`` event for a full tool list (duplicates keep the last, BR-003).
 
-    NUL characters an upstream put in names, descriptions or schemas are dropped (see ``storable``).
+    A tool whose name breaks the MCP tool-name rule, or whose description or input schema is past
+    ``limits``, is left out with a warning and counted in the event's ``left_out``. NUL characters an
+    upstream put in descriptions or schemas are dropped (see ``storable``).
     """
     by_name: dict[str, DiscoveredTool] = {}
+    left_out = 0
     for tool in tools:
+        why = refusal(
+            tool.name,
+            tool.description,
+            tool.input_schema,
+            max_description=limits.description_chars,
+            max_schema=limits.schema_bytes,
+        )
+        if why is not None:
+            left_out += 1
+            log.warning(
+                "server %s lists tool %s; left out: %s",
+                server_name,
+                shown_name(tool.name),
+                why,
+                extra={"server": server_name, "security": True},
+            )
+            continue
         name = storable(tool.name)
         by_name[name] = DiscoveredTool(
             original_name=name,
@@ -51,6 +88,7 @@ def tools_snapshot(
     found = list(by_name.values())
     if not found:
         log.warning("server %s returned an empty tool list", server_name, extra={"server": server_name})
+    limit = limits.per_server
     if len(found) > limit:
         log.warning(
             "server %s has %d tools; keeping the first %d (max tools per server)",
@@ -60,7 +98,9 @@ def tools_snapshot(
             extra={"server": server_name},
         )
         found = found[:limit]
-    return ToolsDiscovered(server_id=server_id, namespace=namespace, server_name=server_name, tools=found)
+    return ToolsDiscovered(
+        server_id=server_id, namespace=namespace, server_name=server_name, tools=found, left_out=left_out
+    )
 
 
 def newly_held(

@@ -20,6 +20,7 @@ from toolmesh.store.queries import tool_pins
 from toolmesh.store.retired_pins import pins_left
 from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
 from toolmesh_session_worker.discovery import (
+    ToolLimits,
     description,
     newly_discovered,
     newly_held,
@@ -56,9 +57,7 @@ class Offerings:
         server did not list before)."""
         if tools is None:
             tools = await session.list_tools()
-        snapshot = tools_snapshot(
-            self.server_id, self.name, self.namespace, tools, self._b.settings.max_tools_per_server
-        )
+        snapshot = tools_snapshot(self.server_id, self.name, self.namespace, tools, ToolLimits.of(self._b.settings))
         server, stored = await tool_pins(self._b.db, self.server_id)
         first = server is not None and not server["tools_seen"]
         left = await pins_left(self._b.db, self.namespace, self.name) if first else None

@@ -17,6 +17,7 @@ from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import NewToolsPolicy, TransportType
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import DEFAULT_NAMESPACE
+from toolmesh.tool_definitions import refusal
 
 EVENTS_STREAM = "TOOLMESH_EVENTS"
 EVENTS_SUBJECTS = "toolmesh.evt.>"
@@ -109,11 +110,37 @@ class DiscoveredTool(BaseModel):
 
 
 class ToolsDiscovered(ServerEvent):
-    """The full tool list of one server at one moment (a snapshot: it replaces the previous one)."""
+    """The full tool list of one server at one moment (a snapshot: it replaces the previous one).
+
+    ``left_out`` counts the tools the upstream listed that toolmesh refused (``toolmesh.tool_definitions``);
+    a definition outside the contract's bounds that still reaches it (an event written before them) is
+    dropped and counted here, so no reader ever has to skip the event.
+    """
 
     subject: ClassVar[str] = "toolmesh.evt.tools.discovered"
     server_name: str
     tools: list[DiscoveredTool]
+    left_out: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_refused(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
+            return data
+        kept = [
+            t
+            for t in data["tools"]
+            if not isinstance(t, dict)
+            or refusal(t.get("original_name"), t.get("description"), _mapping(t.get("input_schema"))) is None
+        ]
+        if len(kept) == len(data["tools"]):
+            return data
+        dropped = len(data["tools"]) - len(kept)
+        return {**data, "tools": kept, "left_out": int(data.get("left_out") or 0) + dropped}
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 class ServerConnected(ServerEvent):

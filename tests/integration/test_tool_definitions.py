@@ -1,0 +1,111 @@
+"""Upstream tool definitions toolmesh refuses, against a hostile peer (``tests/peers/rug_pull.py``).
+
+Attack of issue 23: a tool name past 255 characters made the projector skip the whole tool list, so the
+REST tools view (and the admin's review) kept the old list while ``/mcp`` served the new one, names
+like ``crlf\\r\\nX-Injected: 1``, a Cyrillic look-alike of ``echo``, ``../../admin``, an RTL override and a 2 MB
+description included. Now discovery leaves out every definition breaking the MCP tool-name rule or the
+size bounds, and both surfaces read the same list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import System, eventually, running_system
+from tests.mcp_client import mcp_session, text_of
+from tests.peers.launch import launch_rug_pull
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+BAD = {
+    "long": "a" * 300,
+    "crlf": "crlf\r\nX-Injected: 1",
+    "homoglyph": "\u0435cho",  # Cyrillic ie, a look-alike of "echo"
+    "traversal": "../../admin",
+    "rtl": "rtl\u202egnp.exe",
+}
+HUGE = "huge_description"
+
+
+@pytest.fixture
+async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
+    async with running_system(nats_url, database_url, upstream_private_networks=("127.0.0.0/8",)) as system:
+        yield system
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[str]:
+    async with launch_rug_pull() as url:
+        yield url
+
+
+async def list_hostile_tools(url: str) -> None:
+    """Make the peer list the refused definitions and one good new tool ``fresh``."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        tools = [*((name, "Echo.") for name in BAD.values()), (HUGE, "x" * 2_000_000), ("fresh", "Echo again.")]
+        for name, description in tools:
+            response = await http.post(f"{url}/list", json={"tool": name, "description": description})
+            assert response.status_code == 200, response.text
+
+
+async def rest_tools(system: System, server_id: str) -> dict[str, dict[str, Any]]:
+    response = await system.api.get(f"{SERVERS}/{server_id}/tools")
+    assert response.status_code == 200, response.text
+    return {t["original_name"]: t for t in response.json()["tools"]}
+
+
+async def refreshed(system: System, server_id: str) -> dict[str, dict[str, Any]]:
+    """Rediscover the server's tools and wait until the REST view has ``fresh``."""
+    assert (await system.api.post(f"{SERVERS}/{server_id}/tools/refresh")).status_code == 202
+
+    async def probe() -> dict[str, dict[str, Any]] | None:
+        tools = await rest_tools(system, server_id)
+        return tools if "fresh" in tools else None
+
+    found: dict[str, dict[str, Any]] = await eventually(probe, timeout=30, what="the new tool list in the REST view")
+    return found
+
+
+async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_agree(
+    system: System, upstream: str
+) -> None:
+    server = await system.register("hostile", "HTTP", {"base_url": f"{upstream}/mcp", "headers": {}}, new_tools="auto")
+    await system.wait_connected(server["id"])
+    await list_hostile_tools(upstream)
+    rest = await refreshed(system, server["id"])
+
+    assert set(rest) == {"echo", "add", "fresh"}
+    async with mcp_session(system, path="/mcp/hostile") as session:
+        listed = {t.name: t.description for t in (await session.list_tools()).tools}
+        assert set(listed) == set(rest)  # the catalog serves exactly what the admin sees
+        answer = await session.call_tool("fresh", {"text": "still works"})
+        assert answer.is_error is False and text_of(answer) == "still works"
+    async with mcp_session(system) as session:
+        aggregate = [t.name for t in (await session.list_tools()).tools]
+    for bad in (*BAD.values(), HUGE):
+        assert not any(bad in name for name in aggregate), bad
+    status = await system.api.post("/api/v1/tools/call", json={"name": "hostile.fresh", "arguments": {"text": "y"}})
+    assert status.status_code == 200, status.text
+    async with httpx.AsyncClient() as http:
+        calls = (await http.get(f"{upstream}/canary")).json()["calls"]
+    assert calls == ["fresh", "fresh"]
+
+
+async def test_a_held_change_stays_visible_to_the_admin_beside_refused_definitions(
+    system: System, upstream: str
+) -> None:
+    server = await system.register(
+        "hostile", "HTTP", {"base_url": f"{upstream}/mcp", "headers": {}}, new_tools="review"
+    )
+    await system.wait_connected(server["id"])
+    await list_hostile_tools(upstream)
+    rest = await refreshed(system, server["id"])
+
+    assert set(rest) == {"echo", "add", "fresh"}
+    assert rest["fresh"]["held"] is not None and rest["fresh"]["held"]["reason"] == "new"
+    refused = await system.api.post("/api/v1/tools/call", json={"name": "hostile.fresh", "arguments": {"text": "y"}})
+    assert refused.status_code == 409 and refused.json()["error_code"] == "TOOL_CHANGED"
