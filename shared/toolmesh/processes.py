@@ -119,9 +119,11 @@ async def spawn_piped(
     limit: int = 2**16,
     stderr: int = asyncio.subprocess.PIPE,
     rlimits: Mapping[int, tuple[int, int]] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` like ``spawn`` with stdin, stdout and stderr (or ``stderr``: ``STDOUT``) as asyncio
-    pipes; ``limit`` is the longest line a reader takes; ``rlimits`` are set in the child before exec."""
+    pipes; ``limit`` is the longest line a reader takes; ``rlimits`` are set in the child before exec;
+    ``pass_fds`` stay open in the child (the caller still closes its own)."""
     return await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
@@ -131,6 +133,7 @@ async def spawn_piped(
         cwd=cwd,
         start_new_session=True,
         preexec_fn=child_setup(rlimits),
+        pass_fds=tuple(pass_fds),
         limit=limit,
     )
 

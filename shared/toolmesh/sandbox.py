@@ -32,6 +32,7 @@ from toolmesh.sandbox_argv import (
     runtime_paths,
     sandbox_environment,
 )
+from toolmesh.sandbox_mounts import HeldPaths
 
 logger = logging.getLogger("toolmesh.sandbox")
 
@@ -70,6 +71,8 @@ class Launch:
     env: dict[str, str]
     cwd: str | None = None
     rlimits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    fds: tuple[int, ...] = ()
+    """Descriptors the argv names (the bound host paths): passed to the child, then closed by the spawner."""
 
 
 def bwrap_binary() -> str | None:
@@ -132,7 +135,8 @@ class Sandboxer:
     def launch(
         self, command: str, args: Sequence[str], env: Mapping[str, str], cwd: str | None, sandbox: object
     ) -> Launch:
-        """The process to spawn for ``command``; ``sandbox`` is the config's ``sandbox`` field.
+        """The process to spawn for ``command``; ``sandbox`` is the config's ``sandbox`` field. The
+        ``Launch``'s descriptors are the caller's to pass to the child and close.
 
         Raises:
             SandboxError: no sandbox is available, or the config names what a child may not see.
@@ -167,18 +171,32 @@ class Sandboxer:
         if problems:
             raise SandboxError("sandbox refused: " + "; ".join(problems))
         uid = server_uid(self._settings, self._key) if _as_root() else None
-        place = Placement(
-            command=[executable, *args],
-            home=str(self._home(uid)),
-            runtime=[
-                *runtime_paths(executable, env.get("PATH", os.defpath), data_dir),
-                *argument_paths(args, data_dir),
-            ],
-            cwd=cwd,
-            uid=uid,
-        )
-        argv = bwrap_argv(current.detail, declared, self._settings, place)
-        return Launch(argv, sandbox_environment(dict(env)), None, resource_limits(declared, self._settings))
+        runtime = [
+            *runtime_paths(executable, env.get("PATH", os.defpath), data_dir),
+            *argument_paths(args, data_dir),
+        ]
+        held = HeldPaths(data_dir)
+        try:
+            opened = [
+                problem
+                for path, writable in (
+                    *((path, True) for path in declared.paths_read_write),  # first: held as writable
+                    *((path, False) for path in (*runtime, *self._settings.stdio_sandbox_paths_read_only)),
+                    *((path, False) for path in (*declared.paths_read_only, *([cwd] if cwd else []))),
+                )
+                if (problem := held.hold(path, writable=writable))
+            ]
+            if opened:
+                raise SandboxError("sandbox refused: " + "; ".join(opened))
+            place = Placement(
+                command=[executable, *args], home=str(self._home(uid)), runtime=runtime, cwd=cwd, uid=uid, fds=held.fds
+            )
+            argv = bwrap_argv(current.detail, declared, self._settings, place)
+        except BaseException:
+            held.close()
+            raise
+        limits = resource_limits(declared, self._settings)
+        return Launch(argv, sandbox_environment(dict(env)), None, limits, tuple(held.fds.values()))
 
     def _home(self, uid: int | None) -> Path:
         """The server's private home, made on first use, owned by the child's uid."""

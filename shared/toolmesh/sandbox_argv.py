@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolmesh.config import Settings
@@ -42,6 +42,9 @@ class Placement:
     cwd: str | None = None
     uid: int | None = None
     """When set (toolmesh runs as root), the child runs as this uid and gid."""
+    fds: Mapping[str, int] = field(default_factory=dict)
+    """An open descriptor of every host path bound besides ``home`` (see ``toolmesh.sandbox_mounts``):
+    bubblewrap binds what was opened and checked, never the name again."""
 
 
 def path_problem(path: str, data_dir: Path) -> str | None:
@@ -99,7 +102,7 @@ def argument_paths(args: Sequence[str], data_dir: Path) -> list[str]:
 
 
 def bwrap_argv(bwrap: str, sandbox: StdioSandbox, settings: Settings, place: Placement) -> list[str]:
-    """The full argv: ``bwrap``, its options, then the child's command."""
+    """The full argv: ``bwrap``, its options, then the child's command (``place.fds`` passed to it)."""
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--hostname", "toolmesh-stdio"]
     if not sandbox.network:
@@ -116,14 +119,23 @@ def bwrap_argv(bwrap: str, sandbox: StdioSandbox, settings: Settings, place: Pla
     for directory in _parents([*read_only, *sandbox.paths_read_write, SANDBOX_HOME]):
         argv += ["--perms", "0755", "--dir", directory]
     for path in dict.fromkeys(read_only):
-        argv += ["--ro-bind", path, path]
+        if path not in sandbox.paths_read_write:  # bound writable below
+            argv += ["--ro-bind-fd", str(_fd(place, path)), path]
     for path in dict.fromkeys(sandbox.paths_read_write):
-        argv += ["--bind", path, path]
+        argv += ["--bind-fd", str(_fd(place, path)), path]
     argv += ["--bind", place.home, SANDBOX_HOME, "--chdir", place.cwd or SANDBOX_HOME]
     if place.uid is not None:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", SETPRIV]
         argv += [f"--reuid={place.uid}", f"--regid={place.uid}", "--clear-groups", "--no-new-privs"]
     return [*argv, "--", *place.command]
+
+
+def _fd(place: Placement, path: str) -> int:
+    """The descriptor ``path`` is bound from; a path without one is never bound by name."""
+    try:
+        return place.fds[path]
+    except KeyError:
+        raise ValueError(f"{path} is bound without an open descriptor") from None
 
 
 def resource_limits(sandbox: StdioSandbox, settings: Settings) -> dict[int, tuple[int, int]]:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import secrets
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import REPO_ROOT, RoleProcess, running_system
+from tests.harness import REPO_ROOT, RoleProcess, eventually, running_system
 from tests.peers.launch import DEMO_SERVER, demo_args
 
 pytestmark = pytest.mark.integration
@@ -144,3 +145,71 @@ async def test_declared_paths_may_not_expose_the_data_dir(nats_url: str, databas
         created = await system.register("peeker", "STDIO", config)
         failed = await system.wait_status(created["id"], "ERROR")
     assert "holds or is inside toolmesh's data directory" in failed["error_message"]
+
+
+SWAPS = 'cd "$1"; while :; do ln -sfn "$2" l.a; mv -T l.a l; ln -sfn "$3" l.b; mv -T l.b l; done'
+"""A process turning ``l`` between the data dir and a harmless directory as fast as it can."""
+RACE_CONNECTS = 16
+
+
+async def test_a_symlink_swapped_between_check_and_bind_never_mounts_the_data_dir(
+    nats_url: str, database_url: str
+) -> None:
+    """Attack: check-then-use race. A server declares a path that another process keeps turning from a
+    harmless directory to the data dir and back; the worker connects it again and again. Whatever it is
+    when checked must be what is mounted: no connect may show the data dir's files."""
+    canary = f"race-canary-{secrets.token_hex(8)}"
+    shared = Path(tempfile.mkdtemp(prefix="toolmesh-race-"))
+    harmless = shared / "ok"
+    harmless.mkdir()
+    (harmless / "harmless").write_text("nothing")
+    async with running_system(nats_url, database_url) as system:
+        data_dir = system.settings.data_dir
+        (data_dir / "race-canary").write_text(canary)
+        # As readable as for a child with toolmesh's own uid (toolmesh run by an ordinary user).
+        data_dir.chmod(0o755)
+        (data_dir / "race-canary").chmod(0o644)
+        swapper = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", SWAPS, "swap", str(shared), str(data_dir), str(harmless)
+        )
+        seen: list[dict[str, Any]] = []
+        refused: list[str] = []
+        try:
+            config = {
+                "command": sys.executable,
+                "args": [str(HOSTILE)],
+                "sandbox": {"paths_read_only": [str(shared / "l")]},
+            }
+            created = await system.register("reader", "STDIO", config)
+            server_id = created["id"]
+            async with tcp_listener() as (port, _received):
+                for _ in range(RACE_CONNECTS):
+
+                    async def settled() -> dict[str, Any] | None:
+                        detail = await system.server(server_id)
+                        connected = detail["status"] == "CONNECTED" and detail["tool_count"] > 0
+                        return detail if connected or detail["status"] == "ERROR" else None
+
+                    detail = await eventually(settled, timeout=60, what="the reader to connect or fail")
+                    if detail["status"] == "ERROR":
+                        refused.append(detail["error_message"])
+                    else:
+                        arguments = {"worker_pid": 1, "data_dir": str(shared / "l"), "port": port}
+                        report, raw = await look_around(
+                            system.api, "reader", {**arguments, "write_dirs": [], "tag": "r"}
+                        )
+                        seen.append(report)
+                        assert canary not in raw
+                    response = await system.api.post(f"{SERVERS}/{server_id}/disconnect", json={"force": True})
+                    assert response.status_code == 200, response.text
+                    await system.wait_status(server_id, "DISCONNECTED")
+                    response = await system.api.post(f"{SERVERS}/{server_id}/connect")
+                    assert response.status_code == 200, response.text
+        finally:
+            swapper.kill()
+            await swapper.wait()
+    assert seen, refused  # some connects ran the reader: the race was run
+    for report in seen:
+        assert "race-canary" not in report["data_files"]
+        assert report["data_dir"] == ["harmless"], report  # what was checked is what was mounted
+    assert all("holds or is inside toolmesh's data directory" in message for message in refused), refused

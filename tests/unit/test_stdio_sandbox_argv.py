@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from pathlib import Path
@@ -29,6 +30,11 @@ def _pairs(argv: list[str], option: str) -> list[str]:
     return [argv[i + 1] for i, word in enumerate(argv) if word == option]
 
 
+def _fd_pairs(argv: list[str], option: str) -> list[tuple[str, str]]:
+    """The two operands of every ``option`` in ``argv``."""
+    return [(argv[i + 1], argv[i + 2]) for i, word in enumerate(argv) if word == option]
+
+
 def test_every_child_gets_its_own_namespaces_proc_dev_and_tmp(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data")
     place = Placement(command=["/usr/bin/env", "true"], home=str(tmp_path / "home"))
@@ -52,19 +58,36 @@ def test_network_off_unshares_the_network(tmp_path: Path) -> None:
 def test_only_declared_paths_are_bound_read_only_or_writable(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "d", stdio_sandbox_paths_read_only=("/opt/shared",))
     declared = StdioSandbox(paths_read_only=["/srv/ro"], paths_read_write=["/srv/rw"])
-    place = Placement(command=["/bin/true"], home="/h", runtime=["/opt/venv"], cwd="/srv/work")
+    fds = {"/opt/venv": 5, "/opt/shared": 6, "/srv/ro": 7, "/srv/work": 8, "/srv/rw": 9}
+    place = Placement(command=["/bin/true"], home="/h", runtime=["/opt/venv"], cwd="/srv/work", fds=fds)
     argv = bwrap_argv("bwrap", declared, settings, place)
-    assert _pairs(argv, "--ro-bind") == ["/opt/venv", "/opt/shared", "/srv/ro", "/srv/work"]
-    assert _pairs(argv, "--bind") == ["/srv/rw", "/h"]
+    # Host paths are bound from the descriptors they were checked on, never by name again.
+    assert _fd_pairs(argv, "--ro-bind-fd") == [
+        ("5", "/opt/venv"),
+        ("6", "/opt/shared"),
+        ("7", "/srv/ro"),
+        ("8", "/srv/work"),
+    ]
+    assert _fd_pairs(argv, "--bind-fd") == [("9", "/srv/rw")]
+    assert _pairs(argv, "--ro-bind") == []
+    assert _pairs(argv, "--bind") == ["/h"]
     assert _pairs(argv, "--chdir") == ["/srv/work"]
     # Directories above the binds are made reachable (0755), never bound from the host.
     assert {"/opt", "/srv", "/home"} <= set(_pairs(argv, "--dir"))
 
 
+def test_a_host_path_without_an_open_descriptor_is_never_bound_by_name(tmp_path: Path) -> None:
+    """Attack: a path checked by name and bound by name later can be swapped in between."""
+    declared = StdioSandbox(paths_read_only=["/srv/ro"])
+    with pytest.raises(ValueError, match="without an open descriptor"):
+        bwrap_argv("bwrap", declared, Settings(data_dir=tmp_path), Placement(command=["/bin/true"], home="/h"))
+
+
 def test_directories_above_a_path_under_tmp_are_reachable(tmp_path: Path) -> None:
     """bubblewrap makes missing parents 0700: a child with its own uid could not reach /tmp/a/b."""
     declared = StdioSandbox(paths_read_only=["/tmp/a/b/c"])
-    argv = bwrap_argv("bwrap", declared, Settings(data_dir=tmp_path), Placement(command=["/bin/true"], home="/h"))
+    place = Placement(command=["/bin/true"], home="/h", fds={"/tmp/a/b/c": 3})
+    argv = bwrap_argv("bwrap", declared, Settings(data_dir=tmp_path), place)
     made = _pairs(argv, "--dir")
     assert made.index("/tmp/a") < made.index("/tmp/a/b") and "/tmp" not in made
     assert argv.index("--tmpfs") < argv.index("/tmp/a")
@@ -161,3 +184,23 @@ def test_a_script_named_in_the_arguments_is_shown_with_its_directory_but_never_t
     beside = tmp_path / "beside.py"
     beside.write_text("print()")
     assert argument_paths([str(beside)], data) == [str(beside)]
+
+
+def test_declared_paths_reach_bwrap_as_descriptors_of_what_was_checked(tmp_path: Path) -> None:
+    """Attack: check-then-use race; the launch binds the objects it checked, and refuses a shared temp dir
+    as a writable path (a channel between the children of different servers)."""
+    settings = Settings(data_dir=tmp_path / "data")
+    if sandbox.mode(settings).kind != "bubblewrap":
+        pytest.skip("no working bubblewrap here")
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    env = {"PATH": "/usr/bin:/bin"}
+    launch = sandbox.Sandboxer(settings, "server-1").launch("true", [], env, None, {"paths_read_only": [str(shown)]})
+    try:
+        fd = int(launch.argv[launch.argv.index("--ro-bind-fd") + 1])
+        assert launch.fds == (fd,) and os.readlink(f"/proc/self/fd/{fd}") == str(shown)
+    finally:
+        for fd in launch.fds:
+            os.close(fd)
+    with pytest.raises(sandbox.SandboxError, match="/var/tmp is a shared temporary directory"):
+        sandbox.Sandboxer(settings, "server-1").launch("true", [], env, None, {"paths_read_write": ["/var/tmp"]})

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
@@ -50,6 +52,8 @@ class StdioProcess:
     The child's environment is ``base_env`` (a few variables such as PATH and HOME) overlaid
     with the server's configured ``env``; nothing else of the worker's environment reaches it.
     ``rlimits`` are set in the child before exec (a sandboxed child's command is its sandbox's).
+    ``pass_fds`` (the host paths its sandbox binds) are handed to the first child spawned and closed
+    here right after: the process is connected once.
     """
 
     def __init__(
@@ -61,8 +65,11 @@ class StdioProcess:
         cwd: str | None = None,
         base_env: Mapping[str, str] | None = None,
         rlimits: Mapping[int, tuple[int, int]] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.server_name = server_name
+        self._pass_fds = list(pass_fds)
+        weakref.finalize(self, _close_all, self._pass_fds)  # never connected: still closed
         self._argv = [command, *args]
         self._env = {**(base_env or {}), **env}  # never the worker's own environment
         self._cwd = cwd
@@ -88,9 +95,14 @@ class StdioProcess:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Spawn the process and yield the SDK's (read, write) streams; kill the group on exit."""
-        process = await processes.spawn_piped(
-            self._argv, env=self._env, cwd=self._cwd, limit=MAX_MESSAGE_BYTES, rlimits=self._rlimits
-        )
+        fds = self._pass_fds[:]
+        self._pass_fds.clear()
+        try:
+            process = await processes.spawn_piped(
+                self._argv, env=self._env, cwd=self._cwd, limit=MAX_MESSAGE_BYTES, rlimits=self._rlimits, pass_fds=fds
+            )
+        finally:
+            _close_all(fds)
         self.process = process
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
@@ -163,6 +175,13 @@ class StdioProcess:
             line = storable(raw.decode(errors="replace")).rstrip()[:_STDERR_LINE_CHARS]
             if line:
                 logger.info("%s", line, extra={"server": self.server_name})
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close the descriptors in ``fds`` (this process's copies) and forget them."""
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
 
 
 def _line(message: SessionMessage) -> bytes:

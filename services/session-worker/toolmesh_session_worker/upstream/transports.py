@@ -257,5 +257,11 @@ def sandboxed_process(
     except SandboxError as exc:
         raise SandboxRefused(f"{server_name}: connect failed: {exc}") from None
     return StdioProcess(
-        server_name, launch.argv[0], launch.argv[1:], launch.env, cwd=launch.cwd, rlimits=launch.rlimits
+        server_name,
+        launch.argv[0],
+        launch.argv[1:],
+        launch.env,
+        cwd=launch.cwd,
+        rlimits=launch.rlimits,
+        pass_fds=launch.fds,
     )
