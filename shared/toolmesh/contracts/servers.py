@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -75,6 +76,39 @@ def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | No
     )
 
 
+# Headers toolmesh's HTTP client owns: hop-by-hop and message framing (RFC 9110/9112), and MCP's own
+# session headers. A registration setting one could smuggle a request or break the session.
+RESERVED_HEADERS = frozenset(
+    {
+        "connection",
+        "content-encoding",
+        "content-length",
+        "expect",
+        "host",
+        "keep-alive",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
+
+
+def header_problem(name: str) -> str | None:
+    """Why ``name`` may not be a header of ``connection_config.headers``, else None."""
+    if _HEADER_NAME.fullmatch(name) is None:
+        return f"'headers': {name!r} is not a valid header name"
+    if name.lower() in RESERVED_HEADERS:
+        return f"'headers': {name!r} is a hop-by-hop or framing header that toolmesh's HTTP client sets"
+    return None
+
+
 def upstream_url_problem(transport: TransportType, url: str) -> str | None:
     """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress``): a
     link-local or metadata host in any spelling, and for REST a URL that could bend to another path."""
@@ -114,6 +148,8 @@ def config_problems(
     for mapping in ("env", "headers"):
         if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
             problems.append((mapping, f"'{mapping}' values must be strings"))
+    if transport is not TransportType.STDIO and isinstance(config.get("headers"), dict):
+        problems.extend(("headers", problem) for name in config["headers"] if (problem := header_problem(name)))
     for field, field_value in config.items():
         if has_nul(field) or has_nul(field_value):
             problems.append((field, f"'{field}' may not contain the NUL character"))
