@@ -43,6 +43,13 @@ _HEADER = re.compile(r"(?P<name>(?<![\w-])[A-Za-z][A-Za-z0-9-]*)(?P<sep>:[ \t]*)
 _JSON_FIELD = re.compile(r"(?P<name>(?<=\")[A-Za-z_][\w-]*)(?P<sep>\"\s*:\s*\")(?P<value>[^\"]+)")
 _BEARER = re.compile(r"(?P<name>(?<![\w-])(?i:bearer|basic))(?P<sep>[ \t]+)(?P<value>[A-Za-z0-9._~+/=:-]+)")
 _URL = re.compile(r"(?<![\w.+-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+# Tokens recognisable by their form alone, wherever they stand: OpenAI/Anthropic-style ``sk-``, GitHub
+# ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, Slack ``xoxb-``/``xoxp-``, AWS access key ids,
+# toolmesh keys ``tm_``.
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{16,}|gh[opusr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
+    r"|xox[bpars]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|tm_[A-Za-z0-9_-]{16,})"
+)
 _SPACED_FLAG = re.compile(r"(?P<name>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>[ \t]+)(?P<value>[^\s\"'-][^\s\"']*)")
 
 
@@ -114,6 +121,7 @@ def _rewrite(text: str, on_secret: Callable[[str, str], str]) -> str:
         return masked
 
     text = _URL.sub(url, text)
+    text = _TOKEN.sub(lambda m: on_secret("token", m[0]), text)
     text = _JSON_FIELD.sub(lambda m: pair(m, last_word=False), text)
     text = _HEADER.sub(lambda m: pair(m, last_word=False), text)
     text = _BEARER.sub(lambda m: f"{m['name']}{m['sep']}{on_secret(m['name'], m['value'])}", text)
@@ -132,7 +140,8 @@ def _follows_secret_flag(args: Sequence[str], index: int) -> bool:
 
 def mask_args(args: Sequence[str]) -> list[str]:
     """Command-line arguments safe to show: values of secret flags, secret ``NAME=value`` pairs,
-    secret header lines, bearer tokens and URL credentials become ``***``."""
+    secret header lines, bearer tokens, URL credentials and well-known token forms (``sk-...``,
+    ``ghp_...``, ``xoxb-...``, ``AKIA...``, ``tm_...``) become ``***``."""
     return [
         MASK if _follows_secret_flag(args, i) else _rewrite(arg, lambda _name, _value: MASK)
         for i, arg in enumerate(args)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import HeldChange, HistoryEntry, ServerDetail, ServerSummary, ToolInfo
 from toolmesh.credentials import mask_config
+from toolmesh.secret_text import MASK
 from toolmesh.store.queries import Row
 
 
@@ -66,8 +69,20 @@ def server_summary(row: Row, tools: list[ToolInfo] | None = None) -> ServerSumma
     )
 
 
-def server_detail(row: Row) -> ServerDetail:
-    """One server in full; the connection config shown is the masked copy."""
+def shown_config(masked: dict[str, Any], *, command_visible: bool) -> dict[str, Any]:
+    """A masked connection config as a caller sees it: without ``command_visible`` (a role that does
+    not manage the server) a STDIO command's ``args`` are hidden entirely (``env`` values are masked for every role)."""
+    shown = mask_config(masked)  # rows masked by older rules too
+    if command_visible:
+        return shown
+    if shown.get("args"):
+        shown["args"] = [MASK]
+    return shown
+
+
+def server_detail(row: Row, *, command_visible: bool = False) -> ServerDetail:
+    """One server in full; the connection config shown is the masked copy, and a STDIO command's
+    ``args`` only for ``command_visible`` (callers that manage the server)."""
     return ServerDetail(
         id=row["id"],
         name=row["name"],
@@ -75,7 +90,7 @@ def server_detail(row: Row) -> ServerDetail:
         new_tools=row["new_tools"],
         description=row["description"],
         transport_type=row["transport_type"],
-        connection_config=mask_config(row["connection_config"].get("masked", {})),  # rows masked by older rules too
+        connection_config=shown_config(row["connection_config"].get("masked", {}), command_visible=command_visible),
         status=row["status"],
         health_check_url=row["health_check_url"],
         last_health_check=row["last_health_check"],

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.api import ListServersRequest
+from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import (
     ApproveToolsRequest,
     ApproveToolsResponse,
@@ -76,8 +77,11 @@ async def list_servers(
 
 @router.get("/{server_id}", responses=NOT_FOUND)
 async def get_server(server_id: str, request: Request, principal: Auth, commands: Commands) -> ServerDetail:
-    """One server with its masked connection config."""
-    return server_detail(await commands.server(server_id, caller_of(request, principal)))
+    """One server with its masked connection config (a STDIO command's arguments only for a caller
+    that manages the server: owner, admin, or the agent that registered it)."""
+    row = await commands.server(server_id, caller_of(request, principal))
+    manages = principal.manages or (principal.role is Role.AGENT and principal.owns(row["created_by"]))
+    return server_detail(row, command_visible=manages)
 
 
 @router.post("/{server_id}/connect", responses=MANAGED)

@@ -1,0 +1,72 @@
+"""What a STDIO server's connection config shows to each role (attack of issue 23: a ``user`` key read
+``-p S7``, ``sk-proj-...`` and ``ghp_...`` from ``GET /servers/{id}``).
+
+A role that does not manage the server (a user; an agent for another principal's server) sees none of
+its ``args``; every role sees well-known token forms masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.harness import System, running_system
+from tests.peers.launch import launch_peer
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+OPENAI = "sk-proj-Q1w2E3r4T5y6U7i8O9p0AsDf"
+GITHUB = "ghp_Zx9Cv8Bn7Mm6Ll5Kk4Jj3Hh2Gg1Ff0"
+SHORT = "S7"
+
+
+async def key(system: System, name: str, role: str) -> httpx.AsyncClient:
+    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": "default"})
+    assert response.status_code == 201, response.text
+    token = response.json()["token"]
+    return httpx.AsyncClient(
+        base_url=str(system.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+
+
+@pytest.fixture
+async def stdio_server(nats_url: str, database_url: str) -> AsyncIterator[tuple[System, str]]:
+    async with running_system(nats_url, database_url) as system, launch_peer("stdio") as peer:
+        config = {**peer.config, "args": [*peer.args, "-p", SHORT, OPENAI, f"--gh={GITHUB}"]}
+        created = await system.register("leaky", "STDIO", config, auto_connect=False)
+        yield system, created["id"]
+
+
+async def shown_args(client: httpx.AsyncClient, server_id: str) -> list[str]:
+    response = await client.get(f"{SERVERS}/{server_id}")
+    assert response.status_code == 200, response.text
+    args: list[str] = response.json()["connection_config"]["args"]
+    return args
+
+
+@pytest.mark.parametrize("role", ["user", "agent"])
+async def test_a_role_that_does_not_manage_the_server_sees_none_of_its_args(
+    stdio_server: tuple[System, str], role: str
+) -> None:
+    system, server_id = stdio_server
+    async with await key(system, f"reader-{role}", role) as client:
+        response = await client.get(f"{SERVERS}/{server_id}")
+        assert response.status_code == 200, response.text
+        body = response.text
+        assert await shown_args(client, server_id) == ["***"]
+    for secret in (OPENAI, GITHUB, f'"{SHORT}"', "-p"):
+        assert secret not in body, f"{secret} shown to a {role} key"
+
+
+@pytest.mark.parametrize("role", ["owner", "admin"])
+async def test_a_manager_sees_the_args_with_token_forms_masked(stdio_server: tuple[System, str], role: str) -> None:
+    system, server_id = stdio_server
+    if role == "owner":
+        args = await shown_args(system.api, server_id)
+    else:
+        async with await key(system, "manager", role) as client:
+            args = await shown_args(client, server_id)
+    assert args[-4:] == ["-p", SHORT, "***", "--gh=***"]
+    assert args[0].endswith(".py")  # the command's own arguments stay readable for whoever manages it
