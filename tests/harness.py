@@ -227,10 +227,11 @@ class RoleProcess:
 def processes_running(fragment: str) -> list[int]:
     """Pids of live processes whose command line contains ``fragment``: a STDIO server's own process,
     not the bubblewrap processes around it (whose command lines name it too)."""
-    return [pid for pid in processes.matching(fragment) if not _sandbox_wrapper(pid)]
+    return [pid for pid in processes.matching(fragment) if not is_sandbox_wrapper(pid)]
 
 
-def _sandbox_wrapper(pid: int) -> bool:
+def is_sandbox_wrapper(pid: int) -> bool:
+    """True for a bubblewrap process: the wrapper around a sandboxed STDIO child, not the child."""
     try:
         return psutil.Process(pid).name() == "bwrap"
     except psutil.Error:

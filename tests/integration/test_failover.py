@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nats.js.errors import KeyNotFoundError
 
-from tests.harness import RoleProcess, System, eventually, processes_running, running_system
+from tests.harness import RoleProcess, System, eventually, is_sandbox_wrapper, processes_running, running_system
 from tests.peers.launch import DEMO_SERVER, launch_peer
 from toolmesh import processes
 from toolmesh.bus.topology import leases_bucket
@@ -78,4 +78,8 @@ async def test_killed_session_worker_hands_its_servers_to_the_other(nats_url: st
 
 
 def _parent(pid: int) -> int | None:
-    return processes.parent_of(pid)
+    """The process that started ``pid``'s sandbox: its nearest ancestor that is not a bubblewrap wrapper."""
+    parent = processes.parent_of(pid)
+    while parent is not None and is_sandbox_wrapper(parent):
+        parent = processes.parent_of(parent)
+    return parent
