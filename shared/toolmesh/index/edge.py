@@ -25,8 +25,15 @@ from toolmesh.index.filters import KEYWORD_FIELDS, qdrant_filter
 _SCROLL_PAGE = 1000
 
 
+def private_dir(path: Path) -> None:
+    """Create ``path`` private to this user (0700), or make an existing one so: the index holds every
+    namespace's tool names and descriptions, and its files are written 0644."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+
+
 class EdgeIndex:
-    """A ``ToolIndex`` on ``qdrant-edge-py``, persisted under ``path``."""
+    """A ``ToolIndex`` on ``qdrant-edge-py``, persisted under ``path`` (a directory only its user may enter)."""
 
     backend = "qdrant-edge"
 
@@ -45,6 +52,7 @@ class EdgeIndex:
             payload_memory=qe.Memory.Cached,
         )
         try:
+            private_dir(self.path)
             if (self._shard_path / "edge_config.json").exists() or any(self._shard_path.glob("segments*")):
                 return qe.EdgeShard.load(str(self._shard_path), config)
             self._shard_path.mkdir(parents=True, exist_ok=True)
