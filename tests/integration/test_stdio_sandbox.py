@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -208,6 +209,7 @@ async def test_a_symlink_swapped_between_check_and_bind_never_mounts_the_data_di
         finally:
             swapper.kill()
             await swapper.wait()
+            shutil.rmtree(shared)
     assert seen, refused  # some connects ran the reader: the race was run
     for report in seen:
         assert "race-canary" not in report["data_files"]
