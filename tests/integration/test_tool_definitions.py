@@ -79,6 +79,9 @@ async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_
     rest = await refreshed(system, server["id"])
 
     assert set(rest) == {"echo", "add", "fresh"}
+    history = (await system.api.get(f"{SERVERS}/{server['id']}/history")).json()
+    discovered = [e["details"] for e in history if e["event_type"] == "TOOLS_DISCOVERED"]
+    assert discovered[-1]["left_out"] == len(BAD) + 1  # the admin sees how many were refused
     async with mcp_session(system, path="/mcp/hostile") as session:
         listed = {t.name: t.description for t in (await session.list_tools()).tools}
         assert set(listed) == set(rest)  # the catalog serves exactly what the admin sees

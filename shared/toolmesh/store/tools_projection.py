@@ -3,6 +3,8 @@ classification."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
@@ -70,7 +72,10 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
         event.occurred_at,
     )
     held = sorted(name for name, pin in pins.items() if pin.hold is not None)
-    await history(conn, event, "TOOLS_DISCOVERED", {"tool_count": len(names), **({"held": held} if held else {})})
+    details: dict[str, Any] = {"tool_count": len(names), **({"held": held} if held else {})}
+    if event.left_out:
+        details["left_out"] = event.left_out  # definitions discovery refused (``toolmesh.tool_definitions``)
+    await history(conn, event, "TOOLS_DISCOVERED", details)
 
 
 def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
