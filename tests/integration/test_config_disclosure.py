@@ -7,9 +7,11 @@ its ``args``; every role sees well-known token forms masked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import httpx
+import nats
 import pytest
 
 from tests.harness import System, running_system
@@ -70,3 +72,27 @@ async def test_a_manager_sees_the_args_with_token_forms_masked(stdio_server: tup
             args = await shown_args(client, server_id)
     assert args[-4:] == ["-p", SHORT, "***", "--gh=***"]
     assert args[0].endswith(".py")  # the command's own arguments stay readable for whoever manages it
+
+
+async def test_the_nats_api_shows_the_args_by_the_same_rule(stdio_server: tuple[System, str]) -> None:
+    system, server_id = stdio_server
+    response = await system.api.post("/api/v1/auth/keys", json={"name": "nats-user", "role": "user"})
+    assert response.status_code == 201, response.text
+    tokens = {"user": response.json()["token"], "owner": system.api.headers["Authorization"].split()[1]}
+    nc = await nats.connect(system.settings.nats_url or "", connect_timeout=10)
+    try:
+        shown = {}
+        for role, token in tokens.items():
+            reply = await nc.request(
+                "toolmesh.api.v1.servers.get",
+                json.dumps({"server_id": server_id}).encode(),
+                timeout=30,
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            body = json.loads(reply.data)
+            assert body["ok"] is True, body
+            shown[role] = body["result"]["connection_config"]["args"]
+    finally:
+        await nc.drain()
+    assert shown["user"] == ["***"]
+    assert shown["owner"][-4:] == ["-p", SHORT, "***", "--gh=***"]  # the owner manages it: args shown, tokens masked

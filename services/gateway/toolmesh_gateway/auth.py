@@ -68,6 +68,10 @@ class Principal:
                 f"Role '{self.role}' may not register servers", {"role": str(self.role), "action": "register servers"}
             )
 
+    def manages_server(self, created_by: str | None) -> bool:
+        """True for the owner, an admin, and the agent that registered the server (``created_by``)."""
+        return self.manages or (self.role is Role.AGENT and created_by == self.name)
+
     def owns(self, created_by: str | None) -> bool:
         """False when an agent looks at a server another principal registered: for it, that server
         is not there to manage (404, never 403). Every other role passes (its role decides)."""

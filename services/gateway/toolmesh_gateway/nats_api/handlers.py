@@ -69,7 +69,8 @@ async def _list(s: GatewayServices, caller: Caller, body: api.ListServersRequest
 
 
 async def _get(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
-    return server_detail(await s.commands.server(body.server_id, caller))
+    row = await s.commands.server(body.server_id, caller)
+    return server_detail(row, command_visible=caller.principal.manages_server(row["created_by"]))
 
 
 async def _connect(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.api import ListServersRequest
-from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import (
     ApproveToolsRequest,
     ApproveToolsResponse,
@@ -80,8 +79,7 @@ async def get_server(server_id: str, request: Request, principal: Auth, commands
     """One server with its masked connection config (a STDIO command's arguments only for a caller
     that manages the server: owner, admin, or the agent that registered it)."""
     row = await commands.server(server_id, caller_of(request, principal))
-    manages = principal.manages or (principal.role is Role.AGENT and principal.owns(row["created_by"]))
-    return server_detail(row, command_visible=manages)
+    return server_detail(row, command_visible=principal.manages_server(row["created_by"]))
 
 
 @router.post("/{server_id}/connect", responses=MANAGED)
