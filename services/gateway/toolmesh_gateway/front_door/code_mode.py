@@ -13,7 +13,6 @@ fairly between namespaces (``worker_shares``): one tenant's runs cannot hold the
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,7 +21,6 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 from pydantic_monty import (
     AsyncFunctionSnapshot,
     AsyncMonty,
@@ -45,7 +43,6 @@ from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs
 from toolmesh_gateway.front_door.worker_shares import WorkerShares
-from toolmesh_gateway.json_depth import json_depth
 
 log = logging.getLogger("toolmesh.gateway.code")
 POOL_GRACE_SECONDS = 5.0
@@ -53,6 +50,8 @@ POOL_GRACE_SECONDS = 5.0
 SHUTDOWN_SETTLE_SECONDS = 0.2
 """Pause after closing the pool so its background threads finish before the interpreter does."""
 MAX_OUTPUT_BYTES = 256 * 1024
+MAX_RESULT_DEPTH = 200
+"""How deep a run's result may nest: the sandbox's own recursion limit."""
 
 CallTool = Callable[[ToolCallRequest], Awaitable[dict[str, Any]]]
 Search = Callable[[str, int, list[str] | None], Awaitable[list[dict[str, Any]]]]
@@ -84,13 +83,18 @@ class RunResult:
     error: str | None = None
     tool_calls: int = 0
     duration_ms: float = 0.0
+    max_bytes: int = MAX_OUTPUT_BYTES
 
     def body(self) -> dict[str, Any]:
         """A JSON-ready body: ``result`` or ``error``, ``output``, ``tool_calls``, ``duration_ms``."""
         body: dict[str, Any] = {"ok": self.ok, "output": self.output, "tool_calls": self.tool_calls}
         if self.ok:
-            body["result"] = to_jsonable_python(self.value, fallback=repr)
-        else:
+            try:  # a budget: a snippet may return millions of values, converted on the event loop
+                body["result"] = packs.json_result(self.value, self.max_bytes, MAX_RESULT_DEPTH)
+            except packs.ArgumentRefused as exc:
+                body["ok"] = self.ok = False
+                self.error = f"ValueError: the result is too large to return ({exc}); return less"
+        if not self.ok:
             body["error"] = self.error
         body["duration_ms"] = round(self.duration_ms, 3)
         return body
@@ -114,6 +118,7 @@ class _Run:
     deadline: float
     default_timeout: float
     max_depth: int
+    max_bytes: int
     handles: dict[UUID, str] = field(default_factory=dict)
     server_packs: dict[str, str] = field(default_factory=dict)
     calls: int = 0
@@ -151,13 +156,14 @@ class _Run:
             raise PackError(packs.unknown_tool_message(pack, method, names))
         if args:
             raise PackError(f"{pack}.{method}() takes keyword arguments only", TypeError)
-        if _nests_deeper_than(kwargs, self.max_depth - 1):  # as deep as a REST call's body may carry them
-            message = f"VALIDATION_ERROR: {pack}.{method}(): arguments nest deeper than {self.max_depth - 1} levels"
-            raise PackError(message, ValueError)
+        try:  # what a REST call's body may carry: as deep, as large, JSON only
+            arguments = packs.json_arguments(kwargs, self.max_bytes, self.max_depth - 1)
+        except packs.ArgumentRefused as exc:
+            raise PackError(f"VALIDATION_ERROR: {pack}.{method}(): {exc}", ValueError) from None
         self.calls += 1
         left = self.deadline - time.monotonic()
         timeout = max(min(left, self.default_timeout), 0.001)
-        request = ToolCallRequest(name=tool, server_id=server.id, arguments=kwargs, timeout_seconds=timeout)
+        request = ToolCallRequest(name=tool, server_id=server.id, arguments=arguments, timeout_seconds=timeout)
         try:
             result = await self.call_tool(request)
         except ExecutionTimeout as exc:  # the call's share of the run's budget ran out: one timeout type
@@ -203,15 +209,6 @@ class _Run:
             return await self.search(request.query, request.limit, request.server_filter)
         except ToolmeshError as exc:
             raise PackError(f"{exc.error_code}: {exc.detail}", RuntimeError) from exc
-
-
-def _nests_deeper_than(arguments: dict[str, Any], limit: int) -> bool:
-    """True when a snippet's arguments nest deeper than ``limit`` (or too deep to encode at all)."""
-    try:
-        text = json.dumps(arguments, default=repr).encode()
-    except RecursionError:
-        return True
-    return json_depth(text) > limit
 
 
 def _refusal(call: str, error: ToolmeshError) -> str:
@@ -283,6 +280,7 @@ class CodeRunner:
             deadline=started + budget,
             default_timeout=self._settings.request_timeout_seconds,
             max_depth=self._settings.max_request_json_depth,
+            max_bytes=self._settings.max_request_body_bytes,
         )
         output = CollectString(max_bytes=MAX_OUTPUT_BYTES)
         result = RunResult(ok=False)
@@ -306,6 +304,7 @@ class CodeRunner:
             log.warning("code mode run failed: %s", exc)
             result.error = f"RuntimeError: {exc}"
         result.output = output.output
+        result.max_bytes = self._settings.max_request_body_bytes
         result.tool_calls = state.calls
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
