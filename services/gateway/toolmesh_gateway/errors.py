@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import nats.errors
 import nats.js.errors
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolmesh.errors import BackendUnavailable, ToolmeshError
+from toolmesh.errors import BackendUnavailable, ToolmeshError, ValidationFailed
 
 VALIDATION_ERROR = "VALIDATION_ERROR"
 NATS_UNREACHABLE = (
@@ -24,12 +30,20 @@ NATS_UNREACHABLE = (
 """NATS failures that mean "not reachable now" (a restart, a partition): 503, worth a retry."""
 
 
+class ErrorBody(JSONResponse):
+    """An error body as ASCII JSON: text the client sent (echoed in ``detail`` or an error's ``input``)
+    may hold a lone surrogate, which has no UTF-8 form; escaped, it is still JSON."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def error_response(exc: Exception) -> JSONResponse:
     """The contract's answer to a ``ToolmeshError``: its status and error body; to anything else (one
     of ``NATS_UNREACHABLE``), 503 ``BACKEND_UNAVAILABLE``."""
     if not isinstance(exc, ToolmeshError):
         exc = BackendUnavailable(f"NATS unreachable: {type(exc).__name__}: {exc}")
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers() or None)
+    return ErrorBody(exc.body(), status_code=exc.status, headers=exc.headers() or None)
 
 
 async def _toolmesh_error(request: Request, exc: Exception) -> JSONResponse:
@@ -41,7 +55,25 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     ``error_code``."""
     assert isinstance(exc, RequestValidationError)
     body = {"detail": jsonable_encoder(exc.errors()), "error_code": VALIDATION_ERROR}
-    return JSONResponse(body, status_code=422)
+    return ErrorBody(body, status_code=422)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A body that is not JSON text (invalid UTF-8, an integer too long to read: FastAPI's 400 "error
+    parsing the body") is the contract's ``VALIDATION_ERROR``; other HTTP errors as FastAPI answers them."""
+    assert isinstance(exc, HTTPException)
+    cause = exc.__cause__
+    if exc.status_code == 400 and isinstance(cause, ValueError):
+        why = (
+            f"invalid UTF-8 at byte {cause.start}"
+            if isinstance(cause, UnicodeDecodeError)
+            else str(cause).split(";")[0]
+        )
+        error = ValidationFailed(
+            "Request body is not valid JSON", {"errors": [{"loc": ["body"], "msg": why, "type": "json_invalid"}]}
+        )
+        return error_response(error)
+    return await http_exception_handler(request, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -51,6 +83,7 @@ def install_error_handlers(app: FastAPI) -> None:
     for error in NATS_UNREACHABLE:
         app.add_exception_handler(error, _toolmesh_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
 
 
 class ErrorResponses:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -153,10 +154,21 @@ def config_problems(
     for field, field_value in config.items():
         if has_nul(field) or has_nul(field_value):
             problems.append((field, f"'{field}' may not contain the NUL character"))
+        elif not _utf8(field) or not _utf8(field_value):
+            problems.append((field, f"'{field}' may not contain a lone surrogate (text with no UTF-8 form)"))
         elif names := protected_references(field_value):
             listed = ", ".join(sorted(set(names)))
             problems.append((field, f"'{field}' may not reference toolmesh's own variables ({listed})"))
     return problems
+
+
+def _utf8(value: Any) -> bool:
+    """True when every string and key inside ``value`` has a UTF-8 form (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _without_nul(value: str | None) -> str | None:

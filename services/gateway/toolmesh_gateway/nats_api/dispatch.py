@@ -8,9 +8,10 @@ from collections.abc import Mapping
 
 from faststream.nats import NatsMessage, NatsResponse
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from toolmesh.contracts.api import AUTHORIZATION_HEADER, IDEMPOTENCY_HEADER, REPLAYED_HEADER, Operation
-from toolmesh.errors import RoutingFailed, ToolmeshError
+from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
 from toolmesh_gateway.nats_api.handlers import HANDLERS, GatewayServices
@@ -27,6 +28,16 @@ def response(stored: Stored, replayed: bool = False) -> NatsResponse:
     return NatsResponse(stored.body.encode(), headers=headers)
 
 
+def _require_utf8(body: BaseModel) -> None:
+    """Refuse a payload whose text has no UTF-8 form (a lone surrogate, which JSON's ``\\ud800`` escape
+    can write): nothing past this point could send it on."""
+    try:
+        body.model_dump_json()
+    except PydanticSerializationError as exc:
+        error = {"loc": [], "msg": "text with a lone surrogate is not valid UTF-8", "type": "string_unicode"}
+        raise ValidationFailed("Request validation failed", {"errors": [error]}) from exc
+
+
 class ApiDispatch:
     """Runs operations for callers identified by the bearer key in their request headers."""
 
@@ -38,6 +49,7 @@ class ApiDispatch:
     async def __call__(self, operation: Operation, body: BaseModel, msg: NatsMessage) -> NatsResponse:
         headers = {name.lower(): value for name, value in (msg.headers or {}).items()}
         try:
+            _require_utf8(body)
             stored, replayed = await self._answer(operation, body, headers)
         except ToolmeshError as exc:
             stored, replayed = failure(exc), False
