@@ -1,5 +1,6 @@
 """A depth and size fuzz of JSON request bodies: every JSON endpoint of ``/openapi.json`` (and ``/mcp``)
-gets bodies nested deep, arrays and strings huge, within the body limit and beyond it; the run
+gets bodies nested deep, arrays and strings huge, within the body limit and beyond it, and bodies
+that are not JSON text (lone surrogates, invalid UTF-8, an integer too long to read); the run
 fails on any 5xx (``checks.fault_of``). Bounded: a fixed list of shapes, one request each per
 operation and principal, with a deadline.
 """
@@ -55,6 +56,10 @@ def shapes(max_bytes: int, max_depth: int) -> list[Shape]:
         Shape("unterminated string of backslashes", b'{"name":"' + b"\\" * (under - 16)),
         Shape("brackets inside a string", b'{"name":"' + b"[" * (under - 16) + b'"}'),
         Shape("over the body limit", b"[" + b"1," * (max_bytes // 2) + b"1]"),
+        Shape("lone surrogate escape", b'{"name":"x\\ud800","arguments":{"\\udc00":"\\ud800"},"query":"\\ud800"}'),
+        Shape("encoded surrogate bytes", b'{"name":"x\xed\xa0\x80","query":"\xed\xa0\x80"}'),
+        Shape("invalid UTF-8", b'{"name":"\xff\xfe","query":"\xc3("}'),
+        Shape("integer of 5000 digits", b'{"name":"x","limit":' + b"9" * 5000 + b"}"),
     ]
 
 
