@@ -16,6 +16,11 @@ from toolmesh.redaction import REDACTOR, Secret
 from toolmesh.secret_text import is_secret_name, url_secrets
 
 
+SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
+"""Variables the shell sets to directories: "PWD" reads as a password's name, but masking the working
+directory would hide every path in the log."""
+
+
 def _is_number(value: str) -> bool:
     try:
         float(value)
@@ -44,7 +49,7 @@ def deployment_secrets(settings: Settings, environ: Mapping[str, str]) -> list[S
         if isinstance(value, str) and value:
             found.extend(_named(field, value))
     for name, value in environ.items():
-        if value:
+        if value and name not in SHELL_DIRECTORIES:
             found.extend(_named(name, value))
     return found
 

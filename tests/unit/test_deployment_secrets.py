@@ -49,3 +49,10 @@ def test_an_api_key_token_is_masked_by_its_form_alone() -> None:
     line = f"child said: Authorization: Bearer {token}; token={token}."
     assert token not in redactor.redact(line)
     assert redactor.redact("tm_short and stm_" + "x" * 43) == "tm_short and stm_" + "x" * 43
+
+
+def test_the_shells_working_directory_is_no_password() -> None:
+    """``PWD`` reads as a password's name; masked, it hid every path under the working directory in the log."""
+    found = _values(Settings(), {"PWD": "/srv/toolmesh", "OLDPWD": "/home/ops", "DB_PWD": "pw-1"})
+    assert "/srv/toolmesh" not in found and "/home/ops" not in found
+    assert "pw-1" in found
