@@ -15,7 +15,6 @@ from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
 from toolmesh.redaction import REDACTOR, Secret
 from toolmesh.secret_text import is_secret_name, url_secrets
 
-
 SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
 """Variables the shell sets to directories: "PWD" reads as a password's name, but masking the working
 directory would hide every path in the log."""
