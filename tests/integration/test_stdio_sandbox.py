@@ -214,4 +214,6 @@ async def test_a_symlink_swapped_between_check_and_bind_never_mounts_the_data_di
     for report in seen:
         assert "race-canary" not in report["data_files"]
         assert report["data_dir"] == ["harmless"], report  # what was checked is what was mounted
-    assert all("holds or is inside toolmesh's data directory" in message for message in refused), refused
+    # A connect that opened the data dir is refused (the swap may also land between the open and its
+    # re-check, refused as a path that changed): only the sandbox's own refusals, never another error.
+    assert all("sandbox refused" in message for message in refused), refused
