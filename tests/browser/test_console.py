@@ -109,7 +109,7 @@ def test_sign_in_register_a_server_and_watch_it_connect(console: Console, toolme
     console.shot("servers")
 
     row.get_by_role("link", name="watched").click()
-    expect(page.locator("#page-title")).to_contain_text("watched")
+    expect(page.locator("#page-title")).to_contain_text("watched", timeout=WAIT_MS)
     timeline = page.get_by_role("list", name="Connection history, oldest first")
     expect(timeline.locator("li").first).to_contain_text("REGISTERED")
     expect(timeline).to_contain_text("CONNECTED")

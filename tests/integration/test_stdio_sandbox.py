@@ -209,7 +209,7 @@ async def test_a_symlink_swapped_between_check_and_bind_never_mounts_the_data_di
         finally:
             swapper.kill()
             await swapper.wait()
-            shutil.rmtree(shared)
+            shutil.rmtree(shared, ignore_errors=True)  # an ln or mv of the killed loop may still be finishing
     assert seen, refused  # some connects ran the reader: the race was run
     for report in seen:
         assert "race-canary" not in report["data_files"]

@@ -73,7 +73,7 @@ def test_sealed_configs_and_addresses_never_leave_the_gateway() -> None:
 def test_a_tool_snapshot_is_summarised() -> None:
     tools = [DiscoveredTool(original_name=f"t{i}", input_schema={"type": "object"}) for i in range(3)]
     item = streamed(ToolsDiscovered(server_id="s1", server_name="github", tools=tools), 7)
-    assert item.data == {"server_name": "github", "tools": ["t0", "t1", "t2"], "tool_count": 3}
+    assert item.data == {"server_name": "github", "tools": ["t0", "t1", "t2"], "left_out": 0, "tool_count": 3}
 
 
 def _principal() -> Principal:
