@@ -45,6 +45,12 @@ async def tcp_listener() -> AsyncIterator[tuple[int, list[bytes]]]:
         await server.wait_closed()
 
 
+def runtime_roots() -> set[str]:
+    """The top-level directories holding the peer's interpreter and script (wherever the checkout lives)."""
+    paths = (Path(sys.executable).resolve(), Path(sys.prefix).resolve(), HOSTILE.resolve(), REPO_ROOT.resolve())
+    return {path.parts[1] for path in paths if len(path.parts) > 1}
+
+
 def host_droppings(tag: str, dirs: list[str]) -> list[Path]:
     """Files the hostile peer left in the host's directories."""
     return [path for d in dirs if (path := Path(d) / f"hostile-{tag}").exists()]
@@ -115,7 +121,7 @@ async def test_hostile_stdio_child_reads_no_secret_and_sees_no_sibling(nats_url:
         writes = report["writes"]
         assert writes.pop(f"/tmp/hostile-{tag}") == "written"
         assert all(result.startswith("refused") for result in writes.values()), writes
-        visible = {"usr", "bin", "lib", "lib64", "sbin", "etc", "proc", "dev", "tmp", "home", "root", "work"}
+        visible = {"usr", "bin", "lib", "lib64", "sbin", "etc", "proc", "dev", "tmp", "home", "root", *runtime_roots()}
         assert set(report["root"]) <= visible, report["root"]  # system dirs, its runtime, its own /tmp
     assert not host_droppings(tag, write_dirs)  # its /tmp was its own, the rest read-only
     assert seen["tcp"].startswith("refused") and online_seen["tcp"] == "connected"
