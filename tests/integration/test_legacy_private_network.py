@@ -5,27 +5,22 @@ the same on a projection rebuild and for rows an older projector wrote."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
-from nats.js import JetStreamContext
 
 from tests.harness import System, credential_box, eventually, make_settings, running_system
 from tests.peers.canary import running_canary
 from tests.peers.launch import launch_peer
-from toolmesh.bus.connection import connect_nats
-from toolmesh.bus.topology import ensure_topology
-from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered
+from tests.projection_replay import last_event_seq, project_until, stream_and_store
+from toolmesh.contracts.events import ServerRegistered
 from toolmesh.contracts.servers import TransportType
 from toolmesh.credentials import mask_config
 from toolmesh.store.migrate import apply_migrations, migration_files
-from toolmesh.store.pool import open_pool
-from toolmesh.store.queries import applied_sequence
-from toolmesh_projector.projector import reset_projection, run_projector
+from toolmesh_projector.projector import reset_projection
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -104,31 +99,11 @@ async def test_legacy_servers_keep_their_registrants_loopback_access_and_agents_
 
 async def rebuilt_flags(nats_url: str, database_url: str) -> dict[str, bool]:
     """Drop the read model and replay the whole stream (``toolmesh projector --rebuild``); the flags then."""
-    settings = make_settings(nats_url, database_url)
-    nc = await connect_nats(nats_url, "rebuild-test")
-    db = await open_pool(database_url)
-    try:
-        js = nc.jetstream()
-        await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
-        last = (await js.stream_info(EVENTS_STREAM)).state.last_seq
+    async with stream_and_store(make_settings(nats_url, database_url), "rebuild-test") as (js, db):
+        last = await last_event_seq(js)
         await reset_projection(js, db)
         await project_until(js, db, last)
         return await private_network_flags(db)
-    finally:
-        await db.close()
-        await nc.close()
-
-
-async def project_until(js: JetStreamContext, db: asyncpg.Pool, seq: int) -> None:
-    stop = asyncio.Event()
-    projector = asyncio.create_task(run_projector(js, db, stop))
-
-    async def applied() -> bool:
-        return await applied_sequence(db) >= seq
-
-    await eventually(applied, timeout=60, what=f"the projector to apply {seq}")
-    stop.set()
-    await projector
 
 
 async def test_rows_an_older_projector_wrote_get_the_flag_of_their_registrants_role_on_upgrade(

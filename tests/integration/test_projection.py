@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import asyncpg
 import pytest
-from nats.js import JetStreamContext
 
 from tests.harness import RoleProcess, eventually, make_settings, running_system
 from tests.peers.launch import launch_peer
-from toolmesh.bus.connection import connect_nats
+from tests.projection_replay import applied_through, last_event_seq, project_until, stream_and_store
 from toolmesh.bus.publishing import publish_event
-from toolmesh.bus.topology import ensure_topology
 from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered
 from toolmesh.contracts.servers import TransportType
-from toolmesh.store.pool import open_pool
 from toolmesh.store.queries import applied_sequence
-from toolmesh_projector.projector import reset_projection, run_projector
+from toolmesh_projector.projector import reset_projection
 
 pytestmark = pytest.mark.integration
 TABLES = {
@@ -61,7 +57,7 @@ async def test_event_published_twice_is_applied_once(nats_url: str, database_url
         # Past the duplicate window the same event arrives as a new message: the projector skips it.
         raw = await js.publish(event.subject, event.model_dump_json().encode(), headers={"Nats-Msg-Id": "other"})
         assert raw.seq > first
-        await eventually(lambda: _applied(system.backends.db, raw.seq), what="checkpoint")
+        await eventually(lambda: applied_through(system.backends.db, raw.seq), what="checkpoint")
         db = system.backends.db
         assert await db.fetchval("SELECT count(*) FROM mcp.external_servers WHERE name = 'twice'") == 1
         assert await db.fetchval("SELECT count(*) FROM mcp.server_connection_history") == 1
@@ -73,15 +69,11 @@ async def test_an_event_the_database_cannot_store_is_skipped_not_blocking(nats_u
         js = system.backends.js
         await publish_event(js, _registered("poison", description="a\u0000b"))  # Postgres text cannot hold NUL
         after = await publish_event(js, _registered("healthy"))
-        await eventually(lambda: _applied(system.backends.db, after), what="the event behind the poison one")
+        await eventually(lambda: applied_through(system.backends.db, after), what="the event behind the poison one")
         db = system.backends.db
         names = {r["name"] for r in await db.fetch("SELECT name FROM mcp.external_servers")}
         assert names == {"healthy"}
         assert await db.fetchval("SELECT count(*) FROM mcp.audit_log WHERE server_name = 'poison'") == 0
-
-
-async def _applied(db: asyncpg.Pool, seq: int) -> bool:
-    return await applied_sequence(db) >= seq
 
 
 async def test_rebuild_reproduces_projection_exactly(nats_url: str, database_url: str) -> None:
@@ -96,40 +88,20 @@ async def test_rebuild_reproduces_projection_exactly(nats_url: str, database_url
             assert (await system.api.delete(f"/api/v1/aggregator/servers/{second['id']}")).status_code == 204
 
     # Every role has stopped: the stream is final. Project all of it, then drop and replay it.
-    settings = make_settings(nats_url, database_url)
-    nc = await connect_nats(nats_url, "rebuild-test")
-    db = await open_pool(database_url)
-    try:
-        js = nc.jetstream()
-        await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
-        last = (await js.stream_info(EVENTS_STREAM)).state.last_seq
-        before = await _project_until(js, db, last)
+    async with stream_and_store(make_settings(nats_url, database_url), "rebuild-test") as (js, db):
+        last = await last_event_seq(js)
+        await project_until(js, db, last)
+        before = await _dump(db)
         assert before["mcp.tools"], "the peer's tools should be projected"
         await reset_projection(js, db)
         assert await applied_sequence(db) == 0
-        assert await _project_until(js, db, last) == before
-    finally:
-        await db.close()
-        await nc.close()
-
-
-async def _project_until(js: JetStreamContext, db: asyncpg.Pool, seq: int) -> dict[str, list[tuple[object, ...]]]:
-    """Run the projector until it applied ``seq``; the tables then."""
-    stop = asyncio.Event()
-    projector = asyncio.create_task(run_projector(js, db, stop))
-    await eventually(lambda: _applied(db, seq), what=f"the projector to apply {seq}")
-    stop.set()
-    await projector
-    return await _dump(db)
+        await project_until(js, db, last)
+        assert await _dump(db) == before
 
 
 async def test_projector_killed_mid_stream_resumes_without_gap(nats_url: str, database_url: str) -> None:
     settings = make_settings(nats_url, database_url)
-    nc = await connect_nats(nats_url, "publisher")
-    db = await open_pool(database_url)
-    try:
-        js = nc.jetstream()
-        await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+    async with stream_and_store(settings, "publisher") as (js, db):
         count = 400
         for i in range(count):
             last = await publish_event(js, _registered(f"server-{i:04d}"))
@@ -140,16 +112,13 @@ async def test_projector_killed_mid_stream_resumes_without_gap(nats_url: str, da
         assert stopped_at < last, "the projector should have been killed mid-stream"
         resumed = RoleProcess("projector", settings)
         try:
-            await eventually(lambda: _applied(db, last), timeout=120, what="the projector to catch up")
+            await eventually(lambda: applied_through(db, last), timeout=120, what="the projector to catch up")
         finally:
             assert resumed.terminate() == 0
         assert await db.fetchval("SELECT count(*) FROM mcp.external_servers") == count
         seqs = [r["stream_seq"] for r in await db.fetch("SELECT stream_seq FROM mcp.applied_events ORDER BY 1")]
         stream = await js.stream_info(EVENTS_STREAM)
         assert seqs == list(range(stream.state.first_seq, last + 1))
-    finally:
-        await db.close()
-        await nc.close()
 
 
 async def _past(db: asyncpg.Pool, seq: int) -> bool:
