@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.connected_peer import running_with_peer
 from tests.harness import System, running_system
 from tests.mcp_client import mcp_session, mcp_url, text_of
-from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
@@ -43,9 +43,7 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 @pytest.fixture
 async def demo(nats_url: str, database_url: str) -> AsyncIterator[System]:
     """A toolmesh with the demo peer connected as ``demo``."""
-    async with running_system(nats_url, database_url) as running, launch_peer("stdio") as peer:
-        server = await running.register("demo", "STDIO", peer.config)
-        await running.wait_connected(server["id"])
+    async with running_with_peer(nats_url, database_url, "demo") as (running, _):
         yield running
 
 

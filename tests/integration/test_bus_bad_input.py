@@ -12,8 +12,8 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from tests.harness import System, running_system
-from tests.peers.launch import launch_peer
+from tests.connected_peer import running_with_peer
+from tests.harness import System
 from toolmesh.contracts.rpc import CallToolRpc, rpc_subject
 
 pytestmark = pytest.mark.integration
@@ -43,10 +43,8 @@ MALFORMED = {
 @pytest.fixture
 async def demo(nats_url: str, database_url: str) -> AsyncIterator[tuple[System, str]]:
     """A toolmesh with the demo peer connected; its server id."""
-    async with running_system(nats_url, database_url) as running, launch_peer("stdio") as peer:
-        server = await running.register("demo", "STDIO", peer.config)
-        await running.wait_connected(server["id"])
-        yield running, server["id"]
+    async with running_with_peer(nats_url, database_url, "demo") as running:
+        yield running
 
 
 @pytest.fixture

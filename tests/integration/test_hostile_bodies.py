@@ -14,9 +14,9 @@ import httpx
 import nats
 import pytest
 
-from tests.harness import ADMIN_TOKEN, System, running_system
+from tests.connected_peer import running_with_peer
+from tests.harness import ADMIN_TOKEN, System
 from tests.mcp_client import mcp_session, text_of
-from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
 LONE = "\ud800"
@@ -26,9 +26,7 @@ LONE = "\ud800"
 @pytest.fixture
 async def demo(nats_url: str, database_url: str) -> AsyncIterator[System]:
     """A toolmesh with the demo peer connected as ``raw3``."""
-    async with running_system(nats_url, database_url) as running, launch_peer("stdio") as peer:
-        server = await running.register("raw3", "STDIO", peer.config)
-        await running.wait_connected(server["id"])
+    async with running_with_peer(nats_url, database_url, "raw3") as (running, _):
         yield running
 
 
