@@ -9,9 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import asyncpg
 import mcp_types
-import nats.errors
 from nats.aio.client import Client as NATS
 
 from toolmesh.contracts.events import Event, ServerStatusChanged
@@ -34,6 +32,7 @@ from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry
 from toolmesh_session_worker.offerings import Offerings
+from toolmesh_session_worker.rediscovery import rediscover
 from toolmesh_session_worker.status_events import status_event
 from toolmesh_session_worker.upstream import (
     RestPolicy,
@@ -46,16 +45,6 @@ from toolmesh_session_worker.upstream import (
 from toolmesh_session_worker.upstream.stdio import base_environment
 
 log = logging.getLogger("toolmesh.session")
-REDISCOVERY_RETRY_SECONDS = 300.0
-"""How long a list change keeps being published while the backends cannot be reached."""
-BACKEND_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    nats.errors.Error,
-)
-"""Failures of Postgres or NATS (not of the upstream): worth retrying once they are back."""
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
 """Requests that wait for a reconnect in progress instead of failing at once (EC-010)."""
 Publish = Callable[[Event], Awaitable[int]]
@@ -351,30 +340,11 @@ class OwnedServer:
         return await self.offerings.prompts(self._live())
 
     async def _tools_changed(self) -> None:
-        self.tasks.spawn(self._rediscover(self.discover))
+        self.tasks.spawn(rediscover(self.discover, self.name))
 
     async def _lists_changed(self, kind: str) -> None:
-        self.tasks.spawn(self._rediscover(self.discover_resources if kind == "resources" else self.discover_prompts))
-
-    async def _rediscover(self, discover: Callable[[], Awaitable[int]]) -> None:
-        """Publish the changed list; retried (capped backoff) while Postgres or NATS cannot be reached, so a
-        change announced during a backend restart is not lost."""
-
-        async def attempt() -> bool:
-            try:
-                await discover()
-            except BACKEND_ERRORS as exc:
-                log.warning("re-discovery waits for the backends: %s", exc, extra={"server": self.name})
-                raise
-            return True
-
-        try:
-            if not await poll_until(
-                attempt, REDISCOVERY_RETRY_SECONDS, interval=0.5, max_interval=5.0, retry_on=BACKEND_ERRORS
-            ):
-                log.error("re-discovery gave up after %.0fs", REDISCOVERY_RETRY_SECONDS, extra={"server": self.name})
-        except (UpstreamError, LimitExceeded) as exc:
-            log.warning("re-discovery failed: %s", exc, extra={"server": self.name})
+        discover = self.discover_resources if kind == "resources" else self.discover_prompts
+        self.tasks.spawn(rediscover(discover, self.name))
 
     async def _lost(self, reason: str) -> None:
         if self.draining or self.reconnecting or self.status is ServerStatus.DISCONNECTED:
