@@ -15,16 +15,10 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System, running_system
 from tests.mcp_client import mcp_url
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 
 pytestmark = pytest.mark.integration
 LIMIT = 3
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
@@ -55,7 +49,7 @@ async def test_guessing_tokens_over_rest_locks_out_that_address_only(system: Sys
         assert int(limited.headers["retry-after"]) >= 1
         right = await attacker.get("/api/v1/auth/me", headers=bearer(ADMIN_TOKEN))
         assert right.status_code == 429  # a right guess is not revealed while the address is limited
-        mcp = await attacker.post(mcp_url(system), json=INIT, headers={**ACCEPT, **bearer(ADMIN_TOKEN)})
+        mcp = await attacker.post(mcp_url(system), json=INITIALIZE, headers={**MCP_ACCEPT, **bearer(ADMIN_TOKEN)})
         assert mcp.status_code == 429 and int(mcp.headers["retry-after"]) >= 1
         assert mcp.json()["error_code"] == "RATE_LIMITED"
 
@@ -63,14 +57,16 @@ async def test_guessing_tokens_over_rest_locks_out_that_address_only(system: Sys
         assert me.status_code == 200 and me.json()["role"] == "owner"
         servers = await owner.get("/api/v1/aggregator/servers", headers=bearer(ADMIN_TOKEN))
         assert servers.status_code == 200
-        opened = await owner.post(mcp_url(system), json=INIT, headers={**ACCEPT, **bearer(ADMIN_TOKEN)})
+        opened = await owner.post(mcp_url(system), json=INITIALIZE, headers={**MCP_ACCEPT, **bearer(ADMIN_TOKEN)})
         assert opened.status_code == 200, opened.text
 
 
 async def test_guessing_tokens_over_mcp_counts_for_rest_too(system: System) -> None:
     async with from_address(system, "127.0.0.4") as attacker:
         for guess in range(LIMIT):
-            refused = await attacker.post(mcp_url(system), json=INIT, headers={**ACCEPT, **bearer(f"guess-{guess}")})
+            refused = await attacker.post(
+                mcp_url(system), json=INITIALIZE, headers={**MCP_ACCEPT, **bearer(f"guess-{guess}")}
+            )
             assert refused.status_code == 401, refused.text
         limited = await attacker.get("/api/v1/aggregator/servers", headers=bearer(ADMIN_TOKEN))
         assert limited.status_code == 429 and limited.json()["error_code"] == "RATE_LIMITED"

@@ -13,16 +13,11 @@ import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_session, mcp_url
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 
 
 async def admin_token(system: System, namespace: str) -> str:
@@ -131,8 +126,8 @@ async def test_a_namespace_at_its_mcp_session_limit_does_not_block_another(nats_
         tokens = {ns: await admin_token(system, ns) for ns in ("team-a", "team-b")}
 
         async def initialize(http: httpx.AsyncClient, namespace: str) -> httpx.Response:
-            headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {tokens[namespace]}"}
-            return await http.post(mcp_url(system), json=INIT, headers=headers)
+            headers = {**MCP_ACCEPT, "Authorization": f"Bearer {tokens[namespace]}"}
+            return await http.post(mcp_url(system), json=INITIALIZE, headers=headers)
 
         async with httpx.AsyncClient(timeout=30) as http:
             opened = [await initialize(http, "team-a") for _ in range(2)]

@@ -9,15 +9,10 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import mcp_url
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 
 pytestmark = pytest.mark.integration
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+MCP_HEADERS = {**MCP_ACCEPT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
 LIMIT = 64 * 1024
 
 
@@ -31,20 +26,24 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 
 async def test_mcp_refuses_foreign_origins_and_rebound_hosts(system: System) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
-        foreign = await http.post(mcp_url(system), json=INIT, headers={**MCP_HEADERS, "Origin": "http://evil.example"})
+        foreign = await http.post(
+            mcp_url(system), json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "http://evil.example"}
+        )
         assert foreign.status_code == 403
         assert foreign.json()["error_code"] == "FORBIDDEN" and foreign.json()["context"] == {
             "origin": "http://evil.example"
         }
-        local = await http.post(mcp_url(system), json=INIT, headers={**MCP_HEADERS, "Origin": "http://localhost:5173"})
+        local = await http.post(
+            mcp_url(system), json=INITIALIZE, headers={**MCP_HEADERS, "Origin": "http://localhost:5173"}
+        )
         assert local.status_code == 200, local.text
-        plain = await http.post(mcp_url(system, "search"), json=INIT, headers=MCP_HEADERS)
+        plain = await http.post(mcp_url(system, "search"), json=INITIALIZE, headers=MCP_HEADERS)
         assert plain.status_code == 200, plain.text
-        rebound = await http.post(mcp_url(system), json=INIT, headers={**MCP_HEADERS, "Host": "rebound.example"})
+        rebound = await http.post(mcp_url(system), json=INITIALIZE, headers={**MCP_HEADERS, "Host": "rebound.example"})
         assert rebound.status_code == 403 and rebound.json()["context"] == {"host": "rebound.example"}
         named = await http.post(
             mcp_url(system, path="/mcp/some-endpoint"),
-            json=INIT,
+            json=INITIALIZE,
             headers={**MCP_HEADERS, "Origin": "http://evil.example"},
         )
         assert named.status_code == 403 and named.json()["context"] == {"origin": "http://evil.example"}
@@ -56,7 +55,7 @@ async def test_mcp_refuses_foreign_origins_and_rebound_hosts(system: System) -> 
 async def test_mcp_paths_with_a_trailing_slash_are_redirected(system: System) -> None:
     """``/mcp/`` and ``/mcp/{name}/`` answer 307 to the path without the slash, as FastAPI does for REST."""
     for path, target in (("/mcp/", "/mcp"), ("/mcp/some-endpoint/", "/mcp/some-endpoint")):
-        answered = await system.api.post(f"{path}?mode=all", json=INIT, headers=MCP_HEADERS)
+        answered = await system.api.post(f"{path}?mode=all", json=INITIALIZE, headers=MCP_HEADERS)
         assert answered.status_code == 307, (path, answered.status_code)
         assert answered.headers["location"] == f"{system.api.base_url.join(target)}?mode=all"
 
@@ -123,7 +122,7 @@ async def test_a_principal_over_its_rate_gets_429_with_retry_after(nats_url: str
         assert response.json()["error_code"] == "RATE_LIMITED"
         assert int(response.headers["retry-after"]) >= 1
         async with httpx.AsyncClient(timeout=10) as http:
-            mcp = await http.post(mcp_url(system), json=INIT, headers=MCP_HEADERS)
+            mcp = await http.post(mcp_url(system), json=INITIALIZE, headers=MCP_HEADERS)
         assert mcp.status_code == 429 and int(mcp.headers["retry-after"]) >= 1
         assert mcp.json()["error_code"] == "RATE_LIMITED"
         unauthenticated = await system.api.get("/api/v1/aggregator/servers", headers={"Authorization": "Bearer x"})

@@ -18,6 +18,7 @@ import pytest
 
 from tests.harness import RoleProcess, System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 from tests.peers.launch import launch_peer
 from toolmesh.embedded import free_port
 
@@ -192,15 +193,9 @@ async def test_another_tenants_tools_are_invisible_through_mcp(tenants: Tenants)
 
 async def test_an_mcp_session_for_another_namespace_is_not_found(tenants: Tenants) -> None:
     base = str(tenants.system.api.base_url)
-    headers = {"Authorization": f"Bearer {tenants.tokens['admin-b']}", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
+    headers = {"Authorization": f"Bearer {tenants.tokens['admin-b']}", **MCP_ACCEPT}
     async with httpx.AsyncClient(base_url=base, headers=headers) as client:
-        response = await client.post("/mcp?namespace=team-a", json=initialize)
+        response = await client.post("/mcp?namespace=team-a", json=INITIALIZE)
     assert response.status_code == 404 and response.json()["error_code"] == "NAMESPACE_NOT_FOUND"
 
 
