@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
@@ -12,7 +14,6 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     retry_if_result,
-    stop_after_delay,
     wait_exponential,
     wait_fixed,
 )
@@ -20,6 +21,7 @@ from tenacity import (
 T = TypeVar("T")
 
 INTERVAL_SECONDS = 0.05
+Clock = Callable[[], float]
 
 
 def _last_value(state: RetryCallState) -> object:
@@ -31,14 +33,19 @@ def _last_value(state: RetryCallState) -> object:
 
 
 def _policy(
-    timeout: float, interval: float, max_interval: float | None, retry_on: tuple[type[BaseException], ...]
+    timeout: float,
+    interval: float,
+    max_interval: float | None,
+    retry_on: tuple[type[BaseException], ...],
+    clock: Clock,
 ) -> dict[str, object]:
     retry: Any = retry_if_result(lambda value: not value)
     if retry_on:
         retry = retry | retry_if_exception_type(retry_on)
     wait = wait_fixed(interval) if max_interval is None else wait_exponential(multiplier=interval, max=max_interval)
+    started = clock()
     return {
-        "stop": stop_after_delay(timeout),
+        "stop": lambda _: clock() - started >= timeout,
         "wait": wait,
         "retry": retry,
         "retry_error_callback": _last_value,
@@ -53,6 +60,8 @@ async def poll_until(
     interval: float = ...,
     max_interval: float | None = ...,
     retry_on: tuple[type[BaseException], ...] = ...,
+    clock: Clock = ...,
+    sleep: Callable[[float], Awaitable[None]] = ...,
 ) -> T | None: ...
 
 
@@ -64,6 +73,8 @@ async def poll_until(
     interval: float = ...,
     max_interval: float | None = ...,
     retry_on: tuple[type[BaseException], ...] = ...,
+    clock: Clock = ...,
+    sleep: Callable[[float], Awaitable[None]] = ...,
 ) -> T | None: ...
 
 
@@ -74,12 +85,15 @@ async def poll_until(
     interval: float = INTERVAL_SECONDS,
     max_interval: float | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
+    clock: Clock = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> T | None:
     """Call ``check`` (sync or async) every ``interval`` s until it returns something truthy.
 
     Returns that value, or the last falsy one after ``timeout`` s. With ``max_interval`` the pause
     doubles from ``interval`` up to it. Exceptions of ``retry_on`` count as "not yet" (None if the
-    last check raised one); any other exception propagates.
+    last check raised one); any other exception propagates. ``clock`` and ``sleep`` measure and
+    take the time (a test passes a simulated clock).
     """
 
     async def attempt() -> Any:
@@ -88,7 +102,8 @@ async def poll_until(
             return await value
         return value
 
-    result: Any = await AsyncRetrying(**_policy(timeout, interval, max_interval, retry_on))(attempt)  # type: ignore[arg-type]
+    policy = _policy(timeout, interval, max_interval, retry_on, clock)
+    result: Any = await AsyncRetrying(sleep=sleep, **policy)(attempt)  # type: ignore[arg-type]
     return result
 
 
@@ -99,7 +114,10 @@ def wait_until(
     interval: float = INTERVAL_SECONDS,
     max_interval: float | None = None,
     retry_on: tuple[type[BaseException], ...] = (),
+    clock: Clock = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T | None:
     """``poll_until`` for code without an event loop (blocks the thread)."""
-    result: T | None = Retrying(**_policy(timeout, interval, max_interval, retry_on))(check)  # type: ignore[arg-type]
+    policy = _policy(timeout, interval, max_interval, retry_on, clock)
+    result: T | None = Retrying(sleep=sleep, **policy)(check)  # type: ignore[arg-type]
     return result
