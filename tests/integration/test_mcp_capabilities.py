@@ -56,7 +56,7 @@ async def test_the_aggregate_routes_resources_by_uri_and_names_prompts_like_tool
     async with session_at(system, "/mcp") as session:
         resources = (await session.list_resources()).resources
         readme = [r for r in resources if str(r.uri) == "demo://readme"]
-        assert len(readme) == 1 and readme[0].meta == {"toolmesh/server": "alpha"}  # a collision: alpha sorts first
+        assert len(readme) == 1 and readme[0].meta == {"toolmesh/server": "alpha"}  # a collision: alpha came first
         templates = (await session.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["demo://items/{item}"]
         logo = (await session.read_resource("demo://logo")).contents[0]

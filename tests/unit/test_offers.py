@@ -28,9 +28,9 @@ from toolmesh.errors import (
 )
 from toolmesh.lifecycle import ServerStatus
 from toolmesh_gateway import lookup
-from toolmesh_gateway.catalog import Catalog
+from toolmesh_gateway.catalog import Catalog, CatalogServer
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
-from toolmesh_gateway.offers import template_matches
+from toolmesh_gateway.offers import ServerOffer, template_matches
 
 pytestmark = pytest.mark.unit
 
@@ -64,21 +64,39 @@ def test_every_new_event_decodes_by_its_subject() -> None:
     assert decode_event(event.subject, event.model_dump_json().encode()) == event
 
 
-def test_uri_collision_exact_listing_beats_template_then_first_name_wins() -> None:
+def test_uri_collision_exact_listing_beats_template_then_first_registered_wins() -> None:
     catalog = Catalog()
     seq = connected(catalog, "s2", "zeta", 1)
-    seq = connected(catalog, "s1", "alpha", seq)
-    catalog.apply(resources("s2", "zeta", ["file:///shared", "zeta://only"], ["file:///{path}"]), seq)
-    catalog.apply(resources("s1", "alpha", ["file:///shared"], ["alpha://{id}"]), seq + 1)
-    assert catalog.view("default").server_for_uri("file:///shared").name == "alpha"  # type: ignore[union-attr]
-    assert catalog.view("default").server_for_uri("zeta://only").name == "zeta"  # type: ignore[union-attr]
-    assert catalog.view("default").server_for_uri("file:///other").name == "zeta"  # type: ignore[union-attr]  # only zeta's template
-    assert catalog.view("default").server_for_uri("alpha://7").name == "alpha"  # type: ignore[union-attr]
-    assert catalog.view("default").server_for_uri("nobody://x") is None
+    seq = connected(catalog, "s1", "alpha", seq)  # registered later, with a name that sorts first
+    catalog.apply(resources("s1", "alpha", ["file:///shared", "file:///other"], ["alpha://{id}", "zeta://{x}"]), seq)
+    catalog.apply(resources("s2", "zeta", ["file:///shared", "zeta://only"], ["file:///{path}", "zeta://{x}"]), seq + 1)
+    view = catalog.view("default")
+    assert view.server_for_uri("file:///shared").name == "zeta"  # type: ignore[union-attr]
+    assert view.server_for_uri("zeta://only").name == "zeta"  # type: ignore[union-attr]
+    assert view.server_for_uri("file:///other").name == "alpha"  # type: ignore[union-attr]  # listed beats template
+    assert view.server_for_uri("file:///else").name == "zeta"  # type: ignore[union-attr]  # only zeta's template
+    assert view.server_for_uri("alpha://7").name == "alpha"  # type: ignore[union-attr]
+    assert view.server_for_uri("nobody://x") is None
+    assert view.server_for_template("zeta://{x}").name == "zeta"  # type: ignore[union-attr]
     catalog.apply(
-        ServerStatusChanged(server_id="s1", status=ServerStatus.DISCONNECTED, history="DISCONNECTED"), seq + 2
+        ServerStatusChanged(server_id="s2", status=ServerStatus.DISCONNECTED, history="DISCONNECTED"), seq + 2
     )
-    assert catalog.view("default").server_for_uri("file:///shared").name == "zeta"  # type: ignore[union-attr]  # alpha is not serving
+    assert view.server_for_uri("file:///shared").name == "alpha"  # type: ignore[union-attr]  # zeta is not serving
+    catalog.apply(ServerStatusChanged(server_id="s2", status=ServerStatus.CONNECTED, history="CONNECTED"), seq + 3)
+    catalog.apply(resources("s2", "zeta", ["file:///shared"]), seq + 4)  # rediscovered: its place is kept
+    assert view.server_for_uri("file:///shared").name == "zeta"  # type: ignore[union-attr]
+
+
+def test_collision_order_of_a_snapshot_is_the_order_of_the_registrations() -> None:
+    catalog = Catalog()
+    offers = {"s1": ServerOffer(resources={"demo://x": {"uri": "demo://x"}}), "s2": ServerOffer()}
+    offers["s2"].resources["demo://x"] = {"uri": "demo://x"}
+    servers = [
+        CatalogServer("s1", "alpha", ServerStatus.CONNECTED, registered_seq=9),
+        CatalogServer("s2", "zeta", ServerStatus.CONNECTED, registered_seq=4),
+    ]
+    catalog.load(servers, [], 20, offers=offers)
+    assert catalog.view("default").server_for_uri("demo://x").name == "zeta"  # type: ignore[union-attr]
 
 
 def test_resource_and_prompt_versions_move_only_on_visible_changes() -> None:

@@ -48,6 +48,8 @@ class CatalogServer(ServerRoute):
 
     transport: str = "STDIO"
     new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
+    registered_seq: int = 0
+    """The stream sequence of its registration: who came first, for the resource URI collision rule."""
 
     @property
     def visible(self) -> bool:
@@ -154,7 +156,7 @@ class Catalog:
         if seq <= self.applied_seq:
             return False
         self.applied_seq = seq
-        changed = self._apply(event)
+        changed = self._apply(event, seq)
         if changed:
             self.version += 1
         return changed
@@ -163,7 +165,7 @@ class Catalog:
         """Record a sequence that carried nothing for the catalog (an unknown or malformed event)."""
         self.applied_seq = max(self.applied_seq, seq)
 
-    def _apply(self, event: Event) -> bool:
+    def _apply(self, event: Event, seq: int) -> bool:
         if isinstance(event, EndpointSaved | EndpointDeleted):
             return self._apply_bundle(event)
         current = self._servers.get(event.server_id) if event.server_id else None
@@ -177,6 +179,7 @@ class Catalog:
                     event.namespace,
                     str(event.transport_type),
                     event.new_tools,
+                    seq,
                 )
                 self._ids_by_name[key] = event.server_id
             return False

@@ -60,6 +60,7 @@ class CatalogFeed:
                 r["namespace"],
                 r["transport_type"],
                 NewToolsPolicy(r["new_tools"]),
+                r["registered_seq"],
             )
             for r in snapshot.servers
         ]

@@ -99,15 +99,17 @@ class CatalogView:
         """The offer of every CONNECTED or DEGRADED server the caller can see, by server name."""
         return [(s, self.offer(s)) for s in self.servers() if s.visible]
 
+    def offers_by_arrival(self) -> list[tuple[CatalogServer, ServerOffer]]:
+        """``visible_offers`` with the server registered first first: the order the collision rule uses."""
+        return sorted(self.visible_offers(), key=lambda pair: (pair[0].registered_seq, pair[0].name, pair[0].namespace))
+
     def server_for_uri(self, uri: str) -> CatalogServer | None:
-        """The visible server that serves a resource URI (the README's collision rule)."""
-        name = serving_server(uri, ((s.name, o) for s, o in self.visible_offers()))
-        return self.server_named(name) if name is not None else None
+        """The visible server that serves a resource URI (the README's collision rule: first come)."""
+        return serving_server(uri, self.offers_by_arrival())
 
     def server_for_template(self, template: str) -> CatalogServer | None:
-        """The visible server listing a resource template (first by name)."""
-        name = template_owner(template, ((s.name, o) for s, o in self.visible_offers()))
-        return self.server_named(name) if name is not None else None
+        """The visible server registered first of those listing a resource template."""
+        return template_owner(template, self.offers_by_arrival())
 
     def servers_with_prompt(self, original_name: str) -> list[CatalogServer]:
         """Every visible server listing a prompt by that name."""

@@ -3,16 +3,19 @@
 Items are kept in the upstream's wire form (``item``), so ``/mcp/{server}`` serves them unchanged.
 The resource index answers "which server serves this URI" for the aggregate ``/mcp``, with the
 collision rule of the README: an exact URI beats a template, and among several servers the one
-whose name sorts first wins. No I/O here.
+registered first wins (first come, first served: a server registered later, whatever its name,
+never takes a URI over). No I/O here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.shared.uri_template import UriTemplate
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -43,22 +46,22 @@ def template_matches(template: str, uri: str) -> bool:
         return False
 
 
-def serving_server(uri: str, offers: Iterable[tuple[str, ServerOffer]]) -> str | None:
-    """The name of the server that serves ``uri``: an exact listing first, then a template;
-    ties go to the server whose name sorts first. ``offers`` are ``(server name, offer)`` pairs."""
-    ordered = sorted(offers, key=lambda pair: pair[0])
-    for name, offer in ordered:
+def serving_server(uri: str, offers: Iterable[tuple[S, ServerOffer]]) -> S | None:
+    """The server that serves ``uri``: an exact listing first, then a template; ties go to the server
+    that comes first in ``offers`` (``(server, offer)`` pairs, first registered first)."""
+    ordered = list(offers)
+    for server, offer in ordered:
         if uri in offer.resources:
-            return name
-    for name, offer in ordered:
+            return server
+    for server, offer in ordered:
         if any(template_matches(t, uri) for t in offer.templates):
-            return name
+            return server
     return None
 
 
-def template_owner(template: str, offers: Iterable[tuple[str, ServerOffer]]) -> str | None:
-    """The server (first by name) listing the resource template ``template`` (for completions)."""
-    for name, offer in sorted(offers, key=lambda pair: pair[0]):
+def template_owner(template: str, offers: Iterable[tuple[S, ServerOffer]]) -> S | None:
+    """The first server in ``offers`` (first registered first) listing the resource template ``template``."""
+    for server, offer in offers:
         if template in offer.templates:
-            return name
+            return server
     return None

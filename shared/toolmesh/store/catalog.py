@@ -13,8 +13,8 @@ from toolmesh.store.retired_pins import Left, every_left
 
 @dataclass
 class CatalogSnapshot:
-    """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen`` and the
-    upstream's own description), tool rows (``server_id, original_name, description, input_schema``,
+    """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen, registered_seq`` and
+    the upstream's own description), tool rows (``server_id, original_name, description, input_schema``,
     pinning columns and ``category``), and the ``server_id, item`` rows of resources, resource templates and
     prompts, and the pins removed servers left by (namespace, name), exactly as of stream sequence ``seq``."""
 
@@ -34,6 +34,7 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         seq = await conn.fetchval("SELECT last_seq FROM mcp.projector_checkpoint WHERE projector = $1", PROJECTOR)
         servers = await conn.fetch(
             "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, "
+            "COALESCE(registered_seq, 0) AS registered_seq, "
             "protocol_version, capabilities, server_info, instructions FROM mcp.external_servers"
         )
         tools = await conn.fetch(

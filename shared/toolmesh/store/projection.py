@@ -115,8 +115,9 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
         async with conn.transaction():
             await conn.execute(
                 "INSERT INTO mcp.external_servers(id, name, description, transport_type, connection_config, "
-                "health_check_url, status, registered_at, updated_at, namespace, new_tools, created_by) "
-                "VALUES ($1, $2, $3, $4, $5, $6, 'DISCONNECTED', $7, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+                "health_check_url, status, registered_at, updated_at, namespace, new_tools, created_by, "
+                "registered_seq) VALUES ($1, $2, $3, $4, $5, $6, 'DISCONNECTED', $7, $7, $8, $9, $10, "
+                "(SELECT stream_seq FROM mcp.applied_events WHERE event_id = $11)) ON CONFLICT (id) DO NOTHING",
                 event.server_id,
                 event.name,
                 event.description,
@@ -131,6 +132,7 @@ async def _server_registered(conn: Conn, event: ServerRegistered) -> None:
                 event.namespace,
                 str(event.new_tools),
                 event.actor,
+                event.event_id,
             )
     except asyncpg.UniqueViolationError:
         # The name was taken in the namespace by another server id: the KV reservation failed open.

@@ -154,11 +154,12 @@ class Aggregate:
         return for_client(ctx, {"resources": listed})
 
     async def _list_templates(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        listed, seen = [], set()
-        for server, offer in self._view(ctx).visible_offers():
+        listed = []
+        view = self._view(ctx)
+        for server, offer in view.visible_offers():
             for template, item in sorted(offer.templates.items()):
-                if template not in seen:
-                    seen.add(template)
+                owner = view.server_for_template(template)
+                if owner is not None and owner.id == server.id:
                     listed.append(_tagged(item, server.name))
         return for_client(ctx, {"resourceTemplates": listed})
 
