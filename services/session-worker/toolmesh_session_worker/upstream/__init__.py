@@ -1,6 +1,7 @@
 """Upstreams of the session-worker: MCP sessions (STDIO, SSE, Streamable HTTP) and REST tool servers
 behind one surface (``Upstream``)."""
 
+from toolmesh_session_worker.upstream.callbacks import LostCallback, ToolsChangedCallback
 from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
     UpstreamMisconfigured,
@@ -9,13 +10,9 @@ from toolmesh_session_worker.upstream.errors import (
 )
 from toolmesh_session_worker.upstream.opening import open_session
 from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
-from toolmesh_session_worker.upstream.session import (
-    LostCallback,
-    ProgressCallback,
-    ToolsChangedCallback,
-    UpstreamSession,
-)
+from toolmesh_session_worker.upstream.session import UpstreamSession
 from toolmesh_session_worker.upstream.surface import Upstream
+from toolmesh_session_worker.upstream.wire import ProgressCallback
 
 __all__ = [
     "LostCallback",

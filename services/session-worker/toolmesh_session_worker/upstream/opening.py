@@ -9,15 +9,11 @@ import httpx2
 
 from toolmesh.egress import EgressPolicy, rest_base_problem, url_problem
 from toolmesh.sandbox import Sandboxer
+from toolmesh_session_worker.upstream.callbacks import ListChangedCallback, LostCallback, ToolsChangedCallback
 from toolmesh_session_worker.upstream.client_side import ClientSide
 from toolmesh_session_worker.upstream.errors import UpstreamMisconfigured
 from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
-from toolmesh_session_worker.upstream.session import (
-    ListChangedCallback,
-    LostCallback,
-    ToolsChangedCallback,
-    UpstreamSession,
-)
+from toolmesh_session_worker.upstream.session import UpstreamSession
 from toolmesh_session_worker.upstream.surface import Upstream
 from toolmesh_session_worker.upstream.transports import build_transport
 

@@ -10,19 +10,23 @@ requests by JSON-RPC id.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.abc
 import mcp_types
-from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from toolmesh_session_worker.upstream.callbacks import (
+    ListChangedCallback,
+    LostCallback,
+    SessionCallbacks,
+    ToolsChangedCallback,
+)
 from toolmesh_session_worker.upstream.client_side import (
     CURRENT_CALL,
     ClientAnswers,
@@ -43,7 +47,6 @@ from toolmesh_session_worker.upstream.listing import list_all
 from toolmesh_session_worker.upstream.transports import UpstreamTransport
 from toolmesh_session_worker.upstream.watch import WatchedReadStream
 from toolmesh_session_worker.upstream.wire import (
-    LISTED_CHANGES,
     ProgressCallback,
     ProgressForwarder,
     RawRequest,
@@ -52,11 +55,6 @@ from toolmesh_session_worker.upstream.wire import (
 
 logger = logging.getLogger("toolmesh.upstream")
 
-ToolsChangedCallback = Callable[[], Awaitable[None]]
-ListChangedCallback = Callable[[str], Awaitable[None]]
-"""Called with ``resources`` or ``prompts`` when the upstream says that list changed."""
-LostCallback = Callable[[str], Awaitable[None]]
-
 CLOSE_GRACE_SECONDS = 2.0
 """How long close() lets the transport shut down politely (HTTP DELETE, stdin EOF) before cancelling."""
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -64,11 +62,6 @@ PROBE_TIMEOUT_SECONDS = 5.0
 CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version="0.1.0")
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
-
-
-_callback_owner: contextvars.ContextVar[UpstreamSession | None] = contextvars.ContextVar(
-    "upstream_callback_owner", default=None
-)
 
 
 class UpstreamSession:
@@ -87,11 +80,14 @@ class UpstreamSession:
         self.server_name = server_name
         self.initialize_result: mcp_types.InitializeResult | None = None
         self._transport = transport
-        self._on_tools_changed = on_tools_changed
-        self._on_lost = on_lost
-        self._client_side = client_side
+        self._callbacks = SessionCallbacks(
+            server_name,
+            on_tools_changed=on_tools_changed,
+            on_list_changed=on_list_changed,
+            on_lost=on_lost,
+            client_side=client_side,
+        )
         self._answers = ClientAnswers(client_side)
-        self._on_list_changed = on_list_changed
         self._session: ClientSession | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
@@ -211,7 +207,7 @@ class UpstreamSession:
         self._alive = False
         self._stop.set()
         runner = self._runner
-        if runner is None or runner.done() or _callback_owner.get() is self:
+        if runner is None or runner.done() or self._callbacks.running:
             return  # inside our own callback the runner finishes by itself once it returns
         await asyncio.wait({runner}, timeout=CLOSE_GRACE_SECONDS)
         self._scope.cancel()
@@ -298,30 +294,6 @@ class UpstreamSession:
         self._alive = False
         self._stop.set()
 
-    async def _on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, Exception):
-            logger.warning("upstream transport reported: %s", describe(message), extra={"server": self.server_name})
-            return
-        wire = message.model_dump(by_alias=True, mode="json", exclude_none=True)
-        changed = LISTED_CHANGES.get(wire["method"])
-        if changed == "tools":
-            if self._on_tools_changed is not None:
-                await self._invoke(self._on_tools_changed)
-        elif changed is not None:
-            if self._on_list_changed is not None:
-                await self._invoke(self._on_list_changed, changed)
-        elif self._client_side is not None:
-            await self._invoke(self._client_side.notification, wire["method"], wire.get("params"), CURRENT_CALL.get())
-
-    async def _invoke(self, callback: Callable[..., Awaitable[None]], *args: Any) -> None:
-        token = _callback_owner.set(self)
-        try:
-            await callback(*args)
-        except Exception:
-            logger.exception("upstream session callback failed", extra={"server": self.server_name})
-        finally:
-            _callback_owner.reset(token)
-
     async def start(self, connect_timeout: float) -> None:
         """Run the session (transport, ``ClientSession``, ``initialize``) and wait for the handshake.
 
@@ -378,8 +350,8 @@ class UpstreamSession:
         if failure is not None and summary is not None:
             logger.warning("upstream session failed: %s", failure, extra={"server": self.server_name})
             self._mark_lost(summary)
-        if self._lost_reason is not None and self._on_lost is not None:
-            await self._invoke(self._on_lost, self._lost_reason)
+        if self._lost_reason is not None:
+            await self._callbacks.lost(self._lost_reason)
 
     async def _serve(self) -> None:
         async with self._transport.connect() as (read, write):
@@ -388,7 +360,7 @@ class UpstreamSession:
                 async with ClientSession(
                     watched,
                     write,
-                    message_handler=self._on_message,
+                    message_handler=self._callbacks.message,
                     client_info=CLIENT_INFO,
                     sampling_callback=self._answers.sampling,
                     elicitation_callback=self._answers.elicitation,
