@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from tests.harness import eventually
 from toolmesh.config import Settings
 from toolmesh.embedded import free_port
 from toolmesh.metrics_http import scrape_tokens, serve_metrics
@@ -24,13 +25,17 @@ async def endpoint(tokens: tuple[str, ...] = (TOKEN,)) -> AsyncIterator[str]:
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5) as client:
-            for _ in range(100):  # until it listens (or the server task failed)
+
+            async def listening() -> bool:
                 if task.done():
-                    task.result()
-                with contextlib.suppress(httpx.ConnectError):
+                    task.result()  # the server task failed: its error, not a time-out
+                try:
                     await client.get("/livez")
-                    break
-                await asyncio.sleep(0.05)
+                except httpx.ConnectError:
+                    return False
+                return True
+
+            await eventually(listening, timeout=10, what="the endpoint to listen")
         yield base
     finally:
         stop.set()
