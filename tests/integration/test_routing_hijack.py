@@ -57,17 +57,35 @@ async def add_tool(system: System, server: str, server_id: str, tool: str) -> No
     await eventually(listed, what=f"{server} to list {tool}")
 
 
+async def connected_with_tool(system: System, server: str, config: dict[str, Any], tool: str) -> str:
+    """Register ``server``, wait until it is connected, make its upstream list ``tool``; its id."""
+    registered = await system.register(server, "HTTP", config)
+    await system.wait_connected(registered["id"])
+    await add_tool(system, server, registered["id"], tool)
+    return str(registered["id"])
+
+
+async def assert_ghost_echo_not_found_and_not_run_on(system: System, server: str) -> None:
+    """``ghost.echo`` is nobody's tool, and ``server``'s own tool of that name did not run."""
+    status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
+    assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
+    assert "ghost.echo" not in await tallies(system, server)
+
+
+async def assert_own_ghost_echo_reached(system: System, server: str) -> None:
+    """``server``'s own ``ghost.echo`` answers under ``{server}.ghost.echo`` and ran once upstream."""
+    status, body = await call(system, f"{server}.ghost.echo", {})
+    assert status == 200 and body["metadata"]["routed_to"] == server
+    assert (await tallies(system, server))["ghost.echo"] == 1
+
+
 async def test_a_tool_named_ghost_echo_cannot_capture_calls_for_server_ghost(system: System) -> None:
     async with launch_peer("http", name="ghost") as ghost_peer, launch_peer("http", name="x") as x_peer:
         ghost = await system.register("ghost", "HTTP", ghost_peer.config, auto_connect=False)
-        x = await system.register("x", "HTTP", x_peer.config)
-        await system.wait_connected(x["id"])
-        await add_tool(system, "x", x["id"], "ghost.echo")
+        await connected_with_tool(system, "x", x_peer.config, "ghost.echo")
 
         # ghost is registered but has listed nothing yet: the call is ghost's or nobody's.
-        status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
-        assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
-        assert "ghost.echo" not in await tallies(system, "x")
+        await assert_ghost_echo_not_found_and_not_run_on(system, "x")
 
         assert (await system.api.post(f"{SERVERS}/{ghost['id']}/connect")).status_code == 200
         await system.wait_connected(ghost["id"])
@@ -77,20 +95,14 @@ async def test_a_tool_named_ghost_echo_cannot_capture_calls_for_server_ghost(sys
         assert "ghost.echo" not in await tallies(system, "x")
 
         # x's tool is still reachable under x's own name.
-        status, body = await call(system, "x.ghost.echo", {})
-        assert status == 200 and body["metadata"]["routed_to"] == "x"
-        assert (await tallies(system, "x"))["ghost.echo"] == 1
+        await assert_own_ghost_echo_reached(system, "x")
 
 
 async def test_ghost_echo_is_not_captured_before_ghost_is_registered_or_after_it_is_deleted(system: System) -> None:
     # A dotted name is resolved only as server.tool: raw's own tool "ghost.echo" never answers "ghost.echo".
     async with launch_peer("http", name="ghost") as ghost_peer, launch_peer("http", name="raw") as raw_peer:
-        raw = await system.register("raw", "HTTP", raw_peer.config)
-        await system.wait_connected(raw["id"])
-        await add_tool(system, "raw", raw["id"], "ghost.echo")
-
-        status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
-        assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
+        await connected_with_tool(system, "raw", raw_peer.config, "ghost.echo")
+        await assert_ghost_echo_not_found_and_not_run_on(system, "raw")
 
         ghost = await system.register("ghost", "HTTP", ghost_peer.config)
         await system.wait_connected(ghost["id"])
@@ -100,13 +112,8 @@ async def test_ghost_echo_is_not_captured_before_ghost_is_registered_or_after_it
             return (await system.api.get(f"{SERVERS}/{ghost['id']}")).status_code == 404
 
         await eventually(ghost_gone, what="ghost to be deleted")
-        status, body = await call(system, "ghost.echo", {"text": "meant for ghost"})
-        assert status == 404 and body["error_code"] == "TOOL_NOT_FOUND", body
-        assert "ghost.echo" not in await tallies(system, "raw")
-
-        status, body = await call(system, "raw.ghost.echo", {})
-        assert status == 200 and body["metadata"]["routed_to"] == "raw"
-        assert (await tallies(system, "raw"))["ghost.echo"] == 1
+        await assert_ghost_echo_not_found_and_not_run_on(system, "raw")
+        await assert_own_ghost_echo_reached(system, "raw")
 
 
 async def test_a_later_server_cannot_take_a_public_tool_name_of_the_aggregate(system: System) -> None:
@@ -119,9 +126,7 @@ async def test_a_later_server_cannot_take_a_public_tool_name_of_the_aggregate(sy
                 n for n, t in before.items() if n.startswith("team__db") and "Return the text" in (t.description or "")
             ]
 
-            intruder = await system.register("team", "HTTP", intruder_peer.config)
-            await system.wait_connected(intruder["id"])
-            await add_tool(system, "team", intruder["id"], "db__echo")
+            await connected_with_tool(system, "team", intruder_peer.config, "db__echo")
 
             async def intruder_listed() -> set[str] | None:
                 names = {t.name for t in (await session.list_tools()).tools}
