@@ -83,6 +83,17 @@ def _sampled(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "test-model"}
 
 
+async def _resume(tenants: TwoTenants, who: str, question: str, state: str, key: str, answer: str) -> dict[str, Any]:
+    """``who`` calls ``demo__ask`` again with ``state``, answering input request ``key`` with ``answer``."""
+    params = {
+        "name": "demo__ask",
+        "arguments": {"question": question},
+        "requestState": state,
+        "inputResponses": {key: _sampled(answer)},
+    }
+    return await _modern_call(tenants.system, tenants.tokens[who], params)
+
+
 async def _input_required(tenants: TwoTenants) -> tuple[str, str]:
     """A starts ``demo__ask``: the state it got back and the key of its one input request."""
     started = await _modern_call(
@@ -98,30 +109,12 @@ async def _input_required(tenants: TwoTenants) -> tuple[str, str]:
 async def test_a_request_state_answered_by_another_principal_gets_nothing(tenants: TwoTenants, thief: str) -> None:
     """Another tenant's key, or another key of the same namespace, presenting A's state: -32602."""
     state, key = await _input_required(tenants)
-    stolen = await _modern_call(
-        tenants.system,
-        tenants.tokens[thief],
-        {
-            "name": "demo__ask",
-            "arguments": {"question": "anything"},
-            "requestState": state,
-            "inputResponses": {key: _sampled("thief's answer")},
-        },
-    )
+    stolen = await _resume(tenants, thief, "anything", state, key, "thief's answer")
     assert "result" not in stolen, stolen
     assert stolen["error"]["code"] == mcp_types.INVALID_PARAMS
     assert "secret plan" not in str(stolen) and "thief" not in str(stolen)
 
-    owned = await _modern_call(
-        tenants.system,
-        tenants.tokens["a"],
-        {
-            "name": "demo__ask",
-            "arguments": {"question": "secret plan of A"},
-            "requestState": state,
-            "inputResponses": {key: _sampled("A's own answer")},
-        },
-    )
+    owned = await _resume(tenants, "a", "secret plan of A", state, key, "A's own answer")
     text = owned["result"]["content"][0]["text"]
     assert text == "model said: A's own answer"  # the thief's answer never reached A's upstream
 
@@ -130,14 +123,5 @@ async def test_a_forged_or_altered_request_state_is_refused(tenants: TwoTenants)
     """A state toolmesh did not seal (or one altered by a byte) is the same -32602."""
     state, key = await _input_required(tenants)
     for forged in ("not-a-state", state[:-2] + ("AA" if not state.endswith("AA") else "BB")):
-        refused = await _modern_call(
-            tenants.system,
-            tenants.tokens["a"],
-            {
-                "name": "demo__ask",
-                "arguments": {"question": "x"},
-                "requestState": forged,
-                "inputResponses": {key: _sampled("x")},
-            },
-        )
+        refused = await _resume(tenants, "a", "x", forged, key, "x")
         assert refused["error"]["code"] == mcp_types.INVALID_PARAMS, refused
