@@ -46,7 +46,8 @@ async def test_embedded_nats_requires_its_generated_credentials(tmp_path: Path) 
         wrong = f"nats://toolmesh:not-the-password@127.0.0.1:{server.port}"
         with pytest.raises(BackendUnavailable, match=REFUSED) as refused:
             await connect_nats(wrong, "wrong-password", timeout=3, allow_reconnect=False)
-        assert "not-the-password" not in str(refused.value) and server.address in str(refused.value)
+        assert "not-the-password" not in str(refused.value)
+        assert f"NATS at nats://***@127.0.0.1:{server.port} refused" in str(refused.value)  # as mask_url shows it
         with pytest.raises(BackendUnavailable, match="refused the credentials"):  # a role fails, never loops
             await asyncio.wait_for(connect_nats(server.address, "role-without-credentials"), 30)
         nc = await nats.connect(server.url, connect_timeout=5)

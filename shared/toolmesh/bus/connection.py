@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import ssl
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client as NATS
@@ -13,20 +12,9 @@ from nats.errors import AuthorizationError
 
 from toolmesh.config import Settings
 from toolmesh.errors import BackendUnavailable
+from toolmesh.secret_text import mask_url
 
 log = logging.getLogger("toolmesh.bus")
-
-
-def public_url(url: str) -> str:
-    """``url`` without the user and password it may carry (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext | None:
@@ -74,7 +62,7 @@ async def connect_nats(url: str, name: str, *, timeout: float = 10.0, **options:
         refused = isinstance(exc, AuthorizationError) or "authorization violation" in str(exc).lower()
         if refused and not connected:
             # nats.connect awaits this callback inside its retry loop: raising here ends it.
-            raise BackendUnavailable(f"NATS at {public_url(url)} refused the credentials: {exc}") from exc
+            raise BackendUnavailable(f"NATS at {mask_url(url)} refused the credentials: {exc}") from exc
 
     arguments: dict[str, Any] = {
         "name": name,
@@ -89,6 +77,6 @@ async def connect_nats(url: str, name: str, *, timeout: float = 10.0, **options:
     except BackendUnavailable:
         raise
     except Exception as exc:  # nats raises several unrelated types for "cannot connect"
-        raise BackendUnavailable(f"NATS unreachable at {public_url(url)}: {exc}") from exc
+        raise BackendUnavailable(f"NATS unreachable at {mask_url(url)}: {exc}") from exc
     connected = True
     return nc
