@@ -91,17 +91,15 @@ class Offerings:
             )
         except OverLimit as exc:
             if exc.namespace is not None:
+                past, cap = f"namespace '{self.namespace}' past its {own} tools", {"namespace_max_tools": own}
                 record_limit_rejection("namespace_tools")
-                raise LimitExceeded(
-                    f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take namespace "
-                    f"'{self.namespace}' past its {own} tools ({exc.others} registered)",
-                    {"namespace_max_tools": own, "tools": len(snapshot.tools), "others": exc.others},
-                ) from exc
-            record_limit_rejection("tools")
+            else:
+                past, cap = f"the total past {limit}", {"max_total_tools": limit}
+                record_limit_rejection("tools")
+            count = len(snapshot.tools)
             raise LimitExceeded(
-                f"LIMIT_EXCEEDED: {len(snapshot.tools)} tools of {self.name} would take the total past "
-                f"{limit} ({exc.others} registered)",
-                {"max_total_tools": limit, "tools": len(snapshot.tools), "others": exc.others},
+                f"LIMIT_EXCEEDED: {count} tools of {self.name} would take {past} ({exc.others} registered)",
+                {**cap, "tools": count, "others": exc.others},
             ) from exc
         return published[0]
 
