@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -20,9 +21,22 @@ class Received:
     """Notifications the server sent on the session's standalone stream."""
 
     messages: list[Any] = field(default_factory=list)
+    standalone: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, message: IncomingMessage) -> None:
         self.messages.append(message)
+
+    async def saw_response(self, response: httpx2.Response) -> None:
+        """An HTTP response hook: a 200 to a GET is the standalone stream opening. The server registers
+        the stream in the same loop turn in which it sends these headers, so from here on its
+        notifications reach this session instead of being dropped."""
+        if response.request.method == "GET" and response.status_code == 200:
+            self.standalone.set()
+
+    async def standalone_opened(self, timeout: float = 30) -> None:
+        """Wait until the client has opened its standalone stream (``timeout`` only guards a hang)."""
+        async with asyncio.timeout(timeout):
+            await self.standalone.wait()
 
     def tools_changed(self) -> int:
         return sum(isinstance(m, mcp_types.ToolListChangedNotification) for m in self.messages)
@@ -51,8 +65,9 @@ async def mcp_session(
 ) -> AsyncIterator[ClientSession]:
     """An initialized MCP session with the gateway (at ``path``: ``/mcp`` or ``/mcp/{name}``)."""
     headers = {"Authorization": f"Bearer {token}"}
+    hooks = {"response": [received.saw_response]} if received else None
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120), event_hooks=hooks) as http,
         streamable_http_client(mcp_url(system, mode, namespace, path), http_client=http) as (read, write),
         ClientSession(read, write, message_handler=received.handle if received else None) as session,
     ):
@@ -94,8 +109,10 @@ async def session_at(
     ``sampling`` the client declares sampling and roots and answers with ``sample_by_echo`` and
     ``two_roots``."""
     url = f"http://{system.settings.host}:{system.settings.port}{path}"
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    hooks = {"response": [received.saw_response]} if received else None
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30) as http,
+        httpx2.AsyncClient(headers=headers, timeout=30, event_hooks=hooks) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(
             read,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -76,7 +75,7 @@ async def test_tools_list_changed_is_announced_when_a_server_is_added(system: Sy
     received = Received()
     async with mcp_session(system, received=received) as session:
         assert "delta__echo" not in await tool_names(session)
-        await asyncio.sleep(0.3)  # the client opens its standalone stream right after initializing
+        await received.standalone_opened()  # a list_changed sent before it would be dropped
         async with launch_peer("stdio") as peer:
             created = await system.register("delta", peer.transport_type, peer.config)
         await system.wait_connected(created["id"])
