@@ -101,6 +101,7 @@ async def test_changing_a_bundle_tells_connected_clients(system: System) -> None
     received = Received()
     async with mcp_session(system, path="/mcp/dev", received=received) as session:
         assert "beta__echo" not in await listed(session)
+        await received.standalone_opened()  # a list_changed sent before it would be dropped
         changed = {**DEV, "include": ["alpha.*", "beta.*"]}
         response = await system.api.put(f"/api/v1/endpoints/{created['id']}", json=changed)
         assert response.status_code == 200 and response.json()["include"] == ["alpha.*", "beta.*"]
