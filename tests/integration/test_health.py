@@ -11,6 +11,8 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
+import nats
+import nats.aio.client
 import pytest
 
 from tests.harness import RoleProcess, System, eventually, running_system
@@ -18,10 +20,11 @@ from tests.peers.health_endpoint import HealthEndpoint
 from tests.peers.launch import launch_peer
 from toolmesh import metrics, processes
 from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.requests import NoOwner, ask_owner
+from toolmesh.bus.requests import NoOwner, ask_owner, reply_result
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.events import HealthChecked
-from toolmesh.contracts.rpc import CallToolRpc, PingRpc
+from toolmesh.contracts.rpc import CallToolRpc, PingRpc, rpc_subject
+from toolmesh.errors import ServerUnavailable
 from toolmesh_health.scheduler import SCHEDULER_LEASE
 from toolmesh_health.worker import HealthWorker
 
@@ -38,6 +41,16 @@ FAST_HEALTH: dict[str, Any] = {
 async def true_when(condition: bool) -> bool:
     """An awaitable condition for ``eventually`` over values the test's own callbacks update."""
     return condition
+
+
+@contextlib.asynccontextmanager
+async def bus_connection(nats_url: str) -> AsyncIterator[nats.aio.client.Client]:
+    """A NATS connection of the test's own (not the system's: no in-process shortcut to owners)."""
+    connection = await nats.connect(nats_url, connect_timeout=10)
+    try:
+        yield connection
+    finally:
+        await connection.close()
 
 
 async def history_rows(system: System, server_id: str) -> list[dict[str, Any]]:
@@ -166,7 +179,11 @@ async def test_br006_health_url_200_404_500_timeout(nats_url: str, database_url:
 
 async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, database_url: str) -> None:
     overrides = {**FAST_HEALTH, "connection_timeout_seconds": 1.0, "reconnect_hold_seconds": 15.0}
-    async with running_system(nats_url, database_url, **overrides) as system, launch_peer("http") as peer:
+    async with (
+        running_system(nats_url, database_url, **overrides) as system,
+        launch_peer("http") as peer,
+        bus_connection(nats_url) as bus,  # its own connection: requests go over the bus, in order
+    ):
         assert peer.process is not None
         created = await system.register("freezer", peer.transport_type, peer.config)
         server_id = created["id"]
@@ -176,21 +193,20 @@ async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, 
         try:
             await system.wait_status(server_id, "DEGRADED")
             await wait_history(system, server_id, "RECONNECTING", after=start)
-            # A call arriving during the reconnect waits for it instead of failing at once.
-            call = asyncio.create_task(
-                ask_owner(
-                    system.backends.nc,
-                    server_id,
-                    "call",
-                    CallToolRpc(tool="echo", arguments={"text": "held"}, timeout_seconds=10),
-                    timeout=30,
-                )
-            )
-            await asyncio.sleep(0.5)
-            assert not call.done()
+            # A call arriving during the reconnect waits for it instead of failing at once. The owner
+            # takes the bus's messages in order and its replies come back in order: once it has refused
+            # the ping sent after the call (no session while reconnecting), the call has arrived, and
+            # an answer to it would already be here.
+            replies = await bus.subscribe(bus.new_inbox(), max_msgs=1)
+            held = CallToolRpc(tool="echo", arguments={"text": "held"}, timeout_seconds=10)
+            await bus.publish(rpc_subject(server_id, "call"), held.model_dump_json().encode(), reply=replies.subject)
+            with pytest.raises(ServerUnavailable) as refused:
+                await ask_owner(bus, server_id, "ping", PingRpc(timeout_seconds=1), timeout=30)
+            assert refused.value.body()["server"]["status"] == "CONNECTING"
+            assert replies.pending_msgs == 0
         finally:
             processes.send(peer.process.pid, signal.SIGCONT)
-        result = await call
+        result = reply_result((await replies.next_msg(timeout=30)).data)
         assert result["content"][0]["text"] == "held"
         await system.wait_status(server_id, "CONNECTED")
         trail = status_trail((await history_rows(system, server_id))[start:])
