@@ -24,7 +24,7 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.embedded import free_port
 from toolmesh.polling import poll_until
 from toolmesh.runtime import Backends, open_backends
-from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
+from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key, streams_of
 
 ADMIN_TOKEN = "test-admin-token"
 CREDENTIAL_KEY = "test-credential-key"
@@ -153,7 +153,7 @@ async def running_system(
     """Run the given roles (all by default) in this process until the block exits."""
     settings = make_settings(nats_url, database_url, **overrides)
     stop = asyncio.Event()
-    async with open_backends(settings, "test") as backends:
+    async with open_backends(settings, "test", streams=streams_of(roles) if roles else None) as backends:
         await seed_owner_key(backends, ADMIN_TOKEN)
         task = asyncio.create_task(
             run_roles(roles or list(ROLES), backends, credential_box(settings), stop), name="roles"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
 import asyncpg
@@ -13,7 +13,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.bus.topology import ensure_topology
+from toolmesh.bus.topology import ensure_streams, ensure_topology
 from toolmesh.config import Settings
 from toolmesh.deployment_secrets import guard_deployment_secrets
 from toolmesh.errors import BackendUnavailable
@@ -37,16 +37,22 @@ def process_identity(settings: Settings) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_backends(settings: Settings, role: str) -> AsyncIterator[Backends]:
+async def open_backends(
+    settings: Settings, role: str, *, streams: Collection[str] | None = None
+) -> AsyncIterator[Backends]:
     """Connect to NATS and Postgres, create the topology and schema, and close both on exit; from
-    here on the deployment's secrets are masked in this process's logs."""
+    here on the deployment's secrets are masked in this process's logs. With ``streams`` (the
+    streams its roles use), only those are created; the buckets each role opens itself."""
     if not settings.nats_url or not settings.database_url:
         raise BackendUnavailable("TOOLMESH_NATS_URL and TOOLMESH_DATABASE_URL must be set for this role")
     guard_deployment_secrets(settings, os.environ)
     nc = await connect_nats(settings.nats_url, name=f"toolmesh-{role}", **nats_options(settings))
     try:
         js = nc.jetstream()
-        await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+        if streams is None:
+            await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+        else:
+            await ensure_streams(js, streams)
         db = await open_pool(settings.database_url)
         try:
             yield Backends(settings=settings, nc=nc, js=js, db=db, process_id=process_identity(settings))

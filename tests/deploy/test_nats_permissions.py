@@ -13,8 +13,9 @@ import pytest
 from annotated_types import Le
 
 from tests.deploy.manifests import DEPLOY, compose, containers, of_kind
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, ToolsDiscovered
 from toolmesh.contracts.tools import ToolCallRequest
-from toolmesh_cli.roles import ROLES
+from toolmesh_cli.roles import ROLES, STREAMS
 
 pytestmark = pytest.mark.deploy
 NATS_CONF = DEPLOY / "nats" / "nats.conf"
@@ -60,6 +61,64 @@ def test_the_service_reaches_the_public_api_only() -> None:
     assert subjects(block, "publish") == ["toolmesh.api.>"]
     assert subjects(block, "subscribe") == ["_INBOX_service.>"]
     assert "allow_responses" not in block
+
+
+BUCKETS = {
+    "gateway": {"toolmesh_names", "toolmesh_idempotency", "toolmesh_mcp_sessions"},
+    "session-worker": {"toolmesh_leases"},
+    "health-worker": {"toolmesh_leases"},
+    "indexer": {"toolmesh_leases"},
+}
+"""The KV buckets each role uses (each opens, and creates when missing, its own)."""
+JETSTREAM_SUBJECT = re.compile(
+    r"^\$(?:JS\.API\.(?:STREAM\.(?:INFO|CREATE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)"
+    r"|JS\.ACK|JS\.FC)\.(?P<stream>[^.*>]+)(?:\.|$)|^\$KV\.(?P<bucket>[^.*>]+)\."
+)
+
+
+def jetstream(subjects: list[str]) -> list[str]:
+    """The JetStream and KV subjects among ``subjects``."""
+    return [s for s in subjects if s.startswith(("$JS.", "$KV."))]
+
+
+def stream_of(subject: str) -> str:
+    """The stream a JetStream subject reaches (a bucket's is ``KV_<bucket>``)."""
+    found = JETSTREAM_SUBJECT.match(subject)
+    assert found is not None, f"{subject} names no single stream"
+    return found["stream"] or f"KV_{found['bucket']}"
+
+
+def test_each_role_reaches_only_its_own_streams_and_buckets_and_may_create_each() -> None:
+    for name, (_, block) in users().items():
+        allowed = [s for s in jetstream(subjects(block, "publish")) if s != "$JS.API.INFO"]
+        reached = {stream_of(subject) for subject in allowed}
+        created = {s.removeprefix("$JS.API.STREAM.CREATE.") for s in allowed if s.startswith("$JS.API.STREAM.CREATE.")}
+        uses = {*STREAMS.get(name, ()), *(f"KV_{bucket}" for bucket in BUCKETS.get(name, ()))}
+        assert reached == uses, name
+        assert created == uses, name  # whichever role starts first creates what it uses
+
+
+def test_only_the_gateway_and_the_event_consumers_read_the_events() -> None:
+    readers = {
+        name: sorted(s for s in subjects(block, "publish") if s.startswith(f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}"))
+        for name, (_, block) in users().items()
+    }
+    assert {name: found for name, found in readers.items() if found} == {
+        "gateway": [f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}"],  # ephemeral ordered consumers
+        "projector": [f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}.projector.{EVENTS_SUBJECTS}"],
+        "indexer": [f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}.indexer.{EVENTS_SUBJECTS}"],
+        "classifier-worker": [f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}.classifier.{ToolsDiscovered.subject}"],
+    }
+
+
+REBUILT = {"projector", "indexer"}  # `--rebuild` drops the role's own durable consumer
+
+
+def test_no_role_lists_deletes_purges_or_reconfigures_a_stream() -> None:
+    verbs = (".STREAM.NAMES", ".STREAM.LIST", ".DELETE.", ".PURGE", ".UPDATE.")
+    for name, (_, block) in users().items():
+        destructive = [s for s in jetstream(subjects(block, "publish")) if any(verb in s for verb in verbs)]
+        assert destructive == [f"$JS.API.CONSUMER.DELETE.{EVENTS_STREAM}.{name}"] * (name in REBUILT), name
 
 
 ANSWERING = {"gateway", "session-worker", "indexer"}  # the API and client links, rpc, search

@@ -17,7 +17,7 @@ from toolmesh.telemetry import configure_logging
 from toolmesh_cli import up
 from toolmesh_cli.config_file import load_config
 from toolmesh_cli.main import COMMANDS
-from toolmesh_cli.roles import ROLES, load_rebuild, run_roles, seed_owner_key
+from toolmesh_cli.roles import ROLES, load_rebuild, run_roles, seed_owner_key, streams_of
 from toolmesh_cli.signals import stop_on_signals
 
 REBUILDS = {"projector": "Postgres read model", "indexer": "vector index"}
@@ -54,7 +54,7 @@ async def _run_role(name: str, settings: Settings, rebuild: bool) -> int:
     stop = stop_on_signals()
     if not settings.credential_key:
         raise ToolmeshError("MCP_CREDENTIAL_KEY must be set for a distributed role")
-    async with open_backends(settings, name) as backends:
+    async with open_backends(settings, name, streams=streams_of([name])) as backends:
         if name == "gateway":
             await seed_owner_key(backends, settings.admin_token)
         if rebuild and name in REBUILDS:

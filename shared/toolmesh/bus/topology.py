@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
@@ -58,10 +60,22 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
             await js.stream_info(config.name)
 
 
+STREAMS = {EVENTS_STREAM: events_stream_config, COMMANDS_STREAM: commands_stream_config}
+"""Every stream of the topology, by name, with its configuration."""
+
+
+async def ensure_streams(js: JetStreamContext, names: Iterable[str]) -> None:
+    """Create the streams ``names`` (of ``STREAMS``) if missing (safe from every process, concurrently).
+
+    A role ensures only the streams it uses: its NATS user may look at and create no other.
+    """
+    for name in names:
+        await _ensure_stream(js, STREAMS[name]())
+
+
 async def ensure_topology(js: JetStreamContext, *, lease_ttl_seconds: float) -> None:
-    """Create the streams and buckets if missing (safe to call from every process, concurrently)."""
-    await _ensure_stream(js, events_stream_config())
-    await _ensure_stream(js, commands_stream_config())
+    """Create every stream and the shared buckets if missing (for a process that runs every role)."""
+    await ensure_streams(js, STREAMS)
     await leases_bucket(js, lease_ttl_seconds)
     await names_bucket(js)
 

@@ -11,6 +11,8 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from toolmesh.contracts.commands import COMMANDS_STREAM
+from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
 from toolmesh.redaction import REDACTOR, Secret
@@ -29,6 +31,22 @@ ROLES: dict[str, str] = {
     "classifier-worker": "toolmesh_cli.roles.classifier_worker",
 }
 """Every role and the module whose ``run(backends, box, stop)`` runs it."""
+
+STREAMS: dict[str, tuple[str, ...]] = {
+    "gateway": (EVENTS_STREAM, COMMANDS_STREAM),
+    "session-worker": (EVENTS_STREAM, COMMANDS_STREAM),
+    "health-worker": (EVENTS_STREAM, COMMANDS_STREAM),
+    "projector": (EVENTS_STREAM,),
+    "indexer": (EVENTS_STREAM,),
+    "classifier-worker": (EVENTS_STREAM, COMMANDS_STREAM),
+}
+"""The streams each role uses, and creates when it starts first (deploy/nats/nats.conf lets its
+user look at and create those only)."""
+
+
+def streams_of(names: list[str]) -> list[str]:
+    """The streams the roles ``names`` use, each once."""
+    return list(dict.fromkeys(stream for name in names for stream in STREAMS[name]))
 
 
 def load_role(name: str) -> Role:
