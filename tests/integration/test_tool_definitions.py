@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
-from tests.peers.launch import launch_rug_pull
+from tests.rug_pull_control import LOOPBACK_UPSTREAMS, Upstream, running_rug_pull, tools_of
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -33,29 +32,21 @@ HUGE = "huge_description"
 
 @pytest.fixture
 async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url, upstream_private_networks=("127.0.0.0/8",)) as system:
+    async with running_system(nats_url, database_url, **LOOPBACK_UPSTREAMS) as system:
         yield system
 
 
 @pytest.fixture
-async def upstream() -> AsyncIterator[str]:
-    async with launch_rug_pull() as url:
-        yield url
+async def upstream() -> AsyncIterator[Upstream]:
+    async with running_rug_pull() as peer:
+        yield peer
 
 
-async def list_hostile_tools(url: str) -> None:
+async def list_hostile_tools(upstream: Upstream) -> None:
     """Make the peer list the refused definitions and one good new tool ``fresh``."""
-    async with httpx.AsyncClient(timeout=30) as http:
-        tools = [*((name, "Echo.") for name in BAD.values()), (HUGE, "x" * 2_000_000), ("fresh", "Echo again.")]
-        for name, description in tools:
-            response = await http.post(f"{url}/list", json={"tool": name, "description": description})
-            assert response.status_code == 200, response.text
-
-
-async def rest_tools(system: System, server_id: str) -> dict[str, dict[str, Any]]:
-    response = await system.api.get(f"{SERVERS}/{server_id}/tools")
-    assert response.status_code == 200, response.text
-    return {t["original_name"]: t for t in response.json()["tools"]}
+    tools = [*((name, "Echo.") for name in BAD.values()), (HUGE, "x" * 2_000_000), ("fresh", "Echo again.")]
+    for name, description in tools:
+        await upstream.list_tool(name, description)
 
 
 async def refreshed(system: System, server_id: str) -> dict[str, dict[str, Any]]:
@@ -63,7 +54,7 @@ async def refreshed(system: System, server_id: str) -> dict[str, dict[str, Any]]
     assert (await system.api.post(f"{SERVERS}/{server_id}/tools/refresh")).status_code == 202
 
     async def probe() -> dict[str, dict[str, Any]] | None:
-        tools = await rest_tools(system, server_id)
+        tools = await tools_of(system, server_id)
         return tools if "fresh" in tools else None
 
     found: dict[str, dict[str, Any]] = await eventually(probe, timeout=30, what="the new tool list in the REST view")
@@ -71,9 +62,9 @@ async def refreshed(system: System, server_id: str) -> dict[str, dict[str, Any]]
 
 
 async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_agree(
-    system: System, upstream: str
+    system: System, upstream: Upstream
 ) -> None:
-    server = await system.register("hostile", "HTTP", {"base_url": f"{upstream}/mcp", "headers": {}}, new_tools="auto")
+    server = await system.register("hostile", "HTTP", upstream.config, new_tools="auto")
     await system.wait_connected(server["id"])
     await list_hostile_tools(upstream)
     rest = await refreshed(system, server["id"])
@@ -93,17 +84,13 @@ async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_
         assert not any(bad in name for name in aggregate), bad
     status = await system.api.post("/api/v1/tools/call", json={"name": "hostile.fresh", "arguments": {"text": "y"}})
     assert status.status_code == 200, status.text
-    async with httpx.AsyncClient() as http:
-        calls = (await http.get(f"{upstream}/canary")).json()["calls"]
-    assert calls == ["fresh", "fresh"]
+    assert await upstream.calls() == ["fresh", "fresh"]
 
 
 async def test_a_held_change_stays_visible_to_the_admin_beside_refused_definitions(
-    system: System, upstream: str
+    system: System, upstream: Upstream
 ) -> None:
-    server = await system.register(
-        "hostile", "HTTP", {"base_url": f"{upstream}/mcp", "headers": {}}, new_tools="review"
-    )
+    server = await system.register("hostile", "HTTP", upstream.config, new_tools="review")
     await system.wait_connected(server["id"])
     await list_hostile_tools(upstream)
     rest = await refreshed(system, server["id"])
