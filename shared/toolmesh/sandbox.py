@@ -32,12 +32,11 @@ from toolmesh.sandbox_argv import (
     runtime_paths,
     sandbox_environment,
 )
+from toolmesh.sandbox_homes import homes_dir
 from toolmesh.sandbox_mounts import HeldPaths
 
 logger = logging.getLogger("toolmesh.sandbox")
 
-HOMES_DIR = "sandbox-homes"
-"""Under the data dir: one private home per STDIO server (only its own is bound into a child)."""
 PROBE_TIMEOUT_SECONDS = 20.0
 _UID_SPAN = 60_000
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -200,7 +199,7 @@ class Sandboxer:
 
     def _home(self, uid: int | None) -> Path:
         """The server's private home, made on first use, owned by the child's uid."""
-        home = self._settings.data_dir.resolve() / HOMES_DIR / self._key
+        home = homes_dir(self._settings.data_dir) / self._key
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         if uid is not None and home.stat().st_uid != uid:
             os.chown(home, uid, uid)

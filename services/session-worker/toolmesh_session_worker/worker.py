@@ -2,7 +2,8 @@
 
 Three loops run under supervision: the connect-command consumer, the lease renewer and the
 reconciler, which re-claims servers whose state wants a session but whose lease nobody holds
-(a worker died) or whose automatic retry is due, so they come back without any request from a user.
+(a worker died) or whose automatic retry is due, so they come back without any request from a user,
+and removes the sandbox homes of removed servers (``homes``; its first round runs at start).
 
 A worker holds at most ``max_sessions_per_worker`` sessions: a full worker leaves a connect command to
 the others, and when none took it the server goes to ERROR (``LIMIT_EXCEEDED``) with a retry scheduled.
@@ -39,6 +40,7 @@ from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
 from toolmesh.telemetry import span
 from toolmesh_session_worker.failures import next_retry
+from toolmesh_session_worker.homes import sweep_homes
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.requests import answer
 from toolmesh_session_worker.upstream.transports import SHARED_POOL_LIMITS
@@ -242,5 +244,6 @@ class SessionWorker:
                 if row["id"] not in self._owned and await self._leases.holder_of(row["id"]) is None:
                     if await self.take(row["id"]):
                         log.info("claimed orphaned server", extra={"server": row["name"]})
+            await sweep_homes(self._b.db, self._b.settings.data_dir, self._owned.keys() | self._taking)
             if await sleep_or_stop(stop, self._b.settings.reconcile_interval_seconds):
                 return
