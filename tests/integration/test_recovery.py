@@ -11,10 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests.faults.events import read_events
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import demo_args, free_port, launch_peer, launch_rest_peer, running_process
+from toolmesh.contracts.events import ServerStatusChanged
 
 pytestmark = pytest.mark.integration
+RECONCILE_SECONDS = 0.1
+LAG_ROUNDS = 20
 QUICK = {"connect_retries": 1, "connect_backoff_seconds": (0.1,), "error_retry_seconds": (0.5, 1.0)}
 
 
@@ -35,6 +39,14 @@ async def error_details(system: System, server_id: str) -> list[dict[str, Any]]:
         server_id,
     )
     return [row["details"] for row in rows]
+
+
+async def streamed_errors(system: System, server_id: str) -> int:
+    """How many ERROR status events of the server the stream holds (projected or not)."""
+    return sum(
+        subject == ServerStatusChanged.subject and event["server_id"] == server_id and event["status"] == "ERROR"
+        for _, subject, event in await read_events(system)
+    )
 
 
 async def test_a_server_that_was_unreachable_connects_by_itself_once_it_is_up(nats_url: str, database_url: str) -> None:
@@ -67,7 +79,7 @@ async def test_a_failed_retry_waits_for_the_projection_before_the_server_is_clai
     """While the projector lags, a worker whose connect failed keeps the server until the read model
     shows that ERROR: a claim from the older row would retry at once and count the same retry twice."""
     port = free_port()
-    settings = {**QUICK, "error_retry_seconds": (0.2,), "reconcile_interval_seconds": 0.1}
+    settings = {**QUICK, "error_retry_seconds": (0.2,), "reconcile_interval_seconds": RECONCILE_SECONDS}
     settings["projection_wait_seconds"] = 10
     async with running_system(nats_url, database_url, **settings) as system:
         server = await system.register("late", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
@@ -80,7 +92,15 @@ async def test_a_failed_retry_waits_for_the_projection_before_the_server_is_clai
         async with system.backends.db.acquire() as conn, conn.transaction():
             # The projector applies each event under this row's lock: holding it holds the read model back.
             await conn.execute("SELECT 1 FROM mcp.projector_checkpoint WHERE projector = 'postgres' FOR UPDATE")
-            await asyncio.sleep(2.0)  # the lag: twenty reconcile rounds with the read model two seconds behind
+            before = await streamed_errors(system, server["id"])
+
+            async def failed_while_lagging() -> bool:
+                return await streamed_errors(system, server["id"]) > before
+
+            await eventually(failed_while_lagging, what="a retry failing while the read model lags")
+            # The scenario's lag: the read model stays behind that ERROR for twenty reconcile rounds, in
+            # which a reconciler reading the older row would take the server and retry it at once.
+            await asyncio.sleep(LAG_ROUNDS * RECONCILE_SECONDS)
 
         async def failed_three_times() -> bool:
             return len(await error_details(system, server["id"])) >= 3
