@@ -37,7 +37,8 @@ async def test_a_namespace_at_its_cap_leaves_a_worker_to_another_namespace() -> 
 
     first_a = asyncio.create_task(run("a", release_a))
     second_a = asyncio.create_task(run("a", None))
-    await asyncio.sleep(0)  # both of a's runs asked for a worker
+    await asyncio.sleep(0)  # one turn: the tasks start in the order created; both of a's runs asked for a worker
+    assert entered == ["a"] and shares.held_by("a") == 1
     await run("b", None)  # b gets the second worker although a asked for it first
     assert entered == ["a", "b"] and not second_a.done()
     release_a.set()
@@ -59,12 +60,11 @@ async def test_a_freed_worker_goes_to_the_namespace_holding_fewest() -> None:
             if label in gates:
                 await gates[label].wait()
 
-    tasks = [asyncio.create_task(run(label, "a")) for label in ("a1", "a2")]
-    await asyncio.sleep(0)
-    tasks.append(asyncio.create_task(run("a3", "a")))  # a queues first...
-    await asyncio.sleep(0)
-    tasks.append(asyncio.create_task(run("b1", "b")))  # ...then b, which holds nothing
-    await asyncio.sleep(0)
+    # a1 and a2 take both workers, a3 queues first, then b1, whose namespace holds nothing.
+    starts = (("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"))
+    tasks = [asyncio.create_task(run(label, namespace)) for label, namespace in starts]
+    await asyncio.sleep(0)  # one turn: the tasks start in the order created, each up to its first wait
+    assert order == ["a1", "a2"] and shares.held_by("a") == 2
     gates["a1"].set()
     await b_entered.wait()
     assert order == ["a1", "a2", "b1"]  # the freed worker went to b, not to a's earlier run
@@ -82,10 +82,9 @@ async def test_a_run_cancelled_while_waiting_gives_up_its_turn() -> None:
         async with shares.worker("a"):
             await release.wait()
 
-    holder = asyncio.create_task(hold())
-    await asyncio.sleep(0)
-    waiting = asyncio.create_task(hold())
-    await asyncio.sleep(0)
+    holder, waiting = asyncio.create_task(hold()), asyncio.create_task(hold())
+    await asyncio.sleep(0)  # one turn: the holder takes the worker, then the other run waits for it
+    assert shares.held_by("a") == 1 and not waiting.done()
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
