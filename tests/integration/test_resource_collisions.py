@@ -15,6 +15,7 @@ import pytest
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import session_at
 from tests.peers.launch import launch_peer
+from toolmesh.store.migrate import migration_files
 from toolmesh_gateway.catalog_feed import CatalogFeed
 
 pytestmark = pytest.mark.integration
@@ -78,3 +79,18 @@ async def test_the_first_come_order_survives_a_reload_from_the_read_model(system
     finally:
         await feed.close()
     assert served is not None and served.id == zeta
+
+
+async def test_rows_of_an_older_projector_get_their_order_from_the_migration(system: System) -> None:
+    """The migration's backfill finds each row's registration sequence, as the projection writes it."""
+    first, second = await _register_demo(system, "zeta"), await _register_demo(system, "alpha")
+    db = system.backends.db
+    query = "SELECT id::text, registered_seq FROM mcp.external_servers WHERE id = ANY($1::uuid[])"
+    projected = dict(await db.fetch(query, [first, second]))
+    assert 0 < projected[first] < projected[second]
+    await db.execute(
+        "UPDATE mcp.external_servers SET registered_seq = NULL WHERE id = ANY($1::uuid[])", [first, second]
+    )
+    sql = next(text for _, name, text in migration_files() if name.endswith("_registration_order.sql"))
+    await db.execute(sql[sql.index("UPDATE") :])
+    assert dict(await db.fetch(query, [first, second])) == projected
