@@ -174,9 +174,11 @@ async def test_the_indexs_requests_go_before_the_classifiers_waiting_ones() -> N
 
     await eventually(first_running, timeout=10, what="the first request to start")
     later = asyncio.ensure_future(lane.embed(["classifier 2"]))
-    await asyncio.sleep(0)  # one turn of the loop: the task has queued its request
     sooner = asyncio.ensure_future(lane.embed(["index"], first=True))
+    # One turn: the tasks start in the order created and each queues its request before its first
+    # wait, so the classifier's request arrived first and both wait while the gate is closed.
     await asyncio.sleep(0)
+    assert not (later.done() or sooner.done())
     embedder.gate.set()
     await asyncio.gather(running, later, sooner)
     assert embedder.texts == ["classifier 1", "index", "classifier 2"]
