@@ -1,7 +1,11 @@
 """Tool-definition pinning (the "rug pull" defence), as plain functions every projection shares.
 
-A tool's *definition hash* covers its description and its input schema (32 hex digits: the first
-16 hash the description, the last 16 the schema, so a difference names the field that changed).
+A tool's *definition hash* covers what a client is shown of it besides its name: one 16-hex-digit
+part for each of ``PARTS`` (description, input schema, title, annotations, output schema, icons),
+so a difference names the part that changed. ``_meta`` is not pinned: it is protocol metadata for
+hosts, not the tool's contract with the model, upstreams put per-listing values there (trace ids,
+timestamps), and the aggregate ``/mcp`` replaces it with its own. Hashes from before the last four
+parts existed have two parts (32 digits, ``LEGACY_LENGTH``); ``upgraded_approval`` carries them over.
 The first definition seen of a tool is approved by itself; a later tool list that changes it holds
 the tool back — not listed, not callable — until an admin approves the new hash. A tool that
 appears after a server's first tool list follows the server's ``new_tools`` policy: ``auto``
@@ -23,43 +27,89 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import mcp_types
+from pydantic import BaseModel, ValidationError
+
+from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import Forbidden
 from toolmesh.storable import storable
 
-_HALF = 16
+PART_LENGTH = 16
+PARTS = ("description", "input_schema", "title", "annotations", "output_schema", "icons")
+"""The parts of a definition hash, in order; ``changed_fields`` names them."""
+LEGACY_LENGTH = 2 * PART_LENGTH
+"""The length of a hash stored before pinning covered more than the description and input schema."""
+UNRECOGNISED = "unrecognised"
+"""The hash of a live tool that is not a valid MCP tool: it equals no pin."""
 
 
 def _digest(value: Any) -> str:
     data = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(data).hexdigest()[:_HALF]
+    return hashlib.sha256(data).hexdigest()[:PART_LENGTH]
 
 
-def definition_hash(description: str | None, input_schema: Mapping[str, Any] | None) -> str:
-    """The hash of one tool definition (description half, then input-schema half)."""
-    return _digest(description or "") + _digest(dict(input_schema or {}))
+def definition_hash(tool: DiscoveredTool) -> str:
+    """The hash of one tool definition as discovery records it: one part per entry of ``PARTS``
+    (an absent part hashes like an empty one)."""
+    parts = (
+        tool.description or "",
+        dict(tool.input_schema or {}),
+        tool.title or "",
+        dict(tool.annotations or {}),
+        dict(tool.output_schema or {}),
+        list(tool.icons or []),
+    )
+    return "".join(_digest(part) for part in parts)
 
 
-def wire_definition_hash(tool: Mapping[str, Any]) -> str:
-    """The hash of a tool as an upstream sends it in ``tools/list`` (``description``, ``inputSchema``),
-    normalised as discovery stores it (NUL characters dropped)."""
-    schema = tool.get("inputSchema")
-    description = tool.get("description")
-    return definition_hash(
-        storable(description) if isinstance(description, str) else None,
-        storable(dict(schema)) if isinstance(schema, Mapping) else None,
+def _wire(item: BaseModel | None) -> Any:
+    return storable(item.model_dump(by_alias=True, mode="json", exclude_none=True)) if item is not None else None
+
+
+def recorded(tool: mcp_types.Tool) -> DiscoveredTool:
+    """A tool of an upstream's ``tools/list`` as discovery records it (NUL characters dropped, see
+    ``storable``; annotations and icons in their wire spelling, fields the protocol does not know left out)."""
+    return DiscoveredTool(
+        original_name=storable(tool.name),
+        description=storable(tool.description),
+        input_schema=storable(dict(tool.input_schema or {})),
+        title=storable(tool.title),
+        annotations=_wire(tool.annotations),
+        output_schema=storable(dict(tool.output_schema)) if tool.output_schema is not None else None,
+        icons=[_wire(icon) for icon in tool.icons] if tool.icons is not None else None,
     )
 
 
+def wire_definition_hash(tool: Mapping[str, Any]) -> str:
+    """The hash of a tool as an upstream sends it in ``tools/list``, read as discovery reads it
+    (``recorded``); ``UNRECOGNISED`` for something that is not an MCP tool."""
+    try:
+        return definition_hash(recorded(mcp_types.Tool.model_validate(dict(tool))))
+    except ValidationError:
+        return UNRECOGNISED
+
+
 def changed_fields(approved: str, current: str) -> list[str]:
-    """Which parts of the definition differ between two hashes."""
-    fields = []
-    if approved[:_HALF] != current[:_HALF]:
-        fields.append("description")
-    if approved[_HALF:] != current[_HALF:]:
-        fields.append("input_schema")
-    return fields
+    """Which parts of the definition differ between two hashes (of an old-format ``approved`` hash,
+    only the description and input schema, the parts it pinned)."""
+    return [
+        part
+        for i, part in enumerate(PARTS)
+        if (i + 1) * PART_LENGTH <= len(approved)
+        and approved[i * PART_LENGTH : (i + 1) * PART_LENGTH] != current[i * PART_LENGTH : (i + 1) * PART_LENGTH]
+    ]
+
+
+def upgraded_approval(approved: str, current: str) -> str:
+    """``approved`` in the format of ``current``: an approved hash stored before pinning covered the
+    title, annotations, output schema and icons (``LEGACY_LENGTH`` digits) approves ``current`` when
+    their description and input-schema parts agree, since those were all it pinned (the first list
+    after the upgrade is trusted for the rest); any other hash is returned unchanged."""
+    if len(approved) == LEGACY_LENGTH and len(current) > LEGACY_LENGTH and current[:LEGACY_LENGTH] == approved:
+        return current
+    return approved
 
 
 @dataclass(frozen=True)
@@ -99,6 +149,7 @@ def review(
         if name in approved and approved[name] is not None:
             pinned = approved[name]
             assert pinned is not None
+            pinned = upgraded_approval(pinned, current)
             hold = None if pinned == current else Hold("changed", changed_fields(pinned, current))
             pins[name] = Pin(current, pinned, hold)
         elif name in approved or (not first_list and policy is NewToolsPolicy.REVIEW):
@@ -110,6 +161,7 @@ def review(
 
 def approve(pin: Pin, approved_hash: str) -> Pin:
     """The pin after an admin approved ``approved_hash`` (held only if the tool moved on since)."""
+    approved_hash = upgraded_approval(approved_hash, pin.definition_hash)
     if pin.definition_hash == approved_hash:
         return Pin(pin.definition_hash, approved_hash)
     return Pin(pin.definition_hash, approved_hash, Hold("changed", changed_fields(approved_hash, pin.definition_hash)))
@@ -160,7 +212,14 @@ def screen(live: Iterable[tuple[str, str]], pins: Mapping[str, Pin | None]) -> S
     for name, current in live:
         pin = pins.get(name)
         if pin is None or pin.definition_hash != current:
-            unrecorded.add((name, current))
-        elif pin.hold is None and pin.approved_hash == current:
+            unrecorded.add((name, current))  # a pin in the old format too: discovery records the new parts
+        if pin is not None and _shows(pin, current):
             shown.add((name, current))
     return Screened(frozenset(shown), frozenset(unrecorded))
+
+
+def _shows(pin: Pin, current: str) -> bool:
+    """True when ``pin`` is an approved, unheld pin of the definition ``current`` (in either format)."""
+    if pin.hold is not None or pin.approved_hash is None:
+        return False
+    return upgraded_approval(pin.definition_hash, current) == current == upgraded_approval(pin.approved_hash, current)

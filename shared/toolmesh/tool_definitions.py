@@ -1,5 +1,6 @@
 """Which upstream tool definitions toolmesh accepts: a name by the MCP tool-name rule (2025-11-25:
-1-128 characters of ``A-Za-z0-9_-.``) and a description and input schema within bounds.
+1-128 characters of ``A-Za-z0-9_-.``) and a description, input schema and the rest a client is shown
+(title, annotations, output schema, icons) within bounds.
 
 Discovery leaves out every other definition before publishing, and the ``tools.discovered`` contract
 drops any that still reach it (events written before the rule), so the projection and the gateway's
@@ -22,15 +23,21 @@ SCHEMA_CEILING = 1_048_576
 """The most bytes of an input schema (as compact JSON) any setting may allow (the contract's bound)."""
 
 
+PRESENTATION = ("title", "annotations", "output_schema", "icons")
+"""What a client is shown of a tool besides its name, description and input schema (bounded together)."""
+
+
 def refusal(
     name: object,
     description: object,
     input_schema: Mapping[str, Any] | None,
     *,
+    presentation: Mapping[str, Any] | None = None,
     max_description: int = DESCRIPTION_CEILING,
     max_schema: int = SCHEMA_CEILING,
 ) -> str | None:
-    """Why a tool definition is left out, or None when it is accepted."""
+    """Why a tool definition is left out, or None when it is accepted; ``presentation`` (the
+    ``PRESENTATION`` fields) is bounded like an input schema."""
     if not isinstance(name, str) or TOOL_NAME.fullmatch(name) is None:
         return f"its name is not 1-{TOOL_NAME_MAX} characters of A-Za-z0-9_-."
     if isinstance(description, str) and len(description) > max_description:
@@ -38,6 +45,9 @@ def refusal(
     size = schema_size(input_schema)
     if size > max_schema:
         return f"its input schema has {size} bytes (at most {max_schema})"
+    size = schema_size({k: v for k, v in (presentation or {}).items() if v is not None})
+    if size > max_schema:
+        return f"its title, annotations, output schema and icons have {size} bytes (at most {max_schema})"
     return None
 
 

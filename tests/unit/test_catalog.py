@@ -49,7 +49,8 @@ def discovered(server_id: str, name: str, *tools: str, description: str | None =
 
 
 def approved(server_id: str, name: str, tool: str, description: str | None) -> ToolsApproved:
-    pin = ApprovedTool(original_name=tool, definition_hash=definition_hash(description, {}))
+    digest = definition_hash(DiscoveredTool(original_name=tool, description=description))
+    pin = ApprovedTool(original_name=tool, definition_hash=digest)
     return ToolsApproved(server_id=server_id, server_name=name, tools=[pin])
 
 
@@ -62,7 +63,7 @@ def alpha(value: ServerStatus, server_id: str = "s1") -> CatalogServer:
 
 
 def echo(description: str | None = None) -> CatalogTool:
-    digest = definition_hash(description, {})
+    digest = definition_hash(DiscoveredTool(original_name="echo", description=description))
     return CatalogTool("echo", description, {}, Pin(digest, digest))
 
 

@@ -1,37 +1,122 @@
-"""Tool-definition pinning as pure rules: hashes, holds, approvals, the new-tools policy."""
+"""Tool-definition pinning as pure rules: hashes, holds, approvals, upgrades of old hashes, the new-tools policy."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 import pytest
 
+from toolmesh import pinning
+from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import Forbidden
 from toolmesh.pinning import (
+    LEGACY_LENGTH,
+    PARTS,
     Hold,
     Pin,
     approvals,
     approve,
     changed_fields,
-    definition_hash,
     inherit,
     new_tools_policy,
     retired,
     review,
     screen,
+    upgraded_approval,
     wire_definition_hash,
 )
 
 pytestmark = pytest.mark.unit
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+OUTPUT = {"type": "object", "properties": {"hits": {"type": "integer"}}}
+
+
+def definition_hash(description: str | None, input_schema: dict[str, Any], **presentation: Any) -> str:
+    """The hash of a tool of that description, input schema and title, annotations, output schema or icons."""
+    tool = DiscoveredTool(original_name="t", description=description, input_schema=input_schema, **presentation)
+    return pinning.definition_hash(tool)
+
+
+def hash_before_the_upgrade(description: str | None, input_schema: dict[str, Any]) -> str:
+    """A hash as versions that pinned only the description and input schema stored it."""
+
+    def digest(value: Any) -> str:
+        data = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    return digest(description or "") + digest(input_schema)
 
 
 def test_the_hash_names_the_field_that_changed() -> None:
     base = definition_hash("Search", SCHEMA)
+    assert len(base) == 16 * len(PARTS)
     assert changed_fields(base, definition_hash("Search everything", SCHEMA)) == ["description"]
     assert changed_fields(base, definition_hash("Search", {"type": "object"})) == ["input_schema"]
     assert changed_fields(base, definition_hash("x", {})) == ["description", "input_schema"]
     assert definition_hash("Search", dict(reversed(list(SCHEMA.items())))) == base  # key order is irrelevant
+
+
+@pytest.mark.parametrize(
+    ("presentation", "field"),
+    [
+        ({"title": "Search the web"}, "title"),
+        ({"annotations": {"readOnlyHint": True}}, "annotations"),
+        ({"output_schema": OUTPUT}, "output_schema"),
+        ({"icons": [{"src": "https://example.com/q.png"}]}, "icons"),
+    ],
+)
+def test_the_hash_covers_what_a_client_is_shown_besides_description_and_schema(
+    presentation: dict[str, Any], field: str
+) -> None:
+    base = definition_hash("Search", SCHEMA)
+    assert changed_fields(base, definition_hash("Search", SCHEMA, **presentation)) == [field]
+
+
+def test_flipping_one_annotation_changes_the_annotations_part() -> None:
+    safe = definition_hash("Search", SCHEMA, annotations={"readOnlyHint": True, "destructiveHint": False})
+    flipped = definition_hash("Search", SCHEMA, annotations={"readOnlyHint": False, "destructiveHint": False})
+    assert changed_fields(safe, flipped) == ["annotations"]
+
+
+def test_an_approval_stored_before_the_upgrade_approves_the_same_description_and_schema() -> None:
+    old = hash_before_the_upgrade("Search", SCHEMA)
+    now = definition_hash("Search", SCHEMA, title="Search", annotations={"readOnlyHint": True})
+    assert old == now[:LEGACY_LENGTH]  # the old format is the first two parts of the new one
+    assert upgraded_approval(old, now) == now  # the new parts were never pinned: trusted once
+    redescribed = definition_hash("Search everything", SCHEMA, title="Search")
+    assert upgraded_approval(old, redescribed) == old  # what the old hash pinned still holds
+    assert changed_fields(old, redescribed) == ["description"]
+    newer = definition_hash("Search", SCHEMA, title="Other")
+    assert upgraded_approval(now, newer) == now  # a hash in today's format is never widened
+
+
+def test_review_and_approvals_carry_old_pins_over_without_a_hold() -> None:
+    old = hash_before_the_upgrade("Search", SCHEMA)
+    now = definition_hash("Search", SCHEMA, annotations={"readOnlyHint": True})
+    pins = review([("q", now)], {"q": old}, first_list=False, policy=NewToolsPolicy.REVIEW)
+    assert pins["q"] == Pin(now, now)  # stored as today's hash, so a later title change is held
+    later = definition_hash("Search", SCHEMA, annotations={"readOnlyHint": False})
+    assert review([("q", later)], {"q": pins["q"].approved_hash}, first_list=False, policy=NewToolsPolicy.AUTO)[
+        "q"
+    ].hold == Hold("changed", ["annotations"])
+    # an admin's approval event written before the upgrade, replayed
+    assert approve(Pin(now, None, Hold("new")), old) == Pin(now, now)
+    # pins a removed server left before the upgrade
+    approved, first_list = inherit({}, first_list=True, left={"q": old})
+    assert review([("q", now)], approved, first_list=first_list, policy=NewToolsPolicy.REVIEW)["q"] == Pin(now, now)
+
+
+def test_screen_shows_a_live_tool_against_a_pin_from_before_the_upgrade_and_rediscovers_it() -> None:
+    old = hash_before_the_upgrade("Search", SCHEMA)
+    now = definition_hash("Search", SCHEMA, title="Search")
+    screened = screen([("q", now)], {"q": Pin(old, old)})
+    assert screened.shown == {("q", now)} and screened.unrecorded == {("q", now)}
+    changed = definition_hash("Search everything", SCHEMA)
+    assert screen([("q", changed)], {"q": Pin(old, old)}).shown == frozenset()
 
 
 def test_review_holds_changes_and_new_tools_under_review_only() -> None:
@@ -59,8 +144,19 @@ def test_rows_from_before_pinning_approve_what_is_listed_now() -> None:
 
 
 def test_a_live_tool_is_hashed_as_discovery_stores_it() -> None:
-    wire = {"name": "q", "description": "Sea\x00rch", "inputSchema": SCHEMA, "annotations": {"title": "Q"}}
-    assert wire_definition_hash(wire) == definition_hash("Search", SCHEMA)
+    wire = {
+        "name": "q",
+        "description": "Sea\x00rch",
+        "inputSchema": SCHEMA,
+        "title": "Q",
+        "annotations": {"readOnlyHint": True, "destructiveHint": None, "unknownHint": 1},
+        "outputSchema": OUTPUT,
+        "_meta": {"trace": "abc"},
+    }
+    assert wire_definition_hash(wire) == definition_hash(
+        "Search", SCHEMA, title="Q", annotations={"readOnlyHint": True}, output_schema=OUTPUT
+    )
+    assert wire_definition_hash({"name": "q", "inputSchema": "not an object"}) == pinning.UNRECOGNISED
 
 
 def test_screen_shows_only_approved_pinned_definitions_of_a_live_list() -> None:

@@ -59,13 +59,17 @@ class CatalogServer(ServerRoute):
 
 @dataclass(frozen=True, slots=True)
 class CatalogTool:
-    """One upstream tool: its original name, description, input schema, pin and category."""
+    """One upstream tool: its original name, description, input schema, pin and category, and the
+    title, annotations and output schema the front door lists with it."""
 
     name: str
     description: str | None = None
     input_schema: dict[str, Any] = field(default_factory=dict)
     pin: Pin | None = None
     category: ToolCategory = ToolCategory.GENERAL
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
 
     @property
     def hold(self) -> Hold | None:
@@ -221,11 +225,18 @@ class Catalog:
             first_list=previous is None,
             left=self._retired.get((server.namespace, server.name)),
         )
-        hashes = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
+        hashes = {t.original_name: definition_hash(t) for t in event.tools}
         pins = review(hashes.items(), approved, first_list=first_list, policy=server.new_tools)
         listed = {
             t.original_name: CatalogTool(
-                t.original_name, t.description, dict(t.input_schema), pins[t.original_name], t.category
+                t.original_name,
+                t.description,
+                dict(t.input_schema),
+                pins[t.original_name],
+                t.category,
+                title=t.title,
+                annotations=t.annotations,
+                output_schema=t.output_schema,
             )
             for t in event.tools
         }

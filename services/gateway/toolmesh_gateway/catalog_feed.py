@@ -155,4 +155,13 @@ def _tool(row: Row) -> CatalogTool:
         pin = Pin(row["definition_hash"], row["approved_hash"], hold)
     stored = row["category"]
     category = ToolCategory(stored) if stored else categorize(row["original_name"], row["description"])
-    return CatalogTool(row["original_name"], row["description"], dict(row["input_schema"] or {}), pin, category)
+    return CatalogTool(
+        row["original_name"],
+        row["description"],
+        dict(row["input_schema"] or {}),
+        pin,
+        category,
+        title=row["title"],
+        annotations=row["annotations"],
+        output_schema=row["output_schema"],
+    )

@@ -45,6 +45,9 @@ def tool_info(row: Row, *, with_schema: bool = False) -> ToolInfo:
         held=held_change(row),
         classification_status=row["classification_status"],
         classification_error=row["classification_error"],
+        title=row["title"],
+        annotations=row["annotations"],
+        output_schema=row["output_schema"] if with_schema else None,
     )
 
 

@@ -28,10 +28,9 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
-from toolmesh.pinning import approvals, definition_hash, inherit, review
-from toolmesh.storable import storable
+from toolmesh.pinning import approvals, definition_hash, inherit, recorded, review
 from toolmesh.store.queries import Row
-from toolmesh.tool_definitions import refusal, shown_name
+from toolmesh.tool_definitions import PRESENTATION, refusal, shown_name
 
 log = logging.getLogger("toolmesh.discovery")
 
@@ -56,16 +55,18 @@ def tools_snapshot(
     """The ``tools.discovered`` event for a full tool list (duplicates keep the last, BR-003).
 
     A tool whose name breaks the MCP tool-name rule, or whose description or input schema is past
-    ``limits``, is left out with a warning and counted in the event's ``left_out``. NUL characters an
-    upstream put in descriptions or schemas are dropped (see ``storable``).
+    ``limits``, is left out with a warning and counted in the event's ``left_out``. Each tool is
+    recorded with its title, annotations, output schema and icons (``toolmesh.pinning.recorded``).
     """
     by_name: dict[str, DiscoveredTool] = {}
     left_out = 0
     for tool in tools:
+        definition = recorded(tool)
         why = refusal(
             tool.name,
             tool.description,
             tool.input_schema,
+            presentation={k: getattr(definition, k) for k in PRESENTATION},
             max_description=limits.description_chars,
             max_schema=limits.schema_bytes,
         )
@@ -79,12 +80,7 @@ def tools_snapshot(
                 extra={"server": server_name, "security": True},
             )
             continue
-        name = storable(tool.name)
-        by_name[name] = DiscoveredTool(
-            original_name=name,
-            description=storable(tool.description),
-            input_schema=storable(dict(tool.input_schema or {})),
-        )
+        by_name[definition.original_name] = definition
     found = list(by_name.values())
     if not found:
         log.warning("server %s returned an empty tool list", server_name, extra={"server": server_name})
@@ -111,7 +107,7 @@ def newly_held(
     removed server of the same name left, for the server's first list."""
     if server is None:
         return None
-    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in snapshot.tools}
+    listed = {t.original_name: definition_hash(t) for t in snapshot.tools}
     descriptions = {t.original_name: t.description for t in snapshot.tools}
     approved, first_list = inherit(
         approvals(((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in stored), listed),

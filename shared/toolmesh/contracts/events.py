@@ -17,7 +17,7 @@ from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import NewToolsPolicy, TransportType
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import DEFAULT_NAMESPACE
-from toolmesh.tool_definitions import refusal
+from toolmesh.tool_definitions import PRESENTATION, refusal
 
 EVENTS_STREAM = "TOOLMESH_EVENTS"
 EVENTS_SUBJECTS = "toolmesh.evt.>"
@@ -98,6 +98,10 @@ class DiscoveredTool(BaseModel):
     description: str | None = None
     input_schema: dict[str, Any] = Field(default_factory=dict)
     category: ToolCategory = ToolCategory.GENERAL
+    title: str | None = None
+    annotations: dict[str, Any] | None = None  # as the wire spells them: readOnlyHint, destructiveHint, ...
+    output_schema: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -131,7 +135,13 @@ class ToolsDiscovered(ServerEvent):
             t
             for t in data["tools"]
             if not isinstance(t, dict)
-            or refusal(t.get("original_name"), t.get("description"), _mapping(t.get("input_schema"))) is None
+            or refusal(
+                t.get("original_name"),
+                t.get("description"),
+                _mapping(t.get("input_schema")),
+                presentation={k: t.get(k) for k in PRESENTATION},
+            )
+            is None
         ]
         if len(kept) == len(data["tools"]):
             return data
@@ -291,7 +301,7 @@ class ToolChange(BaseModel):
 
     original_name: str
     reason: Literal["changed", "new"]
-    fields: list[str] = Field(default_factory=list)  # "description", "input_schema"
+    fields: list[str] = Field(default_factory=list)  # parts of toolmesh.pinning.PARTS: "description", "title", ...
     approved_hash: str | None = None
     definition_hash: str
     description: str | None = None

@@ -347,12 +347,15 @@ class ToolInfo(BaseModel):
     held: HeldChange | None = None
     classification_status: str = "DISCOVERED"  # DISCOVERED (waiting), CLASSIFIED, UNCLASSIFIED (gave up)
     classification_error: str | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None  # readOnlyHint, destructiveHint, ... as the upstream gave them
+    output_schema: dict[str, Any] | None = None  # with the input schema only
 
 
 class HeldChange(BaseModel):
     """Why a tool is held back from clients until an admin approves its current definition."""
 
-    reason: str  # "changed" (description or input schema changed) or "new" (policy ``review``)
+    reason: str  # "changed" (a part of the definition changed, named in ``fields``) or "new" (policy ``review``)
     fields: list[str]
     definition_hash: str
     approved_hash: str | None

@@ -19,7 +19,8 @@ _SERVER_COLUMNS = (
 _TOOL_COLUMNS = (
     "id::text AS id, name, original_name, description, input_schema, source_server_id::text AS server_id, "
     "is_classified, skill_ids, primary_skill_id, discovered_at, namespace, definition_hash, approved_hash, "
-    "held_reason, held_fields, category, classification_status, classification_error"
+    "held_reason, held_fields, category, classification_status, classification_error, title, annotations, "
+    "output_schema"
 )
 _IN_NAMESPACE = "($2::text IS NULL OR namespace = $2::text)"
 """Every read takes the caller's namespace; None (the owner) reads every namespace."""

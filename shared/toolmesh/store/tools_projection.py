@@ -22,7 +22,7 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     )
     if server is None:
         return
-    listed = {t.original_name: definition_hash(t.description, t.input_schema) for t in event.tools}
+    listed = {t.original_name: definition_hash(t) for t in event.tools}
     rows = await conn.fetch(
         "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
         event.server_id,
@@ -41,10 +41,12 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     await conn.executemany(
         "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, is_external, "
         "is_classified, discovered_at, updated_at, namespace, definition_hash, approved_hash, held_reason, "
-        "held_fields, category) VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12) "
+        "held_fields, category, title, annotations, output_schema, icons) "
+        "VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
         "ON CONFLICT (source_server_id, original_name) DO UPDATE SET name = EXCLUDED.name, "
         "description = EXCLUDED.description, input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
-        "category = EXCLUDED.category, "
+        "category = EXCLUDED.category, title = EXCLUDED.title, annotations = EXCLUDED.annotations, "
+        "output_schema = EXCLUDED.output_schema, icons = EXCLUDED.icons, "
         "definition_hash = EXCLUDED.definition_hash, approved_hash = EXCLUDED.approved_hash, "
         "held_reason = EXCLUDED.held_reason, held_fields = EXCLUDED.held_fields, "
         "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description, "
@@ -61,6 +63,10 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
                 server["namespace"],
                 *_pin_columns(pins[t.original_name]),
                 str(t.category),
+                t.title,
+                t.annotations,
+                t.output_schema,
+                t.icons,
             )
             for name, t in zip(names, event.tools, strict=True)
         ],

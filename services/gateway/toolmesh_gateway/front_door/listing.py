@@ -77,8 +77,9 @@ class AllTools:
 
 
 def all_tools(catalog: CatalogView, separator: str) -> AllTools:
-    """Every visible tool under its public name; the description says where it comes from (an
-    endpoint's overrides rename and re-describe tools).
+    """Every visible tool under its public name, with its pinned title, annotations and output
+    schema; the title and description say where it comes from (an endpoint's overrides rename and
+    re-describe tools).
 
     Held tools get a name too (a call then says why it is refused) but are not listed; naming them
     keeps every other tool's name stable while one is held.
@@ -102,9 +103,11 @@ def all_tools(catalog: CatalogView, separator: str) -> AllTools:
         tools.append(
             mcp_types.Tool(
                 name=public,
-                title=f"{server.name}.{tool.name}",
+                title=f"{tool.title} ({server.name})" if tool.title else f"{server.name}.{tool.name}",
                 description=description,
                 input_schema=schema,
+                output_schema=tool.output_schema,
+                annotations=mcp_types.ToolAnnotations.model_validate(tool.annotations) if tool.annotations else None,
                 _meta={CATEGORY_META: str(tool.category)},
             )
         )
