@@ -140,6 +140,19 @@ class System:
 
         return await eventually(probe, timeout=timeout, what=f"{server_id} to be connected with tools")
 
+    async def create_key(self, name: str, role: str, **fields: Any) -> dict[str, Any]:
+        """Create an API key as the owner; the 201 body (``id``, ``token``, ...)."""
+        response = await self.api.post("/api/v1/auth/keys", json={"name": name, "role": role, **fields})
+        assert response.status_code == 201, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def client_as(self, token: str) -> httpx.AsyncClient:
+        """A client of the API that authenticates with ``token`` (use it in ``async with``)."""
+        return httpx.AsyncClient(
+            base_url=str(self.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
     async def history(self, server_id: str) -> list[str]:
         """Event types of the server's connection history."""
         response = await self.api.get(f"/api/v1/aggregator/servers/{server_id}/history")

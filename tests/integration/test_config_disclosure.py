@@ -25,12 +25,7 @@ SHORT = "S7"
 
 
 async def key(system: System, name: str, role: str) -> httpx.AsyncClient:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": "default"})
-    assert response.status_code == 201, response.text
-    token = response.json()["token"]
-    return httpx.AsyncClient(
-        base_url=str(system.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
+    return system.client_as((await system.create_key(name, role, namespace="default"))["token"])
 
 
 @pytest.fixture
@@ -76,9 +71,8 @@ async def test_a_manager_sees_the_args_with_token_forms_masked(stdio_server: tup
 
 async def test_the_nats_api_shows_the_args_by_the_same_rule(stdio_server: tuple[System, str]) -> None:
     system, server_id = stdio_server
-    response = await system.api.post("/api/v1/auth/keys", json={"name": "nats-user", "role": "user"})
-    assert response.status_code == 201, response.text
-    tokens = {"user": response.json()["token"], "owner": system.api.headers["Authorization"].split()[1]}
+    user = await system.create_key("nats-user", "user")
+    tokens = {"user": user["token"], "owner": system.api.headers["Authorization"].split()[1]}
     nc = await nats.connect(system.settings.nats_url or "", connect_timeout=10)
     try:
         shown = {}

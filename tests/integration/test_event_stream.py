@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.harness import System, eventually, running_system
-from tests.integration.test_tenancy import create_key, register_as
+from tests.integration.test_tenancy import register_as
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
@@ -90,7 +90,7 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 
 async def test_streams_follow_their_namespace_and_role(system: System) -> None:
     tokens = {
-        who: (await create_key(system, who, role, namespace))["token"]
+        who: (await system.create_key(who, role, namespace=namespace))["token"]
         for who, role, namespace in (
             ("user-a", "user", "team-a"),
             ("admin-a", "admin", "team-a"),
@@ -99,9 +99,7 @@ async def test_streams_follow_their_namespace_and_role(system: System) -> None:
     }
     async with streams(system, tokens) as opened, launch_peer("stdio") as peer:
         assert opened["user-a"].of("ready") == [{"namespace": "team-a", "role": "user"}]
-        admin_a = httpx.AsyncClient(
-            base_url=str(system.api.base_url), headers={"Authorization": f"Bearer {tokens['admin-a']}"}
-        )
+        admin_a = system.client_as(tokens["admin-a"])
         async with admin_a:
             server = await register_as(admin_a, "github", peer.config)
 
@@ -121,7 +119,7 @@ async def test_streams_follow_their_namespace_and_role(system: System) -> None:
             assert ordered == sorted(ordered)
 
             # key events: admins of the namespace only
-            await create_key(system, "ci-a", "user", "team-a")
+            await system.create_key("ci-a", "user", namespace="team-a")
             await eventually(sync(lambda: opened["admin-a"].of("key.created")), what="admin-a to see the new key")
             elsewhere = await register_as(system.api, "jira", peer.config)  # the owner's, in default
             assert elsewhere["namespace"] == "default"
@@ -129,7 +127,7 @@ async def test_streams_follow_their_namespace_and_role(system: System) -> None:
 
             # team B's admin heard nothing of team A, nor of the default namespace (events arrive in order:
             # whatever came before its own key's creation would be here by now)
-            another = await create_key(system, "ci-b", "user", "team-b")
+            another = await system.create_key("ci-b", "user", namespace="team-b")
             await eventually(sync(lambda: opened["admin-b"].of("key.created")), what="admin-b to see its own namespace")
             assert [e for e, _ in opened["admin-b"].messages] == ["ready", "key.created"]
             assert opened["admin-b"].of("key.created")[0]["data"]["key_id"] == another["id"]
@@ -137,7 +135,7 @@ async def test_streams_follow_their_namespace_and_role(system: System) -> None:
 
 
 async def test_a_revoked_key_s_stream_ends(system: System) -> None:
-    key = await create_key(system, "watcher", "user", "default")
+    key = await system.create_key("watcher", "user", namespace="default")
     async with streams(system, {"watcher": key["token"]}) as opened:
         assert not opened["watcher"].ended
         response = await system.api.delete(f"/api/v1/auth/keys/{key['id']}")
@@ -148,7 +146,7 @@ async def test_a_revoked_key_s_stream_ends(system: System) -> None:
 async def test_the_stream_needs_a_key_and_stays_in_its_namespace(system: System) -> None:
     anonymous = await system.api.get("/api/v1/events", headers={"Authorization": ""})
     assert anonymous.status_code == 401
-    key = await create_key(system, "nosy", "user", "team-a")
+    key = await system.create_key("nosy", "user", namespace="team-a")
     headers = {"Authorization": f"Bearer {key['token']}"}
     elsewhere = await system.api.get("/api/v1/events", params={"namespace": "team-b"}, headers=headers)
     assert (elsewhere.status_code, elsewhere.json()["error_code"]) == (404, "NAMESPACE_NOT_FOUND")

@@ -21,17 +21,7 @@ SERVERS = "/api/v1/aggregator/servers"
 
 
 async def admin_token(system: System, namespace: str) -> str:
-    body = {"name": f"admin-{namespace}", "role": "admin", "namespace": namespace}
-    response = await system.api.post("/api/v1/auth/keys", json=body)
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
-
-
-def client(system: System, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=str(system.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
+    return str((await system.create_key(f"admin-{namespace}", "admin", namespace=namespace))["token"])
 
 
 async def register(api: httpx.AsyncClient, name: str, config: dict[str, Any], **fields: Any) -> httpx.Response:
@@ -51,14 +41,14 @@ async def test_a_namespace_at_its_server_limit_does_not_starve_another(nats_url:
             namespace_limits={"team-b": {"max_servers": 3}},
         ) as system,
     ):
-        async with client(system, await admin_token(system, "team-a")) as a:
+        async with system.client_as(await admin_token(system, "team-a")) as a:
             for name in ("s1", "s2"):
                 assert (await register(a, name, peer.config, auto_connect=False)).status_code == 201
             refused = await register(a, "s3", peer.config, auto_connect=False)
         assert refused.status_code == 409, refused.text
         assert refused.json()["error_code"] == "LIMIT_EXCEEDED"
         assert refused.json()["context"] == {"namespace": "team-a", "namespace_max_servers": 2}
-        async with client(system, await admin_token(system, "team-b")) as b:
+        async with system.client_as(await admin_token(system, "team-b")) as b:
             for name in ("s1", "s2", "s3"):  # team-b's own, larger share; the global limit is not reached
                 assert (await register(b, name, peer.config, auto_connect=False)).status_code == 201
             assert (await register(b, "s4", peer.config, auto_connect=False)).status_code == 409
@@ -96,7 +86,7 @@ async def test_a_namespace_over_its_call_rate_gets_429_and_another_still_calls(
         for namespace in ("team-a", "team-b"):
             created = await system.register("canary", canary.transport_type, canary.config, namespace=namespace)
             servers[namespace] = (await system.wait_connected(created["id"]))["id"]
-        async with client(system, await admin_token(system, "team-a")) as a:
+        async with system.client_as(await admin_token(system, "team-a")) as a:
             calls = 0
 
             async def limited() -> httpx.Response | None:
@@ -110,7 +100,7 @@ async def test_a_namespace_over_its_call_rate_gets_429_and_another_still_calls(
         assert refused.json()["error_code"] == "RATE_LIMITED"
         assert refused.json()["context"]["namespace"] == "team-a"
         assert int(refused.headers["retry-after"]) >= 1
-        async with client(system, await admin_token(system, "team-b")) as b:
+        async with system.client_as(await admin_token(system, "team-b")) as b:
             own = {"name": "tally", "server_id": servers["team-b"], "arguments": {"key": "b-1"}}
             assert (await b.post("/api/v1/tools/call", json=own)).status_code == 200
             seen = await b.post("/api/v1/tools/call", json={"name": "tallies", "server_id": servers["team-b"]})
@@ -121,7 +111,7 @@ async def test_a_namespace_over_its_call_rate_gets_429_and_another_still_calls(
 
 async def test_a_namespace_at_its_mcp_session_limit_does_not_block_another(nats_url: str, database_url: str) -> None:
     async with running_system(
-        nats_url, database_url, roles=["gateway", "projector"], namespace_max_mcp_sessions=2
+        nats_url, database_url, roles=["gateway", "projector"], namespace_max_mcp_sessions=2, key_max_mcp_sessions=2
     ) as system:
         tokens = {ns: await admin_token(system, ns) for ns in ("team-a", "team-b")}
 
@@ -165,7 +155,7 @@ async def test_one_tenants_loops_cannot_starve_another_tenants_code_mode(nats_ur
         loop = "beta.slow(seconds=0)\nwhile True:\n    pass"
         loops = [asyncio.create_task(run_code(system, a_token, loop, 20.0)) for _ in range(3)]
         try:
-            async with client(system, a_token) as a:
+            async with system.client_as(a_token) as a:
 
                 async def a_is_looping() -> bool:
                     stats = await a.post("/api/v1/tools/call", json={"name": "stats", "server_id": server_id})

@@ -28,9 +28,7 @@ TEAM = "team-a"
 
 
 async def create_key(system: System, name: str, role: str) -> str:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": TEAM})
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+    return str((await system.create_key(name, role, namespace=TEAM))["id"])
 
 
 async def publish_legacy_registration(

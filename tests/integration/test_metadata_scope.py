@@ -32,15 +32,11 @@ class Deployment:
 
     def client(self, who: str) -> httpx.AsyncClient:
         token = self.tokens.get(who, who)
-        return httpx.AsyncClient(
-            base_url=str(self.system.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
-        )
+        return self.system.client_as(token)
 
 
-async def new_key(system: System, **fields: object) -> str:
-    response = await system.api.post("/api/v1/auth/keys", json=fields)
-    assert response.status_code == 201, response.text
-    return str(response.json()["token"])
+async def new_key(system: System, name: str, role: str, **fields: object) -> str:
+    return str((await system.create_key(name, role, **fields))["token"])
 
 
 @pytest.fixture

@@ -35,9 +35,7 @@ class Team:
     tokens: dict[str, str]
 
     def client(self, who: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=str(self.system.api.base_url), headers={"Authorization": f"Bearer {self.tokens[who]}"}, timeout=30
-        )
+        return self.system.client_as(self.tokens[who])
 
     async def register(self, who: str, name: str) -> dict[str, Any]:
         async with self.client(who) as api:
@@ -65,10 +63,7 @@ async def team(nats_url: str, database_url: str) -> AsyncIterator[Team]:
     ):
         tokens = {}
         for name, (role, namespace) in KEYS.items():
-            body = {"name": name, "role": role, "namespace": namespace}
-            response = await system.api.post("/api/v1/auth/keys", json=body)
-            assert response.status_code == 201, response.text
-            tokens[name] = response.json()["token"]
+            tokens[name] = (await system.create_key(name, role, namespace=namespace))["token"]
         yield Team(system, url, tokens)
 
 

@@ -41,19 +41,6 @@ async def upstream() -> AsyncIterator[Upstream]:
         yield peer
 
 
-def as_key(system: System, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=str(system.api.base_url), headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
-
-
-async def new_key(system: System, name: str, role: str) -> str:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role})
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
-
-
 def hold_of(tool: dict[str, Any]) -> tuple[str, list[str]] | None:
     """Why a tool of ``GET /servers/{id}/tools`` is held: (reason, fields), or None."""
     return (tool["held"]["reason"], tool["held"]["fields"]) if tool["held"] else None
@@ -150,7 +137,7 @@ async def test_removing_and_registering_a_server_again_keeps_its_change_held(
     system: System, upstream: Upstream
 ) -> None:
     body = {"name": "docs", "transport_type": "HTTP", "connection_config": upstream.config}
-    async with as_key(system, await new_key(system, "bot", "agent")) as agent:
+    async with system.client_as((await system.create_key("bot", "agent"))["token"]) as agent:
         first = await agent.post(SERVERS, json=body)
         assert first.status_code == 201, first.text
         await system.wait_connected(first.json()["id"])
@@ -180,8 +167,8 @@ async def test_removing_and_registering_a_server_again_keeps_its_change_held(
 
 async def test_only_admins_choose_new_tools_auto(system: System, upstream: Upstream) -> None:
     body = {"name": "docs", "transport_type": "HTTP", "connection_config": upstream.config}
-    token = await new_key(system, "bot", "agent")
-    async with as_key(system, token) as agent:
+    token = (await system.create_key("bot", "agent"))["token"]
+    async with system.client_as(token) as agent:
         refused = await agent.post(SERVERS, json={**body, "new_tools": "auto"})
         assert refused.status_code == 403, refused.text
         assert refused.json()["error_code"] == "FORBIDDEN" and refused.json()["context"]["field"] == "new_tools"
@@ -191,7 +178,7 @@ async def test_only_admins_choose_new_tools_auto(system: System, upstream: Upstr
         created = await agent.post(SERVERS, json={**body, "auto_connect": False})
         assert created.status_code == 201, created.text
         assert (await system.server(created.json()["id"]))["new_tools"] == "review"
-    async with as_key(system, await new_key(system, "boss", "admin")) as admin:
+    async with system.client_as((await system.create_key("boss", "admin"))["token"]) as admin:
         chosen = await admin.post(SERVERS, json={**body, "name": "docs-admin", "new_tools": "auto"})
         assert chosen.status_code == 201, chosen.text
         assert (await system.server(chosen.json()["id"]))["new_tools"] == "auto"

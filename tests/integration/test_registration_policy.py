@@ -39,17 +39,6 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
         yield system
 
 
-async def new_key(system: System, name: str, role: str) -> str:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role})
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
-
-
-def as_key(system: System, token: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=system.api.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-
 def shell_server(name: str, canary: Path) -> dict[str, Any]:
     """The attacker's registration: a STDIO server whose command would create ``canary``."""
     return {
@@ -81,8 +70,8 @@ def assert_forbidden(body: dict[str, Any], role: str) -> None:
 
 async def test_an_agent_cannot_run_a_command_on_the_host_over_rest(system: System, tmp_path: Path) -> None:
     canary = tmp_path / "canary"
-    agent = await new_key(system, "intruder", "agent")
-    async with as_key(system, agent) as api:
+    agent = (await system.create_key("intruder", "agent"))["token"]
+    async with system.client_as(agent) as api:
         refused = await api.post(SERVERS, json=shell_server("evil", canary))
         assert refused.status_code == 403
         assert_forbidden(refused.json(), "agent")
@@ -96,15 +85,15 @@ async def test_an_agent_cannot_run_a_command_on_the_host_over_rest(system: Syste
         allowed = await api.post(SERVERS, json={**remote, "auto_connect": False})
         assert allowed.status_code == 201, allowed.text
         assert (await api.delete(f"{SERVERS}/{allowed.json()['id']}")).status_code == 204
-    user = await new_key(system, "reader", "user")
-    async with as_key(system, user) as api:
+    user = (await system.create_key("reader", "user"))["token"]
+    async with system.client_as(user) as api:
         assert (await api.post(SERVERS, json=shell_server("evil-3", canary))).status_code == 403
     await nothing_ran(system, canary)
 
 
 async def test_an_agent_cannot_run_a_command_on_the_host_over_the_nats_api(system: System, tmp_path: Path) -> None:
     canary = tmp_path / "canary"
-    agent = await new_key(system, "intruder", "agent")
+    agent = (await system.create_key("intruder", "agent"))["token"]
     nc = await nats.connect(system.settings.nats_url or "", connect_timeout=10)
     try:
         headers = {"Authorization": f"Bearer {agent}", "Idempotency-Key": str(uuid.uuid4())}
@@ -120,7 +109,7 @@ async def test_an_agent_cannot_run_a_command_on_the_host_over_the_nats_api(syste
 
 async def test_an_agent_cannot_run_a_command_through_the_cli_import(system: System, tmp_path: Path) -> None:
     canary = tmp_path / "canary"
-    agent = await new_key(system, "intruder", "agent")
+    agent = (await system.create_key("intruder", "agent"))["token"]
     config = tmp_path / "claude_desktop_config.json"
     evil = shell_server("evil", canary)["connection_config"]
     config.write_text(json.dumps({"mcpServers": {"evil": evil}}))

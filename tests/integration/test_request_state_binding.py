@@ -28,20 +28,14 @@ class TwoTenants:
     tokens: dict[str, str]  # "a" (admin of team-a), "a2" (agent of team-a), "b" (admin of team-b)
 
 
-async def _key(system: System, name: str, role: str, namespace: str) -> str:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": namespace})
-    assert response.status_code == 201, response.text
-    return str(response.json()["token"])
-
-
 @pytest.fixture
 async def tenants(nats_url: str, database_url: str) -> AsyncIterator[TwoTenants]:
     """Team A's demo peer (its ``ask`` tool samples the client) in namespace ``team-a``."""
     async with running_system(nats_url, database_url) as system, launch_peer("http") as peer:
         tokens = {
-            "a": await _key(system, "admin-a", "admin", "team-a"),
-            "a2": await _key(system, "agent-a", "agent", "team-a"),
-            "b": await _key(system, "admin-b", "admin", "team-b"),
+            "a": (await system.create_key("admin-a", "admin", namespace="team-a"))["token"],
+            "a2": (await system.create_key("agent-a", "agent", namespace="team-a"))["token"],
+            "b": (await system.create_key("admin-b", "admin", namespace="team-b"))["token"],
         }
         body = {
             "name": "demo",

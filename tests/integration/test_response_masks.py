@@ -36,10 +36,8 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 async def _tokens(system: System) -> dict[str, str]:
     tokens = {"owner": ADMIN_TOKEN}
     for role in ROLES[1:]:
-        body = {"name": f"{role}-{uuid.uuid4().hex[:6]}", "role": role, "namespace": "team-a"}
-        created = await system.api.post("/api/v1/auth/keys", json=body)
-        assert created.status_code == 201, created.text
-        tokens[role] = created.json()["token"]
+        created = await system.create_key(f"{role}-{uuid.uuid4().hex[:6]}", role, namespace="team-a")
+        tokens[role] = created["token"]
     return tokens
 
 

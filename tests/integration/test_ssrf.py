@@ -35,9 +35,7 @@ class Team:
     tokens: dict[str, str]
 
     def client(self, who: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=str(self.system.api.base_url), headers={"Authorization": f"Bearer {self.tokens[who]}"}, timeout=30
-        )
+        return self.system.client_as(self.tokens[who])
 
     async def register(self, who: str, transport: str, config: dict[str, Any], **fields: Any) -> httpx.Response:
         body = {"name": f"s-{uuid.uuid4().hex[:12]}", "transport_type": transport, **fields}
@@ -48,9 +46,7 @@ class Team:
 async def make_team(system: System) -> Team:
     tokens = {"owner": str(system.settings.admin_token)}
     for name, role in (("agent", "agent"), ("admin", "admin"), ("user", "user")):
-        response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": "team-a"})
-        assert response.status_code == 201, response.text
-        tokens[name] = response.json()["token"]
+        tokens[name] = (await system.create_key(name, role, namespace="team-a"))["token"]
     return Team(system, tokens)
 
 

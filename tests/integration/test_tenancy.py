@@ -34,16 +34,7 @@ class Tenants:
     ids: dict[str, str]  # a/github, a/jira, b/github
 
     def client(self, who: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=str(self.system.api.base_url), headers={"Authorization": f"Bearer {self.tokens[who]}"}, timeout=30
-        )
-
-
-async def create_key(system: System, name: str, role: str, namespace: str) -> dict[str, Any]:
-    response = await system.api.post("/api/v1/auth/keys", json={"name": name, "role": role, "namespace": namespace})
-    assert response.status_code == 201, response.text
-    body: dict[str, Any] = response.json()
-    return body
+        return self.system.client_as(self.tokens[who])
 
 
 async def register_as(api: httpx.AsyncClient, name: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -58,9 +49,9 @@ async def register_as(api: httpx.AsyncClient, name: str, config: dict[str, Any])
 async def tenants(nats_url: str, database_url: str) -> AsyncIterator[Tenants]:
     async with running_system(nats_url, database_url) as system, launch_peer("stdio") as peer:
         tokens = {
-            "admin-a": (await create_key(system, "admin-a", "admin", "team-a"))["token"],
-            "user-a": (await create_key(system, "user-a", "user", "team-a"))["token"],
-            "admin-b": (await create_key(system, "admin-b", "admin", "team-b"))["token"],
+            "admin-a": (await system.create_key("admin-a", "admin", namespace="team-a"))["token"],
+            "user-a": (await system.create_key("user-a", "user", namespace="team-a"))["token"],
+            "admin-b": (await system.create_key("admin-b", "admin", namespace="team-b"))["token"],
         }
         found = Tenants(system, tokens, {})
         async with found.client("admin-a") as a, found.client("admin-b") as b:
@@ -211,7 +202,7 @@ async def test_the_owner_opens_an_mcp_session_in_a_named_namespace(tenants: Tena
 
 async def test_a_revoked_key_is_refused_at_once_by_a_second_gateway(tenants: Tenants) -> None:
     system = tenants.system
-    key = await create_key(system, "short-lived", "user", "team-a")
+    key = await system.create_key("short-lived", "user", namespace="team-a")
     settings = system.settings.model_copy(update={"port": free_port()})
     other = RoleProcess("gateway", settings)
     try:

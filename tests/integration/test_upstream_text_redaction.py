@@ -57,10 +57,7 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 
 
 async def _token(system: System, name: str, role: str) -> str:
-    body = {"name": name, "role": role, "namespace": "team-a"}
-    response = await system.api.post("/api/v1/auth/keys", json=body)
-    assert response.status_code == 201, response.text
-    return str(response.json()["token"])
+    return str((await system.create_key(name, role, namespace="team-a"))["token"])
 
 
 async def _leaking_server(system: System, lines: list[str]) -> str:
