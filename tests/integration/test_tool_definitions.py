@@ -42,35 +42,31 @@ async def upstream() -> AsyncIterator[Upstream]:
         yield peer
 
 
-async def list_hostile_tools(upstream: Upstream) -> None:
-    """Make the peer list the refused definitions and one good new tool ``fresh``."""
+async def hostile_server(system: System, upstream: Upstream, new_tools: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Register the peer as ``hostile``, make it list the refused definitions and one good new tool
+    ``fresh``, and rediscover; its id and its tools in the REST view (which has ``fresh``)."""
+    server = await system.register("hostile", "HTTP", upstream.config, new_tools=new_tools)
+    await system.wait_connected(server["id"])
     tools = [*((name, "Echo.") for name in BAD.values()), (HUGE, "x" * 2_000_000), ("fresh", "Echo again.")]
     for name, description in tools:
         await upstream.list_tool(name, description)
-
-
-async def refreshed(system: System, server_id: str) -> dict[str, dict[str, Any]]:
-    """Rediscover the server's tools and wait until the REST view has ``fresh``."""
-    assert (await system.api.post(f"{SERVERS}/{server_id}/tools/refresh")).status_code == 202
+    assert (await system.api.post(f"{SERVERS}/{server['id']}/tools/refresh")).status_code == 202
 
     async def probe() -> dict[str, dict[str, Any]] | None:
-        tools = await tools_of(system, server_id)
-        return tools if "fresh" in tools else None
+        found = await tools_of(system, server["id"])
+        return found if "fresh" in found else None
 
-    found: dict[str, dict[str, Any]] = await eventually(probe, timeout=30, what="the new tool list in the REST view")
-    return found
+    rest: dict[str, dict[str, Any]] = await eventually(probe, timeout=30, what="the new tool list in the REST view")
+    return str(server["id"]), rest
 
 
 async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_agree(
     system: System, upstream: Upstream
 ) -> None:
-    server = await system.register("hostile", "HTTP", upstream.config, new_tools="auto")
-    await system.wait_connected(server["id"])
-    await list_hostile_tools(upstream)
-    rest = await refreshed(system, server["id"])
+    server_id, rest = await hostile_server(system, upstream, "auto")
 
     assert set(rest) == {"echo", "add", "fresh"}
-    history = (await system.api.get(f"{SERVERS}/{server['id']}/history")).json()
+    history = (await system.api.get(f"{SERVERS}/{server_id}/history")).json()
     discovered = [e["details"] for e in history if e["event_type"] == "TOOLS_DISCOVERED"]
     assert discovered[-1]["left_out"] == len(BAD) + 1  # the admin sees how many were refused
     async with mcp_session(system, path="/mcp/hostile") as session:
@@ -90,10 +86,7 @@ async def test_refused_definitions_reach_neither_the_rest_view_nor_mcp_and_both_
 async def test_a_held_change_stays_visible_to_the_admin_beside_refused_definitions(
     system: System, upstream: Upstream
 ) -> None:
-    server = await system.register("hostile", "HTTP", upstream.config, new_tools="review")
-    await system.wait_connected(server["id"])
-    await list_hostile_tools(upstream)
-    rest = await refreshed(system, server["id"])
+    _, rest = await hostile_server(system, upstream, "review")
 
     assert set(rest) == {"echo", "add", "fresh"}
     assert rest["fresh"]["held"] is not None and rest["fresh"]["held"]["reason"] == "new"
