@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any
 
+import mcp_types
 import pytest
 
 from toolmesh import pinning
@@ -29,6 +30,7 @@ from toolmesh.pinning import (
     upgraded_approval,
     wire_definition_hash,
 )
+from toolmesh_session_worker.discovery import ToolLimits, tools_snapshot
 
 pytestmark = pytest.mark.unit
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -157,6 +159,23 @@ def test_a_live_tool_is_hashed_as_discovery_stores_it() -> None:
         "Search", SCHEMA, title="Q", annotations={"readOnlyHint": True}, output_schema=OUTPUT
     )
     assert wire_definition_hash({"name": "q", "inputSchema": "not an object"}) == pinning.UNRECOGNISED
+
+
+def test_discovery_records_the_pinned_parts_and_bounds_them_like_an_input_schema() -> None:
+    shown = mcp_types.Tool(
+        name="q",
+        input_schema={"type": "object"},
+        title="Q\x00",
+        annotations=mcp_types.ToolAnnotations(read_only_hint=True),
+        output_schema=OUTPUT,
+        icons=[mcp_types.Icon(src="https://example.com/q.png")],
+    )
+    bloated = mcp_types.Tool(name="big", input_schema={"type": "object"}, title="x" * 2000)
+    snapshot = tools_snapshot("id", "srv", "default", [shown, bloated], ToolLimits(10, 100, 1000))
+    (found,) = snapshot.tools
+    assert snapshot.left_out == 1
+    assert (found.title, found.annotations, found.output_schema) == ("Q", {"readOnlyHint": True}, OUTPUT)
+    assert found.icons == [{"src": "https://example.com/q.png"}]
 
 
 def test_screen_shows_only_approved_pinned_definitions_of_a_live_list() -> None:
