@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from toolmesh.quotas import NamespaceLimitOverrides, NamespaceQuota, code_workers_default
+from toolmesh.quotas import NamespaceLimitOverrides, NamespaceQuota, code_workers_default, key_sessions_default
 from toolmesh.tool_definitions import DESCRIPTION_CEILING, SCHEMA_CEILING
 
 
@@ -189,9 +189,12 @@ class Settings(BaseSettings):
     # hold for every namespace, ``namespace_limits`` overrides them for some (JSON:
     # ``{"team-a": {"max_servers": 40, "calls_per_second": 200}}``). MCP sessions and calls per second
     # are counted by each gateway replica; code-mode workers default to half the pool (at least one).
+    # One key holds at most ``key_max_mcp_sessions`` of its namespace's MCP sessions (default: a
+    # quarter of them, at least one), so one key cannot lock the namespace's other keys out of /mcp.
     namespace_max_servers: int = Field(25, ge=1)
     namespace_max_tools: int = Field(5_000, ge=1)
     namespace_max_mcp_sessions: int = Field(100, ge=1)
+    key_max_mcp_sessions: int | None = Field(None, ge=1)
     namespace_calls_per_second: float = Field(100.0, ge=0)
     namespace_calls_burst: int = Field(200, ge=1)
     namespace_code_workers: int | None = Field(None, ge=1)
@@ -212,10 +215,12 @@ class Settings(BaseSettings):
         def pick(value: Any, default: Any) -> Any:
             return default if value is None else value
 
+        sessions = pick(own.max_mcp_sessions, self.namespace_max_mcp_sessions)
         return NamespaceQuota(
             max_servers=pick(own.max_servers, self.namespace_max_servers),
             max_tools=pick(own.max_tools, self.namespace_max_tools),
-            max_mcp_sessions=pick(own.max_mcp_sessions, self.namespace_max_mcp_sessions),
+            max_mcp_sessions=sessions,
+            key_max_mcp_sessions=key_sessions_default(sessions, self.key_max_mcp_sessions),
             calls_per_second=pick(own.calls_per_second, self.namespace_calls_per_second),
             calls_burst=pick(own.calls_burst, self.namespace_calls_burst),
             code_workers=code_workers_default(

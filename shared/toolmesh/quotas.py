@@ -35,12 +35,21 @@ class NamespaceQuota:
     """Tools of the namespace's servers together (a server past it goes to ERROR, ``LIMIT_EXCEEDED``)."""
     max_mcp_sessions: int
     """MCP client sessions of the namespace one gateway replica holds at once (409 ``LIMIT_EXCEEDED``)."""
+    key_max_mcp_sessions: int
+    """Of those, the sessions one key (principal) holds at once (409 ``LIMIT_EXCEEDED``), so that one
+    key cannot take the namespace's every session from its other keys."""
     calls_per_second: float
     """Tool calls per second of the namespace on one gateway replica (0: no limit; 429 ``RATE_LIMITED``)."""
     calls_burst: int
     """Tool calls the namespace may make at once above its rate."""
     code_workers: int
     """Code-mode workers the namespace's runs hold at once (further runs wait their turn)."""
+
+
+def key_sessions_default(namespace_sessions: int, per_key: int | None) -> int:
+    """The MCP sessions one key may hold: as set (at most the namespace's), else a quarter of the
+    namespace's (at least one)."""
+    return min(namespace_sessions, per_key) if per_key is not None else max(1, namespace_sessions // 4)
 
 
 def code_workers_default(pool: int, per_namespace: int | None) -> int:

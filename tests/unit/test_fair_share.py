@@ -95,19 +95,44 @@ async def test_a_run_cancelled_while_waiting_gives_up_its_turn() -> None:
 
 
 def test_sessions_past_a_namespace_limit_are_refused_and_a_closed_one_frees_its_place() -> None:
-    held = NamespaceSessions(lambda namespace: 2)
-    held.open("s1", "a")
-    held.open("s2", "a")
+    held = NamespaceSessions(Settings(namespace_max_mcp_sessions=2, key_max_mcp_sessions=2).namespace_quota)
+    held.open("s1", "a", "k1")
+    held.open("s2", "a", "k2")
     with pytest.raises(LimitExceeded) as refused:
-        held.open("s3", "a")
+        held.open("s3", "a", "k3")
     assert refused.value.context == {"namespace": "a", "namespace_max_mcp_sessions": 2}
-    held.open("s4", "b")  # another namespace is not affected
-    held.adopt("s5", "a")  # a session opened elsewhere is served here regardless
+    held.open("s4", "b", "k1")  # another namespace is not affected
+    held.adopt("s5", "a", "k1")  # a session opened elsewhere is served here regardless
     held.close("s1")
     held.close("s5")
     held.close("s1")  # closing twice frees one place only
-    held.open("s6", "a")
+    held.open("s6", "a", "k3")
     assert held.held_by("a") == 2 and held.held_by("b") == 1
+
+
+def test_one_key_holds_at_most_its_share_of_its_namespaces_sessions() -> None:
+    """A key at its cap is refused while another key of its namespace still opens one."""
+    held = NamespaceSessions(Settings(namespace_max_mcp_sessions=8).namespace_quota)
+    for n in range(2):  # a quarter of the namespace's 8
+        held.open(f"a{n}", "team", "attacker")
+    with pytest.raises(LimitExceeded) as refused:
+        held.open("a2", "team", "attacker")
+    assert refused.value.context == {"namespace": "team", "key_max_mcp_sessions": 2}
+    held.open("b0", "team", "admin")
+    held.open("c0", "other", "attacker")  # the same key's share in another namespace is its own
+    held.close("a0")
+    held.open("a3", "team", "attacker")  # a closed session frees the key's place
+    assert held.held_by("team") == 3
+
+
+@pytest.mark.parametrize(
+    ("namespace_cap", "per_key", "expected"), [(100, None, 25), (3, None, 1), (100, 10, 10), (4, 10, 4)]
+)
+def test_a_keys_session_share_defaults_to_a_quarter_of_its_namespaces(
+    namespace_cap: int, per_key: int | None, expected: int
+) -> None:
+    settings = Settings(namespace_max_mcp_sessions=namespace_cap, key_max_mcp_sessions=per_key)
+    assert settings.namespace_quota("any").key_max_mcp_sessions == expected
 
 
 def test_a_namespace_over_its_call_rate_gets_retry_after_and_another_is_not_limited() -> None:

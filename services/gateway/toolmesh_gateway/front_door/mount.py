@@ -40,7 +40,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         settings.mcp_session_ttl_seconds,
         release,
         settings.mcp_json_wait_seconds,
-        NamespaceSessions(lambda namespace: settings.namespace_quota(namespace).max_mcp_sessions),
+        NamespaceSessions(settings.namespace_quota),
     )
     front = FrontDoor(
         settings,

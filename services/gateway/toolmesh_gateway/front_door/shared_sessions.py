@@ -196,7 +196,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 assert self._task_group is not None
                 await self._task_group.start(self._run_session, transport, record)
                 self._on_adopt(session_id, self._connections[session_id], scope)
-                self._shared.held.adopt(session_id, record.namespace or "")
+                self._shared.held.adopt(session_id, record.namespace or "", record.key_id)
                 log.info("adopted MCP session %s", session_id[:64])
         return transport
 
@@ -208,8 +208,9 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         session_id = http_transport.mcp_session_id
         assert session_id is not None and self._task_group is not None
         caller = scope.get(CALLER_KEY)
+        namespace, key_id = (caller.scope or "", caller.principal.key_id) if isinstance(caller, Caller) else ("", "")
         try:
-            self._shared.held.open(session_id, (caller.scope if isinstance(caller, Caller) else None) or "")
+            self._shared.held.open(session_id, namespace, key_id)
         except LimitExceeded as exc:
             await self._discard_session(session_id, http_transport)
             await refuse(exc, scope, receive, send)
