@@ -146,6 +146,17 @@ async def headers_seen(url: str) -> list[dict[str, Any]]:
         return seen
 
 
+async def canary_values(url: str) -> set[str | None]:
+    """The ``X-Canary`` header of every request the REST peer received."""
+    return {h["headers"].get("x-canary") for h in await headers_seen(url)}
+
+
+async def connect_canary(system: System, url: str, header: str) -> None:
+    """Register the canary server (its ``X-Canary`` header ``header``) and wait until it is connected."""
+    created = await system.register("canary", "REST", canary_config(url, header)["connection_config"])
+    await system.wait_connected(created["id"])
+
+
 async def test_variables_are_denied_unless_the_deployment_allows_them(
     system: System, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,12 +194,8 @@ async def test_a_copy_of_a_worker_secret_never_reaches_an_upstream(
         running_system(nats_url, database_url, expandable_variables=("*",)) as system,
         launch_rest_peer() as url,
     ):
-        created = await system.register(
-            "canary", "REST", canary_config(url, "${SOME_WORKER_VAR}|${PLAIN_WORKER_VAR}")["connection_config"]
-        )
-        await system.wait_connected(created["id"])
-        seen = await headers_seen(url)
-        assert seen and {h["headers"].get("x-canary") for h in seen} == {f"|{WORKER_VALUE}"}
+        await connect_canary(system, url, "${SOME_WORKER_VAR}|${PLAIN_WORKER_VAR}")
+        assert await canary_values(url) == {f"|{WORKER_VALUE}"}
 
 
 async def test_the_worker_expands_only_what_its_own_deployment_allows(
@@ -202,12 +209,8 @@ async def test_the_worker_expands_only_what_its_own_deployment_allows(
         running_system(nats_url, database_url, ["session-worker"]),
         launch_rest_peer() as url,
     ):
-        created = await system.register(
-            "canary", "REST", canary_config(url, "v=${SOME_WORKER_VAR}")["connection_config"]
-        )
-        await system.wait_connected(created["id"])
-        seen = await headers_seen(url)
-        assert seen and {h["headers"].get("x-canary") for h in seen} == {"v="}
+        await connect_canary(system, url, "v=${SOME_WORKER_VAR}")
+        assert await canary_values(url) == {"v="}
 
 
 async def test_a_namespace_allow_list_holds_only_in_its_namespace(
@@ -231,4 +234,4 @@ async def test_a_namespace_allow_list_holds_only_in_its_namespace(
         server_id = (await system.api.get(SERVERS)).json()["servers"][0]["id"]
         assert (await system.api.post(f"{SERVERS}/{server_id}/connect")).status_code == 200
         await eventually(connected, what="team-a's canary to connect")
-        assert {h["headers"].get("x-canary") for h in await headers_seen(url)} == {WORKER_VALUE}
+        assert await canary_values(url) == {WORKER_VALUE}
