@@ -107,8 +107,9 @@ def session_http_client(
     )
 
 
-class StreamableHttpTransport:
-    """Streamable HTTP (config: ``base_url``, ``headers``)."""
+class _RemoteTransport:
+    """What the two HTTP transports share: their URL, headers, HTTP client and egress policy, and
+    the refusal their responses showed."""
 
     def __init__(
         self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None, egress: EgressPolicy
@@ -118,17 +119,6 @@ class StreamableHttpTransport:
         self._shared = http_client
         self._egress = egress
         self._refusal = RefusalWatch()
-
-    @asynccontextmanager
-    async def connect(self) -> AsyncIterator[TransportStreams]:
-        """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
-        async with session_http_client(
-            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal
-        ) as client:
-            async with streamable_http_client(
-                self.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
-            ) as streams:
-                yield streams
 
     def failure_hint(self) -> str:
         """Nothing beyond the exception itself."""
@@ -144,17 +134,23 @@ class StreamableHttpTransport:
         return None
 
 
-class SseTransport:
-    """Legacy HTTP+SSE (config: ``url``, ``headers``)."""
+class StreamableHttpTransport(_RemoteTransport):
+    """Streamable HTTP (config: ``base_url``, ``headers``)."""
 
-    def __init__(
-        self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None, egress: EgressPolicy
-    ) -> None:
-        self.url = url
-        self._headers = dict(headers)
-        self._shared = http_client
-        self._egress = egress
-        self._refusal = RefusalWatch()
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
+        async with session_http_client(
+            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal
+        ) as client:
+            async with streamable_http_client(
+                self.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
+            ) as streams:
+                yield streams
+
+
+class SseTransport(_RemoteTransport):
+    """Legacy HTTP+SSE (config: ``url``, ``headers``)."""
 
     def _client_factory(
         self,
@@ -177,19 +173,6 @@ class SseTransport:
             httpx_client_factory=self._client_factory,
         ) as streams:
             yield streams
-
-    def failure_hint(self) -> str:
-        """Nothing beyond the exception itself."""
-        return ""
-
-    def refused(self) -> int | None:
-        """The HTTP 401 or 403 the upstream last answered with, if it did."""
-        return self._refusal.status
-
-    @property
-    def pid(self) -> None:
-        """Remote servers have no local process."""
-        return None
 
 
 def build_transport(
