@@ -12,6 +12,7 @@ import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import Received, mcp_session, text_of
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
@@ -71,25 +72,19 @@ async def test_a_bundle_selects_renames_and_disables_tools_of_several_servers(sy
 
 async def test_a_key_limited_to_a_bundle_reaches_nothing_else(system: System) -> None:
     await create_endpoint(system, DEV)
-    response = await system.api.post("/api/v1/auth/keys", json={"name": "agent", "role": "user", "endpoints": ["dev"]})
-    assert response.status_code == 201 and response.json()["endpoints"] == ["dev"]
-    token = response.json()["token"]
+    key = await system.create_key("agent", "user", endpoints=["dev"])
+    assert key["endpoints"] == ["dev"]
+    token = key["token"]
     async with mcp_session(system, path="/mcp/dev", token=token) as session:
         tools = await listed(session)
         assert "say" in tools and "beta__echo" not in tools
         outside = await session.call_tool("beta__echo", {"text": "x"})
         assert outside.is_error is True
     base = str(system.api.base_url)
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
+    headers = {"Authorization": f"Bearer {token}", **MCP_ACCEPT}
     async with httpx.AsyncClient(base_url=base, headers=headers) as client:
         for path in ("/mcp", "/mcp/alpha"):
-            refused = await client.post(path, json=initialize)
+            refused = await client.post(path, json=INITIALIZE)
             assert refused.status_code == 403 and refused.json()["error_code"] == "FORBIDDEN", path
         rest = await client.post("/api/v1/tools/call", json={"name": "beta.echo", "arguments": {"text": "x"}})
         assert rest.status_code == 403
@@ -132,17 +127,10 @@ async def test_endpoint_and_server_names_do_not_collide(system: System) -> None:
 
 async def test_another_namespace_cannot_see_or_use_the_bundle(system: System) -> None:
     created = await create_endpoint(system, DEV)
-    key = await system.api.post("/api/v1/auth/keys", json={"name": "b", "role": "admin", "namespace": "team-b"})
-    headers = {"Authorization": f"Bearer {key.json()['token']}"}
+    key = await system.create_key("b", "admin", namespace="team-b")
+    headers = {"Authorization": f"Bearer {key['token']}"}
     assert (await system.api.get(f"/api/v1/endpoints/{created['id']}", headers=headers)).status_code == 404
     assert (await system.api.get("/api/v1/endpoints", headers=headers)).json()["total"] == 0
     assert (await system.api.delete(f"/api/v1/endpoints/{created['id']}", headers=headers)).status_code == 404
-    mcp_headers = {**headers, "Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    hidden = await system.api.post("/mcp/dev", json=initialize, headers=mcp_headers)
+    hidden = await system.api.post("/mcp/dev", json=INITIALIZE, headers={**headers, **MCP_ACCEPT})
     assert hidden.status_code == 404

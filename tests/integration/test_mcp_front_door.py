@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import Received, mcp_session, mcp_url, text_of
+from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
@@ -148,14 +149,13 @@ async def test_search_mode_serves_the_meta_tools(system: System) -> None:
 
 async def test_unauthenticated_and_invalid_mode_are_refused(system: System) -> None:
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
-    headers = {"Accept": "application/json, text/event-stream"}
     async with httpx.AsyncClient(timeout=10) as http:
         for extra in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}):
-            response = await http.post(mcp_url(system), json=init, headers={**headers, **extra})
+            response = await http.post(mcp_url(system), json=init, headers={**MCP_ACCEPT, **extra})
             assert response.status_code == 401, response.text
             assert response.json()["error_code"] == "UNAUTHORIZED"
             assert response.headers["www-authenticate"] == "Bearer"
-        auth = {**headers, "Authorization": f"Bearer {ADMIN_TOKEN}"}
+        auth = {**MCP_ACCEPT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
         response = await http.post(mcp_url(system, "everything"), json=init, headers=auth)
         assert response.status_code == 400 and response.json()["context"] == {"mode": "everything"}
     with pytest.raises(ExceptionGroup) as raised:  # the SDK turns the 401 into an error answer to initialize
@@ -187,14 +187,8 @@ async def test_toolmesh_mcp_bridges_stdio_to_a_running_gateway(system: System) -
 
 async def open_raw_session(http: httpx.AsyncClient, system: System) -> dict[str, str]:
     """Open an ``/mcp`` session by hand (initialize, initialized); the headers its requests carry."""
-    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ADMIN_TOKEN}"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    opened = await http.post(mcp_url(system), json=init, headers=headers)
+    headers = {**MCP_ACCEPT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    opened = await http.post(mcp_url(system), json=INITIALIZE, headers=headers)
     assert opened.status_code == 200, opened.text
     headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
