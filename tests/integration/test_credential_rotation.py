@@ -66,9 +66,7 @@ async def test_rotation_reseals_every_config_and_nothing_is_lost(nats_url: str, 
 
 async def test_only_the_owner_may_reseal(nats_url: str, database_url: str) -> None:
     async with running_system(nats_url, database_url) as system:
-        key = (
-            await system.api.post("/api/v1/auth/keys", json={"name": "ops", "role": "admin", "namespace": "default"})
-        ).json()
+        key = await system.create_key("ops", "admin", namespace="default")
         denied = await system.api.post(
             "/api/v1/aggregator/credentials/reseal", headers={"Authorization": f"Bearer {key['token']}"}
         )

@@ -24,10 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 async def _key(system: System, name: str, role: str) -> str:
-    body = {"name": name, "role": role, "namespace": "team-a"}
-    response = await system.api.post("/api/v1/auth/keys", json=body)
-    assert response.status_code == 201, response.text
-    return str(response.json()["token"])
+    return str((await system.create_key(name, role, namespace="team-a"))["token"])
 
 
 async def test_a_key_at_its_session_share_is_refused_and_another_key_still_opens_one(

@@ -193,8 +193,7 @@ async def test_every_role_works_with_its_own_user_and_the_service_sees_none_of_t
             return (await system.server(created["id"]))["last_health_check"] is not None
 
         await eventually(health_checked, timeout=30, what="the health-worker to check the server")
-        key = await system.api.post("/api/v1/auth/keys", json={"name": "victim", "role": "agent"})
-        assert key.status_code == 201, key.text
+        await system.create_key("victim", "agent")
 
         listing = await api_request(spy.nc, "servers.list", {})  # the service's own requests work
         assert [s["name"] for s in listing["result"]["servers"]] == ["demo"]
