@@ -35,7 +35,14 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 TALLIES: dict[str, int] = {}
-STATS = {"slow_started": 0, "slow_cancelled": 0, "slow_completed": 0, "subscribes": 0, "unsubscribes": 0}
+STATS = {
+    "slow_started": 0,
+    "slow_cancelled": 0,
+    "slow_completed": 0,
+    "subscribes": 0,
+    "unsubscribes": 0,
+    "flood_sent": 0,
+}
 
 
 class PagingServer(MCPServer[Any]):
@@ -136,7 +143,8 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
 
     @server.tool()
     def stats() -> dict[str, int]:
-        """Counters of the slow tool (started, cancelled, completed) and of resource subscriptions."""
+        """Counters of the slow tool (started, cancelled, completed), of resource subscriptions and of the
+        notifications of the current (or last) flood."""
         return dict(STATS)
 
     @server.tool()
@@ -151,14 +159,15 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         return dict(TALLIES)
 
     @server.tool()
-    async def flood(seconds: float, ctx: Context) -> int:
-        """Send log notifications in a tight loop for ``seconds``; the number sent."""
-        sent = 0
+    async def flood(seconds: float, ctx: Context, until: str = "") -> int:
+        """Send log notifications in a tight loop for ``seconds``, or until ``tally(until)`` was called
+        (``stats`` counts them as they go out); the number sent."""
+        STATS["flood_sent"] = 0
         with anyio.move_on_after(seconds):
-            while True:
-                await ctx.info(f"flood {sent}")
-                sent += 1
-        return sent
+            while not (until and until in TALLIES):
+                await ctx.info(f"flood {STATS['flood_sent']}")
+                STATS["flood_sent"] += 1
+        return STATS["flood_sent"]
 
     @server.tool()
     async def hang() -> str:
