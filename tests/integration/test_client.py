@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.harness import ADMIN_TOKEN, System, running_system
+from tests.harness import ADMIN_TOKEN, System
 from tests.peers.launch import launch_peer
 from toolmesh.client import ToolmeshClient, follow_events
 from toolmesh.contracts.api import ListServersRequest
@@ -19,12 +19,6 @@ from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ServerNotFound, ToolNotFound, ValidationFailed
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url) as running:
-        yield running
 
 
 @pytest.fixture(params=["nats", "http"])

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tests.harness import System, eventually, running_system
+from tests.harness import System, eventually
 from tests.integration.test_tenancy import register_as
 from tests.peers.launch import launch_peer
 
@@ -80,12 +80,6 @@ async def streams(system: System, tokens: dict[str, str]) -> AsyncIterator[dict[
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-@pytest.fixture
-async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url) as running:
-        yield running
 
 
 async def test_streams_follow_their_namespace_and_role(system: System) -> None:

@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,6 @@ REGISTER_SUBJECT = json.loads((Path(__file__).parents[2] / "docs" / "asyncapi.js
     "servers.register"
 ]["address"]
 WORKER_VALUE = "worker-only-value-5f1c"
-
-
-@pytest.fixture
-async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url) as system:
-        yield system
 
 
 def shell_server(name: str, canary: Path) -> dict[str, Any]:

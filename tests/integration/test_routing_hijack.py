@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.harness import System, eventually, running_system
+from tests.harness import System, eventually
 from tests.mcp_client import mcp_session, text_of
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
 CALL = "/api/v1/tools/call"
 SERVERS = "/api/v1/aggregator/servers"
-
-
-@pytest.fixture
-async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url) as system:
-        yield system
 
 
 async def call(system: System, name: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any]]:
