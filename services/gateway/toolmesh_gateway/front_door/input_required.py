@@ -13,13 +13,16 @@ reaching another replica gets ``-32602`` "unknown requestState"); they expire af
 A ``requestState`` is sealed (AES-256-GCM under a key of this process) and bound to the principal
 and namespace of the request that started the call: the same state presented by anyone else is
 answered like a state never issued (the one ``-32602``, the reason in the log only), and the
-parked request stays its starter's.
+parked request stays its starter's. It is bound as well to that request, which the retry repeats:
+its endpoint, method, target (tool or prompt name, resource uri) and arguments; a retry of another
+request gets ``-32602`` saying so, and the parked request waits on for the right one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -44,6 +47,11 @@ BRIDGED = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods that may answer with ``InputRequiredResult`` (2026-07-28)."""
 UNKNOWN_STATE = "unknown or expired requestState"
 """The one answer to a state that is not the caller's to present, whatever the reason."""
+OTHER_REQUEST = (
+    "requestState belongs to another request: a retry repeats the method, the name (or uri) and the "
+    "arguments of the request that received it"
+)
+"""The answer to the starter's own state presented with another request."""
 T = TypeVar("T")
 
 
@@ -72,6 +80,17 @@ def _starter(ctx: Ctx) -> str:
     return json.dumps([caller.principal.key_id, caller.scope])
 
 
+def _request_of(ctx: Ctx) -> str:
+    """The request a state belongs to, as its retry repeats it: a digest of its endpoint, method,
+    target (a tool's or prompt's name, a resource's uri) and arguments."""
+    params = ctx.params or {}
+    scope = getattr(ctx.request, "scope", None)
+    path = scope.get("path") if isinstance(scope, dict) else None
+    target = params.get("uri") if ctx.method == "resources/read" else params.get("name")
+    identity = [path, ctx.method, target, params.get("arguments") or {}]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 class InputBridge:
     """Parks upstream requests whose upstream asked the client something, until the client answers."""
 
@@ -90,11 +109,11 @@ class InputBridge:
         self._expire()
         params = ctx.params or {}
         state = params.get("requestState")
-        starter = _starter(ctx)
+        starter, request = _starter(ctx), _request_of(ctx)
         if state is None:
             link = self._links.detached(ctx)
-            return await self._wait(asyncio.ensure_future(call(link)), link, starter)
-        parked_id = self._unsealed(state, starter)
+            return await self._wait(asyncio.ensure_future(call(link)), link, starter, request)
+        parked_id = self._unsealed(state, starter, request)
         parked = self._parked.pop(parked_id)
         answers = params.get("inputResponses") or {}
         for key, pending in parked.pending.items():
@@ -105,14 +124,15 @@ class InputBridge:
                 else RpcReply(ok=False, error={"code": mcp_types.INVALID_PARAMS, "message": f"no answer to {key}"})
             )
             await pending.msg.respond(reply.model_dump_json().encode())
-        return await self._wait(parked.task, parked.link, starter)
+        return await self._wait(parked.task, parked.link, starter, request)
 
-    def _unsealed(self, state: object, starter: str) -> str:
-        """The id of the parked request ``state`` names, when it is parked and ``starter`` started
-        it; otherwise the one ``-32602`` (the reason goes to the log)."""
+    def _unsealed(self, state: object, starter: str, request: str) -> str:
+        """The id of the parked request ``state`` names, when it is parked, ``starter`` started it
+        and ``request`` repeats the request that got it; otherwise ``-32602`` (the one that says
+        nothing to anyone but the starter, the reason going to the log)."""
         try:
             claims = json.loads(self._codec.unseal(str(state)))
-            parked_id, bound_to = str(claims["id"]), str(claims["starter"])
+            parked_id, bound_to, bound_request = str(claims["id"]), str(claims["starter"]), str(claims["request"])
         except (InvalidRequestState, ValueError, KeyError, TypeError) as exc:
             log.info("requestState refused: %s", str(exc) or type(exc).__name__)
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None
@@ -121,9 +141,14 @@ class InputBridge:
             if parked is not None:
                 log.warning("security: a requestState was presented by a principal that did not start its call")
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
+        if bound_request != request:
+            log.info("requestState refused: presented with another request than the one it belongs to")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=OTHER_REQUEST)
         return parked_id
 
-    async def _wait(self, task: asyncio.Task[T], link: ClientLink, starter: str) -> T | mcp_types.InputRequiredResult:
+    async def _wait(
+        self, task: asyncio.Task[T], link: ClientLink, starter: str, request: str
+    ) -> T | mcp_types.InputRequiredResult:
         asked = asyncio.ensure_future(link.inputs.get())
         try:
             await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
@@ -143,7 +168,7 @@ class InputBridge:
         by_key = {p.request.request_id: p for p in pending}
         self._parked[parked_id] = _Parked(task, link, time.monotonic() + self._timeout, starter, by_key)
         requests = {key: {"method": p.request.method, "params": p.request.params or {}} for key, p in by_key.items()}
-        state = self._codec.seal(json.dumps({"id": parked_id, "starter": starter}).encode())
+        state = self._codec.seal(json.dumps({"id": parked_id, "starter": starter, "request": request}).encode())
         return mcp_types.InputRequiredResult.model_validate(
             {"inputRequests": requests, "requestState": state}, by_name=False
         )
