@@ -16,7 +16,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from tests.harness import eventually
 from toolmesh.bus.topology import ensure_topology
-from toolmesh.contracts.events import EVENTS_STREAM, CallRecord, CallsRecorded
+from toolmesh.contracts.events import EVENTS_STREAM
+from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded
 from toolmesh_gateway.call_audit import CallAudit
 
 pytestmark = pytest.mark.integration

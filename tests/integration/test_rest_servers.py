@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_session
 from tests.peers.launch import launch_peer, launch_rest_peer
+from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import (
     EVENTS_SUBJECTS,
     Event,
@@ -28,7 +29,6 @@ from toolmesh.contracts.events import (
     ServerDisconnected,
     ToolDiscovered,
     ToolsDiscovered,
-    decode_event,
 )
 
 pytestmark = pytest.mark.integration

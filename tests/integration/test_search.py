@@ -16,7 +16,8 @@ from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, make_set
 from tests.peers.launch import launch_peer
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.topology import leases_bucket
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.model import load_embedder
 from toolmesh.embedded import free_port

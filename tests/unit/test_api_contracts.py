@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from toolmesh.contracts.api import API_PREFIX, OPERATIONS, OPERATIONS_BY_SUBJECT, api_subject
-from toolmesh.contracts.events import EVENT_TYPES
+from toolmesh.contracts.event_types import EVENT_TYPES
 from toolmesh_gateway.nats_api.document import asyncapi_document
 from toolmesh_gateway.nats_api.unknown import unserved
 

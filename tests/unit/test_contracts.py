@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from toolmesh.contracts.events import EVENT_TYPES, ServerRemoved, decode_event
+from toolmesh.contracts.event_types import EVENT_TYPES, decode_event
+from toolmesh.contracts.events import ServerRemoved
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.errors import ERROR_TYPES, ServerUnavailable, error_from_body
 from toolmesh.naming import namespace_tool, split_namespaced

@@ -6,16 +6,14 @@ import asyncio
 from datetime import UTC, datetime
 
 from toolmesh.contracts.events import (
-    CallRecord,
-    CallsRecorded,
     DiscoveredTool,
-    KeyRevoked,
     ServerConfigResealed,
     ServerRegistered,
     ServerStatusChanged,
     ToolsDiscovered,
 )
 from toolmesh.contracts.keys import Role
+from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded, KeyRevoked
 from toolmesh.lifecycle import ServerStatus
 from toolmesh_gateway.auth import Principal
 from toolmesh_gateway.event_hub import Subscription, streamed, visible

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from toolmesh.contracts.event_types import EVENT_TYPES, decode_event
 from toolmesh.contracts.events import (
-    EVENT_TYPES,
     DiscoveredPrompt,
     DiscoveredResource,
     DiscoveredResourceTemplate,
@@ -15,7 +15,6 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
-    decode_event,
 )
 from toolmesh.contracts.servers import TransportType
 from toolmesh.errors import (

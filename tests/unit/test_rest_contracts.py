@@ -9,13 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from toolmesh.categories import ToolCategory
+from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import (
     DiscoveredTool,
     ServerConnected,
     ServerDisconnected,
     ToolDiscovered,
     ToolsDiscovered,
-    decode_event,
 )
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import RegisterServerRequest

@@ -16,8 +16,9 @@ import asyncpg
 from fastapi import Request
 
 from toolmesh.config import Settings
-from toolmesh.contracts.events import Event, KeyRevoked
+from toolmesh.contracts.events import Event
 from toolmesh.contracts.keys import Role
+from toolmesh.contracts.namespace_events import KeyRevoked
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, Unauthorized
 from toolmesh.store.principals import principal_for_token_hash

@@ -14,7 +14,7 @@ from collections import defaultdict, deque
 from nats.js import JetStreamContext
 
 from toolmesh.bus.publishing import publish_event
-from toolmesh.contracts.events import CallRecord, CallsRecorded
+from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded
 
 log = logging.getLogger("toolmesh.gateway.audit")
 FLUSH_SECONDS = 1.0

@@ -21,8 +21,6 @@ from typing import Any
 
 from toolmesh.categories import ToolCategory
 from toolmesh.contracts.events import (
-    EndpointDeleted,
-    EndpointSaved,
     Event,
     PromptsDiscovered,
     ResourcesDiscovered,
@@ -33,6 +31,7 @@ from toolmesh.contracts.events import (
     ToolsApproved,
     ToolsDiscovered,
 )
+from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.lifecycle import SERVING, ServerStatus
 from toolmesh.pinning import Hold, Pin, approve, definition_hash, inherit, retired, review

@@ -20,7 +20,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from toolmesh.categories import ToolCategory, categorize
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, decode_event
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus

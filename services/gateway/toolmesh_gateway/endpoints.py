@@ -14,7 +14,7 @@ from nats.js.kv import KeyValue
 from toolmesh.bus.names import release_name, reserve_name
 from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest, ToolOverride
-from toolmesh.contracts.events import EndpointDeleted, EndpointSaved
+from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
 from toolmesh.errors import EndpointAlreadyExists, EndpointNotFound
 from toolmesh.runtime import Backends
 from toolmesh.store import endpoints, queries

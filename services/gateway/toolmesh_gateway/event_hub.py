@@ -17,17 +17,9 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
-from toolmesh.contracts.events import (
-    EVENTS_STREAM,
-    EVENTS_SUBJECTS,
-    CallsRecorded,
-    Event,
-    KeyCreated,
-    KeyRevoked,
-    ServerRegistered,
-    ToolsDiscovered,
-    decode_event,
-)
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, ServerRegistered, ToolsDiscovered
+from toolmesh.contracts.namespace_events import CallsRecorded, KeyCreated, KeyRevoked
 from toolmesh.contracts.stream import EVENT_PREFIX, StreamedEvent
 from toolmesh.secret_text import mask_url
 from toolmesh_gateway.auth import Principal

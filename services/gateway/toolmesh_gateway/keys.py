@@ -6,8 +6,8 @@ import secrets
 import uuid
 
 from toolmesh.bus.publishing import publish_event
-from toolmesh.contracts.events import KeyCreated, KeyRevoked
 from toolmesh.contracts.keys import KEY_TOKEN_PREFIX, CreatedKey, CreateKeyRequest, KeyInfo, KeyList, Role
+from toolmesh.contracts.namespace_events import KeyCreated, KeyRevoked
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, KeyAlreadyExists, KeyNotFound
 from toolmesh.runtime import Backends

@@ -28,7 +28,7 @@ from toolmesh.bus.publishing import publish_command
 from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.config import Settings
 from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import CallRecord
+from toolmesh.contracts.namespace_events import CallRecord
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,

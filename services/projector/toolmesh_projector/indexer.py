@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.config import Settings
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, decode_event
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.projection import IndexProjection
 from toolmesh.search.remote import serve_search

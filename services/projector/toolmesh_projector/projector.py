@@ -18,7 +18,8 @@ from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from toolmesh.bus.consuming import consume
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, decode_event
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 from toolmesh.store.projection import apply_event, record_checkpoint, reset_read_model
 
 log = logging.getLogger("toolmesh.projector")

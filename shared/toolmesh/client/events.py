@@ -10,7 +10,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, decode_event
+from toolmesh.contracts.event_types import decode_event
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 
 
 async def follow_events(

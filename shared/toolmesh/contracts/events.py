@@ -2,7 +2,8 @@
 
 Every event carries ``event_id``, ``occurred_at``, ``schema_version``, ``namespace`` and the
 ``actor`` that caused it; events about a server (``ServerEvent``) also carry its ``server_id``.
-Its subject is declared once, next to the model.
+Its subject is declared once, next to the model. Events about a namespace rather than a server
+(keys, endpoints, audited calls) are in ``namespace_events``; ``event_types`` decodes any of them.
 """
 
 from __future__ import annotations
@@ -328,100 +329,3 @@ class ToolsApproved(ServerEvent):
     subject: ClassVar[str] = "toolmesh.evt.tools.approved"
     server_name: str
     tools: list[ApprovedTool]
-
-
-class KeyCreated(Event):
-    """An API key was created (its token is never part of any event)."""
-
-    subject: ClassVar[str] = "toolmesh.evt.key.created"
-    key_id: str
-    name: str
-    role: str
-    ip_address: str | None = None
-
-
-class KeyRevoked(Event):
-    """An API key was revoked: every gateway refuses it from this event on."""
-
-    subject: ClassVar[str] = "toolmesh.evt.key.revoked"
-    key_id: str
-    name: str
-    role: str
-    ip_address: str | None = None
-
-
-class CallRecord(BaseModel):
-    """One tool call as the audit log keeps it: who, what, where, how it ended, how long (no arguments)."""
-
-    server_id: str
-    server_name: str
-    tool: str
-    actor: str | None = None
-    ip_address: str | None = None
-    outcome: Literal["ok", "tool_error", "failed"]
-    error_code: str | None = None
-    duration_ms: float
-    at: datetime
-
-
-class CallsRecorded(Event):
-    """Tool calls of one namespace made through one gateway, recorded in batches off the hot path."""
-
-    subject: ClassVar[str] = "toolmesh.evt.audit.calls"
-    calls: list[CallRecord]
-
-
-class EndpointSaved(Event):
-    """An endpoint (bundle) was created or replaced: its whole definition."""
-
-    subject: ClassVar[str] = "toolmesh.evt.endpoint.saved"
-    endpoint_id: str
-    name: str
-    description: str | None = None
-    include: list[str]
-    exclude: list[str] = Field(default_factory=list)
-    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    ip_address: str | None = None
-
-
-class EndpointDeleted(Event):
-    """An endpoint (bundle) was deleted."""
-
-    subject: ClassVar[str] = "toolmesh.evt.endpoint.deleted"
-    endpoint_id: str
-    name: str
-    ip_address: str | None = None
-
-
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.subject: cls
-    for cls in (
-        ServerRegistered,
-        ServerStatusChanged,
-        ServerRemoved,
-        ServerConfigResealed,
-        ToolsDiscovered,
-        ToolsClassified,
-        ToolsUnclassified,
-        ToolsChanged,
-        ToolsApproved,
-        HealthChecked,
-        KeyCreated,
-        KeyRevoked,
-        CallsRecorded,
-        ResourcesDiscovered,
-        PromptsDiscovered,
-        ServerDescribed,
-        EndpointSaved,
-        EndpointDeleted,
-        ServerConnected,
-        ServerDisconnected,
-        ToolDiscovered,
-    )
-}
-
-
-def decode_event(subject: str, data: bytes) -> Event | None:
-    """The event model for a stream message, or ``None`` for a subject this version does not know."""
-    cls = EVENT_TYPES.get(subject)
-    return cls.model_validate_json(data) if cls else None

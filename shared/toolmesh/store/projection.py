@@ -12,13 +12,8 @@ from typing import Any
 import asyncpg
 
 from toolmesh.contracts.events import (
-    CallsRecorded,
-    EndpointDeleted,
-    EndpointSaved,
     Event,
     HealthChecked,
-    KeyCreated,
-    KeyRevoked,
     PromptsDiscovered,
     ResourcesDiscovered,
     ServerConfigResealed,
@@ -32,6 +27,7 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
     ToolsUnclassified,
 )
+from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
 from toolmesh.store.connections import Conn
 from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
 from toolmesh.store.principals import BOOTSTRAP_OWNER

@@ -23,7 +23,7 @@ from toolmesh.contracts.api import (
     REPLAYED_HEADER,
     Operation,
 )
-from toolmesh.contracts.events import EVENT_TYPES
+from toolmesh.contracts.event_types import EVENT_TYPES
 from toolmesh_gateway.nats_api.router import api_router
 from toolmesh_gateway.nats_api.server import DOCUMENTED_SERVER, SPECIFICATION
 

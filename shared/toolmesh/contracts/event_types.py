@@ -1,0 +1,63 @@
+"""Every event of the stream by its subject, and the decoding of a stream message into its model."""
+
+from __future__ import annotations
+
+from toolmesh.contracts.events import (
+    Event,
+    HealthChecked,
+    PromptsDiscovered,
+    ResourcesDiscovered,
+    ServerConfigResealed,
+    ServerConnected,
+    ServerDescribed,
+    ServerDisconnected,
+    ServerRegistered,
+    ServerRemoved,
+    ServerStatusChanged,
+    ToolDiscovered,
+    ToolsApproved,
+    ToolsChanged,
+    ToolsClassified,
+    ToolsDiscovered,
+    ToolsUnclassified,
+)
+from toolmesh.contracts.namespace_events import (
+    CallsRecorded,
+    EndpointDeleted,
+    EndpointSaved,
+    KeyCreated,
+    KeyRevoked,
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.subject: cls
+    for cls in (
+        ServerRegistered,
+        ServerStatusChanged,
+        ServerRemoved,
+        ServerConfigResealed,
+        ToolsDiscovered,
+        ToolsClassified,
+        ToolsUnclassified,
+        ToolsChanged,
+        ToolsApproved,
+        HealthChecked,
+        KeyCreated,
+        KeyRevoked,
+        CallsRecorded,
+        ResourcesDiscovered,
+        PromptsDiscovered,
+        ServerDescribed,
+        EndpointSaved,
+        EndpointDeleted,
+        ServerConnected,
+        ServerDisconnected,
+        ToolDiscovered,
+    )
+}
+
+
+def decode_event(subject: str, data: bytes) -> Event | None:
+    """The event model for a stream message, or ``None`` for a subject this version does not know."""
+    cls = EVENT_TYPES.get(subject)
+    return cls.model_validate_json(data) if cls else None
