@@ -9,12 +9,17 @@ every ``1`` or ``true`` of every log line into ``***``:
 * any length, when it has a name: next to that name (``TOKEN=x``, ``TOKEN: x``, ``"TOKEN": "x"``,
   ``--token x``, ``Bearer x``).
 
+Each rule applies to every spelling of the value a log line may show (``spellings``): escaped as an
+error message quotes it (``b'key\\r\\n'``), stripped, and line by line.
+
 Secrets of a known shape (API key tokens) are also masked by pattern, so a process that never saw
 a key's value (a session-worker, a key created on another replica) still hides it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
 from collections.abc import Iterable
@@ -40,6 +45,16 @@ class Secret:
     sensitive: bool = True
 
 
+def spellings(value: str) -> set[str]:
+    """``value`` and how a log line may quote it: escaped as by ``repr`` of it as text or as UTF-8
+    bytes, or by JSON (an error quoting a header value with CR LF: ``b'key\\r\\n'``), stripped, and
+    each of its lines."""
+    forms = {value, value.strip(), repr(value)[1:-1], json.dumps(value)[1:-1], *value.splitlines()}
+    with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate has no UTF-8 form
+        forms.add(repr(value.encode())[2:-1])
+    return forms
+
+
 def _is_trivial(value: str) -> bool:
     return len(value) < 3 or value.lower() in TRIVIAL
 
@@ -60,16 +75,19 @@ class SecretRedactor(logging.Filter):
         for secret in secrets:
             if isinstance(secret, str):
                 secret = Secret(secret)
-            value = secret.value
-            if not value.strip():
-                continue
-            if len(value) >= MIN_ANYWHERE:
-                self._anywhere.add(value)
-            elif secret.sensitive and not _is_trivial(value):
-                self._tokens.add(value)
-            if secret.name:
-                self._named.setdefault(secret.name.lower(), set()).add(value)
-            self._compiled = None
+            for value in spellings(secret.value):
+                self._add_spelling(value, secret)
+
+    def _add_spelling(self, value: str, secret: Secret) -> None:
+        if not value.strip():
+            return
+        if len(value) >= MIN_ANYWHERE:
+            self._anywhere.add(value)
+        elif secret.sensitive and not _is_trivial(value):
+            self._tokens.add(value)
+        if secret.name:
+            self._named.setdefault(secret.name.lower(), set()).add(value)
+        self._compiled = None
 
     def add_shape(self, pattern: str) -> None:
         """Never let a string matching ``pattern`` (a regex) reach a log line."""

@@ -55,3 +55,27 @@ def test_redactor_masks_short_secrets_in_records_of_any_logger() -> None:
     finally:
         logger.removeHandler(handler)
     assert stream.getvalue() == "spawned srv --password ***\n"
+
+
+def test_a_value_is_masked_as_an_error_quotes_it_escaped() -> None:
+    """h11 refuses a header value with CR LF quoting ``repr`` of its bytes; the log shows no part of it."""
+    redactor = _redactor(Secret("plainLiteralSecret77\r\n", "X-Api-Key"), Secret("Bearer crlfSECRET42\r\nX-Inj: 1"))
+    lines = [
+        "LocalProtocolError: Illegal header value b'plainLiteralSecret77\\r\\n'",
+        "LocalProtocolError: Illegal header value b'Bearer crlfSECRET42\\r\\nX-Inj: 1'",
+        'headers: {"X-Api-Key": "plainLiteralSecret77\\r\\n"}',
+        "stripped plainLiteralSecret77, a line: Bearer crlfSECRET42",
+    ]
+    assert [redactor.redact(line) for line in lines] == [
+        "LocalProtocolError: Illegal header value b'***'",
+        "LocalProtocolError: Illegal header value b'***'",
+        'headers: {"X-Api-Key": "***"}',
+        "stripped ***, a line: ***",
+    ]
+
+
+def test_a_value_with_characters_beyond_ascii_is_masked_in_its_escaped_forms() -> None:
+    redactor = _redactor("s\u00e9cret-\u2603-42")
+    assert (
+        redactor.redact("b's\\xc3\\xa9cret-\\xe2\\x98\\x83-42' or \"s\\u00e9cret-\\u2603-42\"") == "b'***' or \"***\""
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -22,12 +21,14 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from toolmesh.categories import ToolCategory
+from toolmesh.contracts.headers import headers_problems
 from toolmesh.contracts.sandbox import sandbox_problems
-from toolmesh.credentials import protected_references
+from toolmesh.credentials import mask_config, protected_references
 from toolmesh.egress import rest_base_problem, url_problem
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.loopback import is_loopback_host
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
+from toolmesh.redaction import MASK
 from toolmesh.secret_text import mask_url
 from toolmesh.storable import has_nul
 
@@ -77,39 +78,6 @@ def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | No
     )
 
 
-# Headers toolmesh's HTTP client owns: hop-by-hop and message framing (RFC 9110/9112), and MCP's own
-# session headers. A registration setting one could smuggle a request or break the session.
-RESERVED_HEADERS = frozenset(
-    {
-        "connection",
-        "content-encoding",
-        "content-length",
-        "expect",
-        "host",
-        "keep-alive",
-        "mcp-protocol-version",
-        "mcp-session-id",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
-
-
-def header_problem(name: str) -> str | None:
-    """Why ``name`` may not be a header of ``connection_config.headers``, else None."""
-    if _HEADER_NAME.fullmatch(name) is None:
-        return f"'headers': {name!r} is not a valid header name"
-    if name.lower() in RESERVED_HEADERS:
-        return f"'headers': {name!r} is a hop-by-hop or framing header that toolmesh's HTTP client sets"
-    return None
-
-
 def upstream_url_problem(transport: TransportType, url: str) -> str | None:
     """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress``): a
     link-local or metadata host in any spelling, and for REST a URL that could bend to another path."""
@@ -150,7 +118,7 @@ def config_problems(
         if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
             problems.append((mapping, f"'{mapping}' values must be strings"))
     if transport is not TransportType.STDIO and isinstance(config.get("headers"), dict):
-        problems.extend(("headers", problem) for name in config["headers"] if (problem := header_problem(name)))
+        problems.extend(("headers", problem) for problem in headers_problems(config["headers"]))
     for field, field_value in config.items():
         if has_nul(field) or has_nul(field_value):
             problems.append((field, f"'{field}' may not contain the NUL character"))
@@ -169,6 +137,15 @@ def _utf8(value: Any) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _shown_field(transport: TransportType, config: dict[str, Any], field: str) -> Any:
+    """``config[field]`` as an error may echo it (in the 422 body): as ``GET /servers/{id}`` shows it,
+    and only ``***`` for headers and env (a bad name may hold a value) and for a field of no known kind."""
+    required, optional = CONFIG_FIELDS[transport]
+    if field in ("headers", "env") or field not in (required, *optional):
+        return MASK
+    return mask_config({field: config.get(field)})[field]
 
 
 def _without_nul(value: str | None) -> str | None:
@@ -205,7 +182,7 @@ class RegisterServerRequest(BaseModel):
             InitErrorDetails(
                 type=PydanticCustomError("value_error", message),
                 loc=("connection_config", field),
-                input=self.connection_config.get(field),
+                input=_shown_field(self.transport_type, self.connection_config, field),
             )
             for field, message in config_problems(
                 self.transport_type, self.connection_config, allow_insecure=self.allow_insecure
@@ -217,7 +194,7 @@ class RegisterServerRequest(BaseModel):
         ):
             errors.append(
                 InitErrorDetails(
-                    type=PydanticCustomError("value_error", problem), loc=("health_check_url",), input=health
+                    type=PydanticCustomError("value_error", problem), loc=("health_check_url",), input=mask_url(health)
                 )
             )
         if errors:

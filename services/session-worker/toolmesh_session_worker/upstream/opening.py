@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx2
 
+from toolmesh.contracts.headers import headers_problems
 from toolmesh.egress import EgressPolicy, rest_base_problem, url_problem
 from toolmesh.sandbox import Sandboxer
 from toolmesh_session_worker.upstream.callbacks import ListChangedCallback, LostCallback, ToolsChangedCallback
@@ -47,14 +48,21 @@ async def open_session(
     ``http_client`` must then be a client of the same policy.
 
     Raises:
-        UpstreamMisconfigured: the egress policy refuses the server's URL (checked again here, after
-            ``${VAR}`` expansion) or, at connect, the address it resolves to.
+        UpstreamMisconfigured: the egress policy refuses the server's URL, or a header is not a valid
+            HTTP field (both checked again here, after ``${VAR}`` expansion), or, at connect, the
+            egress policy refuses the address the URL resolves to.
         UpstreamError: the server could not be started or reached, or the handshake failed.
     """
     kind = transport_type.upper()
     url = config.get("base_url" if kind in ("HTTP", "STREAMABLE_HTTP") else "url")
     if kind != "STDIO" and (problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url)))):
         words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
+        raise UpstreamMisconfigured(words, summary=words)
+    headers = config.get("headers")
+    if kind != "STDIO" and isinstance(headers, Mapping) and (problems := headers_problems(headers)):
+        # A registration from before the header rule, or a ${VAR} that expanded to several lines: the
+        # HTTP client would refuse the header, quoting its value (a credential) in its error.
+        words = f"{server_name}: connect failed: {'; '.join(problems)}"
         raise UpstreamMisconfigured(words, summary=words)
     if kind == "REST":
         return await open_rest_session(
