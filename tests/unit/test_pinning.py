@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 import pytest
@@ -30,7 +30,8 @@ from toolmesh.pinning import (
     upgraded_approval,
     wire_definition_hash,
 )
-from toolmesh_session_worker.discovery import ToolLimits, tools_snapshot
+from toolmesh.store.queries import Row
+from toolmesh_session_worker.discovery import ToolLimits, newly_held, tools_snapshot
 
 pytestmark = pytest.mark.unit
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -176,6 +177,19 @@ def test_discovery_records_the_pinned_parts_and_bounds_them_like_an_input_schema
     assert snapshot.left_out == 1
     assert (found.title, found.annotations, found.output_schema) == ("Q", {"readOnlyHint": True}, OUTPUT)
     assert found.icons == [{"src": "https://example.com/q.png"}]
+
+
+def test_a_tool_held_before_the_upgrade_is_not_reported_again_for_the_same_definition() -> None:
+    snapshot = tools_snapshot(
+        "id", "srv", "default", [mcp_types.Tool(name="q", description="v2", input_schema={})], ToolLimits(10, 100, 1000)
+    )
+    old_v1, old_v2 = hash_before_the_upgrade("v1", {}), hash_before_the_upgrade("v2", {})
+    server = {"tools_seen": True, "new_tools": "auto"}
+    row = {"original_name": "q", "definition_hash": old_v2, "approved_hash": old_v1, "held_reason": "changed"}
+    assert newly_held(snapshot, cast(Row, server), [cast(Row, row)]) is None
+    moved_on = {**row, "definition_hash": hash_before_the_upgrade("v3", {})}
+    reported = newly_held(snapshot, cast(Row, server), [cast(Row, moved_on)])
+    assert reported is not None and reported.changes[0].fields == ["description"]
 
 
 def test_screen_shows_only_approved_pinned_definitions_of_a_live_list() -> None:

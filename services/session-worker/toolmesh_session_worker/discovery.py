@@ -28,7 +28,7 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
-from toolmesh.pinning import approvals, definition_hash, inherit, recorded, review
+from toolmesh.pinning import approvals, definition_hash, inherit, recorded, review, upgraded_approval
 from toolmesh.store.queries import Row
 from toolmesh.tool_definitions import PRESENTATION, refusal, shown_name
 
@@ -103,8 +103,9 @@ def newly_held(
     snapshot: ToolsDiscovered, server: Row | None, stored: list[Row], left: Mapping[str, str | None] | None = None
 ) -> ToolsChanged | None:
     """The ``tools.changed`` event for tools this snapshot holds back that were not held already
-    with the same definition (None when there is nothing new to report); ``left``: the pins a
-    removed server of the same name left, for the server's first list."""
+    with the same definition (a hash from before the upgrade counts, see ``upgraded_approval``; None
+    when there is nothing new to report); ``left``: the pins a removed server of the same name left,
+    for the server's first list."""
     if server is None:
         return None
     listed = {t.original_name: definition_hash(t) for t in snapshot.tools}
@@ -126,7 +127,7 @@ def newly_held(
             description=descriptions[name],
         )
         for name, pin in sorted(pins.items())
-        if pin.hold is not None and already.get(name) != pin.definition_hash
+        if pin.hold is not None and upgraded_approval(already.get(name, ""), pin.definition_hash) != pin.definition_hash
     ]
     if not changes:
         return None
