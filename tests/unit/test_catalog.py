@@ -58,8 +58,9 @@ def status(server_id: str, value: ServerStatus) -> ServerStatusChanged:
     return ServerStatusChanged(server_id=server_id, status=value, history=str(value))
 
 
-def alpha(value: ServerStatus, server_id: str = "s1") -> CatalogServer:
-    return CatalogServer(server_id, "alpha", value, "default", "STDIO")
+def alpha(value: ServerStatus, server_id: str = "s1", registered_seq: int = 0) -> CatalogServer:
+    """Server "alpha" as the catalog holds it; ``registered_seq`` is its registration's stream sequence."""
+    return CatalogServer(server_id, "alpha", value, "default", "STDIO", registered_seq=registered_seq)
 
 
 def echo(description: str | None = None) -> CatalogTool:
@@ -75,7 +76,7 @@ def test_events_build_routes() -> None:
     catalog.apply(registered("s1", "alpha"), 1)
     catalog.apply(status("s1", ServerStatus.CONNECTED), 2)
     catalog.apply(discovered("s1", "alpha", "echo", "api.v2.create"), 3)
-    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.CONNECTED)
+    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.CONNECTED, registered_seq=1)
     assert catalog.view(None).has_tool("s1", "api.v2.create") and catalog.applied_seq == 3
     route = resolve_route(catalog.view(None), "alpha.api.v2.create")
     assert route.tool == "api.v2.create" and route.server.identity() == {
@@ -116,7 +117,7 @@ def test_removal_forgets_server_and_tools() -> None:
     assert catalog.view(None).servers_with_tool("echo") == [] and catalog.tools_of("s1") == []
     # The name is free again.
     catalog.apply(registered("s2", "alpha"), 4)
-    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.DISCONNECTED, "s2")
+    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.DISCONNECTED, "s2", registered_seq=4)
 
 
 def test_projector_rules_taken_name_and_unknown_server_are_ignored() -> None:
@@ -127,7 +128,7 @@ def test_projector_rules_taken_name_and_unknown_server_are_ignored() -> None:
     catalog.apply(status("ghost", ServerStatus.CONNECTED), 4)
     catalog.apply(ServerRemoved(server_id="ghost", name="ghost"), 5)
     assert catalog.server("s2") is None and catalog.server("ghost") is None
-    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.DISCONNECTED)
+    assert catalog.view(None).server_named("alpha") == alpha(ServerStatus.DISCONNECTED, registered_seq=1)
     assert catalog.view(None).servers_with_tool("echo") == [] and catalog.applied_seq == 5
     assert catalog.version == 0
 
@@ -193,7 +194,7 @@ def test_status_change_of_a_server_without_tools_is_not_a_visible_change() -> No
     catalog = Catalog()
     catalog.apply(registered("s1", "alpha"), 1)
     assert catalog.apply(status("s1", ServerStatus.CONNECTED), 2) is False
-    assert catalog.server("s1") == alpha(ServerStatus.CONNECTED) and catalog.version == 0
+    assert catalog.server("s1") == alpha(ServerStatus.CONNECTED, registered_seq=1) and catalog.version == 0
 
 
 # -- namespaces --------------------------------------------------------------------------------------
