@@ -56,6 +56,12 @@ class RefreshRpc(BaseModel):
     actor: str | None = None
 
 
+class RefreshRpcResult(BaseModel):
+    """The owner started discovery again."""
+
+    status: str
+
+
 class CallToolRpc(BaseModel):
     """Verb ``call``: call one upstream tool by its original name.
 
@@ -90,10 +96,22 @@ class CancelCallRpc(BaseModel):
     call_id: str
 
 
+class CancelCallRpcResult(BaseModel):
+    """Whether the call was still running (and is now cancelled)."""
+
+    cancelled: bool
+
+
 class PingRpc(BaseModel):
     """Verb ``ping``: an MCP ping on the live session."""
 
     timeout_seconds: float = 5.0
+
+
+class PingRpcResult(BaseModel):
+    """How long the upstream took to answer the ping."""
+
+    response_time_ms: float
 
 
 class HealthVerdictRpc(BaseModel):
@@ -162,6 +180,12 @@ class SubscribeRpc(BaseModel):
     client: ClientRef
 
 
+class SubscribeRpcResult(BaseModel):
+    """How many clients hold the URI now."""
+
+    holders: int
+
+
 class SetLevelRpc(BaseModel):
     """Verb ``set_level``: the log level a client asked for; the upstream gets the most verbose one."""
 
@@ -169,10 +193,20 @@ class SetLevelRpc(BaseModel):
     client: ClientRef
 
 
+class SetLevelRpcResult(BaseModel):
+    """The level the upstream now logs at (the most verbose any client asked for)."""
+
+    upstream_level: str
+
+
 class ClientGoneRpc(BaseModel):
     """Verb ``client_gone``: a client session ended; drop its subscriptions and log level."""
 
     client: ClientRef
+
+
+class ClientGoneRpcResult(BaseModel):
+    """Nothing to report: the client's subscriptions and level are gone."""
 
 
 CallToolRpc.model_rebuild()

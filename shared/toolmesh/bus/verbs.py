@@ -1,0 +1,135 @@
+"""Every internal verb, declared once: its subject family, its request model and what it answers.
+
+Two families travel inside toolmesh (the public NATS API has its own document, ``docs/asyncapi.json``):
+
+* ``rpc``: ``toolmesh.rpc.<server_id>.<verb>``, requests to the session-worker owning a server;
+* ``client``: ``toolmesh.client.<replica>.<session>.<verb>``, an upstream's traffic toward the MCP
+  client session a gateway replica holds.
+
+Subjects are built (``Family.subject``) and read back (``Family.parse``) here and nowhere else;
+``Dispatcher`` (``bus.dispatch``) serves a family's verbs, ``docs/internal-subjects.md`` is
+rendered from this table (``subject_table``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from toolmesh.contracts import rpc
+from toolmesh.contracts.clients import CLIENT_PREFIX, ClientNotification, ClientRequest
+from toolmesh.contracts.rpc import RPC_PREFIX
+
+
+class UnknownSubject(ValueError):
+    """A subject outside the family it was read as."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """Subjects ``<prefix>.<key>.<verb>``; ``key`` is ``key_tokens`` subject tokens."""
+
+    name: str
+    prefix: str
+    key: str
+    key_tokens: int
+    served_by: str
+
+    def subject(self, key: str, verb: str) -> str:
+        """The subject of ``verb`` for ``key`` (a server id, a client id)."""
+        return f"{self.prefix}.{key}.{verb}"
+
+    def wildcard(self, key: str) -> str:
+        """Every verb of ``key``; a key of fewer tokens (a gateway replica) covers every key under it."""
+        if key.count(".") + 1 < self.key_tokens:
+            return f"{self.prefix}.{key}.>"
+        return f"{self.prefix}.{key}.*"
+
+    def parse(self, subject: str) -> tuple[str, str]:
+        """``(key, verb)`` of a subject of this family; ``UnknownSubject`` for any other subject."""
+        head = f"{self.prefix}."
+        key, dot, verb = subject.removeprefix(head).rpartition(".")
+        if not subject.startswith(head) or not dot or not verb or key.count(".") + 1 != self.key_tokens:
+            raise UnknownSubject(f"{subject} is not a {self.name} subject")
+        return key, verb
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One internal verb: its family, name, request model, and result model (None: the peer's own
+    JSON result, passed through as it is); ``replies`` False: published without a reply."""
+
+    family: Family
+    name: str
+    request: type[BaseModel]
+    result: type[BaseModel] | None
+    replies: bool = True
+
+    def subject(self, key: str) -> str:
+        """This verb's subject for ``key``."""
+        return self.family.subject(key, self.name)
+
+
+RPC = Family("rpc", RPC_PREFIX, "server_id", 1, "the session-worker holding the server's lease")
+CLIENT = Family("client", CLIENT_PREFIX, "replica.session", 2, "the gateway replica holding the client session")
+
+CALL = Verb(RPC, "call", rpc.CallToolRpc, None)
+REQUEST = Verb(RPC, "request", rpc.UpstreamRequestRpc, None)
+SUBSCRIBE = Verb(RPC, "subscribe", rpc.SubscribeRpc, rpc.SubscribeRpcResult)
+UNSUBSCRIBE = Verb(RPC, "unsubscribe", rpc.SubscribeRpc, rpc.SubscribeRpcResult)
+SET_LEVEL = Verb(RPC, "set_level", rpc.SetLevelRpc, rpc.SetLevelRpcResult)
+CLIENT_GONE = Verb(RPC, "client_gone", rpc.ClientGoneRpc, rpc.ClientGoneRpcResult)
+CANCEL = Verb(RPC, "cancel", rpc.CancelCallRpc, rpc.CancelCallRpcResult)
+HEALTH = Verb(RPC, "health", rpc.HealthVerdictRpc, rpc.HealthVerdictResult)
+PING = Verb(RPC, "ping", rpc.PingRpc, rpc.PingRpcResult)
+REFRESH = Verb(RPC, "refresh", rpc.RefreshRpc, rpc.RefreshRpcResult)
+DISCONNECT = Verb(RPC, "disconnect", rpc.DisconnectRpc, rpc.DisconnectRpcResult)
+
+CLIENT_REQUEST = Verb(CLIENT, "request", ClientRequest, None)
+CLIENT_NOTIFY = Verb(CLIENT, "notify", ClientNotification, None, replies=False)
+
+VERBS: tuple[Verb, ...] = (
+    CALL,
+    REQUEST,
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    SET_LEVEL,
+    CLIENT_GONE,
+    CANCEL,
+    HEALTH,
+    PING,
+    REFRESH,
+    DISCONNECT,
+    CLIENT_REQUEST,
+    CLIENT_NOTIFY,
+)
+"""The registry: every internal verb of every family."""
+
+
+def family_verbs(family: Family) -> dict[str, Verb]:
+    """The verbs of ``family`` by name."""
+    return {verb.name: verb for verb in VERBS if verb.family is family}
+
+
+def subject_table() -> str:
+    """``docs/internal-subjects.md``: the internal subjects, rendered from the registry."""
+    lines = [
+        "# Internal subjects",
+        "",
+        "Generated from `toolmesh.bus.verbs` (`python -m toolmesh.bus.verbs > docs/internal-subjects.md`);",
+        "a test fails when this file and the registry disagree. Every message carries a W3C `traceparent`",
+        "header; a reply is an `RpcReply` (`ok`, `result` or `error`). The public API is `docs/asyncapi.json`.",
+    ]
+    for family in (RPC, CLIENT):
+        lines += ["", f"## `{family.name}`: served by {family.served_by}", ""]
+        lines += ["| subject | request | result |", "|---|---|---|"]
+        for verb in family_verbs(family).values():
+            result = "no reply" if not verb.replies else f"`{verb.result.__name__}`" if verb.result else "the peer's own JSON"
+            subject = verb.subject(f"<{family.key}>")
+            lines.append(f"| `{subject}` | `{verb.request.__name__}` | {result} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(subject_table(), end="")

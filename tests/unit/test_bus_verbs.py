@@ -1,0 +1,110 @@
+"""The internal verb registry and its dispatcher: subjects built and read in one place, every payload
+checked by its verb's model, every error answered in the reply shape the callers already read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolmesh.bus import verbs
+from toolmesh.bus.dispatch import Dispatcher, encode_result
+from toolmesh.bus.local_owners import LocalRequest
+from toolmesh.bus.requests import ok_reply
+from toolmesh.contracts.clients import client_id, client_subject, replica_wildcard
+from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RpcReply, rpc_subject, rpc_wildcard
+from toolmesh.errors import ServerUnavailable
+
+pytestmark = pytest.mark.unit
+SUBJECT = rpc_subject("srv1", "ping")
+
+
+async def _ping(key: str, body: PingRpc) -> PingRpcResult:
+    return PingRpcResult(response_time_ms=body.timeout_seconds)
+
+
+async def _fail(key: str, body: PingRpc) -> PingRpcResult:
+    raise ServerUnavailable(f"Ping of {key} failed: gone", {"server_id": key})
+
+
+async def _answer(dispatcher: Dispatcher, subject: str, data: bytes) -> dict[str, object]:
+    message = LocalRequest(subject, data, None, wants_reply=True)
+    await dispatcher.dispatch(message)
+    answer: dict[str, object] = json.loads(await message.answer)
+    return answer
+
+
+def test_the_registry_builds_the_subjects_the_contracts_name() -> None:
+    client = client_id("replica1", "session1")
+    assert verbs.CALL.subject("srv1") == rpc_subject("srv1", "call")
+    assert verbs.CLIENT_REQUEST.subject(client) == client_subject(client, "request")
+    assert verbs.RPC.wildcard("srv1") == rpc_wildcard("srv1")
+    assert verbs.CLIENT.wildcard("replica1") == replica_wildcard("replica1")
+    assert verbs.CLIENT.parse(client_subject(client, "notify")) == (client, "notify")
+    assert verbs.RPC.parse(rpc_subject("srv1", "disconnect")) == ("srv1", "disconnect")
+
+
+@pytest.mark.parametrize(
+    "subject", ["toolmesh.rpc.srv1", "toolmesh.rpc.a.b.call", "toolmesh.client.r1.call", "toolmesh.evt.server.removed"]
+)
+def test_a_subject_outside_the_family_is_refused(subject: str) -> None:
+    family = verbs.CLIENT if ".client." in subject else verbs.RPC
+    with pytest.raises(verbs.UnknownSubject):
+        family.parse(subject)
+
+
+def test_a_dispatcher_serves_one_family() -> None:
+    with pytest.raises(ValueError, match="another family"):
+        Dispatcher(verbs.RPC, {verbs.CLIENT_NOTIFY: _ping}, span_name="session")
+
+
+async def test_a_result_model_is_answered_in_the_reply_envelope() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
+    message = LocalRequest(SUBJECT, b'{"timeout_seconds": 2}', None, wants_reply=True)
+    await dispatcher.dispatch(message)
+    assert await message.answer == RpcReply(ok=True, result={"response_time_ms": 2.0}).model_dump_json().encode()
+    assert encode_result(b'{"content":[]}') == ok_reply(b'{"content":[]}')  # raw JSON is not re-encoded
+
+
+async def test_an_unknown_verb_is_a_routing_failure() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
+    answer = await _answer(dispatcher, rpc_subject("srv1", "reboot"), b"{}")
+    assert answer == {
+        "ok": False,
+        "result": None,
+        "error": {"detail": "Unknown request verb: reboot", "error_code": "ROUTING_FAILED"},
+    }
+
+
+@pytest.mark.parametrize("payload", [b"[1, 2]", b'{"timeout_seconds": "soon"}', b"\xff{not json"])
+async def test_a_payload_its_model_refuses_is_a_validation_error(payload: bytes) -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
+    answer = await _answer(dispatcher, SUBJECT, payload)
+    error = answer["error"]
+    assert answer["ok"] is False and isinstance(error, dict), answer
+    assert error["error_code"] == "VALIDATION_ERROR" and error["context"]["errors"], answer
+
+
+async def test_a_handler_error_is_answered_with_its_error_body() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _fail}, span_name="session")
+    answer = await _answer(dispatcher, SUBJECT, b"{}")
+    assert answer["error"] == {
+        "detail": "Ping of srv1 failed: gone",
+        "error_code": "SERVER_UNAVAILABLE",
+        "context": {"server_id": "srv1"},
+    }
+
+
+async def test_a_reply_over_the_limit_is_refused_naming_both_sizes() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session", reply_limit=lambda: 20)
+    answer = await _answer(dispatcher, SUBJECT, b"{}")
+    error = answer["error"]
+    assert isinstance(error, dict) and error["error_code"] == "EXECUTION_FAILED", answer
+    assert error["context"]["limit_bytes"] == 20 and error["context"]["result_bytes"] > 20, answer
+
+
+async def test_a_message_without_a_reply_subject_gets_no_answer() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
+    message = LocalRequest(SUBJECT, b"{}", None, wants_reply=False)
+    await dispatcher.dispatch(message)
+    assert not message.answer.done()
