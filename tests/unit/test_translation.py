@@ -1,5 +1,5 @@
-"""The REST protocol translator (``toolmesh.translation``): tool lists, execution requests, error
-objects, results, and the error table."""
+"""The REST protocol translator (``toolmesh_session_worker.upstream.translation``): tool lists,
+execution requests, error objects, results, and the error table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from toolmesh.categories import ToolCategory
 from toolmesh.errors import ExecutionFailed, ServerUnavailable, ToolNotFound
-from toolmesh.translation import (
+from toolmesh_session_worker.upstream.translation import (
     MCPConnectionError,
     MCPProtocolError,
     MCPToolNotFoundError,

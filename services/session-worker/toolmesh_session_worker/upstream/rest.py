@@ -2,7 +2,7 @@
 
 * connect: ``GET {url}/health`` answers 200, retried (``RestPolicy``: 3 attempts, then waits of
   ``0.5 * (attempt + 1)`` s, each request bounded by 30 s by default);
-* discover: ``GET {url}/tools``, translated whole by ``toolmesh.translation`` (a malformed list is
+* discover: ``GET {url}/tools``, translated whole by ``upstream.translation`` (a malformed list is
   a protocol error naming what is wrong);
 * call: ``POST {url}/tools/execute`` with ``tool``, ``arguments`` and a fresh ``requestId``; 200 is the
   result (an error object ``TOOL_EXECUTION_FAILED`` is a tool error, ``isError``), 404 is
@@ -38,15 +38,6 @@ from toolmesh.egress import EgressPolicy, EgressRefused, rest_endpoint
 from toolmesh.egress_http import egress_refused
 from toolmesh.secret_text import mask_url
 from toolmesh.supervision import TaskSet
-from toolmesh.translation import (
-    MCPConnectionError,
-    MCPProtocolError,
-    MCPToolNotFoundError,
-    as_error,
-    domain_tool_execution_to_mcp,
-    domain_tool_to_mcp,
-    mcp_tools_response_to_domain,
-)
 from toolmesh_session_worker.upstream.errors import (
     REFUSED,
     UpstreamError,
@@ -57,6 +48,15 @@ from toolmesh_session_worker.upstream.errors import (
     summarize,
 )
 from toolmesh_session_worker.upstream.rest_answers import answer_json, execution_result
+from toolmesh_session_worker.upstream.translation import (
+    MCPConnectionError,
+    MCPProtocolError,
+    MCPToolNotFoundError,
+    as_error,
+    domain_tool_execution_to_mcp,
+    domain_tool_to_mcp,
+    mcp_tools_response_to_domain,
+)
 from toolmesh_session_worker.upstream.transports import session_http_client
 from toolmesh_session_worker.upstream.wire import ProgressCallback
 

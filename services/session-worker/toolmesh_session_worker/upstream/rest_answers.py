@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx2
 
-from toolmesh.translation import (
+from toolmesh_session_worker.upstream.translation import (
     MCPProtocolError,
     ToolExecutionError,
     as_error,
