@@ -17,8 +17,9 @@ import fnmatch
 from collections.abc import Mapping
 
 from toolmesh.config import Settings
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.keys import Role
-from toolmesh.contracts.servers import RegisterServerRequest, TransportType
+from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.credentials import expandable_environment, may_expand, variable_references
 from toolmesh.deployment_secrets import deployment_secrets
 from toolmesh.errors import Forbidden, ValidationFailed

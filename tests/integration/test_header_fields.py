@@ -24,7 +24,8 @@ from tests.integration.test_legacy_private_network import publish_legacy_registr
 from tests.integration.test_upstream_text_redaction import log_output  # noqa: F401 (a fixture)
 from tests.peers.launch import launch_peer, launch_rest_peer
 from toolmesh.client import ToolmeshClient
-from toolmesh.contracts.servers import RegisterServerRequest, TransportType
+from toolmesh.contracts.connection_config import TransportType
+from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.errors import ValidationFailed
 
 pytestmark = pytest.mark.integration

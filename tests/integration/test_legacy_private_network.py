@@ -16,8 +16,8 @@ from tests.harness import System, credential_box, eventually, make_settings, run
 from tests.peers.canary import running_canary
 from tests.peers.launch import launch_peer
 from tests.projection_replay import last_event_seq, project_until, stream_and_store
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.events import ServerRegistered
-from toolmesh.contracts.servers import TransportType
 from toolmesh.credentials import mask_config
 from toolmesh.store.migrate import apply_migrations, migration_files
 from toolmesh_projector.projector import reset_projection

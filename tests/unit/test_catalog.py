@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.events import (
     ApprovedTool,
     DiscoveredTool,
@@ -15,7 +16,7 @@ from toolmesh.contracts.events import (
     ToolsApproved,
     ToolsDiscovered,
 )
-from toolmesh.contracts.servers import NewToolsPolicy, TransportType
+from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import ServerNotFound, ToolAmbiguous, ToolChanged, ToolNotFound
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import Pin, definition_hash

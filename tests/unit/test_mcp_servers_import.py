@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolmesh.contracts.servers import TransportType
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.naming import SERVER_NAME_RE
 from toolmesh_cli.client import describe_error, resolve_target
 from toolmesh_cli.config_file import load_config, parse_config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.event_types import EVENT_TYPES, decode_event
 from toolmesh.contracts.events import (
     DiscoveredPrompt,
@@ -16,7 +17,6 @@ from toolmesh.contracts.events import (
     ServerRemoved,
     ServerStatusChanged,
 )
-from toolmesh.contracts.servers import TransportType
 from toolmesh.errors import (
     ExecutionFailed,
     ExecutionTimeout,

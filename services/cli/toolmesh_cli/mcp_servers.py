@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from toolmesh.contracts.servers import RegisterServerRequest, TransportType
+from toolmesh.contracts.connection_config import TransportType
+from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.naming import SERVER_NAME_RE
 from toolmesh_cli.errors import describe_validation
 

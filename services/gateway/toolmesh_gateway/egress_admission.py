@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from toolmesh.contracts.servers import CONFIG_FIELDS, RegisterServerRequest, TransportType
+from toolmesh.contracts.connection_config import CONFIG_FIELDS, TransportType
+from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.egress import EgressPolicy, EgressRefused, Reach
 from toolmesh.egress_http import check_host
 from toolmesh.errors import Forbidden, ValidationFailed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.events import Event, ServerConnected, ServerDisconnected
-from toolmesh.contracts.servers import TransportType
 from toolmesh.lifecycle import SERVING, ServerStatus
 
 

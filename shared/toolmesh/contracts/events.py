@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from toolmesh.categories import ToolCategory, categorize
-from toolmesh.contracts.servers import NewToolsPolicy, TransportType
+from toolmesh.contracts.connection_config import TransportType
+from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import DEFAULT_NAMESPACE
 from toolmesh.tool_definitions import PRESENTATION, refusal
@@ -329,3 +330,11 @@ class ToolsApproved(ServerEvent):
     subject: ClassVar[str] = "toolmesh.evt.tools.approved"
     server_name: str
     tools: list[ApprovedTool]
+
+
+class PromptsApproved(ServerEvent):
+    """An admin approved held prompt definitions (``original_name`` names a prompt): listed and served again."""
+
+    subject: ClassVar[str] = "toolmesh.evt.prompts.approved"
+    server_name: str
+    prompts: list[ApprovedTool]

@@ -1,0 +1,112 @@
+"""How a server is reached: its transport and the ``connection_config`` that transport takes.
+
+The rules a registration's ``connection_config`` must meet: the fields of each transport (BR-001),
+TLS unless the host is loopback or ``allow_insecure`` is set, the egress policy, valid HTTP headers
+(``contracts.headers``), a valid STDIO ``sandbox`` (``contracts.sandbox``), and text with a UTF-8
+form, no NUL and no reference to toolmesh's own variables.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from toolmesh.contracts.headers import headers_problems
+from toolmesh.contracts.sandbox import sandbox_problems
+from toolmesh.credentials import protected_references
+from toolmesh.egress import rest_base_problem, url_problem
+from toolmesh.loopback import is_loopback_host
+from toolmesh.storable import has_nul
+
+
+class TransportType(StrEnum):
+    """Upstream kinds: MCP over STDIO, SSE or Streamable HTTP (``HTTP``), and plain REST tool servers
+    (``GET /health``, ``GET /tools``, ``POST /tools/execute``)."""
+
+    STDIO = "STDIO"
+    SSE = "SSE"
+    HTTP = "HTTP"
+    REST = "REST"
+
+
+# Required and optional fields of connection_config per transport (BR-001).
+CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
+    TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str, "sandbox": dict}),
+    TransportType.SSE: ("url", {"headers": dict}),
+    TransportType.HTTP: ("base_url", {"headers": dict}),
+    TransportType.REST: ("url", {"headers": dict}),
+}
+
+
+def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | None:
+    """Why ``url`` breaks the TLS rule (https unless loopback or ``allow_insecure``), else None."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "https" or allow_insecure or is_loopback_host(parts.hostname):
+        return None
+    return (
+        f"'{field}' must use https:// (TLS is required for remote upstreams); plain http:// is accepted only "
+        'for a loopback host (127.0.0.0/8, ::1, localhost) or when the registration sets "allow_insecure": true'
+    )
+
+
+def upstream_url_problem(transport: TransportType, url: str) -> str | None:
+    """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress``): a
+    link-local or metadata host in any spelling, and for REST a URL that could bend to another path."""
+    problem = url_problem(url)
+    if problem is None and transport is TransportType.REST:
+        problem = rest_base_problem(url)
+    return problem
+
+
+def config_problems(
+    transport: TransportType, config: dict[str, Any], *, allow_insecure: bool = False
+) -> list[tuple[str, str]]:
+    """``(field, message)`` for every way ``config`` breaks BR-001 or the TLS rule for ``transport``."""
+    required, optional = CONFIG_FIELDS[transport]
+    problems: list[tuple[str, str]] = []
+    value = config.get(required)
+    if not isinstance(value, str) or not value.strip():
+        problems.append((required, f"{transport} transport requires '{required}' in connection_config"))
+    elif required != "command" and not value.lower().startswith(("http://", "https://")):
+        problems.append((required, f"'{required}' must be an http(s) URL"))
+    elif required != "command" and (problem := insecure_url_problem(required, value, allow_insecure)):
+        problems.append((required, problem))
+    elif required != "command" and (problem := upstream_url_problem(transport, value)):
+        problems.append((required, f"'{required}': {problem}"))
+    known = (required, *optional)
+    for name in config:
+        if name not in known:  # a misspelt "headers" or "env" would silently drop credentials
+            problems.append((name, f"unknown field '{name}' for {transport} (known: {', '.join(known)})"))
+    for name, kind in optional.items():
+        if name in config and not isinstance(config[name], kind):
+            problems.append((name, f"'{name}' must be a {kind.__name__}"))
+    if transport is TransportType.STDIO and isinstance(config.get("args"), list):
+        if not all(isinstance(a, str) for a in config["args"]):
+            problems.append(("args", "'args' must be a list of strings"))
+    if transport is TransportType.STDIO and isinstance(config.get("sandbox"), dict):
+        problems.extend(sandbox_problems(config["sandbox"]))
+    for mapping in ("env", "headers"):
+        if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
+            problems.append((mapping, f"'{mapping}' values must be strings"))
+    if transport is not TransportType.STDIO and isinstance(config.get("headers"), dict):
+        problems.extend(("headers", problem) for problem in headers_problems(config["headers"]))
+    for field, field_value in config.items():
+        if has_nul(field) or has_nul(field_value):
+            problems.append((field, f"'{field}' may not contain the NUL character"))
+        elif not _utf8(field) or not _utf8(field_value):
+            problems.append((field, f"'{field}' may not contain a lone surrogate (text with no UTF-8 form)"))
+        elif names := protected_references(field_value):
+            listed = ", ".join(sorted(set(names)))
+            problems.append((field, f"'{field}' may not reference toolmesh's own variables ({listed})"))
+    return problems
+
+
+def _utf8(value: Any) -> bool:
+    """True when every string and key inside ``value`` has a UTF-8 form (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
