@@ -142,6 +142,12 @@ def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, too
         inventory.tools_classified = tools_classified
 
 
+def registry() -> CollectorRegistry:
+    """The registry every metric of this process is exported into (what ``render()`` and an
+    exposition app read)."""
+    return _instruments().registry
+
+
 def render() -> bytes:
     """Every metric of this process in the Prometheus text format."""
-    return generate_latest(_instruments().registry)
+    return generate_latest(registry())

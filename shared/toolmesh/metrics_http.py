@@ -1,7 +1,8 @@
-"""A minimal ``/metrics`` and ``/livez`` HTTP endpoint for roles that have no HTTP API of their own.
+"""The ``/metrics`` and ``/livez`` HTTP endpoint of the roles that have no HTTP API of their own.
 
 In the distributed deployment every pod is scraped and probed; the gateway serves both on its API
-port, every other role on ``TOOLMESH_METRICS_PORT`` with this server. ``/livez`` needs no token and
+port, every other role on ``TOOLMESH_METRICS_PORT`` with this small ASGI app (prometheus_client's
+exposition behind the token check) served by uvicorn. ``/livez`` needs no token and
 says nothing but that the role's event loop answers; ``/metrics`` (it names every namespace's
 servers) needs a scrape token: the metrics token or the owner's (``scrape_tokens``), none when
 neither is configured.
@@ -10,16 +11,20 @@ neither is configured.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
-import logging
 from collections.abc import Iterable
+
+import uvicorn
+from prometheus_client import make_asgi_app
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolmesh import metrics
 from toolmesh.config import Settings
+from toolmesh.http_serving import Server, bind_socket, serve_until
 
-log = logging.getLogger("toolmesh.metrics")
-READ_TIMEOUT_SECONDS = 5.0
+GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
 def scrape_tokens(settings: Settings) -> tuple[str, ...]:
@@ -36,42 +41,44 @@ def authorized(tokens: Iterable[str], authorization: str | None) -> bool:
     return any(hmac.compare_digest(presented, token.encode()) for token in tokens if token)
 
 
-def _response(status: str, body: bytes, content_type: str) -> bytes:
-    head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
+def metrics_app(tokens: tuple[str, ...]) -> ASGIApp:
+    """``GET /livez`` for anyone; ``GET /metrics`` (prometheus_client's exposition of this
+    process's registry) for a bearer of one of ``tokens``, 401 for anyone else; 404 for the rest."""
+    exposition = make_asgi_app(metrics.registry())
 
-
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tokens: tuple[str, ...]) -> None:
-    try:
-        async with asyncio.timeout(READ_TIMEOUT_SECONDS):
-            head = await reader.readuntil(b"\r\n\r\n")
-        request_line, *header_lines = head.decode("latin-1").split("\r\n")
-        parts = request_line.split()
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines if line)}
-        path = parts[1].split("?")[0] if len(parts) >= 2 and parts[0] == "GET" else None
-        if path == "/livez":
-            writer.write(_response("200 OK", b"ok\n", "text/plain"))
-        elif path != "/metrics":
-            writer.write(_response("404 Not Found", b"not found\n", "text/plain"))
-        elif not authorized(tokens, headers.get("authorization")):
-            writer.write(_response("401 Unauthorized", b"unauthorized\n", "text/plain"))
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        get = scope["method"] == "GET"
+        if get and scope["path"] == "/metrics":
+            if authorized(tokens, Headers(scope=scope).get("authorization")):
+                await exposition(scope, receive, send)
+                return
+            response = PlainTextResponse("unauthorized\n", 401)
+        elif get and scope["path"] == "/livez":
+            response = PlainTextResponse("ok\n")
         else:
-            writer.write(_response("200 OK", metrics.render(), metrics.CONTENT_TYPE))
-        await writer.drain()
-    except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-        pass  # a scraper that went away or sent garbage gets nothing
-    finally:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
+            response = PlainTextResponse("not found\n", 404)
+        await response(scope, receive, send)
+
+    return app
 
 
 async def serve_metrics(host: str, port: int, tokens: tuple[str, ...], stop: asyncio.Event) -> None:
-    """Serve ``GET /metrics`` (to a bearer of one of ``tokens``) and ``GET /livez`` on ``host:port``
-    until ``stop`` is set."""
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, tokens), host, port)
-    log.info("metrics on http://%s:%d/metrics", host, port)
-    async with server:
-        await stop.wait()
+    """Serve ``metrics_app(tokens)`` on ``host:port`` until ``stop`` is set.
+
+    Raises:
+        OSError: ``host:port`` cannot be bound (e.g. the port is taken).
+    """
+    sock = bind_socket(host, port)
+    try:
+        config = uvicorn.Config(
+            metrics_app(tokens),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+        await serve_until(Server(config, "metrics"), sock, stop)
+    finally:
+        sock.close()

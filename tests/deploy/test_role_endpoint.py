@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.harness import eventually
+from toolmesh import metrics
 from toolmesh.config import Settings
 from toolmesh.embedded import free_port
 from toolmesh.metrics_http import scrape_tokens, serve_metrics
@@ -50,6 +51,26 @@ async def test_livez_answers_without_a_token_and_metrics_needs_it() -> None:
         scraped = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
         assert scraped.status_code == 200
         assert (await client.get("/readyz")).status_code == 404
+        assert (await client.post("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})).status_code == 404
+
+
+async def test_metrics_exposes_what_the_process_recorded() -> None:
+    metrics.record_limit_rejection("role-endpoint-test")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    async with endpoint() as base, httpx.AsyncClient(base_url=base, timeout=5, headers=bearer) as client:
+        scraped = await client.get("/metrics")
+        assert scraped.headers["content-type"].startswith("text/plain; version=")
+        assert 'mcp_aggregator_limit_rejections_total{limit="role-endpoint-test"} 1.0' in scraped.text
+        openmetrics = await client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
+        assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
+        assert openmetrics.text.endswith("# EOF\n")
+
+
+async def test_a_taken_port_is_an_error_of_the_caller_not_an_exit() -> None:
+    async with endpoint() as base:
+        port = int(base.rsplit(":", 1)[1])
+        with pytest.raises(OSError):
+            await serve_metrics("127.0.0.1", port, (TOKEN,), asyncio.Event())
 
 
 async def test_metrics_without_a_configured_token_is_refused_to_everyone() -> None:
