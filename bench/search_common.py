@@ -20,11 +20,11 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.embed.model import Embedder
 from toolmesh.index.base import ToolIndex
-from toolmesh.index.projection import IndexProjection
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import EmbeddingClassifier
 from toolmesh_classifier.worker import batches
+from toolmesh_projector.index_projection import IndexProjection
 
 
 def _data_dir() -> Path:

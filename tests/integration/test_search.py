@@ -24,10 +24,10 @@ from toolmesh.embedded import free_port
 from toolmesh.index.base import Where
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.factory import shared_index
-from toolmesh.index.projection import IndexProjection
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import local_catalogs
 from toolmesh.skills.taxonomy import load_taxonomy
+from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import LEASE as INDEXER_LEASE
 
 pytestmark = pytest.mark.integration

@@ -30,11 +30,11 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.index.base import Hit, IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.filters import flags
-from toolmesh.index.projection import IndexProjection
 from toolmesh.index.qdrant import QdrantIndex
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import Skill
+from toolmesh_projector.index_projection import IndexProjection
 
 pytestmark = pytest.mark.unit
 DIM = 8

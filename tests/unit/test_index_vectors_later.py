@@ -27,9 +27,9 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLane, bulk_lane
 from toolmesh.index.base import Where, tool_point_id
 from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.projection import IndexProjection
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
+from toolmesh_projector.index_projection import IndexProjection
 
 pytestmark = pytest.mark.unit
 DIM = 16

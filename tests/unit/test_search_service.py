@@ -14,9 +14,9 @@ from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerSt
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.index.base import Where
 from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.projection import IndexProjection
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
+from toolmesh_projector.index_projection import IndexProjection
 
 pytestmark = pytest.mark.unit
 DIM = 64

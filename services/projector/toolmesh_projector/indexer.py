@@ -25,11 +25,11 @@ from toolmesh.config import Settings
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.index.base import ToolIndex
-from toolmesh.index.projection import IndexProjection
 from toolmesh.search.remote import serve_search
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import index_lag, lend_table
 from toolmesh.supervision import sleep_or_stop
+from toolmesh_projector.index_projection import IndexProjection
 
 log = logging.getLogger("toolmesh.indexer")
 DURABLE = "indexer"

@@ -9,10 +9,10 @@ from toolmesh.bus.topology import leases_bucket
 from toolmesh.credentials import CredentialBox
 from toolmesh.embed.model import load_embedder
 from toolmesh.index.factory import open_index
-from toolmesh.index.projection import IndexProjection
 from toolmesh.runtime import Backends
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh.supervision import supervise
+from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import reset_index, run_indexer
 
 
