@@ -1,8 +1,8 @@
 """Registering the servers of ``toolmesh up --config`` once the roles run, then logging ``proxy.init``.
 
-It goes through the HTTP API of the gateway just started, with the admin token, like any client:
-the same validation, name reservation, audit trail and events as a registration by hand, and no
-reaching into the gateway's app state from the CLI.
+It goes through the HTTP API of the gateway just started with the product's client
+(``toolmesh.client``) and the admin token, like any client: the same validation, name reservation,
+audit trail and events as a registration by hand, and no reaching into the gateway's app state.
 """
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
-import httpx
-
-from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.client import ToolmeshClient
+from toolmesh.contracts.api import ListServersRequest
+from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
+from toolmesh.errors import ServerAlreadyExists, ToolmeshError, ValidationFailed
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.polling import poll_until
-from toolmesh_cli.client import PAGE, SERVERS, describe_error, error_code
+from toolmesh_cli.client import PAGE
+from toolmesh_cli.errors import describe_validation
 from toolmesh_cli.progress import ServerProgress
 
 log = logging.getLogger("toolmesh.up")
-HEALTH = "/api/v1/aggregator/health"
+HEALTH = "/api/v1/aggregator/health"  # what ``toolmesh up`` probes before it says the gateway answers
 POLL_SECONDS = 0.25
 READY_SECONDS = 30.0
 CONNECTED = {ServerStatus.CONNECTED, ServerStatus.DEGRADED}
@@ -56,63 +57,73 @@ def api_base(host: str, port: int) -> str:
     return f"http://[{local}]:{port}" if ":" in local else f"http://{local}:{port}"
 
 
-async def _ready(http: httpx.AsyncClient) -> None:
-    async def answers() -> bool:
-        return (await http.get(HEALTH)).status_code < 500
+def describe(error: ToolmeshError) -> str:
+    """An API error as one line: its detail (each invalid field for a validation error) and code."""
+    errors = error.context.get("errors") if isinstance(error, ValidationFailed) else None
+    message = describe_validation(e for e in errors if isinstance(e, dict)) if isinstance(errors, list) else None
+    return f"{message or error.detail} ({error.error_code})"
 
-    if not await poll_until(answers, READY_SECONDS, interval=POLL_SECONDS, retry_on=(httpx.TransportError,)):
+
+async def _ready(mesh: ToolmeshClient) -> None:
+    async def answers() -> bool:
+        try:
+            await mesh.state()
+        except ToolmeshError as exc:
+            if exc.status < 500:
+                raise  # it answers, and refuses: no wait can help
+            return False  # not listening yet (BackendUnavailable), or its backends are not ready
+        return True
+
+    if not await poll_until(answers, READY_SECONDS, interval=POLL_SECONDS):
         raise TimeoutError(f"the gateway did not answer within {READY_SECONDS:.0f} s")
 
 
-async def _register(http: httpx.AsyncClient, request: RegisterServerRequest) -> tuple[bool, str | None]:
+async def _register(mesh: ToolmeshClient, request: RegisterServerRequest) -> tuple[bool, str | None]:
     """Register one server: whether it existed already, and why it failed (None when it is in)."""
     try:
-        response = await http.post(SERVERS, json=request.model_dump(mode="json", exclude_none=True))
-    except httpx.HTTPError as exc:
-        return False, f"{type(exc).__name__}: {exc}"
-    if response.status_code == 409 and error_code(response) == "SERVER_ALREADY_EXISTS":
+        await mesh.register(request)
+    except ServerAlreadyExists:
         log.info("server %s already registered; left as it is", request.name, extra={"server": request.name})
         return True, None
-    if response.is_error:
-        return False, describe_error(response)
+    except ToolmeshError as exc:
+        return False, describe(exc)
     log.info("registered server %s", request.name, extra={"server": request.name})
     return False, None
 
 
-async def _statuses(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
-    servers: dict[str, dict[str, Any]] = {}
+async def _statuses(mesh: ToolmeshClient) -> dict[str, ServerSummary]:
+    servers: dict[str, ServerSummary] = {}
     while True:
-        response = await http.get(SERVERS, params={"limit": PAGE, "offset": len(servers)})
-        response.raise_for_status()
-        page = response.json()
-        servers.update((s["name"], s) for s in page["servers"])
-        if not page["servers"] or len(servers) >= page["total"]:
+        page = await mesh.list_servers(ListServersRequest(limit=PAGE, offset=len(servers)))
+        servers.update((s.name, s) for s in page.servers)
+        if not page.servers or len(servers) >= page.total:
             return servers
 
 
 async def _settle(
-    http: httpx.AsyncClient, names: set[str], seconds: float, progress: ServerProgress | None
-) -> dict[str, dict[str, Any]]:
+    mesh: ToolmeshClient, names: set[str], seconds: float, progress: ServerProgress | None
+) -> dict[str, ServerSummary]:
     """Poll until none of ``names`` is still connecting, or ``seconds`` passed; the last statuses seen."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, ServerSummary] = {}
 
     async def settled() -> bool:
         seen.clear()
-        seen.update(await _statuses(http))
+        seen.update(await _statuses(mesh))
         if progress is not None:
             for name in names & seen.keys():
-                server = seen[name]
-                progress.status(name, server["status"], int(server.get("tool_count") or 0))
-        return not [n for n in names if seen.get(n, {}).get("status") == ServerStatus.CONNECTING]
+                progress.status(name, seen[name].status, seen[name].tool_count)
+        return not [n for n in names if n in seen and seen[n].status == ServerStatus.CONNECTING]
 
     await poll_until(settled, seconds, interval=POLL_SECONDS)
     return seen
 
 
-async def _error_message(http: httpx.AsyncClient, server: dict[str, Any]) -> str:
+async def _error_message(mesh: ToolmeshClient, server: ServerSummary) -> str:
     """Why a server is in ERROR (its ``error_message``), or its status when that cannot be read."""
-    response = await http.get(f"{SERVERS}/{server['id']}")
-    return str(response.json().get("error_message") or server["status"]) if response.is_success else server["status"]
+    try:
+        return (await mesh.server(server.id)).error_message or server.status
+    except ToolmeshError:
+        return server.status
 
 
 async def provision(
@@ -124,10 +135,9 @@ async def provision(
 ) -> ProxyInit:
     """Register ``requests`` in parallel (existing names are skipped), wait for them to settle, log;
     ``progress`` follows each server."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30.0) as http:
-        await _ready(http)
-        outcomes = await asyncio.gather(*(_register(http, r) for r in requests))
+    async with ToolmeshClient.over_http(base_url, token) as mesh:
+        await _ready(mesh)
+        outcomes = await asyncio.gather(*(_register(mesh, r) for r in requests))
         report = ProxyInit(server_count=sum(1 for r in requests if r.auto_connect))
         registered = set()
         for request, (existed, problem) in zip(requests, outcomes, strict=True):
@@ -141,23 +151,23 @@ async def provision(
                 if progress is not None:
                     progress.say(f"{'kept' if existed else 'registered'} {request.name}")
         if progress is not None:
-            for server in (await _statuses(http)).values():
-                if server["name"] in registered:
-                    progress.outcomes[server["name"]].server_id = server["id"]
-                    progress.outcomes[server["name"]].transport = server["transport_type"]
+            for server in (await _statuses(mesh)).values():
+                if server.name in registered:
+                    progress.outcomes[server.name].server_id = server.id
+                    progress.outcomes[server.name].transport = server.transport_type
         to_connect = {r.name for r in requests if r.auto_connect and r.name not in report.failures}
-        servers = await _settle(http, registered, settle_seconds, progress)
+        servers = await _settle(mesh, registered, settle_seconds, progress)
         for name in to_connect:
-            server = servers.get(name, {})
-            if server.get("status") in CONNECTED:
+            summary = servers.get(name)
+            if summary is not None and summary.status in CONNECTED:
                 report.connected += 1
-                report.tool_count += int(server.get("tool_count") or 0)
-            else:
-                problem = await _error_message(http, server) if server.get("status") == "ERROR" else None
-                report.failures[name] = problem or str(server.get("status", "missing"))
-                log.warning("server %s did not connect: %s", name, report.failures[name], extra={"server": name})
-                if progress is not None and server:
-                    progress.status(name, server["status"], 0, report.failures[name])
+                report.tool_count += summary.tool_count
+                continue
+            failure = await _error_message(mesh, summary) if summary and summary.status == "ERROR" else None
+            report.failures[name] = failure or (summary.status if summary else "missing")
+            log.warning("server %s did not connect: %s", name, report.failures[name], extra={"server": name})
+            if progress is not None and summary is not None:
+                progress.status(name, summary.status, 0, report.failures[name])
     report.failed = report.server_count - report.connected
     report.log()
     return report
@@ -184,7 +194,7 @@ async def provision_until_stopped(
                 task.cancel()
             await asyncio.gather(work, stopping, return_exceptions=True)
     exc = work.exception() if work.done() and not work.cancelled() else None
-    if isinstance(exc, httpx.HTTPError | TimeoutError):
+    if isinstance(exc, ToolmeshError | TimeoutError):
         log.error("config servers not applied: %s", exc, extra={"span": "proxy.init"})
     elif exc is not None:
         raise exc  # a bug, not a condition: let it surface
