@@ -1,7 +1,7 @@
 """Publishing what one upstream offers: what it said at initialize, its tool, resource and prompt
 snapshots, the tool definitions held for approval, and a ``tool.discovered`` per new tool.
 
-Tool snapshots stay within the total-tools limit and their namespace's (``toolmesh.store.tool_inventory``:
+Tool snapshots stay within the total-tools limit and their namespace's (``toolmesh_session_worker.tool_inventory``:
 concurrent discoveries on any worker cannot pass them together).
 """
 
@@ -18,7 +18,6 @@ from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
 from toolmesh.store.queries import tool_pins
 from toolmesh.store.retired_pins import pins_left
-from toolmesh.store.tool_inventory import OverLimit, publish_within_limit
 from toolmesh_session_worker.discovery import (
     ToolLimits,
     description,
@@ -28,6 +27,7 @@ from toolmesh_session_worker.discovery import (
     resources_snapshot,
     tools_snapshot,
 )
+from toolmesh_session_worker.tool_inventory import OverLimit, publish_within_limit
 from toolmesh_session_worker.upstream import Upstream, UpstreamError, listing
 
 log = logging.getLogger("toolmesh.session")
