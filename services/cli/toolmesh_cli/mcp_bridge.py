@@ -17,12 +17,13 @@ import anyio
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from toolmesh_cli.client import ApiClient, Target
 
 log = logging.getLogger("toolmesh.cli.mcp")
 MODES = ("all", "search")
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""Connect/write/pool bound, and the idle read bound of a response stream (the SDK's defaults)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -51,7 +52,7 @@ async def bridge(target: Target, mode: str | None) -> None:
     """Pump messages both ways between this process's stdio and the gateway."""
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT) as http,
         stdio_server() as (stdin, stdout),
         streamable_http_client(endpoint(target, mode), http_client=http) as (remote_in, remote_out),
         anyio.create_task_group() as tg,

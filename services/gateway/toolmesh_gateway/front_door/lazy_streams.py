@@ -25,6 +25,7 @@ from mcp.server.streamable_http import (
     MCP_SESSION_ID_HEADER,
     REQUEST_STREAM_BUFFER_SIZE,
     EventMessage,
+    EventStore,
     SSEEvent,
     StreamableHTTPServerTransport,
     check_accept_headers,
@@ -48,9 +49,18 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
     """The SDK's transport, answering a request with JSON unless something precedes its result or
     it takes longer than ``json_wait_seconds``."""
 
-    def __init__(self, *args: Any, json_wait_seconds: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        mcp_session_id: str | None,
+        *,
+        json_wait_seconds: float,
+        event_store: EventStore | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(mcp_session_id, event_store=event_store, **kwargs)
         self.json_wait_seconds = json_wait_seconds
+        self.resumable = event_store is not None
+        """With an event store, every request keeps the SDK's (resumable) SSE stream."""
 
     async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
         message = await self._plain_request(request)
@@ -91,7 +101,7 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
         """The POST's request when this transport answers it itself (else None: the SDK's handling)."""
         has_json, has_sse = check_accept_headers(request)
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
-        if self._event_store is not None or not (has_json and has_sse) or content_type != CONTENT_TYPE_JSON:
+        if self.resumable or not (has_json and has_sse) or content_type != CONTENT_TYPE_JSON:
             return None
         try:
             message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(await request.body()))
