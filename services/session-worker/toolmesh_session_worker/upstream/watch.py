@@ -5,17 +5,24 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 import anyio
-from mcp.client._transport import ReadStream
 from mcp.shared.message import SessionMessage
+
+
+class MessageReader(Protocol):
+    """What the wrapper needs of a transport's read stream (any the SDK's clients yield has it)."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+
+    async def aclose(self) -> None: ...
 
 
 class WatchedReadStream:
     """The transport's read stream, reporting its end (EOF or breakage) to the session."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[str], None]) -> None:
+    def __init__(self, inner: MessageReader, on_end: Callable[[str], None]) -> None:
         self._inner = inner
         self._on_end = on_end
 
