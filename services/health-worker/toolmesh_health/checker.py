@@ -26,8 +26,8 @@ from toolmesh.health import CHECKED, CheckOutcome, Verdict, check_timeout, decid
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.metrics import record_health_check
 from toolmesh.runtime import Backends
-from toolmesh.store.monitoring import Row, health_state
 from toolmesh.telemetry import mark_error, span
+from toolmesh_health.monitoring import Row, health_state
 from toolmesh_health.probes import probe_session, probe_url
 
 log = logging.getLogger("toolmesh.health")

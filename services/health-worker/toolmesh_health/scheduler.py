@@ -22,8 +22,8 @@ from toolmesh.bus.publishing import publish_command
 from toolmesh.config import Settings
 from toolmesh.contracts.commands import CheckServerHealth
 from toolmesh.health import current_window
-from toolmesh.store.monitoring import servers_to_check
 from toolmesh.supervision import sleep_or_stop
+from toolmesh_health.monitoring import servers_to_check
 
 log = logging.getLogger("toolmesh.health.scheduler")
 SCHEDULER_LEASE = "health-scheduler"
