@@ -54,10 +54,18 @@ async def start_seconds(settings: Settings, sandboxed: bool) -> tuple[float, flo
     """Wall and CPU seconds to start ``/bin/true`` as a STDIO child and reap it."""
     env = base_environment(settings.stdio_base_env, os.environ)
     launch = Sandboxer(settings, "bench").launch("/bin/true", [], env, None, None) if sandboxed else None
-    argv, child_env = (launch.argv, launch.env) if launch else (["/bin/true"], env)
+    argv, child_env, cwd = (launch.argv, launch.env, launch.cwd) if launch else (["/bin/true"], env, None)
     cpu_before = _children_cpu()
     started = time.perf_counter()
-    process = await processes.spawn_piped(argv, env=child_env, rlimits=launch.rlimits if launch else None)
+    process = await processes.spawn_piped(
+        argv,
+        env=child_env,
+        cwd=cwd,
+        rlimits=launch.rlimits if launch else None,
+        pass_fds=launch.fds if launch else (),
+    )
+    for fd in launch.fds if launch else ():
+        os.close(fd)
     await process.communicate()
     return time.perf_counter() - started, _children_cpu() - cpu_before
 

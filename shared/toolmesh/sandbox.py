@@ -7,6 +7,7 @@ servers are refused. ``off`` runs children unconfined, on the operator's explici
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
 import os
@@ -27,6 +28,8 @@ from toolmesh.sandbox_argv import (
     Placement,
     argument_paths,
     bwrap_argv,
+    bwrap_options,
+    encode_options,
     path_problem,
     resource_limits,
     runtime_paths,
@@ -69,9 +72,11 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: str | None = None
+    """Where the process starts (a sandboxed child's bubblewrap: its own directory; the child's is set inside)."""
     rlimits: dict[int, tuple[int, int]] = field(default_factory=dict)
     fds: tuple[int, ...] = ()
-    """Descriptors the argv names (the bound host paths): passed to the child, then closed by the spawner."""
+    """Descriptors the argv names (bubblewrap's options, the bound host paths): passed to the child, then
+    closed by the spawner."""
 
 
 def bwrap_binary() -> str | None:
@@ -84,6 +89,24 @@ def bwrap_binary() -> str | None:
         return shutil.which("bwrap")
 
 
+def options_descriptor(options: Sequence[str]) -> int:
+    """A sealed memfd holding ``options`` for bubblewrap's ``--args``, read from its start. However long
+    they are, they are all written before bubblewrap runs; bubblewrap reads them and closes it, so the
+    child never holds it. The caller closes its own copy after the spawn."""
+    data = memoryview(encode_options(options))
+    fd = os.memfd_create("toolmesh-bwrap-args", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _as_root() -> bool:
     return os.geteuid() == 0
 
@@ -94,13 +117,23 @@ def _probe(bwrap: str, as_root: bool) -> str | None:
     home = Path(os.environ.get("TMPDIR", "/tmp"))
     place = Placement(command=["/bin/true"], home=str(home), uid=_UID_SPAN if as_root else None)
     settings = Settings.model_construct(stdio_sandbox_paths_read_only=())
-    argv = bwrap_argv(bwrap, StdioSandbox(network=False), settings, place)
     if as_root and not os.access(SETPRIV, os.X_OK):
         return f"{SETPRIV} is missing"
+    fd = options_descriptor(bwrap_options(StdioSandbox(network=False), settings, place))
+    argv, directory = bwrap_argv(bwrap, fd, place)
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False)
+        done = subprocess.run(
+            argv,
+            cwd=directory,
+            pass_fds=(fd,),
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{bwrap} did not run: {exc}"
+    finally:
+        os.close(fd)
     if done.returncode != 0:
         return f"{bwrap} failed its probe: {done.stderr.decode(errors='replace').strip()[:300]}"
     return None
@@ -157,18 +190,7 @@ class Sandboxer:
         if executable is None:
             raise SandboxError(f"command not found: {command}")
         executable = os.path.abspath(executable)
-        problems = [
-            problem
-            for path in (
-                *declared.paths_read_only,
-                *declared.paths_read_write,
-                *self._settings.stdio_sandbox_paths_read_only,
-                *([cwd] if cwd else []),
-            )
-            if (problem := path_problem(path, data_dir))
-        ]
-        if problems:
-            raise SandboxError("sandbox refused: " + "; ".join(problems))
+        self._check_declared(declared, cwd)
         uid = server_uid(self._settings, self._key) if _as_root() else None
         runtime = [
             *runtime_paths(executable, env.get("PATH", os.defpath), data_dir),
@@ -190,12 +212,28 @@ class Sandboxer:
             place = Placement(
                 command=[executable, *args], home=str(self._home(uid)), runtime=runtime, cwd=cwd, uid=uid, fds=held.fds
             )
-            argv = bwrap_argv(current.detail, declared, self._settings, place)
+            args_fd = options_descriptor(bwrap_options(declared, self._settings, place))
         except BaseException:
             held.close()
             raise
         limits = resource_limits(declared, self._settings)
-        return Launch(argv, sandbox_environment(dict(env)), None, limits, tuple(held.fds.values()))
+        argv, directory = bwrap_argv(current.detail, args_fd, place)
+        return Launch(argv, sandbox_environment(dict(env)), directory, limits, (*held.fds.values(), args_fd))
+
+    def _check_declared(self, declared: StdioSandbox, cwd: str | None) -> None:
+        """Raises ``SandboxError`` naming every declared path (and ``cwd``) a child may not see."""
+        problems = [
+            problem
+            for path in (
+                *declared.paths_read_only,
+                *declared.paths_read_write,
+                *self._settings.stdio_sandbox_paths_read_only,
+                *([cwd] if cwd else []),
+            )
+            if (problem := path_problem(path, self._settings.data_dir))
+        ]
+        if problems:
+            raise SandboxError("sandbox refused: " + "; ".join(problems))
 
     def _home(self, uid: int | None) -> Path:
         """The server's private home, made on first use, owned by the child's uid."""

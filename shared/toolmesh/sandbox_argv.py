@@ -101,9 +101,11 @@ def argument_paths(args: Sequence[str], data_dir: Path) -> list[str]:
     return found
 
 
-def bwrap_argv(bwrap: str, sandbox: StdioSandbox, settings: Settings, place: Placement) -> list[str]:
-    """The full argv: ``bwrap``, its options, then the child's command (``place.fds`` passed to it)."""
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+def bwrap_options(sandbox: StdioSandbox, settings: Settings, place: Placement) -> list[str]:
+    """bubblewrap's options for ``place``: namespaces, mounts, binds (``place.fds`` named), capabilities.
+
+    They reach bubblewrap through ``--args`` (see ``bwrap_argv``), never on its command line."""
+    argv = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--hostname", "toolmesh-stdio"]
     if not sandbox.network:
         argv.append("--unshare-net")
@@ -125,9 +127,36 @@ def bwrap_argv(bwrap: str, sandbox: StdioSandbox, settings: Settings, place: Pla
         argv += ["--bind-fd", str(_fd(place, path)), path]
     argv += ["--bind", place.home, SANDBOX_HOME, "--chdir", place.cwd or SANDBOX_HOME]
     if place.uid is not None:
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", SETPRIV]
-        argv += [f"--reuid={place.uid}", f"--regid={place.uid}", "--clear-groups", "--no-new-privs"]
-    return [*argv, "--", *place.command]
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return argv
+
+
+def sandboxed_command(place: Placement) -> list[str]:
+    """What bubblewrap runs inside: the child's command, behind ``setpriv`` when it gets its own uid."""
+    if place.uid is None:
+        return list(place.command)
+    switch = [SETPRIV, f"--reuid={place.uid}", f"--regid={place.uid}", "--clear-groups", "--no-new-privs"]
+    return [*switch, "--", *place.command]
+
+
+def bwrap_argv(bwrap: str, args_fd: int, place: Placement) -> tuple[list[str], str]:
+    """bubblewrap's command line and the directory to start it in: ``./bwrap`` from its own directory
+    (``argv[0]`` is what a process shows), its options read from ``args_fd``. The child sees this line as
+    its PID 1's, so it learns no host path there that it was not shown, not even bubblewrap's install."""
+    program = os.path.abspath(bwrap)
+    argv = [f"./{os.path.basename(program)}", "--args", str(args_fd), "--", *sandboxed_command(place)]
+    return argv, os.path.dirname(program)
+
+
+def encode_options(options: Sequence[str]) -> bytes:
+    """``options`` as ``--args`` reads them: each one NUL-terminated.
+
+    Raises:
+        ValueError: an option holds a NUL (it would split into options of its own).
+    """
+    if any("\0" in option for option in options):
+        raise ValueError("a sandbox option holds a NUL character")
+    return b"".join(option.encode() + b"\0" for option in options)
 
 
 def _fd(place: Placement, path: str) -> int:

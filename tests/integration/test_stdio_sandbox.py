@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import shutil
 import sys
@@ -22,6 +23,8 @@ import pytest
 
 from tests.harness import REPO_ROOT, RoleProcess, eventually, running_system
 from tests.peers.launch import DEMO_SERVER, demo_args
+from toolmesh.sandbox import bwrap_binary
+from toolmesh.sandbox_homes import homes_dir
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).parents[1] / "peers" / "hostile_stdio.py"
@@ -49,6 +52,24 @@ def runtime_roots() -> set[str]:
     """The top-level directories holding the peer's interpreter and script (wherever the checkout lives)."""
     paths = (Path(sys.executable).resolve(), Path(sys.prefix).resolve(), HOSTILE.resolve(), REPO_ROOT.resolve())
     return {path.parts[1] for path in paths if len(path.parts) > 1}
+
+
+def assert_pid_namespace_hides_the_host(report: dict[str, Any], data_dir: Path) -> None:
+    """The child sees its own sandbox's processes only; their PID 1 (bubblewrap) shows no option (they
+    came through ``--args``), no host path of the data dir, the homes or bubblewrap's install; the child
+    holds no descriptor bubblewrap was given."""
+    # Its own sandbox only: bubblewrap's init and the peer itself; no worker, no sibling.
+    assert len(report["processes"]) <= 3, report["processes"]
+    assert not any(str(DEMO_SERVER) in c or "toolmesh_cli" in c for c in report["processes"].values())
+    assert all(str(HOSTILE) in c for c in report["processes"].values())
+    init = report["init_cmdline"]
+    assert init[:2] == ["./bwrap", "--args"] and init[3] == "--", init
+    bwrap_dir = os.path.dirname(str(bwrap_binary()))
+    hidden = (str(data_dir), str(homes_dir(data_dir)), bwrap_dir, "--bind", "--ro-bind-fd", "--dir")
+    assert not any(word in " ".join(init) for word in hidden), init
+    # Its stdio, its own /dev/null and the event loop's: no memfd of options, no bound host path.
+    kinds = {target.split(":")[0] for target in report["descriptors"].values()}
+    assert kinds <= {"pipe", "socket", "anon_inode", "/dev/null"}, report["descriptors"]
 
 
 def host_droppings(tag: str, dirs: list[str]) -> list[Path]:
@@ -114,10 +135,7 @@ async def test_hostile_stdio_child_reads_no_secret_and_sees_no_sibling(nats_url:
         assert report["worker_environ"].startswith("refused")
         assert report["worker_root"].startswith("refused")
         assert not any(k.startswith(("TOOLMESH_", "MCP_", "WORKER_CANARY")) for k in report["own_environ"])
-        # Its own sandbox only: bubblewrap's init and the peer itself; no worker, no sibling.
-        assert len(report["processes"]) <= 3, report["processes"]
-        assert not any(str(DEMO_SERVER) in c or "toolmesh_cli" in c for c in report["processes"].values())
-        assert all(str(HOSTILE) in c for c in report["processes"].values())
+        assert_pid_namespace_hides_the_host(report, data_dir)
         writes = report["writes"]
         assert writes.pop(f"/tmp/hostile-{tag}") == "written"
         assert all(result.startswith("refused") for result in writes.values()), writes
