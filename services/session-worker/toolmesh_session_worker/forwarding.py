@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from mcp_types import CONNECTION_CLOSED
 
-from toolmesh.bus.requests import ok_reply
-from toolmesh.contracts.rpc import ClientGoneRpc, SetLevelRpc, SubscribeRpc, UpstreamRequestRpc
+from toolmesh.contracts.rpc import (
+    ClientGoneRpc,
+    ClientGoneRpcResult,
+    SetLevelRpc,
+    SetLevelRpcResult,
+    SubscribeRpc,
+    SubscribeRpcResult,
+    UpstreamRequestRpc,
+)
 from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable
 from toolmesh.lifecycle import SERVING
 from toolmesh_session_worker.owned import OwnedServer
@@ -44,7 +50,7 @@ def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> Exec
 
 
 async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: ProgressCallback | None) -> bytes:
-    """Send the request upstream; the reply bytes (an ``RpcReply`` with the raw result)."""
+    """Send the request upstream; its raw result, the JSON the upstream answered, for the reply."""
     session = live_session(server)
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
@@ -64,40 +70,40 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
         server.clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
-    return ok_reply(json.dumps(result, separators=(",", ":")).encode())
+    return json.dumps(result, separators=(",", ":")).encode()
 
 
-async def subscribe(server: OwnedServer, body: SubscribeRpc) -> dict[str, Any]:
+async def subscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcResult:
     """Reference-counted ``resources/subscribe``."""
     try:
         await server.clients.subscribe(live_session(server), body.uri, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"resources/subscribe on {server.name}", exc) from exc
-    return {"holders": len(server.clients.subscriptions.get(body.uri, {}))}
+    return SubscribeRpcResult(holders=len(server.clients.subscriptions.get(body.uri, {})))
 
 
-async def unsubscribe(server: OwnedServer, body: SubscribeRpc) -> dict[str, Any]:
+async def unsubscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcResult:
     """Reference-counted ``resources/unsubscribe``."""
     try:
         await server.clients.unsubscribe(server.session, body.uri, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"resources/unsubscribe on {server.name}", exc) from exc
-    return {"holders": len(server.clients.subscriptions.get(body.uri, {}))}
+    return SubscribeRpcResult(holders=len(server.clients.subscriptions.get(body.uri, {})))
 
 
-async def set_level(server: OwnedServer, body: SetLevelRpc) -> dict[str, Any]:
+async def set_level(server: OwnedServer, body: SetLevelRpc) -> SetLevelRpcResult:
     """A client's ``logging/setLevel``: the upstream gets the most verbose level of its clients."""
     try:
         await server.clients.set_level(live_session(server), body.level, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"logging/setLevel on {server.name}", exc) from exc
-    return {"upstream_level": server.clients.upstream_level()}
+    return SetLevelRpcResult(upstream_level=server.clients.upstream_level())
 
 
-async def client_gone(server: OwnedServer, body: ClientGoneRpc) -> dict[str, Any]:
+async def client_gone(server: OwnedServer, body: ClientGoneRpc) -> ClientGoneRpcResult:
     """Release what a finished client session held on this upstream."""
     try:
         await server.clients.forget(server.session, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"releasing a client of {server.name}", exc) from exc
-    return {}
+    return ClientGoneRpcResult()

@@ -1,27 +1,32 @@
-"""Answers to ``toolmesh.rpc.<server_id>.<verb>`` for a server this worker owns."""
+"""Answers to ``toolmesh.rpc.<server_id>.<verb>`` for a server this worker owns: one handler per verb
+of the ``rpc`` family (``bus.verbs``), served by a ``Dispatcher``."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp_types import CONNECTION_CLOSED
 
-from toolmesh.bus.local_owners import OwnerRequest
-from toolmesh.bus.requests import ok_reply
+from toolmesh.bus import verbs
+from toolmesh.bus.dispatch import Dispatcher, Handler, Result
+from toolmesh.bus.verbs import Verb
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,
-    ClientGoneRpc,
+    CancelCallRpcResult,
     DisconnectRpc,
     DisconnectRpcResult,
+    HealthVerdictResult,
     HealthVerdictRpc,
     PingRpc,
-    RpcReply,
-    SetLevelRpc,
-    SubscribeRpc,
+    PingRpcResult,
+    RefreshRpc,
+    RefreshRpcResult,
     ToolProgress,
     UpstreamRequestRpc,
     progress_subject,
@@ -30,16 +35,12 @@ from toolmesh.errors import (
     ExecutionFailed,
     ExecutionTimeout,
     LimitExceeded,
-    RoutingFailed,
     ServerUnavailable,
-    ToolmeshError,
 )
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.payloads import parse_payload
-from toolmesh.telemetry import adopt_trace
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
-from toolmesh_session_worker.owned import OwnedServer
+from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamTimeout
 
 log = logging.getLogger("toolmesh.session")
@@ -120,33 +121,33 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
         )
 
 
-def _cancel(server: OwnedServer, body: CancelCallRpc) -> dict[str, Any]:
+async def _cancel(server: OwnedServer, body: CancelCallRpc) -> CancelCallRpcResult:
     """Cancel a call in flight; the upstream adapter sends notifications/cancelled."""
     task = server.calls.get(body.call_id)
     if task is not None:
         task.cancel()
-    return {"cancelled": task is not None}
+    return CancelCallRpcResult(cancelled=task is not None)
 
 
-async def _health(server: OwnedServer, body: HealthVerdictRpc) -> dict[str, Any]:
+async def _health(server: OwnedServer, body: HealthVerdictRpc) -> HealthVerdictResult:
     """Apply the health-worker's BR-006 verdict (DEGRADED, RECOVERED, or ERROR and reconnect)."""
-    return (await server.apply_verdict(body)).model_dump()
+    return await server.apply_verdict(body)
 
 
-async def _ping(server: OwnedServer, body: PingRpc) -> dict[str, Any]:
+async def _ping(server: OwnedServer, body: PingRpc) -> PingRpcResult:
     session = _live_session(server)
     started = time.perf_counter()
     try:
         await session.ping(timeout=body.timeout_seconds)
     except UpstreamError as exc:
         raise ServerUnavailable(f"Ping of {server.name} failed: {exc.summary}") from exc
-    return {"response_time_ms": (time.perf_counter() - started) * 1000}
+    return PingRpcResult(response_time_ms=(time.perf_counter() - started) * 1000)
 
 
-async def _refresh(server: OwnedServer) -> dict[str, Any]:
+async def _refresh(server: OwnedServer, body: RefreshRpc) -> RefreshRpcResult:
     _live_session(server)
     server.tasks.spawn(_discover_logged(server))
-    return {"status": "REFRESHING"}
+    return RefreshRpcResult(status="REFRESHING")
 
 
 async def _discover_logged(server: OwnedServer) -> None:
@@ -156,15 +157,15 @@ async def _discover_logged(server: OwnedServer) -> None:
         log.warning("tool discovery failed: %s", exc, extra={"server": server.name})
 
 
-async def _disconnect(server: OwnedServer, body: DisconnectRpc, drain_timeout: float) -> dict[str, Any]:
+async def _disconnect(server: OwnedServer, body: DisconnectRpc, drain_timeout: float) -> DisconnectRpcResult:
     pending = server.pending
     server.draining = True
     if pending and not body.force:
         server.tasks.spawn(_drain_then_close(server, drain_timeout))
-        return DisconnectRpcResult(status="DISCONNECTING", pending_requests=pending).model_dump()
+        return DisconnectRpcResult(status="DISCONNECTING", pending_requests=pending)
     seq = await server.set_status(ServerStatus.DISCONNECTED, "DISCONNECTED", force=body.force, cancelled=pending)
     await server.release()  # before replying: once the caller hears DISCONNECTED, nobody owns the server
-    return DisconnectRpcResult(status=ServerStatus.DISCONNECTED, pending_requests=pending, seq=seq).model_dump()
+    return DisconnectRpcResult(status=ServerStatus.DISCONNECTED, pending_requests=pending, seq=seq)
 
 
 async def _drain_then_close(server: OwnedServer, timeout: float) -> None:
@@ -176,56 +177,66 @@ async def _drain_then_close(server: OwnedServer, timeout: float) -> None:
 REPLY_HEADROOM_BYTES = 4096
 """Room left in a NATS message for its headers and subject."""
 
+Act = Callable[[OwnedServer, Any], Awaitable[Result]]
+"""What a verb does to the server it is addressed to."""
 
-def _fitting(server: OwnedServer, reply: bytes, what: str) -> bytes:
-    """``reply`` if NATS can carry it (its ``max_payload``); else ``ExecutionFailed`` naming both sizes."""
-    limit = server.nc.max_payload - REPLY_HEADROOM_BYTES
-    if len(reply) <= limit:
-        return reply
-    raise ExecutionFailed(
-        f"The result of {server.name}.{what} is {len(reply)} bytes, over the {limit} byte limit of a reply",
-        {"server": server.name, "tool": what, "result_bytes": len(reply), "limit_bytes": limit},
+
+def _too_large(server: OwnedServer, verb: Verb, body: Any, size: int, limit: int) -> ExecutionFailed:
+    """``ExecutionFailed`` naming the server, the tool (or method) and both sizes."""
+    what = (
+        body.tool
+        if isinstance(body, CallToolRpc)
+        else body.method
+        if isinstance(body, UpstreamRequestRpc)
+        else verb.name
+    )
+    return ExecutionFailed(
+        f"The result of {server.name}.{what} is {size} bytes, over the {limit} byte limit of a reply",
+        {"server": server.name, "tool": what, "result_bytes": size, "limit_bytes": limit},
     )
 
 
-async def answer(server: OwnedServer, msg: OwnerRequest, drain_timeout: float) -> None:
-    """Handle one request message and reply with an ``RpcReply``; a body its verb's model refuses (any
-    sender on the bus may send one) is answered with ``VALIDATION_ERROR``."""
-    adopt_trace(msg.headers)
-    verb = msg.subject.rsplit(".", 1)[-1]
-    try:
-        if verb == "call":
-            body = parse_payload(CallToolRpc, msg.data)
-            data = await _call(server, body, _progress_publisher(server, body))
-            await msg.respond(_fitting(server, ok_reply(data), body.tool))
-            return
-        if verb == "request":
-            forwarded = parse_payload(UpstreamRequestRpc, msg.data)
-            data = await forwarding.forward(server, forwarded, _progress_publisher(server, forwarded))
-            await msg.respond(_fitting(server, data, forwarded.method))
-            return
-        if verb == "subscribe":
-            result = await forwarding.subscribe(server, parse_payload(SubscribeRpc, msg.data))
-        elif verb == "unsubscribe":
-            result = await forwarding.unsubscribe(server, parse_payload(SubscribeRpc, msg.data))
-        elif verb == "set_level":
-            result = await forwarding.set_level(server, parse_payload(SetLevelRpc, msg.data))
-        elif verb == "client_gone":
-            result = await forwarding.client_gone(server, parse_payload(ClientGoneRpc, msg.data))
-        elif verb == "cancel":
-            result = _cancel(server, parse_payload(CancelCallRpc, msg.data))
-        elif verb == "health":
-            result = await _health(server, parse_payload(HealthVerdictRpc, msg.data))
-        elif verb == "ping":
-            result = await _ping(server, parse_payload(PingRpc, msg.data))
-        elif verb == "refresh":
-            result = await _refresh(server)
-        elif verb == "disconnect":
-            result = await _disconnect(server, parse_payload(DisconnectRpc, msg.data), drain_timeout)
-        else:
-            raise RoutingFailed(f"Unknown request verb: {verb}")
-        reply = RpcReply(ok=True, result=result)
-    except ToolmeshError as exc:
-        reply = RpcReply(ok=False, error=exc.body())
-    if msg.reply:  # a cancel is sent without a reply subject
-        await msg.respond(reply.model_dump_json().encode())
+def _held(server: OwnedServer, verb: Verb, act: Act, hold_seconds: float) -> Handler:
+    """``act`` as a handler; a verb of ``HELD_VERBS`` first waits out a reconnect in progress (EC-010)."""
+
+    async def handle(key: str, body: Any) -> Result:
+        if verb.name in HELD_VERBS:
+            await server.hold_while_reconnecting(hold_seconds)
+        return await act(server, body)
+
+    return handle
+
+
+def owner_dispatcher(server: OwnedServer, *, drain_timeout: float, hold_seconds: float) -> Dispatcher:
+    """Every ``rpc`` verb the owner of ``server`` answers; a body its verb's model refuses (any sender
+    on the bus may send one) is answered with ``VALIDATION_ERROR``."""
+
+    async def call(server: OwnedServer, body: CallToolRpc) -> bytes:
+        return await _call(server, body, _progress_publisher(server, body))
+
+    async def forward(server: OwnedServer, body: UpstreamRequestRpc) -> bytes:
+        return await forwarding.forward(server, body, _progress_publisher(server, body))
+
+    async def disconnect(server: OwnedServer, body: DisconnectRpc) -> DisconnectRpcResult:
+        return await _disconnect(server, body, drain_timeout)
+
+    acts: dict[Verb, Act] = {
+        verbs.CALL: call,
+        verbs.REQUEST: forward,
+        verbs.SUBSCRIBE: forwarding.subscribe,
+        verbs.UNSUBSCRIBE: forwarding.unsubscribe,
+        verbs.SET_LEVEL: forwarding.set_level,
+        verbs.CLIENT_GONE: forwarding.client_gone,
+        verbs.CANCEL: _cancel,
+        verbs.HEALTH: _health,
+        verbs.PING: _ping,
+        verbs.REFRESH: _refresh,
+        verbs.DISCONNECT: disconnect,
+    }
+    return Dispatcher(
+        verbs.RPC,
+        {verb: _held(server, verb, act, hold_seconds) for verb, act in acts.items()},
+        span_name="session",
+        reply_limit=lambda: server.nc.max_payload - REPLY_HEADROOM_BYTES,
+        oversize=functools.partial(_too_large, server),
+    )

@@ -18,11 +18,10 @@ from datetime import UTC, datetime
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig
-from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from toolmesh import sandbox
-from toolmesh.bus import local_owners
+from toolmesh.bus import local_owners, verbs
 from toolmesh.bus.consuming import consume
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.local_owners import OwnerRequest
@@ -30,7 +29,6 @@ from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
 from toolmesh.contracts.events import Event, ServerStatusChanged
-from toolmesh.contracts.rpc import rpc_wildcard
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress_http import EgressClients
 from toolmesh.lifecycle import ServerStatus, wants_session
@@ -38,11 +36,10 @@ from toolmesh.metrics import record_limit_rejection
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
-from toolmesh.telemetry import span
 from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.homes import sweep_homes
-from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
-from toolmesh_session_worker.requests import answer
+from toolmesh_session_worker.owned import OwnedServer
+from toolmesh_session_worker.requests import owner_dispatcher
 from toolmesh_session_worker.upstream.transports import SHARED_POOL_LIMITS
 
 log = logging.getLogger("toolmesh.session_worker")
@@ -170,12 +167,17 @@ class SessionWorker:
             return False
         server = OwnedServer(self._b, row, self._box, self._publish, self._http)
         server.on_released = self._released
+        settings = self._b.settings
+        dispatcher = owner_dispatcher(
+            server, drain_timeout=settings.drain_timeout_seconds, hold_seconds=settings.reconnect_hold_seconds
+        )
+        attributes = {"toolmesh.server": server.name}
 
         async def on_request(msg: OwnerRequest) -> None:
-            server.tasks.spawn(self._answer(server, msg))
+            server.tasks.spawn(dispatcher.dispatch(msg, attributes))
 
         try:
-            self._subs[server_id] = await self._b.nc.subscribe(rpc_wildcard(server_id), cb=on_request)
+            self._subs[server_id] = await self._b.nc.subscribe(verbs.RPC.wildcard(server_id), cb=on_request)
         except BaseException:
             await self._leases.release(server_id)
             raise
@@ -197,15 +199,6 @@ class SessionWorker:
             connected = False
         if not connected:
             await self._forget(server, close=True)
-
-    async def _answer(self, server: OwnedServer, msg: OwnerRequest) -> None:
-        """One request, in a span continuing the caller's trace; held while a reconnect runs (EC-010)."""
-        verb = msg.subject.rsplit(".", 1)[-1]
-        attributes = {"messaging.system": "nats", "toolmesh.server": server.name, "toolmesh.verb": verb}
-        with span(f"session {verb}", kind=SpanKind.SERVER, remote=msg.headers or {}, attributes=attributes):
-            if verb in HELD_VERBS:
-                await server.hold_while_reconnecting(self._b.settings.reconnect_hold_seconds)
-            await answer(server, msg, self._b.settings.drain_timeout_seconds)
 
     async def _released(self, server: OwnedServer) -> None:
         await self._forget(server, close=False)

@@ -21,14 +21,15 @@ from pydantic import BaseModel
 
 from toolmesh.bus.local_owners import OwnerRequest
 from toolmesh.bus.requests import ok_reply
-from toolmesh.bus.verbs import Family, Verb
+from toolmesh.bus.verbs import Family, UnknownSubject, Verb
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ExecutionFailed, RoutingFailed, ToolmeshError
 from toolmesh.payloads import parse_payload
 from toolmesh.telemetry import adopt_trace, mark_error, outgoing_headers, span
 
-Result = BaseModel | bytes
-"""What a handler returns: a result model, an ``RpcReply`` it built itself, or a result's raw JSON."""
+Result = BaseModel | bytes | None
+"""What a handler returns: a result model, an ``RpcReply`` it built itself, a result's raw JSON, or
+None (an empty ``ok``: what a handler of a verb without reply returns)."""
 Handler = Callable[[str, Any], Awaitable[Result]]
 """A verb's handler: called with the subject's key (server id, client id) and the decoded request."""
 ErrorReply = Callable[[ToolmeshError], RpcReply]
@@ -51,6 +52,8 @@ def too_large(verb: Verb, body: Any, size: int, limit: int) -> ToolmeshError:
 
 def encode_result(result: Result) -> bytes:
     """The reply carrying ``result`` (raw JSON is put in the envelope as it is)."""
+    if result is None:
+        return RpcReply(ok=True).model_dump_json().encode()
     if isinstance(result, bytes):
         return ok_reply(result)
     if isinstance(result, RpcReply):
@@ -83,12 +86,20 @@ class Dispatcher:
 
     def verb_of(self, subject: str) -> Verb | None:
         """The verb a subject of this family names, None when this dispatcher serves no such verb."""
-        served = self._handlers.get(self.family.parse(subject)[1])
+        try:
+            served = self._handlers.get(self.family.parse(subject)[1])
+        except UnknownSubject:
+            return None
         return served[0] if served is not None else None
 
     async def dispatch(self, msg: OwnerRequest, attributes: Mapping[str, str] | None = None) -> None:
-        """Answer one message (when it has a reply subject), in a span continuing its sender's trace."""
-        key, name = self.family.parse(msg.subject)
+        """Handle one message in a span continuing its sender's trace; answer it when it has a reply subject."""
+        try:
+            key, name = self.family.parse(msg.subject)
+        except UnknownSubject as exc:
+            if msg.reply:
+                await msg.respond(self._errors(RoutingFailed(str(exc))).model_dump_json().encode())
+            return
         tags = {"messaging.system": "nats", "messaging.destination.name": msg.subject, "toolmesh.verb": name}
         with span(
             f"{self._span_name} {name}",
@@ -100,8 +111,8 @@ class Dispatcher:
             reply, failed = await self._reply(key, name, msg.data)
             if failed is not None:
                 mark_error(current, failed)
-            if msg.reply:
-                await msg.respond(reply)
+        if msg.reply:  # once the span has ended: a sender that got the reply finds the handling recorded
+            await msg.respond(reply)
 
     async def _reply(self, key: str, name: str, data: bytes) -> tuple[bytes, str | None]:
         served = self._handlers.get(name)

@@ -112,6 +112,12 @@ def family_verbs(family: Family) -> dict[str, Verb]:
     return {verb.name: verb for verb in VERBS if verb.family is family}
 
 
+def _result_cell(verb: Verb) -> str:
+    if not verb.replies:
+        return "no reply"
+    return f"`{verb.result.__name__}`" if verb.result is not None else "the peer's own JSON"
+
+
 def subject_table() -> str:
     """``docs/internal-subjects.md``: the internal subjects, rendered from the registry."""
     lines = [
@@ -125,9 +131,8 @@ def subject_table() -> str:
         lines += ["", f"## `{family.name}`: served by {family.served_by}", ""]
         lines += ["| subject | request | result |", "|---|---|---|"]
         for verb in family_verbs(family).values():
-            result = "no reply" if not verb.replies else f"`{verb.result.__name__}`" if verb.result else "the peer's own JSON"
             subject = verb.subject(f"<{family.key}>")
-            lines.append(f"| `{subject}` | `{verb.request.__name__}` | {result} |")
+            lines.append(f"| `{subject}` | `{verb.request.__name__}` | {_result_cell(verb)} |")
     return "\n".join(lines) + "\n"
 
 
