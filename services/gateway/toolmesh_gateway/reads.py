@@ -13,7 +13,7 @@ from toolmesh.contracts.audit import AuditEntry, AuditPage
 from toolmesh.contracts.servers import HistoryEntry, ServerList, ToolInfo, ToolList
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.store import queries
-from toolmesh.store.audit import audit_page
+from toolmesh_gateway.audit_log import audit_page
 from toolmesh_gateway.auth import Caller, Principal
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.views import history_entry, server_summary, tool_info
