@@ -22,12 +22,12 @@ from contextlib import asynccontextmanager
 import anyio
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from toolmesh import processes
 from toolmesh.storable import storable
+from toolmesh_session_worker.upstream.streams import TransportStreams
 
 logger = logging.getLogger("toolmesh.upstream")
 

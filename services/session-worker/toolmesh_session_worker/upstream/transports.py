@@ -12,7 +12,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 import httpx2
-from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -21,6 +20,7 @@ from toolmesh.egress_http import REDIRECT_OPTIONS, OriginLock, guarded_client
 from toolmesh.sandbox import Sandboxer, SandboxError
 from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamMisconfigured
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES, StdioProcess
+from toolmesh_session_worker.upstream.streams import TransportStreams
 
 HTTP_CONNECT_TIMEOUT = 30.0
 HTTP_READ_TIMEOUT = 3600.0

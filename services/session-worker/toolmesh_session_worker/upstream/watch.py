@@ -5,18 +5,12 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Self
 
 import anyio
 from mcp.shared.message import SessionMessage
 
-
-class MessageReader(Protocol):
-    """What the wrapper needs of a transport's read stream (any the SDK's clients yield has it)."""
-
-    async def receive(self) -> SessionMessage | Exception: ...
-
-    async def aclose(self) -> None: ...
+from toolmesh_session_worker.upstream.streams import MessageReader
 
 
 class WatchedReadStream:
