@@ -16,7 +16,7 @@ from pathlib import Path
 
 from toolmesh import sandbox_homes
 from toolmesh.store.connections import Db
-from toolmesh.store.removed_servers import removed_among
+from toolmesh_session_worker.removed_servers import removed_among
 
 log = logging.getLogger("toolmesh.session_worker")
 
