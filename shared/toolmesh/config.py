@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     port: int = 8081
     admin_token: str | None = None
     worker_id: str | None = None
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # json for machines, human (short lines) for people; auto: human when stderr is a terminal.
+    log_format: Literal["auto", "json", "human"] = "auto"
 
     lease_ttl_seconds: float = Field(10.0, gt=0)
     lease_renew_seconds: float = Field(3.0, gt=0)
@@ -239,6 +241,19 @@ class Settings(BaseSettings):
                 f"lease_ttl_seconds ({self.lease_ttl_seconds:g})"
             )
         return self
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_name(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _format_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            return "human" if word == "text" else word  # text: the earlier name of the human format
+        return value
 
     @field_validator("upstream_private_networks")
     @classmethod

@@ -1,4 +1,5 @@
-"""JSON logs, and OpenTelemetry traces whose W3C context travels across HTTP and NATS hops.
+"""Logs (JSON, or short lines on a terminal), and OpenTelemetry traces whose W3C context travels
+across HTTP and NATS hops.
 
 Tracing is off unless the usual ``OTEL_*`` variables ask for it (``OTEL_TRACES_EXPORTER=otlp`` or
 ``console``, or an ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``). Off, ``span()`` costs one flag test
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from toolmesh.log_formats import HumanHandler, chosen_format
 from toolmesh.redaction import REDACTOR
 
 TRACEPARENT = "traceparent"
@@ -181,21 +183,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str = "INFO", stream: TextIO | None = None) -> None:
-    """JSON logs on stderr for the whole process (``TOOLMESH_LOG_FORMAT=text`` for plain lines),
-    with registered secrets masked.
+def configure_logging(level: str = "INFO", stream: TextIO | None = None, log_format: str = "auto") -> None:
+    """Logs on stderr (or ``stream``) for the whole process, with registered secrets masked in either
+    format: JSON lines, or short human lines (``log_formats``) when ``log_format`` is ``human``, or
+    ``auto`` and the stream is a terminal.
 
     Also switches trace export on when the ``OTEL_*`` environment asks for it (see module doc).
     """
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.addFilter(REDACTOR)
-    if os.environ.get("TOOLMESH_LOG_FORMAT") == "text":
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    threshold = logging.getLevelNamesMapping().get(level.upper())
+    if threshold is None:
+        raise ValueError(f"unknown log level {level!r}")
+    handler: logging.Handler
+    if chosen_format(log_format, stream or sys.stderr) == "human":
+        handler = HumanHandler(threshold, stream)
     else:
+        handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(JsonFormatter())
+    handler.addFilter(REDACTOR)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(threshold)
     for noisy in ("uvicorn.access", "httpx", "httpx2", "nats"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     configure_tracing()

@@ -1,4 +1,4 @@
-"""What ``toolmesh up`` tells the user: each backend as it starts, then where everything is."""
+"""What ``toolmesh up`` tells the user: each backend as it starts, then, once it serves, where everything is."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from toolmesh import sandbox
 from toolmesh.config import Settings
 from toolmesh.secret_text import mask_url
-from toolmesh_cli.provisioning import api_base
+from toolmesh_cli.endpoints import ENDPOINTS_FILE
+from toolmesh_cli.provisioning import HEALTH, api_base
+
+ADMIN_TOKEN_FILE = "admin-token"
 
 
 @contextlib.contextmanager
@@ -31,7 +35,7 @@ def where(settings: Settings, data_dir: Path, embedded: Sequence[str], roles: Se
     grid = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(no_wrap=True, overflow="ignore")
-    grid.add_column(style="dim", no_wrap=True, overflow="ignore")
+    grid.add_column(style="dim")  # the notes wrap on a narrow terminal, the names and addresses never
     grid.add_row("API", f"{base}/api/v1", f"OpenAPI at {base}/openapi.json")
     grid.add_row("console", f"{base}/ui/", "sign in with an API key")
     grid.add_row("MCP", f"{base}/mcp", "Streamable HTTP, bearer token")
@@ -43,3 +47,20 @@ def where(settings: Settings, data_dir: Path, embedded: Sequence[str], roles: Se
     grid.add_row("roles", "in this process", ", ".join(roles))
     grid.add_row("data", str(data_dir), "state, keys and logs of this instance")
     return grid
+
+
+def banner(
+    out: Console, settings: Settings, embedded: Sequence[str], roles: Sequence[str], new_token: str | None
+) -> None:
+    """Where ``toolmesh up`` serves (printed once it does, after the start-up logs), and the admin
+    token when it was just made: on one line, never wrapped, so it can be copied."""
+    data_dir = settings.data_dir
+    out.print()
+    out.print(Text.assemble(("toolmesh is up: ", "bold green"), f"{api_base(settings.host, settings.port)}{HEALTH}"))
+    out.print(where(settings, data_dir, embedded, roles))
+    out.print(f"  {sandbox.mode(settings).describe()}", soft_wrap=True)
+    out.print(f"  endpoints with credentials (other local services): {data_dir / ENDPOINTS_FILE}", soft_wrap=True)
+    if new_token is not None:
+        shown = f"admin token (shown once, kept in {data_dir / ADMIN_TOKEN_FILE}): "
+        out.print(Text.assemble((shown, "bold"), new_token), soft_wrap=True)
+    out.print()

@@ -72,7 +72,7 @@ def serve(args: argparse.Namespace) -> int:
     """Run ``up`` or one role until SIGTERM/SIGINT; the exit code."""
     config = load_config(args.config) if getattr(args, "config", None) else None
     settings = settings_from(args)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, log_format=settings.log_format)
     tune_for_serving()
     if args.command == "up":
         return run_loop(up.run_up(settings, config))

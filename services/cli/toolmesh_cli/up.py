@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from rich.console import Console
 
-from toolmesh import sandbox
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh.polling import poll_until
 from toolmesh.rotation import reseal_configs
 from toolmesh.runtime import Backends, open_backends
 from toolmesh.store.consistency import wait_for_projection
 from toolmesh.store.queries import sealed_configs
-from toolmesh_cli.announcements import starting, where
+from toolmesh_cli.announcements import ADMIN_TOKEN_FILE, banner, starting
 from toolmesh_cli.config_file import ServerConfig
 from toolmesh_cli.datadir import DataDirLock, load_or_create_secret, prepare_data_dir
-from toolmesh_cli.endpoints import ENDPOINTS_FILE, remove_endpoints, write_endpoints
+from toolmesh_cli.endpoints import remove_endpoints, write_endpoints
 from toolmesh_cli.key_commands import KEY_FILE, PREVIOUS_FILE
 from toolmesh_cli.progress import ServerProgress
-from toolmesh_cli.provisioning import api_base, provision_until_stopped
+from toolmesh_cli.provisioning import HEALTH, api_base, provision_until_stopped
 from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key
 from toolmesh_cli.signals import stop_on_signals
 from toolmesh_cli.tables import console
@@ -34,6 +37,8 @@ from toolmesh_cli.tables import console
 log = logging.getLogger("toolmesh.up")
 DATABASE = "toolmesh"
 ROTATION_WAIT_SECONDS = 60.0
+PROBE_SECONDS = 5.0
+PROBE_INTERVAL_SECONDS = 0.1
 
 
 @contextlib.asynccontextmanager
@@ -83,6 +88,31 @@ async def finish_rotation(backends: Backends, box: CredentialBox, previous: Path
         log.info("credential key rotated: %d server configs sealed under the new key", len(rows))
 
 
+async def _serving(base_url: str, stop: asyncio.Event) -> bool:
+    """Wait until the gateway at ``base_url`` answers HTTP (True), or ``stop`` is set first (False)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=PROBE_SECONDS) as http:
+
+        async def answers() -> bool:
+            return stop.is_set() or (await http.get(HEALTH)).status_code < 500
+
+        await poll_until(answers, math.inf, interval=PROBE_INTERVAL_SECONDS, retry_on=(httpx.TransportError,))
+    return not stop.is_set()
+
+
+async def _welcome(
+    settings: Settings, token: str, config: ServerConfig | None, stop: asyncio.Event, announce: Callable[[], None]
+) -> None:
+    """Once the gateway serves: ``announce`` (after the start-up logs, not among them), then register
+    the config's servers with their progress below it."""
+    base = api_base(settings.host, settings.port)
+    if not await _serving(base, stop):
+        return
+    announce()
+    if config is not None and config.servers:
+        progress = ServerProgress([r.name for r in config.servers])
+        await provision_until_stopped(base, token, config.servers, settle_seconds(settings), stop, progress)
+
+
 async def _serve(
     settings: Settings,
     backends: Backends,
@@ -90,21 +120,16 @@ async def _serve(
     token: str,
     config: ServerConfig | None,
     stop: asyncio.Event,
+    announce: Callable[[], None],
 ) -> None:
-    """The roles, and beside them the one-shot registration of the config's servers (and the end of
-    a credential-key rotation)."""
+    """The roles, and beside them the banner and the one-shot registration of the config's servers
+    (and the end of a credential-key rotation)."""
     previous = settings.data_dir / PREVIOUS_FILE
     async with asyncio.TaskGroup() as tg:
         tg.create_task(run_roles(list(ROLES), backends, box, stop), name="roles")
         if previous.exists() and not settings.credential_key:
             tg.create_task(finish_rotation(backends, box, previous), name="rotation")
-        if config is not None and config.servers:
-            base = api_base(settings.host, settings.port)
-            progress = ServerProgress([r.name for r in config.servers])
-            tg.create_task(
-                provision_until_stopped(base, token, config.servers, settle_seconds(settings), stop, progress),
-                name="config",
-            )
+        tg.create_task(_welcome(settings, token, config, stop, announce), name="welcome")
 
 
 async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
@@ -121,24 +146,19 @@ async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
             previous = ",".join((data_dir / PREVIOUS_FILE).read_text().split())
         token, created = (settings.admin_token, False)
         if not token:
-            token, created = load_or_create_secret(data_dir / "admin-token", lambda: secrets.token_urlsafe(32))
+            token, created = load_or_create_secret(data_dir / ADMIN_TOKEN_FILE, lambda: secrets.token_urlsafe(32))
         out = console()
         embedded = [name for name, url in (("nats", settings.nats_url), ("postgres", settings.database_url)) if not url]
         async with embedded_backends(settings, out) as settings, open_backends(settings, "up") as backends:
             await seed_owner_key(backends, token)
-            out.print(f"toolmesh is up: {api_base(settings.host, settings.port)}/api/v1/aggregator/health")
-            out.print(where(settings, data_dir, embedded, list(ROLES)))
-            out.print(f"  {sandbox.mode(settings).describe()}")
             write_endpoints(settings)
-            out.print(f"  endpoints with credentials (other local services): {data_dir / ENDPOINTS_FILE}")
-            if created:
-                out.print(f"admin token (shown once, kept in {data_dir / 'admin-token'}): {token}")
             if config is not None:
                 for note in config.notes:
                     log.info("config: %s", note)
             box = CredentialBox.from_settings(key, previous)
+            announce = functools.partial(banner, out, settings, embedded, list(ROLES), token if created else None)
             try:
-                await _serve(settings, backends, box, token, config, stop)
+                await _serve(settings, backends, box, token, config, stop, announce)
             finally:
                 remove_endpoints(settings)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 
@@ -14,13 +15,22 @@ from toolmesh.runtime import Backends
 from toolmesh_gateway.app import close_app, create_app, http_entry
 from toolmesh_gateway.nats_api.server import NatsApi
 
+log = logging.getLogger("toolmesh.gateway")
+
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the process's stop event decides."""
+    """uvicorn without its own signal handling (the process's stop event decides), saying where it
+    listens once it does."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        for sock in sockets or ():
+            host, port = sock.getsockname()[:2]
+            log.info("HTTP API listening on %s", f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -37,8 +37,10 @@ async def apply_migrations(conn: asyncpg.Connection) -> list[str]:
             async with conn.transaction():
                 await conn.execute(sql)
                 await conn.execute("INSERT INTO public.toolmesh_migrations(number, name) VALUES ($1, $2)", number, name)
-            log.info("applied migration %s", name)
+            log.debug("applied migration %s", name)
             applied_now.append(name)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    if applied_now:
+        log.info("database schema migrated: %d migrations applied, the last %s", len(applied_now), applied_now[-1])
     return applied_now

@@ -19,6 +19,9 @@ from toolmesh_gateway.nats_api.router import api_router
 from toolmesh_gateway.nats_api.unknown import UnknownSubjects
 
 log = logging.getLogger("toolmesh.gateway.api")
+# faststream's own messages (subscribers starting and stopping, each message at DEBUG): a library's voice,
+# so not under "toolmesh" (quiet on a terminal), nor under "faststream" (whose logger prints by itself).
+broker_log = logging.getLogger("faststream_api")
 DOCUMENTED_SERVER = "nats://localhost:4222"
 DESCRIPTION = (
     "Commands and reads of toolmesh as NATS request/reply, and the events it publishes. "
@@ -37,7 +40,7 @@ class ApiBroker(NatsBroker):
     """faststream's NATS broker, connected like every toolmesh role (credentials and TLS of Settings)."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(DOCUMENTED_SERVER, logger=log, log_level=logging.DEBUG, **SPECIFICATION)
+        super().__init__(DOCUMENTED_SERVER, logger=broker_log, log_level=logging.DEBUG, **SPECIFICATION)
         self._settings = settings
 
     async def _connect(self) -> NATS:
