@@ -9,7 +9,7 @@ import sys
 
 PROBE = """
 import gc, json, weakref
-from toolmesh.gc_tuning import YOUNG_THRESHOLD, tune_for_serving
+from toolmesh_cli.gc_tuning import YOUNG_THRESHOLD, tune_for_serving
 
 class Node:
     pass
