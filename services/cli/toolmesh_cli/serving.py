@@ -9,12 +9,12 @@ from typing import Any
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
-from toolmesh.eventloop import run as run_loop
 from toolmesh.metrics_http import scrape_tokens, serve_metrics
 from toolmesh.runtime import open_backends
 from toolmesh.telemetry import configure_logging
 from toolmesh_cli import up
 from toolmesh_cli.config_file import load_config
+from toolmesh_cli.eventloop import run as run_loop
 from toolmesh_cli.gc_tuning import tune_for_serving
 from toolmesh_cli.main import COMMANDS
 from toolmesh_cli.roles import ROLES, load_rebuild, run_roles, seed_owner_key, streams_of
