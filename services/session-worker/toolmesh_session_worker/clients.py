@@ -27,7 +27,8 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from toolmesh.contracts.clients import NO_CLIENT, ClientNotification, ClientRequest, client_subject
+from toolmesh.bus import dispatch, verbs
+from toolmesh.contracts.clients import NO_CLIENT, ClientNotification, ClientRequest
 from toolmesh.contracts.rpc import ClientRef, RpcReply
 from toolmesh_session_worker.upstream import Upstream
 
@@ -115,9 +116,7 @@ class UpstreamClients:
             request_id=request_id,
         )
         try:
-            msg = await self._nc.request(
-                client_subject(client.id, "request"), body.model_dump_json().encode(), timeout=self._timeout
-            )
+            data = await dispatch.request(self._nc, verbs.CLIENT_REQUEST, client.id, body, timeout=self._timeout)
         except NoRespondersError:
             return _error(NO_CLIENT, "the client session is gone")
         except NatsTimeout:
@@ -126,7 +125,7 @@ class UpstreamClients:
         except asyncio.CancelledError:  # the upstream cancelled its request
             await asyncio.shield(self._withdraw(client, request_id))
             raise
-        reply = RpcReply.model_validate_json(msg.data)
+        reply = RpcReply.model_validate_json(data)
         if reply.ok:
             return reply.result or {}
         return {"error": reply.error or {"code": NO_CLIENT, "message": "client error"}}
@@ -137,7 +136,7 @@ class UpstreamClients:
             body = ClientNotification(
                 server_id=self._server_id, server_name=self._server_name, method=method, params=params, call_id=related
             )
-            await self._nc.publish(client_subject(client.id, "notify"), body.model_dump_json().encode())
+            await dispatch.publish(self._nc, verbs.CLIENT_NOTIFY, client.id, body)
 
     def _targets(
         self, method: str, params: Mapping[str, Any], call_id: str | None
@@ -170,7 +169,7 @@ class UpstreamClients:
             params={"requestId": request_id, "reason": "the upstream gave up"},
         )
         try:
-            await self._nc.publish(client_subject(client.id, "notify"), body.model_dump_json().encode())
+            await dispatch.publish(self._nc, verbs.CLIENT_NOTIFY, client.id, body)
         except Exception as exc:  # best effort: the client's own timeout ends it too
             log.debug("could not withdraw a client request: %s", exc)
 

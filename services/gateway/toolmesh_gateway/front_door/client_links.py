@@ -31,16 +31,11 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from starlette.types import Scope
 
-from toolmesh.contracts.clients import (
-    FORWARDED_REQUESTS,
-    NO_CLIENT,
-    ClientNotification,
-    ClientRequest,
-    client_id,
-    replica_wildcard,
-)
+from toolmesh.bus import verbs
+from toolmesh.bus.dispatch import Dispatcher
+from toolmesh.contracts.clients import FORWARDED_REQUESTS, NO_CLIENT, ClientNotification, ClientRequest, client_id
 from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, RpcReply
-from toolmesh.errors import ToolmeshError
+from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
 from toolmesh.supervision import TaskSet
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
@@ -65,10 +60,16 @@ def session_channel(ctx: Ctx) -> Outbound:
 
 @dataclass
 class PendingInput:
-    """An upstream's request for a 2026-07-28 client, waiting to be handed out as an input request."""
+    """An upstream's request for a 2026-07-28 client, waiting to be handed out as an input request;
+    ``respond`` gives the client's answer to the upstream (once; later answers are dropped)."""
 
     request: ClientRequest
-    msg: Msg
+    answer: asyncio.Future[RpcReply]
+
+    def respond(self, reply: RpcReply) -> None:
+        """Answer the upstream's request (unless it was answered or given up already)."""
+        if not self.answer.done():
+            self.answer.set_result(reply)
 
 
 @dataclass
@@ -99,10 +100,16 @@ class ClientLinks:
         self._sub: Subscription | None = None
         self._local = itertools.count(1)
         self._answers = TaskSet("client requests")  # one per request: a slow client holds up no other
+        self._dispatcher = Dispatcher(
+            verbs.CLIENT,
+            {verbs.CLIENT_REQUEST: self._request, verbs.CLIENT_NOTIFY: self._notified},
+            span_name="client",
+            errors=_bus_error,
+        )
 
     async def start(self) -> None:
         """Subscribe to this replica's client subjects."""
-        self._sub = await self._nc.subscribe(replica_wildcard(self.replica), cb=self._on_message)
+        self._sub = await self._nc.subscribe(verbs.CLIENT.wildcard(self.replica), cb=self._on_message)
 
     async def close(self) -> None:
         """Unsubscribe (pending client requests are answered by their own timeouts)."""
@@ -156,33 +163,33 @@ class ClientLinks:
     # -- the bus side ----------------------------------------------------------------------------
 
     async def _on_message(self, msg: Msg) -> None:
-        parts = msg.subject.split(".")
-        key, kind = ".".join(parts[2:-1]), parts[-1]
-        link = self._links.get(key)
-        if kind == "request" and link is not None and link.detached:
-            link.inputs.put_nowait(PendingInput(ClientRequest.model_validate_json(msg.data), msg))
-        elif kind == "request":
-            self._answers.spawn(self._answer(link, msg))
-        elif kind == "notify" and link is not None:  # in order, each bounded
+        if self._dispatcher.verb_of(msg.subject) is verbs.CLIENT_NOTIFY:  # in order, each bounded
             with anyio.move_on_after(NOTIFY_SECONDS):
-                await self._notify(link, ClientNotification.model_validate_json(msg.data))
+                await self._dispatcher.dispatch(msg)
+        else:  # a request (or what the dispatcher refuses) is answered in a task of its own
+            self._answers.spawn(self._dispatcher.dispatch(msg))
 
-    async def _answer(self, link: ClientLink | None, msg: Msg) -> None:
-        request = ClientRequest.model_validate_json(msg.data)
+    async def _request(self, key: str, request: ClientRequest) -> RpcReply:
+        link = self._links.get(key)
+        if link is not None and link.detached:
+            return await _handed_out(link, request)
         if link is None:
-            reply = _error_reply(NO_CLIENT, "the client session is gone")
-        elif request.method not in FORWARDED_REQUESTS:
-            reply = _error_reply(mcp_types.METHOD_NOT_FOUND, f"{request.method} is not forwarded to clients")
-        else:
-            task = asyncio.ensure_future(self._ask(link, request))
-            link.pending[request.request_id] = task
-            try:
-                reply = await task
-            except asyncio.CancelledError:
-                reply = _error_reply(mcp_types.INTERNAL_ERROR, "the upstream withdrew its request")
-            finally:
-                link.pending.pop(request.request_id, None)
-        await msg.respond(reply.model_dump_json().encode())
+            return _error_reply(NO_CLIENT, "the client session is gone")
+        if request.method not in FORWARDED_REQUESTS:
+            return _error_reply(mcp_types.METHOD_NOT_FOUND, f"{request.method} is not forwarded to clients")
+        task = asyncio.ensure_future(self._ask(link, request))
+        link.pending[request.request_id] = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return _error_reply(mcp_types.INTERNAL_ERROR, "the upstream withdrew its request")
+        finally:
+            link.pending.pop(request.request_id, None)
+
+    async def _notified(self, key: str, note: ClientNotification) -> None:
+        link = self._links.get(key)
+        if link is not None:
+            await self._notify(link, note)
 
     async def _ask(self, link: ClientLink, request: ClientRequest) -> RpcReply:
         channel = link.calls.get(request.call_id or "") or link.standalone
@@ -242,6 +249,28 @@ def _passes(params: dict[str, Any] | None, wanted: str | None) -> bool:
     if wanted not in _LEVELS or level not in _LEVELS:
         return True
     return _LEVELS.index(level) >= _LEVELS.index(wanted)
+
+
+async def _handed_out(link: ClientLink, request: ClientRequest) -> RpcReply:
+    """The answer to a request for a detached link, once the ``InputBridge`` handed it out and the
+    client's retry brought it (or a timeout error when none comes within the request's bound)."""
+    pending = PendingInput(request, asyncio.get_running_loop().create_future())
+    link.inputs.put_nowait(pending)
+    try:
+        return await asyncio.wait_for(asyncio.shield(pending.answer), request.timeout_seconds)
+    except TimeoutError:
+        return _error_reply(-32001, f"the client did not answer {request.method} in time")
+
+
+def _bus_error(exc: ToolmeshError) -> RpcReply:
+    """A message this replica cannot take, as the JSON-RPC error the upstream gets."""
+    if isinstance(exc, ValidationFailed):
+        code = mcp_types.INVALID_PARAMS
+    elif isinstance(exc, RoutingFailed):
+        code = mcp_types.METHOD_NOT_FOUND
+    else:
+        code = mcp_types.INTERNAL_ERROR
+    return _error_reply(code, exc.detail, exc.body())
 
 
 def _error_reply(code: int, message: str, data: Any = None) -> RpcReply:

@@ -123,7 +123,7 @@ class InputBridge:
                 if isinstance(answer, dict)
                 else RpcReply(ok=False, error={"code": mcp_types.INVALID_PARAMS, "message": f"no answer to {key}"})
             )
-            await pending.msg.respond(reply.model_dump_json().encode())
+            pending.respond(reply)
         return await self._wait(parked.task, parked.link, starter, request)
 
     def _unsealed(self, state: object, starter: str, request: str) -> str:
