@@ -4,6 +4,7 @@ checked by its verb's model, every error answered in the reply shape the callers
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RpcReply, rpc_subject
 from toolmesh.errors import ServerUnavailable
 
 pytestmark = pytest.mark.unit
+ROOT = Path(__file__).parents[2]
 SUBJECT = rpc_subject("srv1", "ping")
 
 
@@ -108,3 +110,14 @@ async def test_a_message_without_a_reply_subject_gets_no_answer() -> None:
     message = LocalRequest(SUBJECT, b"{}", None, wants_reply=False)
     await dispatcher.dispatch(message)
     assert not message.answer.done()
+
+
+def test_checked_in_subject_table_matches_the_registry() -> None:
+    stale = "docs/internal-subjects.md is stale: run `python -m toolmesh.bus.verbs > docs/internal-subjects.md`"
+    assert (ROOT / "docs" / "internal-subjects.md").read_text() == verbs.subject_table(), stale
+
+
+def test_the_subject_table_names_every_verb_of_the_registry() -> None:
+    table = verbs.subject_table()
+    for verb in verbs.VERBS:
+        assert f"| `{verb.subject('<' + verb.family.key + '>')}` | `{verb.request.__name__}` |" in table, verb.name
