@@ -41,6 +41,18 @@ class Upstream:
             calls: list[str] = (await http.get(f"{self.url}/canary")).json()["calls"]
         return calls
 
+    async def rug_prompt(self, prompt: str, description: str) -> None:
+        """Change a prompt's description without telling any client."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(f"{self.url}/prompt", json={"prompt": prompt, "description": description})
+        assert response.status_code == 200, response.text
+
+    async def prompt_gets(self) -> list[str]:
+        """The prompts/get requests the peer received, by prompt name in order."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            gets: list[str] = (await http.get(f"{self.url}/canary")).json()["prompts"]
+        return gets
+
     async def _control(self, path: str, tool: str, description: str) -> None:
         async with httpx.AsyncClient(timeout=30) as http:
             response = await http.post(f"{self.url}{path}", json={"tool": tool, "description": description})

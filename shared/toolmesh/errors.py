@@ -87,6 +87,13 @@ class PromptAmbiguous(ToolmeshError):
     status = 400
 
 
+class PromptChanged(ToolmeshError):
+    """A prompt's definition changed (or it is new under review) and waits for an admin's approval."""
+
+    error_code = "PROMPT_CHANGED"
+    status = 409
+
+
 class ExecutionFailed(ToolmeshError):
     error_code = "EXECUTION_FAILED"
     status = 502
@@ -228,6 +235,7 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         ResourceNotFound,
         PromptNotFound,
         PromptAmbiguous,
+        PromptChanged,
         SessionNotFound,
         RoutingFailed,
         ExecutionFailed,

@@ -17,6 +17,11 @@ behind (``retired``), and a server registered again under that name reviews its 
 against them (``inherit``), so removing and re-registering a server approves nothing. Only owners
 and admins choose ``new_tools: auto`` (``new_tools_policy``). A live tool list an upstream returns
 is shown only where it matches the pins (``screen``).
+
+Prompts are pinned the same way, by the same functions: a prompt's hash has one part for each of
+``PROMPT_PARTS`` (description, title, arguments with their names, descriptions and ``required``,
+icons), pins and holds follow the server's first prompt list and its ``new_tools`` policy, and a
+removed server's prompt pins stay with its name.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ PARTS = ("description", "input_schema", "title", "annotations", "output_schema",
 """The parts of a definition hash, in order; ``changed_fields`` names them."""
 LEGACY_LENGTH = 2 * PART_LENGTH
 """The length of a hash stored before pinning covered more than the description and input schema."""
+PROMPT_PARTS = ("description", "title", "arguments", "icons")
+"""The parts of a prompt's definition hash, in order."""
 UNRECOGNISED = "unrecognised"
 """The hash of a live tool that is not a valid MCP tool: it equals no pin."""
 
@@ -82,6 +89,21 @@ def recorded(tool: mcp_types.Tool) -> DiscoveredTool:
     )
 
 
+def prompt_definition_hash(prompt: Mapping[str, Any]) -> str:
+    """The hash of a prompt in its wire form (as ``prompts/list`` gives it and discovery records it):
+    one part per entry of ``PROMPT_PARTS``; ``UNRECOGNISED`` for something that is not an MCP prompt."""
+    try:
+        parsed = mcp_types.Prompt.model_validate(storable(dict(prompt)))
+    except ValidationError:
+        return UNRECOGNISED
+    arguments = [
+        {"name": a.name, "description": a.description or "", "required": bool(a.required)}
+        for a in parsed.arguments or []
+    ]
+    parts = (parsed.description or "", parsed.title or "", arguments, [_wire(i) for i in parsed.icons or []])
+    return "".join(_digest(part) for part in parts)
+
+
 def wire_definition_hash(tool: Mapping[str, Any]) -> str:
     """The hash of a tool as an upstream sends it in ``tools/list``, read as discovery reads it
     (``recorded``); ``UNRECOGNISED`` for something that is not an MCP tool."""
@@ -91,12 +113,12 @@ def wire_definition_hash(tool: Mapping[str, Any]) -> str:
         return UNRECOGNISED
 
 
-def changed_fields(approved: str, current: str) -> list[str]:
-    """Which parts of the definition differ between two hashes (of an old-format ``approved`` hash,
-    only the description and input schema, the parts it pinned)."""
+def changed_fields(approved: str, current: str, parts: tuple[str, ...] = PARTS) -> list[str]:
+    """Which ``parts`` of the definition differ between two hashes (of an old-format ``approved``
+    tool hash, only the description and input schema, the parts it pinned)."""
     return [
         part
-        for i, part in enumerate(PARTS)
+        for i, part in enumerate(parts)
         if (i + 1) * PART_LENGTH <= len(approved)
         and approved[i * PART_LENGTH : (i + 1) * PART_LENGTH] != current[i * PART_LENGTH : (i + 1) * PART_LENGTH]
     ]
@@ -141,16 +163,17 @@ def review(
     *,
     first_list: bool,
     policy: NewToolsPolicy,
+    parts: tuple[str, ...] = PARTS,
 ) -> dict[str, Pin]:
-    """Pins of a server's new tool list ``(name, definition hash)`` against the approved hashes
-    the server's tools had so far (a tool absent from ``approved`` is new)."""
+    """Pins of a server's new tool (or prompt: ``PROMPT_PARTS``) list ``(name, definition hash)``
+    against the approved hashes the server's tools had so far (a tool absent from ``approved`` is new)."""
     pins: dict[str, Pin] = {}
     for name, current in listed:
         if name in approved and approved[name] is not None:
             pinned = approved[name]
             assert pinned is not None
             pinned = upgraded_approval(pinned, current)
-            hold = None if pinned == current else Hold("changed", changed_fields(pinned, current))
+            hold = None if pinned == current else Hold("changed", changed_fields(pinned, current, parts))
             pins[name] = Pin(current, pinned, hold)
         elif name in approved or (not first_list and policy is NewToolsPolicy.REVIEW):
             pins[name] = Pin(current, None, Hold("new"))  # known unapproved, or new under review
@@ -159,12 +182,14 @@ def review(
     return pins
 
 
-def approve(pin: Pin, approved_hash: str) -> Pin:
+def approve(pin: Pin, approved_hash: str, parts: tuple[str, ...] = PARTS) -> Pin:
     """The pin after an admin approved ``approved_hash`` (held only if the tool moved on since)."""
     approved_hash = upgraded_approval(approved_hash, pin.definition_hash)
     if pin.definition_hash == approved_hash:
         return Pin(pin.definition_hash, approved_hash)
-    return Pin(pin.definition_hash, approved_hash, Hold("changed", changed_fields(approved_hash, pin.definition_hash)))
+    return Pin(
+        pin.definition_hash, approved_hash, Hold("changed", changed_fields(approved_hash, pin.definition_hash, parts))
+    )
 
 
 def retired(pins: Iterable[tuple[str, Pin | None]]) -> dict[str, str | None]:

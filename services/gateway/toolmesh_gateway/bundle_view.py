@@ -61,6 +61,7 @@ class BundleView(CatalogView):
             resources={k: v for k, v in offer.resources.items() if selects(server.name, k)},
             templates={k: v for k, v in offer.templates.items() if selects(server.name, k)},
             prompts={k: v for k, v in offer.prompts.items() if selects(server.name, k)},
+            prompt_pins={k: v for k, v in (offer.prompt_pins or {}).items() if selects(server.name, k)},
         )
 
     @property

@@ -4,13 +4,13 @@ It starts from a snapshot of the read model at a known stream sequence and then 
 later event, with the projector's rules (a registration whose name is taken in its namespace is
 dropped, tools of an unknown server are ignored, a tool list is a full snapshot, tool definitions
 are pinned by ``toolmesh.pinning``, and a removed server's pins stay with its name for the next
-server registered under it). Callers read it through a ``CatalogView`` of one namespace
-(or of every namespace, for the owner), which is the ``RouteSource`` of routing and what the
-front door lists. ``version`` moves when the *visible* tool set (tools of CONNECTED or DEGRADED
-servers that are not held back) changes, to announce ``notifications/tools/list_changed``;
-``resources_version`` and ``prompts_version`` do the same for resources (and templates) and prompts.
-Each server's ``ServerOffer`` (``offers``) holds its own description and lists for ``/mcp/{server}``.
-No I/O here: ``catalog_feed`` feeds it.
+server registered under it; prompts likewise, in their ``ServerOffer``). Callers read it through
+a ``CatalogView`` of one namespace (or of every namespace, for the owner), which is the
+``RouteSource`` of routing and what the front door lists. ``version`` moves when the *visible*
+tool set (tools of CONNECTED or DEGRADED servers that are not held back) changes, to announce
+``notifications/tools/list_changed``; ``resources_version`` and ``prompts_version`` do the same
+for resources (and templates) and prompts. Each server's ``ServerOffer`` (``offers``) holds its
+own description and lists for ``/mcp/{server}``. No I/O here: ``catalog_feed`` feeds it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 from toolmesh.categories import ToolCategory
 from toolmesh.contracts.events import (
     Event,
+    PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
     ServerDescribed,
@@ -88,6 +89,7 @@ class Catalog:
         self._offers: dict[str, ServerOffer] = {}
         self._bundles: dict[tuple[str, str], Bundle] = {}  # (namespace, name) -> endpoint
         self._retired: dict[tuple[str, str], dict[str, str | None]] = {}  # (namespace, name) -> pins left
+        self._retired_prompts: dict[tuple[str, str], dict[str, str | None]] = {}  # the same, of prompts
         self.applied_seq = 0
         self.version = 0
         self.resources_version = 0
@@ -129,10 +131,11 @@ class Catalog:
         offers: dict[str, ServerOffer] | None = None,
         bundles: Iterable[Bundle] = (),
         retired_pins: dict[tuple[str, str], dict[str, str | None]] | None = None,
+        retired_prompt_pins: dict[tuple[str, str], dict[str, str | None]] | None = None,
     ) -> None:
         """Replace everything with a snapshot: servers, ``(server_id, tool)`` pairs, the servers whose
-        tool list was seen (even if empty), offers by server id, endpoints, the pins removed servers
-        left by (namespace, name), and the snapshot's sequence."""
+        tool list was seen (even if empty), offers by server id, endpoints, the tool and prompt pins
+        removed servers left by (namespace, name), and the snapshot's sequence."""
         self._servers, self._ids_by_name, self._tools, self._servers_by_tool, self._held = {}, {}, {}, {}, {}
         for server in servers:
             self._servers[server.id] = server
@@ -146,6 +149,7 @@ class Catalog:
         self._offers = {k: v for k, v in (offers or {}).items() if k in self._servers}
         self._bundles = {(b.namespace, b.name): b for b in bundles}
         self._retired = dict(retired_pins or {})
+        self._retired_prompts = dict(retired_prompt_pins or {})
         self.applied_seq = applied_seq
         self.version += 1
         self.resources_version += 1
@@ -194,13 +198,15 @@ class Catalog:
             if current.visible != updated.visible:
                 self._offer_changed(current.id)
             return current.visible != updated.visible and bool(self._tools.get(current.id))
-        if isinstance(event, ServerDescribed | ResourcesDiscovered | PromptsDiscovered):
+        if isinstance(event, ServerDescribed | ResourcesDiscovered | PromptsDiscovered | PromptsApproved):
             self._apply_offer(current, event)
             return False
         if isinstance(event, ServerRemoved):
             if current.visible:
                 self._offer_changed(current.id)
-            self._offers.pop(current.id, None)
+            removed = self._offers.pop(current.id, None)
+            if removed is not None and removed.prompt_pins is not None:
+                self._retired_prompts[(current.namespace, current.name)] = retired(removed.prompt_pins.items())
             del self._servers[current.id]
             if self._ids_by_name.get((current.namespace, current.name)) == current.id:
                 del self._ids_by_name[(current.namespace, current.name)]
@@ -287,11 +293,14 @@ class Catalog:
             offer.resources, offer.templates = resources, templates
             if changed and server.visible:
                 self.resources_version += 1
-        elif isinstance(event, PromptsDiscovered):
-            prompts = {p.original_name: p.item for p in event.prompts}
-            changed = prompts != offer.prompts
-            offer.prompts = prompts
-            if changed and server.visible:
+        elif isinstance(event, PromptsDiscovered | PromptsApproved):
+            shown = offer.prompts
+            if isinstance(event, PromptsApproved):
+                offer.approve_prompts((p.original_name, p.definition_hash) for p in event.prompts)
+            else:
+                left = self._retired_prompts.get((server.namespace, server.name))
+                offer.pin_prompts({p.original_name: p.item for p in event.prompts}, server.new_tools, left)
+            if offer.prompts != shown and server.visible:
                 self.prompts_version += 1
 
     def _offer_changed(self, server_id: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -25,9 +26,9 @@ from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.pinning import Hold, Pin
+from toolmesh.pinning import Hold, Pin, prompt_definition_hash
 from toolmesh.polling import poll_until
-from toolmesh.store.catalog import catalog_snapshot
+from toolmesh.store.catalog import CatalogSnapshot, catalog_snapshot
 from toolmesh.store.queries import Row
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
@@ -77,14 +78,20 @@ class CatalogFeed:
             offers[row["server_id"]].resources[str(row["item"]["uri"])] = row["item"]
         for row in snapshot.templates:
             offers[row["server_id"]].templates[str(row["item"]["uriTemplate"])] = row["item"]
-        for row in snapshot.prompts:
-            offers[row["server_id"]].prompts[str(row["item"]["name"])] = row["item"]
+        _load_prompts(offers, snapshot)
         bundles = [
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])
             for r in snapshot.endpoints
         ]
         self.catalog.load(
-            servers, tools, snapshot.seq, seen=seen, offers=offers, bundles=bundles, retired_pins=snapshot.retired_pins
+            servers,
+            tools,
+            snapshot.seq,
+            seen=seen,
+            offers=offers,
+            bundles=bundles,
+            retired_pins=snapshot.retired_pins,
+            retired_prompt_pins=snapshot.retired_prompt_pins,
         )
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
         self._sub = await self._js.subscribe(
@@ -149,11 +156,29 @@ class CatalogFeed:
             listener(event)
 
 
+def _pin(row: Row) -> Pin | None:
+    if row["definition_hash"] is None:
+        return None
+    hold = Hold(row["held_reason"], list(row["held_fields"] or [])) if row["held_reason"] else None
+    return Pin(row["definition_hash"], row["approved_hash"], hold)
+
+
+def _load_prompts(offers: dict[str, ServerOffer], snapshot: CatalogSnapshot) -> None:
+    """The prompts of each server whose prompt list was seen, with their pins (a prompt stored before
+    pinning existed is approved as it is, like the projector approves it on the next list)."""
+    listed: dict[str, dict[str, Any]] = {r["id"]: {} for r in snapshot.servers if r["prompts_seen"]}
+    pins: dict[str, dict[str, Pin]] = {server_id: {} for server_id in listed}
+    for row in snapshot.prompts:
+        name, item = str(row["original_name"]), dict(row["item"])
+        hashed = prompt_definition_hash(item)
+        listed.setdefault(row["server_id"], {})[name] = item
+        pins.setdefault(row["server_id"], {})[name] = _pin(row) or Pin(hashed, hashed)
+    for server_id, prompts in listed.items():
+        offers[server_id].load_prompts(prompts, pins[server_id])
+
+
 def _tool(row: Row) -> CatalogTool:
-    pin = None
-    if row["definition_hash"] is not None:
-        hold = Hold(row["held_reason"], list(row["held_fields"] or [])) if row["held_reason"] else None
-        pin = Pin(row["definition_hash"], row["approved_hash"], hold)
+    pin = _pin(row)
     stored = row["category"]
     category = ToolCategory(stored) if stored else categorize(row["original_name"], row["description"])
     return CatalogTool(

@@ -12,6 +12,7 @@ from fastapi import Query, Request
 from toolmesh.runtime import Backends
 from toolmesh_gateway.auth import Caller, Principal
 from toolmesh_gateway.catalog import Catalog
+from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.server_commands import ServerCommands
 
@@ -36,6 +37,12 @@ async def server_commands(request: Request) -> ServerCommands:
 async def catalog(request: Request) -> Catalog:
     """The gateway's in-memory catalog."""
     result: Catalog = request.app.state.catalog_feed.catalog
+    return result
+
+
+async def catalog_feed(request: Request) -> CatalogFeed:
+    """The gateway's catalog with the stream that feeds it (to catch up on a miss)."""
+    result: CatalogFeed = request.app.state.catalog_feed
     return result
 
 

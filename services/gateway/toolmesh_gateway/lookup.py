@@ -6,7 +6,7 @@ these functions, on the caller's ``CatalogView``: another namespace's servers ar
 
 from __future__ import annotations
 
-from toolmesh.errors import PromptAmbiguous, PromptNotFound, ResourceNotFound, ServerNotFound
+from toolmesh.errors import PromptAmbiguous, PromptChanged, PromptNotFound, ResourceNotFound, ServerNotFound
 from toolmesh.naming import split_namespaced
 from toolmesh.routing import serving_warning
 from toolmesh_gateway.catalog import CatalogServer
@@ -48,13 +48,16 @@ def prompt_route(catalog: CatalogView, name: str, server_id: str | None = None) 
     if server_id is not None:
         server = serving(server_by_id(catalog, server_id))
         if name not in catalog.offer(server).prompts:
+            refuse_held_prompt(catalog, server, name)
             raise PromptNotFound(f"Prompt {name} not found on {server.name}", {"prompt": name, "server": server.name})
         return server, name
     parts = split_namespaced(name)
     if parts is not None:
         named = server_by_name(catalog, parts[0])
-        if named is not None and named.visible and parts[1] in catalog.offer(named).prompts:
-            return named, parts[1]
+        if named is not None and named.visible:
+            if parts[1] in catalog.offer(named).prompts:
+                return named, parts[1]
+            refuse_held_prompt(catalog, named, parts[1])
     holders = catalog.servers_with_prompt(name)
     if len(holders) == 1:
         return holders[0], name
@@ -63,4 +66,17 @@ def prompt_route(catalog: CatalogView, name: str, server_id: str | None = None) 
             f"Prompt {name} exists on several servers; use server.prompt",
             {"prompt": name, "servers": [s.name for s in holders]},
         )
+    for server, _ in catalog.visible_offers():
+        refuse_held_prompt(catalog, server, name)
     raise PromptNotFound(f"Prompt not found: {name}", {"prompt": name})
+
+
+def refuse_held_prompt(catalog: CatalogView, server: CatalogServer, name: str) -> None:
+    """``PromptChanged`` when ``server`` lists a prompt ``name`` that is held back for review."""
+    hold = catalog.offer(server).prompt_hold(name)
+    if hold is not None:
+        what = "changed" if hold.reason == "changed" else "is new"
+        raise PromptChanged(
+            f"Prompt {server.name}.{name} {what}; an admin must approve it before it is served",
+            {"prompt": name, "server": server.name, "reason": hold.reason, "fields": hold.fields},
+        )

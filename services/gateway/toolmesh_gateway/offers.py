@@ -4,7 +4,8 @@ Items are kept in the upstream's wire form (``item``), so ``/mcp/{server}`` serv
 The resource index answers "which server serves this URI" for the aggregate ``/mcp``, with the
 collision rule of the README: an exact URI beats a template, and among several servers the one
 registered first wins (first come, first served: a server registered later, whatever its name,
-never takes a URI over). No I/O here.
+never takes a URI over). Prompts are pinned like tools (``toolmesh.pinning``): ``prompts`` holds
+only the approved ones, ``prompt_pins`` every listed prompt's pin. No I/O here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mcp.shared.uri_template import UriTemplate
+
+from toolmesh.contracts.servers import NewToolsPolicy
+from toolmesh.pinning import PROMPT_PARTS, Hold, Pin, approve, inherit, prompt_definition_hash, review
 
 S = TypeVar("S")
 
@@ -35,7 +39,41 @@ class ServerOffer:
     description: ServerDescription = field(default_factory=ServerDescription)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri -> item
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item
-    prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item
+    prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, approved ones
+    prompt_pins: dict[str, Pin] | None = None  # original name -> pin of every listed prompt; None: never listed
+    listed_prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, held too
+
+    def prompt_hold(self, name: str) -> Hold | None:
+        """Why the listed prompt ``name`` is held back, or None."""
+        pin = (self.prompt_pins or {}).get(name)
+        return pin.hold if pin is not None else None
+
+    def pin_prompts(
+        self, listed: dict[str, dict[str, Any]], policy: NewToolsPolicy, left: dict[str, str | None] | None
+    ) -> None:
+        """A new prompt list, pinned against the server's approved prompts (or, for its first list,
+        against what a removed server of its name ``left``)."""
+        previous = self.prompt_pins
+        approved, first_list = inherit(
+            {n: p.approved_hash for n, p in (previous or {}).items()}, first_list=previous is None, left=left
+        )
+        hashes = {name: prompt_definition_hash(item) for name, item in listed.items()}
+        self.load_prompts(
+            listed, review(hashes.items(), approved, first_list=first_list, policy=policy, parts=PROMPT_PARTS)
+        )
+
+    def approve_prompts(self, approved: Iterable[tuple[str, str]]) -> None:
+        """An admin approved ``(name, definition hash)`` pairs of held prompts."""
+        pins = dict(self.prompt_pins or {})
+        for name, approved_hash in approved:
+            if name in pins:
+                pins[name] = approve(pins[name], approved_hash, PROMPT_PARTS)
+        self.load_prompts(self.listed_prompts, pins)
+
+    def load_prompts(self, listed: dict[str, dict[str, Any]], pins: dict[str, Pin]) -> None:
+        """Every listed prompt with its pin; the approved ones are shown (``prompts``)."""
+        self.listed_prompts, self.prompt_pins = listed, pins
+        self.prompts = {n: item for n, item in listed.items() if n in pins and pins[n].hold is None}
 
 
 def template_matches(template: str, uri: str) -> bool:

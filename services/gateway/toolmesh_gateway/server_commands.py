@@ -24,12 +24,14 @@ from toolmesh.contracts.events import (
     ApprovedTool,
     DiscoveredTool,
     Event,
+    PromptsApproved,
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
     ToolsApproved,
 )
 from toolmesh.contracts.keys import Role
+from toolmesh.contracts.resources import ApprovePromptsResponse
 from toolmesh.contracts.rpc import DisconnectRpc, DisconnectRpcResult, RefreshRpc
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -44,6 +46,7 @@ from toolmesh.contracts.servers import (
 from toolmesh.credentials import CredentialBox, mask_config
 from toolmesh.errors import (
     LimitExceeded,
+    PromptNotFound,
     ServerAlreadyExists,
     ServerNotFound,
     ServerUnavailable,
@@ -334,12 +337,7 @@ class ServerCommands:
                 f"Tool not found on {row['name']}: {', '.join(unknown)}",
                 {"tools": unknown, "available": sorted(tools)},
             )
-        wanted = names if names is not None else list(tools)
-        approved = [
-            ApprovedTool(original_name=name, definition_hash=tools[name]["definition_hash"])
-            for name in sorted(set(wanted))
-            if tools[name]["held_reason"] is not None
-        ]
+        approved = held_approvals(tools, names)
         if approved:
             await self._publish_and_wait(
                 ToolsApproved(
@@ -351,3 +349,37 @@ class ServerCommands:
                 )
             )
         return ApproveToolsResponse(server_id=server_id, approved=[t.original_name for t in approved])
+
+    async def approve_prompts(self, server_id: str, names: list[str] | None, caller: Caller) -> ApprovePromptsResponse:
+        """Approve the current definitions of held prompts (all held prompts when ``names`` is None)."""
+        row = await self._managed(server_id, caller, "approve prompts", agents=False)
+        prompts = {p["original_name"]: p for p in await queries.list_prompts(self._b.db, server_id)}
+        unknown = sorted(set(names or []) - prompts.keys())
+        if unknown:
+            raise PromptNotFound(
+                f"Prompt not found on {row['name']}: {', '.join(unknown)}",
+                {"prompts": unknown, "available": sorted(prompts)},
+            )
+        approved = held_approvals(prompts, names)
+        if approved:
+            await self._publish_and_wait(
+                PromptsApproved(
+                    server_id=server_id,
+                    namespace=row["namespace"],
+                    actor=caller.actor,
+                    server_name=row["name"],
+                    prompts=approved,
+                )
+            )
+        return ApprovePromptsResponse(server_id=server_id, approved=[p.original_name for p in approved])
+
+
+def held_approvals(listed: dict[str, queries.Row], names: list[str] | None) -> list[ApprovedTool]:
+    """Approvals of the current definitions of the held ones among ``names`` (every one when None) of
+    a server's tools or prompts (rows by name with ``definition_hash`` and ``held_reason``)."""
+    wanted = names if names is not None else list(listed)
+    return [
+        ApprovedTool(original_name=name, definition_hash=listed[name]["definition_hash"])
+        for name in sorted(set(wanted))
+        if listed[name]["held_reason"] is not None
+    ]

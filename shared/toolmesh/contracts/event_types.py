@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
+    PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
     ServerConfigResealed,
@@ -47,6 +48,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CallsRecorded,
         ResourcesDiscovered,
         PromptsDiscovered,
+        PromptsApproved,
         ServerDescribed,
         EndpointSaved,
         EndpointDeleted,

@@ -1,4 +1,5 @@
-"""REST bodies of resources and prompts: listings per server, ``POST /resources/read``, ``POST /prompts/get``.
+"""REST bodies of resources and prompts: listings per server, ``POST /resources/read``, ``POST /prompts/get``,
+and the approval of held prompts.
 
 Items are the upstream's own wire form (``uri``, ``name``, ``mimeType``, ...), unchanged.
 """
@@ -18,11 +19,35 @@ class ResourceList(BaseModel):
     total: int
 
 
+class HeldPrompt(BaseModel):
+    """A prompt held back until an admin approves its current definition (``toolmesh.pinning``)."""
+
+    name: str
+    reason: str = Field(description="changed: its definition changed since it was approved; new: new under review")
+    fields: list[str] = Field(default_factory=list, description="the parts that changed: description, title, ...")
+
+
 class PromptList(BaseModel):
-    """``GET /api/v1/aggregator/servers/{id}/prompts``: the prompts of one server."""
+    """``GET /api/v1/aggregator/servers/{id}/prompts``: the approved prompts of one server, and the held ones."""
 
     prompts: list[dict[str, Any]]
     total: int
+    held: list[HeldPrompt] = Field(default_factory=list)
+
+
+class ApprovePromptsRequest(BaseModel):
+    """``POST /servers/{id}/prompts/approve``: approve these held prompts (all held prompts when omitted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompts: list[str] | None = Field(None, description="Original prompt names; omit to approve every held prompt")
+
+
+class ApprovePromptsResponse(BaseModel):
+    """The prompts whose current definitions are now approved."""
+
+    server_id: str
+    approved: list[str]
 
 
 class ReadResourceRequest(BaseModel):

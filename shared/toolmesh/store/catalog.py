@@ -13,10 +13,11 @@ from toolmesh.store.retired_pins import Left, every_left
 
 @dataclass
 class CatalogSnapshot:
-    """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen, registered_seq`` and
-    the upstream's own description), tool rows (``server_id, original_name, description, input_schema``,
-    pinning columns and ``category``), and the ``server_id, item`` rows of resources, resource templates and
-    prompts, and the pins removed servers left by (namespace, name), exactly as of stream sequence ``seq``."""
+    """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen,
+    registered_seq`` and the upstream's own description), tool rows (``server_id, original_name, description,
+    input_schema``, pinning columns and ``category``), the ``server_id, item`` rows of resources and resource
+    templates, prompt rows (with ``original_name`` and pinning columns), and the tool and prompt pins removed
+    servers left by (namespace, name), exactly as of stream sequence ``seq``."""
 
     servers: list[asyncpg.Record]
     tools: list[asyncpg.Record]
@@ -26,6 +27,7 @@ class CatalogSnapshot:
     prompts: list[asyncpg.Record] = field(default_factory=list)
     endpoints: list[asyncpg.Record] = field(default_factory=list)
     retired_pins: dict[tuple[str, str], Left] = field(default_factory=dict)
+    retired_prompt_pins: dict[tuple[str, str], Left] = field(default_factory=dict)
 
 
 async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
@@ -33,7 +35,7 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
     async with db.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         seq = await conn.fetchval("SELECT last_seq FROM mcp.projector_checkpoint WHERE projector = $1", PROJECTOR)
         servers = await conn.fetch(
-            "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, "
+            "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen, "
             "COALESCE(registered_seq, 0) AS registered_seq, "
             "protocol_version, capabilities, server_info, instructions FROM mcp.external_servers"
         )
@@ -44,9 +46,20 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         )
         resources = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resources")
         templates = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resource_templates")
-        prompts = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.prompts")
+        prompts = await conn.fetch(
+            "SELECT server_id::text AS server_id, original_name, item, definition_hash, approved_hash, held_reason, "
+            "held_fields FROM mcp.prompts"
+        )
         endpoints = await list_endpoints(conn, None)
-        retired = await every_left(conn)
+        retired, retired_prompts = await every_left(conn)
     return CatalogSnapshot(
-        list(servers), list(tools), int(seq or 0), list(resources), list(templates), list(prompts), endpoints, retired
+        list(servers),
+        list(tools),
+        int(seq or 0),
+        list(resources),
+        list(templates),
+        list(prompts),
+        endpoints,
+        retired,
+        retired_prompts,
     )

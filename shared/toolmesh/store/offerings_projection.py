@@ -1,9 +1,9 @@
 """The projector's writes for what a server offers besides tools: its description (protocol,
-capabilities, instructions), resources and resource templates, and prompts."""
+capabilities, instructions), resources and resource templates (prompts: ``prompts_projection``)."""
 
 from __future__ import annotations
 
-from toolmesh.contracts.events import PromptsDiscovered, ResourcesDiscovered, ServerDescribed
+from toolmesh.contracts.events import ResourcesDiscovered, ServerDescribed
 from toolmesh.store.connections import Conn
 
 
@@ -48,27 +48,5 @@ async def resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
         [
             (event.server_id, t.uri_template, t.item.get("name"), t.item.get("description"), t.item, event.occurred_at)
             for t in event.templates
-        ],
-    )
-
-
-async def prompts_discovered(conn: Conn, event: PromptsDiscovered) -> None:
-    """The server's prompts, replaced whole (nothing for a removed server)."""
-    if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
-        return
-    await conn.execute("DELETE FROM mcp.prompts WHERE server_id = $1", event.server_id)
-    await conn.executemany(
-        "INSERT INTO mcp.prompts(server_id, original_name, description, arguments, item, discovered_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6)",
-        [
-            (
-                event.server_id,
-                p.original_name,
-                p.item.get("description"),
-                p.item.get("arguments") or [],
-                p.item,
-                event.occurred_at,
-            )
-            for p in event.prompts
         ],
     )

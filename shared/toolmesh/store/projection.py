@@ -14,6 +14,7 @@ import asyncpg
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
+    PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
     ServerConfigResealed,
@@ -29,9 +30,10 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
 from toolmesh.store.connections import Conn
-from toolmesh.store.offerings_projection import prompts_discovered, resources_discovered, server_described
+from toolmesh.store.offerings_projection import resources_discovered, server_described
 from toolmesh.store.principals import BOOTSTRAP_OWNER
 from toolmesh.store.projection_trail import audit, history
+from toolmesh.store.prompts_projection import prompts_approved, prompts_discovered
 from toolmesh.store.retired_pins import retire_pins
 from toolmesh.store.tools_projection import (
     tools_approved,
@@ -285,6 +287,7 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerDescribed: server_described,
     ResourcesDiscovered: resources_discovered,
     PromptsDiscovered: prompts_discovered,
+    PromptsApproved: prompts_approved,
     EndpointSaved: _endpoint_saved,
     EndpointDeleted: _endpoint_deleted,
 }

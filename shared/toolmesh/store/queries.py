@@ -180,9 +180,11 @@ async def list_resources(db: asyncpg.Pool, server_id: str) -> tuple[list[Row], l
 
 
 async def list_prompts(db: asyncpg.Pool, server_id: str) -> list[Row]:
-    """The prompts of one server (``item`` is the upstream's wire form)."""
+    """The prompts of one server (``item`` is the upstream's wire form) with their pins
+    (``definition_hash``, ``held_reason``, ``held_fields``)."""
     rows = await db.fetch(
-        "SELECT original_name, item, discovered_at FROM mcp.prompts WHERE server_id = $1::uuid ORDER BY original_name",
+        "SELECT original_name, item, discovered_at, definition_hash, held_reason, held_fields FROM mcp.prompts "
+        "WHERE server_id = $1::uuid ORDER BY original_name",
         server_id,
     )
     return list(rows)

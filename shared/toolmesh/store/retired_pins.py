@@ -2,10 +2,13 @@
 
 The projector writes them when it removes a server whose tool list was seen; discovery of the
 next server registered under that name reviews its first tool list against them
-(``toolmesh.pinning.inherit``), so removing and registering a server again approves nothing.
+(``toolmesh.pinning.inherit``), so removing and registering a server again approves nothing; a
+removed server's prompt pins are kept beside them, for the next server's first prompt list.
 """
 
 from __future__ import annotations
+
+from asyncpg import Record
 
 from toolmesh.pinning import Pin, retired
 from toolmesh.store.connections import Conn, Db
@@ -15,27 +18,37 @@ Left = dict[str, str | None]
 
 
 async def retire_pins(conn: Conn, server_id: str) -> None:
-    """Keep the pins of a server about to be removed under its (namespace, name)."""
+    """Keep the tool and prompt pins of a server about to be removed under its (namespace, name)
+    (a list never seen pinned nothing: what an earlier server of the name left of it stays)."""
     server = await conn.fetchrow(
-        "SELECT namespace, name, tools_seen FROM mcp.external_servers WHERE id = $1", server_id
+        "SELECT namespace, name, tools_seen, prompts_seen FROM mcp.external_servers WHERE id = $1", server_id
     )
-    if server is None or not server["tools_seen"]:
-        return  # nothing was pinned: what an earlier server of the name left stays
-    rows = await conn.fetch(
+    if server is None or not (server["tools_seen"] or server["prompts_seen"]):
+        return
+    tools = await conn.fetch(
         "SELECT original_name, definition_hash, approved_hash FROM mcp.tools "
         "WHERE source_server_id = $1 AND original_name IS NOT NULL",
         server_id,
     )
-    left = retired(
-        (r["original_name"], Pin(r["definition_hash"], r["approved_hash"]) if r["definition_hash"] else None)
-        for r in rows
+    prompts = await conn.fetch(
+        "SELECT original_name, definition_hash, approved_hash FROM mcp.prompts WHERE server_id = $1", server_id
     )
     await conn.execute(
-        "INSERT INTO mcp.retired_pins(namespace, server_name, approved) VALUES ($1, $2, $3) "
-        "ON CONFLICT (namespace, server_name) DO UPDATE SET approved = EXCLUDED.approved",
+        "INSERT INTO mcp.retired_pins(namespace, server_name, approved, prompts) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (namespace, server_name) DO UPDATE SET "
+        "approved = COALESCE(EXCLUDED.approved, mcp.retired_pins.approved), "
+        "prompts = COALESCE(EXCLUDED.prompts, mcp.retired_pins.prompts)",
         server["namespace"],
         server["name"],
-        left,
+        _left(tools) if server["tools_seen"] else None,
+        _left(prompts) if server["prompts_seen"] else None,
+    )
+
+
+def _left(rows: list[Record]) -> Left:
+    return retired(
+        (r["original_name"], Pin(r["definition_hash"], r["approved_hash"]) if r["definition_hash"] else None)
+        for r in rows
     )
 
 
@@ -47,7 +60,17 @@ async def pins_left(db: Db, namespace: str, name: str) -> Left | None:
     return dict(approved) if approved is not None else None
 
 
-async def every_left(conn: Conn) -> dict[tuple[str, str], Left]:
-    """Every name's retired pins, by (namespace, server name)."""
-    rows = await conn.fetch("SELECT namespace, server_name, approved FROM mcp.retired_pins")
-    return {(r["namespace"], r["server_name"]): dict(r["approved"]) for r in rows}
+async def prompt_pins_left(db: Db, namespace: str, name: str) -> Left | None:
+    """What a removed server of ``name`` in ``namespace`` left of its prompts (None when nothing)."""
+    approved = await db.fetchval(
+        "SELECT prompts FROM mcp.retired_pins WHERE namespace = $1 AND server_name = $2", namespace, name
+    )
+    return dict(approved) if approved is not None else None
+
+
+async def every_left(conn: Conn) -> tuple[dict[tuple[str, str], Left], dict[tuple[str, str], Left]]:
+    """Every name's retired tool pins and retired prompt pins, by (namespace, server name)."""
+    rows = await conn.fetch("SELECT namespace, server_name, approved, prompts FROM mcp.retired_pins")
+    tools = {(r["namespace"], r["server_name"]): dict(r["approved"]) for r in rows if r["approved"] is not None}
+    prompts = {(r["namespace"], r["server_name"]): dict(r["prompts"]) for r in rows if r["prompts"] is not None}
+    return tools, prompts

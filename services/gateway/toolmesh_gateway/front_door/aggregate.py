@@ -233,9 +233,17 @@ class Aggregate:
             if server is not None:
                 return server, pair[1]
         try:
+            held = self._held_prompt_names(view).resolve(name)
+            if held is not None and (server := lookup.server_by_name(view, held[0])) is not None:
+                lookup.refuse_held_prompt(view, server, held[1])
             return lookup.prompt_route(view, name)
         except ToolmeshError as exc:
             raise mcp_error(exc) from exc
+
+    def _held_prompt_names(self, view: CatalogView) -> NameMap:
+        """Public names of the prompts held back for review, as they were listed before the hold."""
+        pairs = ((s.name, p) for s, o in view.visible_offers() for p in o.prompt_pins or {} if o.prompt_hold(p))
+        return NameMap.build(pairs, self._separator)
 
     async def _get_prompt(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         server, original = self._prompt(ctx, str((ctx.params or {}).get("name", "")))

@@ -8,6 +8,7 @@ from mcp.shared.exceptions import MCPError
 from toolmesh.errors import (
     ExecutionTimeout,
     PromptAmbiguous,
+    PromptChanged,
     PromptNotFound,
     ResourceNotFound,
     ServerNotFound,
@@ -19,7 +20,7 @@ from toolmesh.errors import (
 RESOURCE_NOT_FOUND = -32002
 """The spec's code for a resource nobody serves."""
 REQUEST_TIMEOUT = -32001
-_INVALID_PARAMS = (ServerNotFound, ToolNotFound, ToolAmbiguous, PromptNotFound, PromptAmbiguous)
+_INVALID_PARAMS = (ServerNotFound, ToolNotFound, ToolAmbiguous, PromptNotFound, PromptAmbiguous, PromptChanged)
 
 
 def mcp_error(exc: ToolmeshError) -> MCPError:

@@ -11,7 +11,9 @@ pins before it is shown, and only the approved, pinned definitions are listed; a
 discovery has not recorded (a change the upstream did not announce, a tool never listed) is left
 out and the server's tools are discovered again, so the change is held on every surface.
 ``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
-and the upstream never hears of it); every call is audited.
+and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
+only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
+``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
-from toolmesh.errors import RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
-from toolmesh.pinning import screen, wire_definition_hash
+from toolmesh.errors import PromptNotFound, RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
+from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_hash
 from toolmesh.routing import require_pinned
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Caller
@@ -58,8 +60,6 @@ FORWARDED = (
     "resources/list",
     "resources/templates/list",
     "resources/read",
-    "prompts/list",
-    "prompts/get",
     "completion/complete",
 )
 
@@ -87,13 +87,15 @@ class Transparent:
             self.server.add_request_handler(method, mcp_types.RequestParams, self._forward)
         self.server.add_request_handler("tools/list", mcp_types.RequestParams, self._list_tools)
         self.server.add_request_handler("tools/call", mcp_types.RequestParams, self._call_tool)
+        self.server.add_request_handler("prompts/list", mcp_types.RequestParams, self._list_prompts)
+        self.server.add_request_handler("prompts/get", mcp_types.RequestParams, self._get_prompt)
         self.server.add_request_handler("resources/subscribe", mcp_types.RequestParams, self._subscribe)
         self.server.add_request_handler("resources/unsubscribe", mcp_types.RequestParams, self._unsubscribe)
         self.server.add_request_handler("logging/setLevel", mcp_types.RequestParams, self._set_level)
         self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
         self.manager = sessions.manager(self.server, self._adopted)
         self._sessions: dict[str, tuple[str, Announceable, Lists]] = {}  # session id -> server id, session, lists
-        self._rediscovered: dict[str, frozenset[tuple[str, str]]] = {}  # server id -> live definitions reported
+        self._rediscovered: dict[str, frozenset[tuple[str, str]]] = {}  # "server id/kind" -> live definitions reported
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, caller: Caller, name: str) -> None:
         """Find the server named in the path among the caller's and hand the request to the session manager."""
@@ -190,19 +192,49 @@ class Transparent:
         screened = screen(live, {t.name: t.pin for t in self._feed.catalog.tools_of(server.id)})
         listed["tools"] = [t for t, pair in zip(tools, live, strict=True) if pair in screened.shown]
         if screened.unrecorded:
-            await self._rediscover(server, screened.unrecorded)
+            await self._rediscover(server, screened.unrecorded, "tool")
         return listed
 
-    async def _rediscover(self, server: CatalogServer, unrecorded: frozenset[tuple[str, str]]) -> None:
-        """Ask the owner to list the server's tools again (once per set of live definitions), so
-        pinning holds what the upstream changed without announcing it."""
-        if self._rediscovered.get(server.id) == unrecorded:
+    async def _list_prompts(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """The upstream's own prompts/list, with only the prompts whose live definition is pinned and approved."""
+        server = self._server(ctx)
+        listed = await self._aggregate.forward(ctx, server, "prompts/list", upstream_params(ctx))
+        prompts = [p for p in listed.get("prompts") or () if isinstance(p, dict)]
+        live = [(str(p.get("name")), prompt_definition_hash(p)) for p in prompts]
+        screened = screen(live, self._feed.catalog.offer(server.id).prompt_pins or {})
+        listed["prompts"] = [p for p, pair in zip(prompts, live, strict=True) if pair in screened.shown]
+        if screened.unrecorded:
+            await self._rediscover(server, screened.unrecorded, "prompt")
+        return listed
+
+    async def _get_prompt(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """prompts/get forwarded as it is, only for a pinned, approved prompt (a miss is checked again
+        once the catalog caught up with the stream)."""
+        server = self._server(ctx)
+        name = str((ctx.params or {}).get("name", ""))
+        view = self._feed.catalog.view(server.namespace)
+        try:
+            if name not in view.offer(server).prompts and not (
+                await self._feed.catch_up() and name in view.offer(server).prompts
+            ):
+                lookup.refuse_held_prompt(view, server, name)
+                raise PromptNotFound(f"Prompt {name} not found on {server.name}", {"prompt": name})
+        except ToolmeshError as exc:
+            raise mcp_error(exc) from exc
+        return await self._aggregate.forward(ctx, server, "prompts/get", upstream_params(ctx))
+
+    async def _rediscover(self, server: CatalogServer, unrecorded: frozenset[tuple[str, str]], kind: str) -> None:
+        """Ask the owner to list the server's tools and prompts again (once per set of live ``kind``
+        definitions), so pinning holds what the upstream changed without announcing it."""
+        key = f"{server.id}/{kind}"
+        if self._rediscovered.get(key) == unrecorded:
             return
-        self._rediscovered[server.id] = unrecorded
+        self._rediscovered[key] = unrecorded
         while len(self._rediscovered) > MAX_REDISCOVERED:
             self._rediscovered.pop(next(iter(self._rediscovered)))
         log.warning(
-            "live tool definitions of %s differ from the pinned ones: %s",
+            "live %s definitions of %s differ from the pinned ones: %s",
+            kind,
             server.name,
             ", ".join(sorted(name for name, _ in unrecorded)),
             extra={"server": server.name},
@@ -210,7 +242,7 @@ class Transparent:
         try:
             await self._forwarder.control(server, "refresh", RefreshRpc(actor="toolmesh"))
         except ToolmeshError as exc:  # the listing is screened already; the next one asks again
-            self._rediscovered.pop(server.id, None)
+            self._rediscovered.pop(key, None)
             log.warning("rediscovery of %s failed: %s", server.name, exc, extra={"server": server.name})
 
     async def _call_tool(self, ctx: Ctx, _: Any) -> dict[str, Any]:
