@@ -24,7 +24,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
 
-from toolmesh.contracts.rpc import rpc_subject
+from toolmesh.bus.verbs import RPC
 
 
 class OwnerRequest(Protocol):
@@ -103,7 +103,7 @@ async def request(
     as ``nc.request`` would raise. Call only when ``is_local``."""
     handler = _owner(nc, server_id)
     assert handler is not None, "request() needs a local owner (is_local)"
-    message = LocalRequest(rpc_subject(server_id, verb), payload, headers, wants_reply=True)
+    message = LocalRequest(RPC.subject(server_id, verb), payload, headers, wants_reply=True)
     await _hand_over(nc, handler, message)
     try:
         return await asyncio.wait_for(message.answer, timeout)
@@ -115,4 +115,4 @@ async def tell(nc: NATS, server_id: str, verb: str, payload: bytes, headers: dic
     """Hand the local owner a request that expects no reply. Call only when ``holds``."""
     handler = _owner(nc, server_id)
     assert handler is not None, "tell() needs a local owner (holds)"
-    await _hand_over(nc, handler, LocalRequest(rpc_subject(server_id, verb), payload, headers, wants_reply=False))
+    await _hand_over(nc, handler, LocalRequest(RPC.subject(server_id, verb), payload, headers, wants_reply=False))

@@ -18,10 +18,19 @@ from nats.errors import TimeoutError as NatsTimeout
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.bus import local_owners
-from toolmesh.contracts.rpc import rpc_subject
+from toolmesh.bus import local_owners, verbs
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
 from toolmesh.telemetry import mark_error, outgoing_headers, span
+
+_RPC_VERBS = verbs.family_verbs(verbs.RPC)
+
+
+def rpc_verb(name: str) -> verbs.Verb:
+    """The ``rpc`` verb of the registry called ``name``; ``ValueError`` for a name it does not have."""
+    verb = _RPC_VERBS.get(name)
+    if verb is None:
+        raise ValueError(f"{name} is not an rpc verb (toolmesh.bus.verbs)")
+    return verb
 
 
 class NoOwner(SessionNotFound):
@@ -51,11 +60,12 @@ async def request_owner(
     """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
     ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
     that did not answer, or a call to cancel) is the caller's to say."""
+    subject = rpc_verb(verb).subject(server_id)
     if local_owners.is_local(nc, server_id):
         data = await local_owners.request(nc, server_id, verb, payload, outgoing_headers(), timeout=timeout)
         return reply_result(data)
     try:
-        msg = await nc.request(rpc_subject(server_id, verb), payload, timeout=timeout, headers=outgoing_headers())
+        msg = await nc.request(subject, payload, timeout=timeout, headers=outgoing_headers())
     except NoRespondersError as exc:
         name = server_name or server_id
         raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
@@ -64,15 +74,20 @@ async def request_owner(
 
 async def tell_owner(nc: NATS, server_id: str, verb: str, payload: bytes) -> None:
     """Send ``payload`` to the server's owner without waiting for an answer (e.g. ``cancel``)."""
+    subject = rpc_verb(verb).subject(server_id)
     if local_owners.holds(nc, server_id):
         await local_owners.tell(nc, server_id, verb, payload, outgoing_headers())
         return
-    await nc.publish(rpc_subject(server_id, verb), payload, headers=outgoing_headers())
+    await nc.publish(subject, payload, headers=outgoing_headers())
 
 
 async def ask_owner(nc: NATS, server_id: str, verb: str, body: BaseModel, *, timeout: float) -> dict[str, Any]:
-    """Send one request to the owner and return its result, or raise the error it answered."""
-    subject = rpc_subject(server_id, verb)
+    """Send one request to the owner and return its result, or raise the error it answered; ``body``
+    is the verb's request model (``TypeError`` otherwise)."""
+    declared = rpc_verb(verb)
+    if not isinstance(body, declared.request):
+        raise TypeError(f"rpc verb {verb} takes {declared.request.__name__}, not {type(body).__name__}")
+    subject = declared.subject(server_id)
     attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "toolmesh.server_id": server_id}
     with span(f"nats request {verb}", kind=SpanKind.CLIENT, attributes=attributes) as current:
         try:
