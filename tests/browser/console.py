@@ -1,8 +1,8 @@
 """What the browser tests drive: a ``toolmesh up`` of its own, and Debian's chromium through Playwright.
 
-The browser is ``/usr/bin/chromium`` (Debian's ``chromium`` package; ``.ci/run`` installs it), never
-a browser Playwright downloads. Screenshots go to ``screenshots/`` at the top of the repository
-(ignored by git), or to ``$TOOLMESH_SCREENSHOTS``.
+The browser is ``/usr/bin/chromium`` (Debian's ``chromium`` package; the test session installs it when
+it can, ``tests/browser/chromium.py``), never a browser Playwright downloads. Screenshots go to
+``screenshots/`` at the top of the repository (ignored by git), or to ``$TOOLMESH_SCREENSHOTS``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from toolmesh import processes
 from toolmesh.embedded import free_port
 from toolmesh.polling import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -104,12 +103,14 @@ def stop_toolmesh(running: Toolmesh) -> None:
     processes.stop_sync(running.process, signal.SIGTERM, STOP_SECONDS)
 
 
-def launch_chromium(playwright: Any, profile: Path) -> BrowserContext:
-    """Debian's chromium, headless, with a fresh profile."""
-    if not Path(CHROMIUM).exists():
-        raise AssertionError(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+def launch_chromium(playwright: Any, executable: Path, profile: Path) -> BrowserContext:
+    """Debian's chromium at ``executable``, headless, with a fresh profile."""
     context: BrowserContext = playwright.chromium.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 1280, "height": 860}
+        str(profile),
+        executable_path=str(executable),
+        headless=True,
+        args=FLAGS,
+        viewport={"width": 1280, "height": 860},
     )
     return context
 

@@ -45,8 +45,10 @@ def playwright() -> Iterator[Playwright]:
 
 
 @pytest.fixture(scope="module")
-def browser(playwright: Playwright, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    context = launch_chromium(playwright, tmp_path_factory.mktemp("chromium-profile"))
+def browser(
+    playwright: Playwright, chromium: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrowserContext]:
+    context = launch_chromium(playwright, chromium, tmp_path_factory.mktemp("chromium-profile"))
     context.set_default_timeout(WAIT_MS)
     try:
         yield context
