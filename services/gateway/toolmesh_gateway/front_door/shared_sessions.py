@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from uuid import uuid4
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
@@ -97,17 +97,22 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         self._shared = shared
         self._on_adopt = on_adopt
         self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
+        self._session_tasks: TaskGroup | None = None  # the server task of every session served here
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Run the SDK's manager, dropping the copies of sessions that end on other replicas."""
-        async with super().run():
+        """Run the SDK's manager and the sessions' server tasks, dropping the copies of sessions that
+        end on other replicas."""
+        async with super().run(), anyio.create_task_group() as sessions:
+            self._session_tasks = sessions
             subscription = await self._shared.table.follow_ends(self._drop)
             try:
                 yield
             finally:
                 with contextlib.suppress(Exception):  # the bus may already be closed at shutdown
                     await subscription.unsubscribe()
+                sessions.cancel_scope.cancel()
+                self._session_tasks = None
 
     async def handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The SDK's handling without its own body limit: every MCP route is behind the gateway's
@@ -193,8 +198,8 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             if transport is None:
                 transport = self._transport(session_id)
                 self._server_instances[session_id] = transport
-                assert self._task_group is not None
-                await self._task_group.start(self._run_session, transport, record)
+                assert self._session_tasks is not None
+                await self._session_tasks.start(self._run_session, transport, record)
                 self._on_adopt(session_id, self._connections[session_id], scope)
                 self._shared.held.adopt(session_id, record.namespace or "", record.key_id)
                 log.info("adopted MCP session %s", session_id[:64])
@@ -206,7 +211,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         """Serve the ``initialize`` that opens a session; it is recorded before the client sees the
         result (so its next request may go to any replica), and discarded unless it succeeded."""
         session_id = http_transport.mcp_session_id
-        assert session_id is not None and self._task_group is not None
+        assert session_id is not None and self._session_tasks is not None
         caller = scope.get(CALLER_KEY)
         namespace, key_id = (caller.scope or "", caller.principal.key_id) if isinstance(caller, Caller) else ("", "")
         try:
@@ -227,7 +232,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             await send(message)
 
         try:
-            await self._task_group.start(self._run_session, http_transport, None)
+            await self._session_tasks.start(self._run_session, http_transport, None)
             await http_transport.handle_request(scope, receive, send_once_recorded)
         finally:
             if not recorded:
