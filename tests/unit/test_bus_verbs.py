@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 
 from toolmesh.bus import verbs
 from toolmesh.bus.dispatch import Dispatcher, encode_result
 from toolmesh.bus.local_owners import LocalRequest
-from toolmesh.bus.requests import ok_reply
+from toolmesh.bus.requests import ask_owner, ok_reply
 from toolmesh.contracts.clients import client_id, client_subject, replica_wildcard
-from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RpcReply, rpc_subject, rpc_wildcard
+from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply, rpc_subject, rpc_wildcard
 from toolmesh.errors import ServerUnavailable
 
 pytestmark = pytest.mark.unit
@@ -120,4 +121,12 @@ def test_checked_in_subject_table_matches_the_registry() -> None:
 def test_the_subject_table_names_every_verb_of_the_registry() -> None:
     table = verbs.subject_table()
     for verb in verbs.VERBS:
-        assert f"| `{verb.subject('<' + verb.family.key + '>')}` | `{verb.request.__name__}` |" in table, verb.name
+        assert f"| `{verb.pattern()}` | `{verb.request.__name__}` |" in table, verb.name
+
+
+async def test_a_request_to_an_owner_names_a_registered_verb_with_its_model() -> None:
+    unconnected = NATS()  # refused before anything is sent
+    with pytest.raises(ValueError, match="not an rpc verb"):
+        await ask_owner(unconnected, "srv1", "reboot", PingRpc(), timeout=1)
+    with pytest.raises(TypeError, match="takes PingRpc"):
+        await ask_owner(unconnected, "srv1", "ping", RefreshRpc(), timeout=1)

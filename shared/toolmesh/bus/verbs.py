@@ -4,7 +4,8 @@ Two families travel inside toolmesh (the public NATS API has its own document, `
 
 * ``rpc``: ``toolmesh.rpc.<server_id>.<verb>``, requests to the session-worker owning a server;
 * ``client``: ``toolmesh.client.<replica>.<session>.<verb>``, an upstream's traffic toward the MCP
-  client session a gateway replica holds.
+  client session a gateway replica holds;
+* ``search``: ``toolmesh.rpc.search.<verb>``, searches forwarded to a process holding the catalog.
 
 Subjects are built (``Family.subject``) and read back (``Family.parse``) here and nowhere else;
 ``Dispatcher`` (``bus.dispatch``) serves a family's verbs, ``docs/internal-subjects.md`` is
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from toolmesh.contracts import rpc
 from toolmesh.contracts.clients import CLIENT_PREFIX, ClientNotification, ClientRequest
 from toolmesh.contracts.rpc import RPC_PREFIX
+from toolmesh.contracts.search import SEARCH_QUEUE, SearchHealthQuery, SearchQuery, SearchResponse
 
 
 class UnknownSubject(ValueError):
@@ -35,6 +37,8 @@ class Family:
     key: str
     key_tokens: int
     served_by: str
+    fixed_key: bool = False
+    """The key is always ``key`` itself (one subject per verb)."""
 
     def subject(self, key: str, verb: str) -> str:
         """The subject of ``verb`` for ``key`` (a server id, a client id)."""
@@ -70,9 +74,17 @@ class Verb:
         """This verb's subject for ``key``."""
         return self.family.subject(key, self.name)
 
+    def pattern(self) -> str:
+        """This verb's subject with its key named (``<server_id>``), or spelled out when fixed."""
+        family = self.family
+        return self.subject(family.key if family.fixed_key else f"<{family.key}>")
+
 
 RPC = Family("rpc", RPC_PREFIX, "server_id", 1, "the session-worker holding the server's lease")
 CLIENT = Family("client", CLIENT_PREFIX, "replica.session", 2, "the gateway replica holding the client session")
+SEARCH = Family(
+    "search", RPC_PREFIX, "search", 1, f"a process holding the search catalog (queue group `{SEARCH_QUEUE}`)", True
+)
 
 CALL = Verb(RPC, "call", rpc.CallToolRpc, None)
 REQUEST = Verb(RPC, "request", rpc.UpstreamRequestRpc, None)
@@ -89,6 +101,9 @@ DISCONNECT = Verb(RPC, "disconnect", rpc.DisconnectRpc, rpc.DisconnectRpcResult)
 CLIENT_REQUEST = Verb(CLIENT, "request", ClientRequest, None)
 CLIENT_NOTIFY = Verb(CLIENT, "notify", ClientNotification, None, replies=False)
 
+SEARCH_QUERY = Verb(SEARCH, "query", SearchQuery, SearchResponse)
+SEARCH_HEALTH = Verb(SEARCH, "health", SearchHealthQuery, None)
+
 VERBS: tuple[Verb, ...] = (
     CALL,
     REQUEST,
@@ -103,6 +118,8 @@ VERBS: tuple[Verb, ...] = (
     DISCONNECT,
     CLIENT_REQUEST,
     CLIENT_NOTIFY,
+    SEARCH_QUERY,
+    SEARCH_HEALTH,
 )
 """The registry: every internal verb of every family."""
 
@@ -127,12 +144,11 @@ def subject_table() -> str:
         "a test fails when this file and the registry disagree. Every message carries a W3C `traceparent`",
         "header; a reply is an `RpcReply` (`ok`, `result` or `error`). The public API is `docs/asyncapi.json`.",
     ]
-    for family in (RPC, CLIENT):
+    for family in (RPC, CLIENT, SEARCH):
         lines += ["", f"## `{family.name}`: served by {family.served_by}", ""]
         lines += ["| subject | request | result |", "|---|---|---|"]
         for verb in family_verbs(family).values():
-            subject = verb.subject(f"<{family.key}>")
-            lines.append(f"| `{subject}` | `{verb.request.__name__}` | {_result_cell(verb)} |")
+            lines.append(f"| `{verb.pattern()}` | `{verb.request.__name__}` | {_result_cell(verb)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -76,11 +76,8 @@ class SearchResponse(BaseModel):
     metadata: SearchMetadata
 
 
-SEARCH_SUBJECT = "toolmesh.rpc.search.query"
-"""A search answered by a process that holds the catalog (queue group ``SEARCH_QUEUE``); reply: ``RpcReply``."""
-SEARCH_HEALTH_SUBJECT = "toolmesh.rpc.search.health"
-"""The health of the search index as seen by a process that holds it; reply: ``RpcReply``."""
 SEARCH_QUEUE = "search"
+"""Queue group of the processes answering the ``search`` verbs (``toolmesh.bus.verbs``)."""
 
 
 class SearchQuery(BaseModel):
