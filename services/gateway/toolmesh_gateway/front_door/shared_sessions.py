@@ -98,6 +98,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         self._on_adopt = on_adopt
         self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
         self._session_tasks: TaskGroup | None = None  # the server task of every session served here
+        self._adopting = anyio.Lock()  # one adoption at a time: a session is adopted once
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -193,7 +194,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
 
     async def _adopt(self, session_id: str, record: McpSessionRecord, scope: Scope) -> StreamableHTTPServerTransport:
         """Serve here a session another replica opened, from its record."""
-        async with self._session_creation_lock:
+        async with self._adopting:
             transport = self._server_instances.get(session_id)
             if transport is None:
                 transport = self._transport(session_id)
