@@ -1,6 +1,7 @@
-"""W3C trace context travels server → client as it does client → server: an upstream's sampling
-request and log notification, sent by the session-worker's ``UpstreamClients`` over real NATS, are
-handled by the gateway's ``ClientLinks`` in spans that are children of the session-worker's send.
+"""W3C trace context travels server → client as it does client → server: a request to a server's
+owner is served in a span that is a child of the gateway's send, and an upstream's sampling request
+and log notification, sent by the session-worker's ``UpstreamClients`` over real NATS, are handled
+by the gateway's ``ClientLinks`` in spans that are children of the session-worker's send.
 
 Run in a subprocess: installing a tracer provider is process-wide and must not leak into other tests.
 """
@@ -25,8 +26,11 @@ SCRIPT = textwrap.dedent(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
     from toolmesh import telemetry
+    from toolmesh.bus import verbs
+    from toolmesh.bus.dispatch import Dispatcher
+    from toolmesh.bus.requests import ask_owner
     from toolmesh.contracts.clients import client_id
-    from toolmesh.contracts.rpc import ClientRef
+    from toolmesh.contracts.rpc import ClientRef, PingRpc, PingRpcResult
     from toolmesh_gateway.front_door.client_links import ClientLinks
     from toolmesh_session_worker.clients import UpstreamClients
 
@@ -41,6 +45,21 @@ SCRIPT = textwrap.dedent(
         await links.start()
         await gateway_nc.flush()  # the subscription is in place before the worker sends
         clients = UpstreamClients(worker_nc, "srv1", "demo", 10.0)
+
+        async def ping(key, body):
+            return PingRpcResult(response_time_ms=1.0)
+
+        owner = Dispatcher(verbs.RPC, {verbs.PING: ping}, span_name="session")
+        await worker_nc.subscribe(verbs.RPC.wildcard("srv1"), cb=owner.dispatch)
+        await worker_nc.flush()
+        with telemetry.span("HTTP POST") as http:  # client -> server: a request to the owner
+            assert await ask_owner(gateway_nc, "srv1", "ping", PingRpc(), timeout=10) == {"response_time_ms": 1.0}
+        spans = {s.name: s for s in exporter.get_finished_spans()}
+        asked, served = spans["nats request ping"], spans["session ping"]
+        assert asked.parent.span_id == http.get_span_context().span_id
+        assert served.parent.span_id == asked.context.span_id
+        exporter.clear()
+
         clients.begin("call1", ClientRef(id=client_id("replica1", "ended"), sampling=True))
         with telemetry.span("session call") as call:
             trace_id = telemetry.current_trace_id()

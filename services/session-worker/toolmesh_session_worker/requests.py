@@ -38,6 +38,7 @@ from toolmesh.errors import (
     ServerUnavailable,
 )
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.telemetry import outgoing_headers
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
@@ -59,10 +60,11 @@ def _progress_publisher(server: OwnedServer, body: CallToolRpc | UpstreamRequest
         return None
     subject = progress_subject(body.call_id)
     nc = server.nc
+    headers = outgoing_headers()  # the call's trace: the upstream's callback may run in another context
 
     async def publish(progress: float, total: float | None, message: str | None) -> None:
         update = ToolProgress(progress=progress, total=total, message=message)
-        await nc.publish(subject, update.model_dump_json().encode())
+        await nc.publish(subject, update.model_dump_json().encode(), headers=headers)
 
     return publish
 
