@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.naming import SERVER_NAME_RE
-from toolmesh_cli.client import describe_error, resolve_target
+from toolmesh_cli.client import resolve_target
 from toolmesh_cli.config_file import load_config, parse_config
 from toolmesh_cli.errors import ConfigError
 from toolmesh_cli.mcp_servers import convert, normalize_name, url_transport
@@ -197,16 +196,6 @@ def test_config_that_is_not_yaml_is_rejected(tmp_path: Path) -> None:
         load_config(path)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
-
-
-def test_error_bodies_become_one_line() -> None:
-    spec = httpx.Response(404, json={"detail": "Server not found: x", "error_code": "SERVER_NOT_FOUND", "context": {}})
-    assert describe_error(spec) == "Server not found: x (SERVER_NOT_FOUND)"
-    unprocessable = httpx.Response(
-        422, json={"detail": [{"loc": ["body", "connection_config", "url"], "msg": "required", "type": "x"}]}
-    )
-    assert describe_error(unprocessable) == "connection_config.url: required (422)"
-    assert describe_error(httpx.Response(502, text="Bad gateway\nmore")) == "Bad gateway (502)"
 
 
 def test_token_comes_from_option_then_env_then_data_dir(tmp_path: Path) -> None:

@@ -1,20 +1,41 @@
-"""A small synchronous client of the toolmesh REST API, for the CLI commands."""
+"""The CLI's synchronous face of ``toolmesh.client`` over the REST API: where the API is, which token,
+and each call's result in the JSON shape the commands print."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping
+import asyncio
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+import pydantic
+from pydantic import BaseModel
 
-from toolmesh_cli.errors import ApiError, describe_validation
+from toolmesh.client import HttpTransport, ToolmeshClient
+from toolmesh.contracts.aggregator import ResealReport
+from toolmesh.contracts.api import ListServersRequest, NoArguments, Operation
+from toolmesh.contracts.keys import CreateKeyRequest
+from toolmesh.contracts.search import SearchRequest
+from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
+from toolmesh.errors import ToolmeshError
+from toolmesh_cli.errors import ApiError, describe_api_error, describe_validation
 
 DEFAULT_URL = "http://127.0.0.1:8081"
-SERVERS = "/api/v1/aggregator/servers"
 PAGE = 1000  # the API's maximum page size
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+RESEAL = Operation(
+    "credentials.reseal",
+    NoArguments,
+    ResealReport,
+    "Seal every server's config again under the current credential key (REST only)",
+    True,
+    "POST",
+    "/api/v1/aggregator/credentials/reseal",
+)
 
 
 @dataclass(frozen=True)
@@ -51,80 +72,76 @@ def api_options() -> argparse.ArgumentParser:
     return common
 
 
-def _json_body(response: httpx.Response) -> Any:
+def _json(result: BaseModel | list[Any] | None) -> Any:
+    """A typed result as the JSON data the commands print and index."""
+    if isinstance(result, list):
+        return [_json(item) for item in result]
+    return None if result is None else result.model_dump(mode="json")
+
+
+def _valid(model: type[M], body: Mapping[str, Any]) -> M:
+    """``body`` as the request ``model``; a field the API would refuse is an ``ApiError`` here already."""
     try:
-        return response.json()
-    except ValueError:
-        return None
-
-
-def error_code(response: httpx.Response) -> str | None:
-    """The ``error_code`` of an error body, if it has one."""
-    body = _json_body(response)
-    return str(body["error_code"]) if isinstance(body, dict) and body.get("error_code") else None
-
-
-def describe_error(response: httpx.Response) -> str:
-    """An error response as one line: the spec's ``{"detail","error_code"}`` or FastAPI's 422 list."""
-    body = _json_body(response)
-    detail = body.get("detail") if isinstance(body, dict) else None
-    if isinstance(detail, list):
-        message = describe_validation(item for item in detail if isinstance(item, dict))
-    elif detail:
-        message = str(detail)
-    else:
-        message = response.text.strip().splitlines()[0] if response.text.strip() else response.reason_phrase
-    return f"{message} ({error_code(response) or response.status_code})"
+        return model.model_validate(body)
+    except pydantic.ValidationError as exc:
+        message = describe_validation(dict(e) for e in exc.errors(include_url=False))
+        raise ApiError(f"{message} (VALIDATION_ERROR)", 422, "VALIDATION_ERROR") from exc
 
 
 class ApiClient:
-    """Calls the API; every failure becomes an ``ApiError`` with a one-line message."""
+    """Runs ``toolmesh.client`` calls on an event loop of its own; every failure becomes an ``ApiError``
+    with a one-line message."""
 
-    def __init__(self, target: Target, timeout: float = 60.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, target: Target, timeout: float = 60.0, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         self.target = target
-        headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-        self._http = httpx.Client(base_url=target.url, headers=headers, timeout=timeout, transport=transport)
+        self._runner = asyncio.Runner()
+        self._http = httpx.AsyncClient(base_url=target.url, transport=transport)
+        self._mesh = ToolmeshClient(HttpTransport(target.url, target.token or "", http=self._http), timeout=timeout)
 
     def __enter__(self) -> ApiClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.close()
-
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send one request; the decoded JSON body, or None for an empty one."""
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.ConnectError as exc:
-            raise ApiError(f"toolmesh is not running at {self.target.url}") from exc
-        except httpx.TimeoutException as exc:
-            raise ApiError(f"toolmesh at {self.target.url} did not answer in time") from exc
-        except httpx.HTTPError as exc:
-            raise ApiError(f"cannot reach toolmesh at {self.target.url}: {exc}") from exc
-        if response.is_error:
-            message = describe_error(response)
-            if response.status_code == 401:
-                message += f"; admin token from {self.target.token_source}"
-            raise ApiError(message, response.status_code, error_code(response))
-        return response.json() if response.content else None
+            self._runner.run(self._http.aclose())
+        finally:
+            self._runner.close()
+
+    def _run(self, call: Coroutine[Any, Any, T]) -> T:
+        try:
+            return self._runner.run(call)
+        except ToolmeshError as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: ToolmeshError) -> ApiError:
+        cause, url = exc.__cause__, self.target.url
+        if isinstance(cause, httpx.ConnectError):
+            return ApiError(f"toolmesh is not running at {url}")
+        if isinstance(cause, httpx.TimeoutException):
+            return ApiError(f"toolmesh at {url} did not answer in time")
+        if isinstance(cause, httpx.HTTPError):
+            return ApiError(f"cannot reach toolmesh at {url}: {cause}")
+        message = describe_api_error(exc)
+        if exc.status == 401:
+            message += f"; admin token from {self.target.token_source}"
+        return ApiError(message, exc.status, exc.error_code)
 
     # Servers
 
     def servers(self, status: str | None = None, include_tools: bool = False) -> list[dict[str, Any]]:
         """Every registered server (all pages)."""
-        params: dict[str, Any] = {"limit": PAGE, "include_tools": include_tools}
-        if status:
-            params["status"] = status
-        return list(self._pages(params))
+        request = _valid(ListServersRequest, {"status": status, "include_tools": include_tools, "limit": PAGE})
+        return list(_json(self._run(self._pages(request))))
 
-    def _pages(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        offset = 0
+    async def _pages(self, request: ListServersRequest) -> list[ServerSummary]:
+        servers: list[ServerSummary] = []
         while True:
-            page = self.request("GET", SERVERS, params={**params, "offset": offset})
-            yield from page["servers"]
-            offset += len(page["servers"])
-            if not page["servers"] or offset >= page["total"]:
-                return
+            page = await self._mesh.list_servers(request.model_copy(update={"offset": len(servers)}))
+            servers.extend(page.servers)
+            if not page.servers or len(servers) >= page.total:
+                return servers
 
     def resolve(self, id_or_name: str) -> str:
         """The id of the server named ``id_or_name``, else ``id_or_name`` itself (taken as an id)."""
@@ -133,36 +150,63 @@ class ApiClient:
                 return str(server["id"])
         return id_or_name
 
-    def register(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /servers``."""
-        result: dict[str, Any] = self.request("POST", SERVERS, json=body)
+    def register(self, request: RegisterServerRequest) -> dict[str, Any]:
+        """Register a server."""
+        result: dict[str, Any] = _json(self._run(self._mesh.register(request)))
         return result
 
     def server(self, server_id: str) -> dict[str, Any]:
-        """``GET /servers/{id}``."""
-        result: dict[str, Any] = self.request("GET", f"{SERVERS}/{server_id}")
+        """One server."""
+        result: dict[str, Any] = _json(self._run(self._mesh.server(server_id)))
         return result
 
     def connect(self, server_id: str) -> dict[str, Any]:
-        """``POST /servers/{id}/connect``."""
-        result: dict[str, Any] = self.request("POST", f"{SERVERS}/{server_id}/connect")
+        """Connect a server."""
+        result: dict[str, Any] = _json(self._run(self._mesh.connect(server_id)))
         return result
 
     def disconnect(self, server_id: str, force: bool) -> dict[str, Any]:
-        """``POST /servers/{id}/disconnect``."""
-        result: dict[str, Any] = self.request("POST", f"{SERVERS}/{server_id}/disconnect", json={"force": force})
+        """Disconnect a server, draining (or with ``force`` cancelling) its pending calls."""
+        result: dict[str, Any] = _json(self._run(self._mesh.disconnect(server_id, force=force)))
         return result
 
     def remove(self, server_id: str) -> None:
-        """``DELETE /servers/{id}``."""
-        self.request("DELETE", f"{SERVERS}/{server_id}")
+        """Remove a server with its tools and history."""
+        self._run(self._mesh.remove(server_id))
 
     def history(self, server_id: str) -> list[dict[str, Any]]:
-        """``GET /servers/{id}/history``."""
-        result: list[dict[str, Any]] = self.request("GET", f"{SERVERS}/{server_id}/history")
+        """The connection history of one server."""
+        result: list[dict[str, Any]] = _json(self._run(self._mesh.history(server_id)))
         return result
 
     def tools(self, server_id: str) -> dict[str, Any]:
-        """``GET /servers/{id}/tools``."""
-        result: dict[str, Any] = self.request("GET", f"{SERVERS}/{server_id}/tools")
+        """The tools of one server."""
+        result: dict[str, Any] = _json(self._run(self._mesh.tools(server_id)))
+        return result
+
+    # Search, keys, credentials
+
+    def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Hybrid search over the caller's tools."""
+        result: dict[str, Any] = _json(self._run(self._mesh.search(_valid(SearchRequest, body))))
+        return result
+
+    def create_key(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create an API key (its token is in this result only)."""
+        result: dict[str, Any] = _json(self._run(self._mesh.create_key(_valid(CreateKeyRequest, body))))
+        return result
+
+    def keys(self) -> list[dict[str, Any]]:
+        """The keys the caller manages."""
+        result: list[dict[str, Any]] = _json(self._run(self._mesh.keys()))["keys"]
+        return result
+
+    def revoke_key(self, key_id: str) -> None:
+        """Revoke an API key."""
+        self._run(self._mesh.revoke_key(key_id))
+
+    def reseal(self) -> dict[str, Any]:
+        """Seal every server's config again under the deployment's current credential key."""
+        sent = self._mesh.transport.send(RESEAL, NoArguments(), None, self._mesh.timeout)
+        result: dict[str, Any] = _json(ResealReport.model_validate(self._run(sent)))
         return result

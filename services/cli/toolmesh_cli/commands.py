@@ -72,7 +72,7 @@ def servers_add(args: argparse.Namespace, api: ApiClient) -> int:
         request = validate(body)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    created = api.register(request.model_dump(mode="json", exclude_none=True))
+    created = api.register(request)
     _out(as_json(created) if args.json else f"registered {created['name']} ({created['id']}): {created['status']}")
     return 0
 

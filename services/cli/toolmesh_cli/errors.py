@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolmesh.errors import ToolmeshError, ValidationFailed
+
 
 class CliError(Exception):
     """A failure reported to the user as ``toolmesh: <message>`` with exit code 1."""
@@ -39,3 +41,10 @@ def describe_validation(errors: Iterable[Mapping[str, Any]]) -> str:
         msg = str(error.get("msg", "invalid"))
         parts.append(f"{'.'.join(loc)}: {msg}" if loc else msg)
     return "; ".join(parts) or "invalid request"
+
+
+def describe_api_error(error: ToolmeshError) -> str:
+    """An API error as one line: its detail (each invalid field for a validation error) and code."""
+    errors = error.context.get("errors") if isinstance(error, ValidationFailed) else None
+    message = describe_validation(e for e in errors if isinstance(e, dict)) if isinstance(errors, list) else None
+    return f"{message or error.detail} ({error.error_code})"

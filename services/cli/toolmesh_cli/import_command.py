@@ -46,11 +46,9 @@ def _register(entry: Entry, name: str, api: ApiClient, no_connect: bool, progres
     if entry.request is None:
         progress.failed(name, str(entry.problem), f"failed {entry.source_name}: {entry.problem}")
         return
-    body = entry.request.model_dump(mode="json", exclude_none=True)
-    if no_connect:
-        body["auto_connect"] = False
+    request = entry.request.model_copy(update={"auto_connect": False}) if no_connect else entry.request
     try:
-        created = api.register(body)
+        created = api.register(request)
     except ApiError as exc:
         if exc.status is None:  # not running, unreachable: nothing else will get in either
             raise

@@ -13,7 +13,6 @@ from toolmesh_cli.datadir import DataDirInUse, DataDirLock, prepare_data_dir
 from toolmesh_cli.errors import UsageError
 from toolmesh_cli.tables import as_json, show, table, when
 
-KEYS = "/api/v1/auth/keys"
 KEY_FILE, PREVIOUS_FILE = "credential.key", "credential.key.previous"
 
 
@@ -22,7 +21,7 @@ def keys_create(args: argparse.Namespace, api: ApiClient) -> int:
     body: dict[str, Any] = {"name": args.name, "role": args.role}
     if args.namespace:
         body["namespace"] = args.namespace
-    created = api.request("POST", KEYS, json=body)
+    created = api.create_key(body)
     if args.json:
         print(as_json(created))
     else:
@@ -33,7 +32,7 @@ def keys_create(args: argparse.Namespace, api: ApiClient) -> int:
 
 def keys_list(args: argparse.Namespace, api: ApiClient) -> int:
     """The keys the caller may manage (never their tokens)."""
-    keys = api.request("GET", KEYS)["keys"]
+    keys = api.keys()
     if args.json:
         print(as_json(keys))
         return 0
@@ -45,17 +44,17 @@ def keys_list(args: argparse.Namespace, api: ApiClient) -> int:
 def keys_revoke(args: argparse.Namespace, api: ApiClient) -> int:
     """Revoke a key by id or name; every gateway refuses it at once."""
     key_id = args.key
-    for key in api.request("GET", KEYS)["keys"]:
+    for key in api.keys():
         if key["name"] == args.key and (args.namespace is None or key["namespace"] == args.namespace):
             key_id = key["id"]
-    api.request("DELETE", f"{KEYS}/{key_id}")
+    api.revoke_key(key_id)
     print(as_json({"id": key_id, "revoked": True}) if args.json else f"revoked {args.key}")
     return 0
 
 
 def keys_reseal(args: argparse.Namespace, api: ApiClient) -> int:
     """Seal every server's config again under the running deployment's current credential key."""
-    report = api.request("POST", "/api/v1/aggregator/credentials/reseal")
+    report = api.reseal()
     if args.json:
         print(as_json(report))
     else:

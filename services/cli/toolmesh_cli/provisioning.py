@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from toolmesh.client import ToolmeshClient
 from toolmesh.contracts.api import ListServersRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
-from toolmesh.errors import ServerAlreadyExists, ToolmeshError, ValidationFailed
+from toolmesh.errors import ServerAlreadyExists, ToolmeshError
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.polling import poll_until
 from toolmesh_cli.client import PAGE
-from toolmesh_cli.errors import describe_validation
+from toolmesh_cli.errors import describe_api_error
 from toolmesh_cli.progress import ServerProgress
 
 log = logging.getLogger("toolmesh.up")
@@ -57,13 +57,6 @@ def api_base(host: str, port: int) -> str:
     return f"http://[{local}]:{port}" if ":" in local else f"http://{local}:{port}"
 
 
-def describe(error: ToolmeshError) -> str:
-    """An API error as one line: its detail (each invalid field for a validation error) and code."""
-    errors = error.context.get("errors") if isinstance(error, ValidationFailed) else None
-    message = describe_validation(e for e in errors if isinstance(e, dict)) if isinstance(errors, list) else None
-    return f"{message or error.detail} ({error.error_code})"
-
-
 async def _ready(mesh: ToolmeshClient) -> None:
     async def answers() -> bool:
         try:
@@ -86,7 +79,7 @@ async def _register(mesh: ToolmeshClient, request: RegisterServerRequest) -> tup
         log.info("server %s already registered; left as it is", request.name, extra={"server": request.name})
         return True, None
     except ToolmeshError as exc:
-        return False, describe(exc)
+        return False, describe_api_error(exc)
     log.info("registered server %s", request.name, extra={"server": request.name})
     return False, None
 

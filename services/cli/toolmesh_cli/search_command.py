@@ -35,7 +35,7 @@ def search(args: argparse.Namespace, api: ApiClient) -> int:
         "include_schemas": args.schemas,
         **({"server_filter": args.servers} if args.servers else {}),
     }
-    result: dict[str, Any] = api.request("POST", "/api/v1/search", json=body)
+    result = api.search(body)
     if args.json:
         print(as_json(result))
         return 0

@@ -9,7 +9,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from toolmesh.client.transports import HttpTransport, NatsTransport, Transport
+from toolmesh.client.transports import HttpTransport, Transport
 from toolmesh.contracts import api
 from toolmesh.contracts.aggregator import AggregatorState
 from toolmesh.contracts.audit import AuditPage
@@ -50,6 +50,8 @@ class ToolmeshClient:
     @classmethod
     async def over_nats(cls, url: str, token: str, **options: Any) -> ToolmeshClient:
         """A client with a NATS connection of its own (``options``: ``nats.connect`` credentials, TLS)."""
+        from toolmesh.client.nats_transport import NatsTransport  # nats is loaded by NATS clients only
+
         return cls(await NatsTransport.connect(url, token, **options))
 
     @classmethod
