@@ -47,6 +47,12 @@ class Upstream:
             response = await http.post(f"{self.url}/prompt", json={"prompt": prompt, "description": description})
         assert response.status_code == 200, response.text
 
+    async def change_instructions(self, instructions: str) -> None:
+        """Give every session opened from now on these instructions (no client is told)."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(f"{self.url}/instructions", json={"instructions": instructions})
+        assert response.status_code == 200, response.text
+
     async def prompt_gets(self) -> list[str]:
         """The prompts/get requests the peer received, by prompt name in order."""
         async with httpx.AsyncClient(timeout=30) as http:

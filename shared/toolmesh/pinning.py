@@ -21,7 +21,9 @@ is shown only where it matches the pins (``screen``).
 Prompts are pinned the same way, by the same functions: a prompt's hash has one part for each of
 ``PROMPT_PARTS`` (description, title, arguments with their names, descriptions and ``required``,
 icons), pins and holds follow the server's first prompt list and its ``new_tools`` policy, and a
-removed server's prompt pins stay with its name.
+removed server's prompt pins stay with its name. A server's ``instructions`` (from its initialize
+result) are pinned as one text: the first seen approve themselves, a change keeps the approved text
+served (``pin_instructions``) until an admin approves the new one.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 import mcp_types
 from pydantic import BaseModel, ValidationError
 
-from toolmesh.contracts.events import DiscoveredTool
+from toolmesh.contracts.events import ApprovedTool, DiscoveredTool
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import Forbidden
@@ -208,6 +210,17 @@ def inherit(
     return approved, first_list
 
 
+def held_approvals(listed: Mapping[str, Any], names: list[str] | None) -> list[ApprovedTool]:
+    """Approvals of the current definitions of the held ones among ``names`` (every one when None) of a
+    server's tools or prompts (by name, each with its ``definition_hash`` and ``held_reason``)."""
+    wanted = names if names is not None else list(listed)
+    return [
+        ApprovedTool(original_name=name, definition_hash=listed[name]["definition_hash"])
+        for name in sorted(set(wanted))
+        if listed[name]["held_reason"] is not None
+    ]
+
+
 def new_tools_policy(requested: NewToolsPolicy | None, role: Role) -> NewToolsPolicy:
     """The ``new_tools`` policy of a registration by ``role``: owners and admins choose (``auto`` by
     default); every other role gets ``review`` and may not ask for ``auto`` (``Forbidden``)."""
@@ -241,6 +254,44 @@ def screen(live: Iterable[tuple[str, str]], pins: Mapping[str, Pin | None]) -> S
         if pin is not None and _shows(pin, current):
             shown.add((name, current))
     return Screened(frozenset(shown), frozenset(unrecorded))
+
+
+@dataclass(frozen=True)
+class ApprovedText:
+    """A server's approved instructions: their hash (``instructions_hash``) and the text itself."""
+
+    hash: str
+    text: str | None
+
+
+@dataclass(frozen=True)
+class EveryLeft:
+    """What removed servers left to their names, by (namespace, server name): approved hashes of their
+    tools and of their prompts by name (``retired``), and their approved instructions."""
+
+    tools: dict[tuple[str, str], dict[str, str | None]]
+    prompts: dict[tuple[str, str], dict[str, str | None]]
+    instructions: dict[tuple[str, str], ApprovedText]
+
+
+def instructions_hash(text: str | None) -> str:
+    """The hash of a server's ``instructions`` (absent ones hash like empty ones)."""
+    return _digest(text or "")
+
+
+def pin_instructions(current: str | None, approved: ApprovedText | None) -> ApprovedText:
+    """The approved instructions once the upstream described itself with ``current``: the first seen
+    (``approved`` None) approve themselves, unchanged ones stay approved, a change keeps ``approved``."""
+    digest = instructions_hash(current)
+    if approved is None or approved.hash == digest:
+        return ApprovedText(digest, current)
+    return approved
+
+
+def approve_instructions(current: str | None, approved: ApprovedText | None, approved_hash: str) -> ApprovedText | None:
+    """The approved instructions after an admin approved ``approved_hash`` (unchanged when the
+    upstream's ``current`` instructions moved on since)."""
+    return ApprovedText(approved_hash, current) if instructions_hash(current) == approved_hash else approved
 
 
 def _shows(pin: Pin, current: str) -> bool:

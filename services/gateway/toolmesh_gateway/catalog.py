@@ -22,6 +22,7 @@ from typing import Any
 from toolmesh.categories import ToolCategory
 from toolmesh.contracts.events import (
     Event,
+    InstructionsApproved,
     PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
@@ -35,7 +36,19 @@ from toolmesh.contracts.events import (
 from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.lifecycle import SERVING, ServerStatus
-from toolmesh.pinning import Hold, Pin, approve, definition_hash, inherit, retired, review
+from toolmesh.pinning import (
+    ApprovedText,
+    EveryLeft,
+    Hold,
+    Pin,
+    approve,
+    approve_instructions,
+    definition_hash,
+    inherit,
+    pin_instructions,
+    retired,
+    review,
+)
 from toolmesh.routing import ServerRoute
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
@@ -90,6 +103,7 @@ class Catalog:
         self._bundles: dict[tuple[str, str], Bundle] = {}  # (namespace, name) -> endpoint
         self._retired: dict[tuple[str, str], dict[str, str | None]] = {}  # (namespace, name) -> pins left
         self._retired_prompts: dict[tuple[str, str], dict[str, str | None]] = {}  # the same, of prompts
+        self._retired_instructions: dict[tuple[str, str], ApprovedText] = {}  # approved instructions left
         self.applied_seq = 0
         self.version = 0
         self.resources_version = 0
@@ -130,12 +144,11 @@ class Catalog:
         seen: Iterable[str] = (),
         offers: dict[str, ServerOffer] | None = None,
         bundles: Iterable[Bundle] = (),
-        retired_pins: dict[tuple[str, str], dict[str, str | None]] | None = None,
-        retired_prompt_pins: dict[tuple[str, str], dict[str, str | None]] | None = None,
+        left: EveryLeft | None = None,
     ) -> None:
         """Replace everything with a snapshot: servers, ``(server_id, tool)`` pairs, the servers whose
-        tool list was seen (even if empty), offers by server id, endpoints, the tool and prompt pins
-        removed servers left by (namespace, name), and the snapshot's sequence."""
+        tool list was seen (even if empty), offers by server id, endpoints, the tool and prompt pins and
+        the instructions removed servers left by (namespace, name), and the snapshot's sequence."""
         self._servers, self._ids_by_name, self._tools, self._servers_by_tool, self._held = {}, {}, {}, {}, {}
         for server in servers:
             self._servers[server.id] = server
@@ -148,8 +161,9 @@ class Catalog:
             self._set_tools(server_id, listed)
         self._offers = {k: v for k, v in (offers or {}).items() if k in self._servers}
         self._bundles = {(b.namespace, b.name): b for b in bundles}
-        self._retired = dict(retired_pins or {})
-        self._retired_prompts = dict(retired_prompt_pins or {})
+        self._retired = dict(left.tools) if left else {}
+        self._retired_prompts = dict(left.prompts) if left else {}
+        self._retired_instructions = dict(left.instructions) if left else {}
         self.applied_seq = applied_seq
         self.version += 1
         self.resources_version += 1
@@ -198,6 +212,11 @@ class Catalog:
             if current.visible != updated.visible:
                 self._offer_changed(current.id)
             return current.visible != updated.visible and bool(self._tools.get(current.id))
+        if isinstance(event, InstructionsApproved):
+            described = self.offer(current.id).description
+            approved = approve_instructions(described.instructions, described.approved, event.definition_hash)
+            self._offers.setdefault(current.id, ServerOffer()).description = replace(described, approved=approved)
+            return False
         if isinstance(event, ServerDescribed | ResourcesDiscovered | PromptsDiscovered | PromptsApproved):
             self._apply_offer(current, event)
             return False
@@ -207,6 +226,8 @@ class Catalog:
             removed = self._offers.pop(current.id, None)
             if removed is not None and removed.prompt_pins is not None:
                 self._retired_prompts[(current.namespace, current.name)] = retired(removed.prompt_pins.items())
+            if removed is not None and removed.description.approved is not None:
+                self._retired_instructions[(current.namespace, current.name)] = removed.description.approved
             del self._servers[current.id]
             if self._ids_by_name.get((current.namespace, current.name)) == current.id:
                 del self._ids_by_name[(current.namespace, current.name)]
@@ -283,8 +304,13 @@ class Catalog:
     def _apply_offer(self, server: CatalogServer, event: Event) -> None:
         offer = self._offers.setdefault(server.id, ServerOffer())
         if isinstance(event, ServerDescribed):
+            approved = offer.description.approved or self._retired_instructions.get((server.namespace, server.name))
             offer.description = ServerDescription(
-                event.protocol_version, dict(event.capabilities), dict(event.server_info), event.instructions
+                event.protocol_version,
+                dict(event.capabilities),
+                dict(event.server_info),
+                event.instructions,
+                pin_instructions(event.instructions, approved),
             )
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}

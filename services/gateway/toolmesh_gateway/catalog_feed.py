@@ -26,7 +26,7 @@ from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.pinning import Hold, Pin, prompt_definition_hash
+from toolmesh.pinning import ApprovedText, Hold, Pin, prompt_definition_hash
 from toolmesh.polling import poll_until
 from toolmesh.store.catalog import CatalogSnapshot, catalog_snapshot
 from toolmesh.store.queries import Row
@@ -70,8 +70,15 @@ class CatalogFeed:
         seen = [r["id"] for r in snapshot.servers if r["tools_seen"]]
         offers: dict[str, ServerOffer] = {}
         for r in snapshot.servers:
+            approved = (
+                ApprovedText(r["instructions_hash"], r["approved_instructions"]) if r["instructions_hash"] else None
+            )
             description = ServerDescription(
-                r["protocol_version"], dict(r["capabilities"] or {}), dict(r["server_info"] or {}), r["instructions"]
+                r["protocol_version"],
+                dict(r["capabilities"] or {}),
+                dict(r["server_info"] or {}),
+                r["instructions"],
+                approved,
             )
             offers[r["id"]] = ServerOffer(description=description)
         for row in snapshot.resources:
@@ -90,8 +97,7 @@ class CatalogFeed:
             seen=seen,
             offers=offers,
             bundles=bundles,
-            retired_pins=snapshot.retired_pins,
-            retired_prompt_pins=snapshot.retired_prompt_pins,
+            left=snapshot.left,
         )
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=snapshot.seq + 1)
         self._sub = await self._js.subscribe(

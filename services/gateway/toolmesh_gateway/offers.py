@@ -17,19 +17,26 @@ from typing import Any, TypeVar
 from mcp.shared.uri_template import UriTemplate
 
 from toolmesh.contracts.servers import NewToolsPolicy
-from toolmesh.pinning import PROMPT_PARTS, Hold, Pin, approve, inherit, prompt_definition_hash, review
+from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
 
 S = TypeVar("S")
 
 
 @dataclass(frozen=True)
 class ServerDescription:
-    """An upstream's initialize result: protocol version, capabilities, server info, instructions."""
+    """An upstream's initialize result: protocol version, capabilities, server info, instructions, and
+    the instructions approved for it (``toolmesh.pinning.pin_instructions``)."""
 
     protocol_version: str | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
     server_info: dict[str, Any] = field(default_factory=dict)
     instructions: str | None = None
+    approved: ApprovedText | None = None
+
+    @property
+    def served_instructions(self) -> str | None:
+        """The instructions clients are shown: the approved ones (the upstream's before pinning knew them)."""
+        return self.approved.text if self.approved is not None else self.instructions
 
 
 @dataclass

@@ -21,9 +21,9 @@ from toolmesh.bus.publishing import publish_command, publish_event
 from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import ClassifyTools, ConnectServer
 from toolmesh.contracts.events import (
-    ApprovedTool,
     DiscoveredTool,
     Event,
+    InstructionsApproved,
     PromptsApproved,
     ServerRegistered,
     ServerRemoved,
@@ -34,6 +34,7 @@ from toolmesh.contracts.keys import Role
 from toolmesh.contracts.resources import ApprovePromptsResponse
 from toolmesh.contracts.rpc import DisconnectRpc, DisconnectRpcResult, RefreshRpc
 from toolmesh.contracts.servers import (
+    ApproveInstructionsResponse,
     ApproveToolsResponse,
     ClassifyResponse,
     ConnectResponse,
@@ -54,7 +55,7 @@ from toolmesh.errors import (
 )
 from toolmesh.lifecycle import ServerStatus, check_transition
 from toolmesh.metrics import record_limit_rejection
-from toolmesh.pinning import new_tools_policy
+from toolmesh.pinning import held_approvals, instructions_hash, new_tools_policy
 from toolmesh.registration_policy import check_registration
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
@@ -373,13 +374,20 @@ class ServerCommands:
             )
         return ApprovePromptsResponse(server_id=server_id, approved=[p.original_name for p in approved])
 
-
-def held_approvals(listed: dict[str, queries.Row], names: list[str] | None) -> list[ApprovedTool]:
-    """Approvals of the current definitions of the held ones among ``names`` (every one when None) of
-    a server's tools or prompts (rows by name with ``definition_hash`` and ``held_reason``)."""
-    wanted = names if names is not None else list(listed)
-    return [
-        ApprovedTool(original_name=name, definition_hash=listed[name]["definition_hash"])
-        for name in sorted(set(wanted))
-        if listed[name]["held_reason"] is not None
-    ]
+    async def approve_instructions(self, server_id: str, caller: Caller) -> ApproveInstructionsResponse:
+        """Approve the server's current instructions when a change holds them back."""
+        row = await self._managed(server_id, caller, "approve instructions", agents=False)
+        pinned = await queries.server_instructions(self._b.db, server_id)
+        current = instructions_hash(pinned["instructions"] if pinned is not None else None)
+        if pinned is None or pinned["instructions_hash"] in (None, current):
+            return ApproveInstructionsResponse(server_id=server_id, approved=False)
+        await self._publish_and_wait(
+            InstructionsApproved(
+                server_id=server_id,
+                namespace=row["namespace"],
+                actor=caller.actor,
+                server_name=row["name"],
+                definition_hash=current,
+            )
+        )
+        return ApproveInstructionsResponse(server_id=server_id, approved=True)

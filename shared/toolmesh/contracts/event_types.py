@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
+    InstructionsApproved,
     PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
@@ -49,6 +50,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ResourcesDiscovered,
         PromptsDiscovered,
         PromptsApproved,
+        InstructionsApproved,
         ServerDescribed,
         EndpointSaved,
         EndpointDeleted,

@@ -338,3 +338,11 @@ class PromptsApproved(ServerEvent):
     subject: ClassVar[str] = "toolmesh.evt.prompts.approved"
     server_name: str
     prompts: list[ApprovedTool]
+
+
+class InstructionsApproved(ServerEvent):
+    """An admin approved a server's current instructions (by their hash): they are served from now on."""
+
+    subject: ClassVar[str] = "toolmesh.evt.instructions.approved"
+    server_name: str
+    definition_hash: str

@@ -274,6 +274,14 @@ class ApproveToolsRequest(BaseModel):
     tools: list[str] | None = Field(None, description="Original tool names; omit to approve every held tool")
 
 
+class ApproveInstructionsResponse(BaseModel):
+    """``POST /servers/{id}/instructions/approve``: whether held instructions were approved (false:
+    nothing was held)."""
+
+    server_id: str
+    approved: bool
+
+
 class ApproveToolsResponse(BaseModel):
     """The tools whose current definitions are now approved."""
 

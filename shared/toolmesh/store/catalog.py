@@ -6,18 +6,20 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from toolmesh.pinning import EveryLeft
 from toolmesh.store.endpoints import list_endpoints
 from toolmesh.store.projection import PROJECTOR
-from toolmesh.store.retired_pins import Left, every_left
+from toolmesh.store.retired_pins import every_left
 
 
 @dataclass
 class CatalogSnapshot:
     """Server rows (``id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen,
-    registered_seq`` and the upstream's own description), tool rows (``server_id, original_name, description,
-    input_schema``, pinning columns and ``category``), the ``server_id, item`` rows of resources and resource
-    templates, prompt rows (with ``original_name`` and pinning columns), and the tool and prompt pins removed
-    servers left by (namespace, name), exactly as of stream sequence ``seq``."""
+    registered_seq`` and the upstream's own description with its approved instructions), tool rows
+    (``server_id, original_name, description, input_schema``, pinning columns and ``category``), the
+    ``server_id, item`` rows of resources and resource templates, prompt rows (with ``original_name``
+    and pinning columns), and what removed servers left to their (namespace, name), exactly as of
+    stream sequence ``seq``."""
 
     servers: list[asyncpg.Record]
     tools: list[asyncpg.Record]
@@ -26,8 +28,7 @@ class CatalogSnapshot:
     templates: list[asyncpg.Record] = field(default_factory=list)
     prompts: list[asyncpg.Record] = field(default_factory=list)
     endpoints: list[asyncpg.Record] = field(default_factory=list)
-    retired_pins: dict[tuple[str, str], Left] = field(default_factory=dict)
-    retired_prompt_pins: dict[tuple[str, str], Left] = field(default_factory=dict)
+    left: EveryLeft = field(default_factory=lambda: EveryLeft({}, {}, {}))
 
 
 async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
@@ -37,7 +38,8 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         servers = await conn.fetch(
             "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen, "
             "COALESCE(registered_seq, 0) AS registered_seq, "
-            "protocol_version, capabilities, server_info, instructions FROM mcp.external_servers"
+            "protocol_version, capabilities, server_info, instructions, instructions_hash, approved_instructions "
+            "FROM mcp.external_servers"
         )
         tools = await conn.fetch(
             "SELECT source_server_id::text AS server_id, original_name, description, input_schema, definition_hash, "
@@ -51,7 +53,7 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
             "held_fields FROM mcp.prompts"
         )
         endpoints = await list_endpoints(conn, None)
-        retired, retired_prompts = await every_left(conn)
+        left = await every_left(conn)
     return CatalogSnapshot(
         list(servers),
         list(tools),
@@ -60,6 +62,5 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         list(templates),
         list(prompts),
         endpoints,
-        retired,
-        retired_prompts,
+        left,
     )

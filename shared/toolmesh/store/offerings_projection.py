@@ -1,23 +1,68 @@
 """The projector's writes for what a server offers besides tools: its description (protocol,
-capabilities, instructions), resources and resource templates (prompts: ``prompts_projection``)."""
+capabilities, instructions, with the approved instructions and their approval), resources and
+resource templates (prompts: ``prompts_projection``)."""
 
 from __future__ import annotations
 
-from toolmesh.contracts.events import ResourcesDiscovered, ServerDescribed
+from asyncpg import Record
+
+from toolmesh.contracts.events import InstructionsApproved, ResourcesDiscovered, ServerDescribed
+from toolmesh.pinning import ApprovedText, approve_instructions, pin_instructions
 from toolmesh.store.connections import Conn
+from toolmesh.store.projection_trail import audit, history
+from toolmesh.store.retired_pins import instructions_left
 
 
 async def server_described(conn: Conn, event: ServerDescribed) -> None:
-    """The server's protocol version, capabilities, info and instructions."""
+    """The server's protocol version, capabilities, info and instructions, with its approved
+    instructions (``toolmesh.pinning.pin_instructions``; the first description of a server against
+    what a removed server of the same name left)."""
+    row = await conn.fetchrow(
+        "SELECT namespace, name, instructions_hash, approved_instructions FROM mcp.external_servers WHERE id = $1",
+        event.server_id,
+    )
+    if row is None:
+        return
+    approved = _approved(row) or await instructions_left(conn, row["namespace"], row["name"])
+    pinned = pin_instructions(event.instructions, approved)
     await conn.execute(
         "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
-        "instructions = $5 WHERE id = $1",
+        "instructions = $5, instructions_hash = $6, approved_instructions = $7 WHERE id = $1",
         event.server_id,
         event.protocol_version,
         event.capabilities,
         event.server_info,
         event.instructions,
+        pinned.hash,
+        pinned.text,
     )
+    if pinned.text != event.instructions:
+        await history(conn, event, "INSTRUCTIONS_HELD", {"approved_hash": pinned.hash})
+
+
+def _approved(row: Record) -> ApprovedText | None:
+    return ApprovedText(row["instructions_hash"], row["approved_instructions"]) if row["instructions_hash"] else None
+
+
+async def instructions_approved(conn: Conn, event: InstructionsApproved) -> None:
+    """A server's current instructions approved: they are served from now on."""
+    row = await conn.fetchrow(
+        "SELECT instructions, instructions_hash, approved_instructions FROM mcp.external_servers WHERE id = $1",
+        event.server_id,
+    )
+    if row is None:
+        return
+    approved = approve_instructions(row["instructions"], _approved(row), event.definition_hash)
+    if approved is not None:
+        await conn.execute(
+            "UPDATE mcp.external_servers SET instructions_hash = $2, approved_instructions = $3 WHERE id = $1",
+            event.server_id,
+            approved.hash,
+            approved.text,
+        )
+    details = {"definition_hash": event.definition_hash}
+    await history(conn, event, "INSTRUCTIONS_APPROVED", details)
+    await audit(conn, event, event.server_name, details)
 
 
 async def resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:

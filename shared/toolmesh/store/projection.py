@@ -14,6 +14,7 @@ import asyncpg
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
+    InstructionsApproved,
     PromptsApproved,
     PromptsDiscovered,
     ResourcesDiscovered,
@@ -30,7 +31,7 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
 from toolmesh.store.connections import Conn
-from toolmesh.store.offerings_projection import resources_discovered, server_described
+from toolmesh.store.offerings_projection import instructions_approved, resources_discovered, server_described
 from toolmesh.store.principals import BOOTSTRAP_OWNER
 from toolmesh.store.projection_trail import audit, history
 from toolmesh.store.prompts_projection import prompts_approved, prompts_discovered
@@ -288,6 +289,7 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ResourcesDiscovered: resources_discovered,
     PromptsDiscovered: prompts_discovered,
     PromptsApproved: prompts_approved,
+    InstructionsApproved: instructions_approved,
     EndpointSaved: _endpoint_saved,
     EndpointDeleted: _endpoint_deleted,
 }

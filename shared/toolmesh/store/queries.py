@@ -179,6 +179,15 @@ async def list_resources(db: asyncpg.Pool, server_id: str) -> tuple[list[Row], l
     return list(resources), list(templates)
 
 
+async def server_instructions(db: asyncpg.Pool, server_id: str) -> Row | None:
+    """A server's ``instructions`` as its upstream last gave them, and the approved ones
+    (``instructions_hash``, ``approved_instructions``)."""
+    return await db.fetchrow(
+        "SELECT instructions, instructions_hash, approved_instructions FROM mcp.external_servers WHERE id = $1::uuid",
+        server_id,
+    )
+
+
 async def list_prompts(db: asyncpg.Pool, server_id: str) -> list[Row]:
     """The prompts of one server (``item`` is the upstream's wire form) with their pins
     (``definition_hash``, ``held_reason``, ``held_fields``)."""

@@ -3,14 +3,15 @@
 The projector writes them when it removes a server whose tool list was seen; discovery of the
 next server registered under that name reviews its first tool list against them
 (``toolmesh.pinning.inherit``), so removing and registering a server again approves nothing; a
-removed server's prompt pins are kept beside them, for the next server's first prompt list.
+removed server's prompt pins and approved instructions are kept beside them, for the next server's
+first prompt list and first description.
 """
 
 from __future__ import annotations
 
 from asyncpg import Record
 
-from toolmesh.pinning import Pin, retired
+from toolmesh.pinning import ApprovedText, EveryLeft, Pin, retired
 from toolmesh.store.connections import Conn, Db
 
 Left = dict[str, str | None]
@@ -18,12 +19,14 @@ Left = dict[str, str | None]
 
 
 async def retire_pins(conn: Conn, server_id: str) -> None:
-    """Keep the tool and prompt pins of a server about to be removed under its (namespace, name)
-    (a list never seen pinned nothing: what an earlier server of the name left of it stays)."""
+    """Keep the tool, prompt and instructions pins of a server about to be removed under its (namespace,
+    name) (a list never seen pinned nothing: what an earlier server of the name left of it stays)."""
     server = await conn.fetchrow(
-        "SELECT namespace, name, tools_seen, prompts_seen FROM mcp.external_servers WHERE id = $1", server_id
+        "SELECT namespace, name, tools_seen, prompts_seen, instructions_hash, approved_instructions "
+        "FROM mcp.external_servers WHERE id = $1",
+        server_id,
     )
-    if server is None or not (server["tools_seen"] or server["prompts_seen"]):
+    if server is None or not (server["tools_seen"] or server["prompts_seen"] or server["instructions_hash"]):
         return
     tools = await conn.fetch(
         "SELECT original_name, definition_hash, approved_hash FROM mcp.tools "
@@ -34,14 +37,18 @@ async def retire_pins(conn: Conn, server_id: str) -> None:
         "SELECT original_name, definition_hash, approved_hash FROM mcp.prompts WHERE server_id = $1", server_id
     )
     await conn.execute(
-        "INSERT INTO mcp.retired_pins(namespace, server_name, approved, prompts) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (namespace, server_name) DO UPDATE SET "
+        "INSERT INTO mcp.retired_pins(namespace, server_name, approved, prompts, instructions) "
+        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (namespace, server_name) DO UPDATE SET "
         "approved = COALESCE(EXCLUDED.approved, mcp.retired_pins.approved), "
-        "prompts = COALESCE(EXCLUDED.prompts, mcp.retired_pins.prompts)",
+        "prompts = COALESCE(EXCLUDED.prompts, mcp.retired_pins.prompts), "
+        "instructions = COALESCE(EXCLUDED.instructions, mcp.retired_pins.instructions)",
         server["namespace"],
         server["name"],
         _left(tools) if server["tools_seen"] else None,
         _left(prompts) if server["prompts_seen"] else None,
+        {"hash": server["instructions_hash"], "text": server["approved_instructions"]}
+        if server["instructions_hash"]
+        else None,
     )
 
 
@@ -68,9 +75,20 @@ async def prompt_pins_left(db: Db, namespace: str, name: str) -> Left | None:
     return dict(approved) if approved is not None else None
 
 
-async def every_left(conn: Conn) -> tuple[dict[tuple[str, str], Left], dict[tuple[str, str], Left]]:
-    """Every name's retired tool pins and retired prompt pins, by (namespace, server name)."""
-    rows = await conn.fetch("SELECT namespace, server_name, approved, prompts FROM mcp.retired_pins")
-    tools = {(r["namespace"], r["server_name"]): dict(r["approved"]) for r in rows if r["approved"] is not None}
-    prompts = {(r["namespace"], r["server_name"]): dict(r["prompts"]) for r in rows if r["prompts"] is not None}
-    return tools, prompts
+async def instructions_left(db: Db, namespace: str, name: str) -> ApprovedText | None:
+    """The approved instructions a removed server of ``name`` in ``namespace`` left (None when none)."""
+    left = await db.fetchval(
+        "SELECT instructions FROM mcp.retired_pins WHERE namespace = $1 AND server_name = $2", namespace, name
+    )
+    return ApprovedText(left["hash"], left["text"]) if left is not None else None
+
+
+async def every_left(conn: Conn) -> EveryLeft:
+    """What every removed server left to its name."""
+    rows = await conn.fetch("SELECT namespace, server_name, approved, prompts, instructions FROM mcp.retired_pins")
+    keys = [((r["namespace"], r["server_name"]), r) for r in rows]
+    return EveryLeft(
+        {k: dict(r["approved"]) for k, r in keys if r["approved"] is not None},
+        {k: dict(r["prompts"]) for k, r in keys if r["prompts"] is not None},
+        {k: ApprovedText(r["instructions"]["hash"], r["instructions"]["text"]) for k, r in keys if r["instructions"]},
+    )

@@ -1,7 +1,8 @@
 """``/mcp/{server_name}``: one registered server served unchanged.
 
 Original names, the upstream's own protocol version, capabilities, server info and instructions
-(recorded when its session opened): what the client sees is what the upstream offers. Requests
+(recorded when its session opened; the instructions as last approved, ``toolmesh.pinning``): what
+the client sees is what the upstream offers. Requests
 are forwarded as they are to the session-worker owning the upstream; ``resources/subscribe`` and
 ``logging/setLevel`` go through the owner's reference counting (one upstream subscription however
 many clients), and server → client traffic reaches the client like on ``/mcp``. Bearer auth is
@@ -176,8 +177,8 @@ class Transparent:
                 "capabilities": described.capabilities,
                 "serverInfo": described.server_info,
             }
-        if described.instructions is not None:
-            result["instructions"] = described.instructions
+        if described.served_instructions is not None:
+            result["instructions"] = described.served_instructions
         return result
 
     async def _forward(self, ctx: Ctx, _: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.api import ListServersRequest
 from toolmesh.contracts.servers import (
+    ApproveInstructionsResponse,
     ApproveToolsRequest,
     ApproveToolsResponse,
     ClassifyResponse,
@@ -114,6 +115,14 @@ async def list_server_tools(
 ) -> ToolList:
     """The tools discovered on one server, with classified counts; held tools say why they are held."""
     return await reads.server_tools(b.db, commands, caller_of(request, principal), server_id, include_schemas)
+
+
+@router.post("/{server_id}/instructions/approve", responses=MANAGED)
+async def approve_server_instructions(
+    server_id: str, request: Request, principal: Auth, commands: Commands
+) -> ApproveInstructionsResponse:
+    """Approve the server's current instructions, held since they changed: ``/mcp/{server}`` serves them again."""
+    return await commands.approve_instructions(server_id, caller_of(request, principal))
 
 
 @router.post("/{server_id}/tools/approve", responses=MANAGED)
