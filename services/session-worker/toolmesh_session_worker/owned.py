@@ -30,7 +30,7 @@ from toolmesh.store.consistency import wait_for_projection
 from toolmesh.store.queries import Row
 from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
-from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry
+from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry, open_with_retries
 from toolmesh_session_worker.offerings import Offerings
 from toolmesh_session_worker.rediscovery import rediscover
 from toolmesh_session_worker.status_events import status_event
@@ -38,8 +38,6 @@ from toolmesh_session_worker.upstream import (
     RestPolicy,
     Upstream,
     UpstreamError,
-    UpstreamMisconfigured,
-    UpstreamRefused,
     open_session,
 )
 from toolmesh_session_worker.upstream.stdio import base_environment
@@ -220,36 +218,30 @@ class OwnedServer:
         REDACTOR.add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)
         sandbox = Sandboxer(settings, str(self.server_id))
-        error = ""
-        for attempt in range(len(delays) + 1):
-            try:
-                self.session = await open_session(
-                    self.name,
-                    self._transport,
-                    config,
-                    connect_timeout=settings.connection_timeout_seconds,
-                    on_tools_changed=self._tools_changed,
-                    on_list_changed=self._lists_changed,
-                    on_lost=self._lost,
-                    stdio_base_env=base_env,
-                    stdio_sandbox=sandbox,
-                    http_client=self._http.client(self.egress) if self._http is not None else None,
-                    egress=self.egress,
-                    client_side=self.clients,
-                    rest_policy=RestPolicy(
-                        settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
-                    ),
-                )
-                return Attempts(attempt + 1)
-            except (UpstreamRefused, UpstreamMisconfigured) as exc:
-                log.warning("connect attempt %d failed: %s", attempt + 1, exc, extra={"server": self.name})
-                return Attempts(attempt + 1, exc.summary, error_kind(exc))
-            except UpstreamError as exc:
-                error = exc.summary  # the raw text (stderr, driver messages) goes to the log only
-                log.warning("connect attempt %d failed: %s", attempt + 1, exc, extra={"server": self.name})
-                if attempt < len(delays):
-                    await asyncio.sleep(delays[attempt])
-        return Attempts(len(delays) + 1, error)
+
+        async def open_once() -> Upstream:
+            return await open_session(
+                self.name,
+                self._transport,
+                config,
+                connect_timeout=settings.connection_timeout_seconds,
+                on_tools_changed=self._tools_changed,
+                on_list_changed=self._lists_changed,
+                on_lost=self._lost,
+                stdio_base_env=base_env,
+                stdio_sandbox=sandbox,
+                http_client=self._http.client(self.egress) if self._http is not None else None,
+                egress=self.egress,
+                client_side=self.clients,
+                rest_policy=RestPolicy(
+                    settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
+                ),
+            )
+
+        opened, tried = await open_with_retries(open_once, delays, self.name)
+        if opened is not None:
+            self.session = opened
+        return tried
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:
         """Apply a BR-006 verdict of the health-worker: publish DEGRADED / RECOVERED, or reconnect."""
