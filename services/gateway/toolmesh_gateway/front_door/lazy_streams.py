@@ -34,6 +34,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    ErrorData,
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -42,6 +43,7 @@ from mcp_types import (
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 
@@ -82,10 +84,9 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
                 first = await streams[1].receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             await self._clean_up_memory_streams(request_id)
-            error = self._create_error_response(
-                "Session terminated before the request completed", HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR
-            )
-            await error(scope, receive, send)
+            ended = ErrorData(code=INTERNAL_ERROR, message="Session terminated before the request completed")
+            error = JSONRPCError(jsonrpc="2.0", id=None, error=ended)
+            await _json_answer(error, self.mcp_session_id, HTTPStatus.INTERNAL_SERVER_ERROR)(scope, receive, send)
             return
         except BaseException:  # cancelled (the server shutting down): the session must not keep the stream
             with anyio.CancelScope(shield=True):
@@ -93,9 +94,9 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             raise
         if first is not None and isinstance(first.message, JSONRPCResponse | JSONRPCError):
             await self._clean_up_memory_streams(request_id)
-            await self._create_json_response(first.message)(scope, receive, send)
+            await _json_answer(first.message, self.mcp_session_id)(scope, receive, send)
             return
-        await self._stream(request_id, None if first is None else self._create_event_data(first), scope, receive, send)
+        await self._stream(request_id, None if first is None else _sse_event(first), scope, receive, send)
 
     async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
         """The POST's request when this transport answers it itself (else None: the SDK's handling)."""
@@ -133,3 +134,20 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             await response(scope, receive, send)
         finally:
             await sse_reader.aclose()
+
+
+def _json_answer(
+    message: JSONRPCResponse | JSONRPCError, session_id: str | None, status: HTTPStatus = HTTPStatus.OK
+) -> Response:
+    """A POST answered with one JSON-RPC message, with the session's id (as the SDK's transport writes it)."""
+    headers = {MCP_SESSION_ID_HEADER: session_id} if session_id else None
+    body = message.model_dump_json(by_alias=True, exclude_unset=True)
+    return Response(body, status_code=status, headers=headers, media_type=CONTENT_TYPE_JSON)
+
+
+def _sse_event(message: EventMessage) -> SSEEvent:
+    """The SSE event of a message that precedes a request's result (with its event id, if it has one)."""
+    event: SSEEvent = {"event": "message", "data": message.message.model_dump_json(by_alias=True, exclude_unset=True)}
+    if message.event_id:
+        event["id"] = message.event_id
+    return event
