@@ -10,16 +10,15 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-log = logging.getLogger("toolmesh.http")
-
 
 class Server(uvicorn.Server):
     """uvicorn without its own signal handling (the process's stop event decides), saying where it
     listens once it does."""
 
-    def __init__(self, config: uvicorn.Config, what: str) -> None:
+    def __init__(self, config: uvicorn.Config, what: str, log: logging.Logger) -> None:
         super().__init__(config)
         self.what = what
+        self.log = log
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -29,7 +28,7 @@ class Server(uvicorn.Server):
         await super().startup(sockets)
         for sock in sockets or ():
             host, port = sock.getsockname()[:2]
-            log.info(
+            self.log.info(
                 "%s listening on %s", self.what, f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
             )
 

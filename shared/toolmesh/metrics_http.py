@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 from collections.abc import Iterable
 
 import uvicorn
@@ -24,6 +25,7 @@ from toolmesh import metrics
 from toolmesh.config import Settings
 from toolmesh.http_serving import Server, bind_socket, serve_until
 
+log = logging.getLogger("toolmesh.metrics")
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
@@ -79,6 +81,6 @@ async def serve_metrics(host: str, port: int, tokens: tuple[str, ...], stop: asy
             lifespan="off",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
-        await serve_until(Server(config, "metrics"), sock, stop)
+        await serve_until(Server(config, "metrics", log), sock, stop)
     finally:
         sock.close()
