@@ -20,8 +20,8 @@ from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import ServerNotFound, ToolAmbiguous, ToolChanged, ToolNotFound
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import Pin, definition_hash
-from toolmesh.routing import resolve_route
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
+from toolmesh_gateway.routing import resolve_route
 
 pytestmark = pytest.mark.unit
 

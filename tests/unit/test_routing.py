@@ -9,7 +9,7 @@ import pytest
 from toolmesh.errors import ServerNotFound, ServerUnavailable, ToolAmbiguous, ToolChanged, ToolNotFound
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import Hold
-from toolmesh.routing import RoutingStrategy, ServerRoute, resolve_route, serving_warning
+from toolmesh_gateway.routing import RoutingStrategy, ServerRoute, resolve_route, serving_warning
 
 pytestmark = pytest.mark.unit
 A = ServerRoute("id-a", "server-a", ServerStatus.CONNECTED)

@@ -49,10 +49,10 @@ from toolmesh.pinning import (
     retired,
     review,
 )
-from toolmesh.routing import ServerRoute
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
+from toolmesh_gateway.routing import ServerRoute
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from toolmesh.contracts.rpc import (
     UpstreamRequestRpc,
 )
 from toolmesh.errors import ExecutionTimeout
-from toolmesh.routing import ServerRoute
+from toolmesh_gateway.routing import ServerRoute
 from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ProgressSink, ToolCalls, relaying_progress
 
 log = logging.getLogger("toolmesh.gateway.forwarding")

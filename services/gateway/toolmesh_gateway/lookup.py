@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from toolmesh.errors import PromptAmbiguous, PromptChanged, PromptNotFound, ResourceNotFound, ServerNotFound
 from toolmesh.naming import split_namespaced
-from toolmesh.routing import serving_warning
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
+from toolmesh_gateway.routing import serving_warning
 
 
 def server_by_name(catalog: CatalogView, name: str) -> CatalogServer | None:

@@ -48,12 +48,12 @@ from toolmesh.errors import (
 )
 from toolmesh.metrics import record_execution, record_routing
 from toolmesh.polling import poll_until
-from toolmesh.routing import Route, ServerRoute, resolve_route, serving_warning
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
+from toolmesh_gateway.routing import Route, ServerRoute, resolve_route, serving_warning
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0

@@ -35,7 +35,6 @@ from starlette.types import Receive, Scope, Send
 from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
 from toolmesh.errors import PromptNotFound, RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
 from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_hash
-from toolmesh.routing import require_pinned
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog import CatalogServer
@@ -48,6 +47,7 @@ from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, refuse
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
+from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 
 SERVER_KEY = "toolmesh.server_id"
