@@ -14,7 +14,8 @@ from nats.aio.client import Client as NATS
 
 from tests.connected_peer import running_with_peer
 from tests.harness import System
-from toolmesh.contracts.rpc import CallToolRpc, rpc_subject
+from toolmesh.bus import verbs
+from toolmesh.contracts.rpc import CallToolRpc
 
 pytestmark = pytest.mark.integration
 ANSWER_WITHIN = 20.0
@@ -60,7 +61,7 @@ async def test_a_call_the_owner_cannot_parse_is_a_validation_error_and_the_serve
     demo: tuple[System, str], sender: NATS, payload: bytes
 ) -> None:
     _, server_id = demo
-    subject = rpc_subject(server_id, "call")
+    subject = verbs.CALL.subject(server_id)
     refused = json.loads((await sender.request(subject, payload, timeout=ANSWER_WITHIN)).data)
     assert refused["ok"] is False, refused
     assert refused["error"]["error_code"] == "VALIDATION_ERROR", refused
@@ -75,6 +76,6 @@ async def test_a_call_the_owner_cannot_parse_is_a_validation_error_and_the_serve
 async def test_other_verbs_refuse_a_body_of_the_wrong_shape(demo: tuple[System, str], sender: NATS) -> None:
     _, server_id = demo
     for verb in ("ping", "request", "cancel", "health", "disconnect"):
-        reply = await sender.request(rpc_subject(server_id, verb), b"[1, 2]", timeout=ANSWER_WITHIN)
+        reply = await sender.request(verbs.RPC.subject(server_id, verb), b"[1, 2]", timeout=ANSWER_WITHIN)
         body = json.loads(reply.data)
         assert body["ok"] is False and body["error"]["error_code"] == "VALIDATION_ERROR", (verb, body)

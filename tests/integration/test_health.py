@@ -19,11 +19,12 @@ from tests.harness import RoleProcess, System, eventually, running_system
 from tests.peers.health_endpoint import HealthEndpoint
 from tests.peers.launch import launch_peer
 from toolmesh import metrics, processes
+from toolmesh.bus import verbs
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.requests import NoOwner, ask_owner, reply_result
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.events import HealthChecked
-from toolmesh.contracts.rpc import CallToolRpc, PingRpc, rpc_subject
+from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh.errors import ServerUnavailable
 from toolmesh_health.scheduler import SCHEDULER_LEASE
 from toolmesh_health.worker import HealthWorker
@@ -199,7 +200,7 @@ async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, 
             # an answer to it would already be here.
             replies = await bus.subscribe(bus.new_inbox(), max_msgs=1)
             held = CallToolRpc(tool="echo", arguments={"text": "held"}, timeout_seconds=10)
-            await bus.publish(rpc_subject(server_id, "call"), held.model_dump_json().encode(), reply=replies.subject)
+            await bus.publish(verbs.CALL.subject(server_id), held.model_dump_json().encode(), reply=replies.subject)
             with pytest.raises(ServerUnavailable) as refused:
                 await ask_owner(bus, server_id, "ping", PingRpc(timeout_seconds=1), timeout=30)
             assert refused.value.body()["server"]["status"] == "CONNECTING"

@@ -17,10 +17,9 @@ from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.harness import eventually
-from toolmesh.bus import local_owners
+from toolmesh.bus import local_owners, verbs
 from toolmesh.bus.local_owners import OwnerRequest
 from toolmesh.bus.requests import ok_reply, request_owner, tell_owner
-from toolmesh.contracts.rpc import rpc_wildcard
 
 pytestmark = pytest.mark.integration
 
@@ -48,9 +47,9 @@ async def test_a_request_to_an_owner_on_the_same_connection_skips_the_bus(nats_u
         seen_on_bus.append(msg.subject)
 
     try:
-        await owner_nc.subscribe(rpc_wildcard(server_id), cb=owner)
+        await owner_nc.subscribe(verbs.RPC.wildcard(server_id), cb=owner)
         local_owners.register(owner_nc, server_id, owner)
-        await spy_nc.subscribe(rpc_wildcard(server_id), cb=spy)
+        await spy_nc.subscribe(verbs.RPC.wildcard(server_id), cb=spy)
         await owner_nc.flush()
         await spy_nc.flush()
 

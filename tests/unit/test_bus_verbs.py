@@ -13,13 +13,13 @@ from toolmesh.bus import verbs
 from toolmesh.bus.dispatch import Dispatcher, encode_result
 from toolmesh.bus.local_owners import LocalRequest
 from toolmesh.bus.requests import ask_owner, ok_reply
-from toolmesh.contracts.clients import client_id, client_subject, replica_wildcard
-from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply, rpc_subject, rpc_wildcard
+from toolmesh.contracts.clients import client_id
+from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply
 from toolmesh.errors import ServerUnavailable
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).parents[2]
-SUBJECT = rpc_subject("srv1", "ping")
+SUBJECT = verbs.PING.subject("srv1")
 
 
 async def _ping(key: str, body: PingRpc) -> PingRpcResult:
@@ -37,14 +37,15 @@ async def _answer(dispatcher: Dispatcher, subject: str, data: bytes) -> dict[str
     return answer
 
 
-def test_the_registry_builds_the_subjects_the_contracts_name() -> None:
+def test_the_registry_builds_and_reads_back_the_subjects_of_each_family() -> None:
     client = client_id("replica1", "session1")
-    assert verbs.CALL.subject("srv1") == rpc_subject("srv1", "call")
-    assert verbs.CLIENT_REQUEST.subject(client) == client_subject(client, "request")
-    assert verbs.RPC.wildcard("srv1") == rpc_wildcard("srv1")
-    assert verbs.CLIENT.wildcard("replica1") == replica_wildcard("replica1")
-    assert verbs.CLIENT.parse(client_subject(client, "notify")) == (client, "notify")
-    assert verbs.RPC.parse(rpc_subject("srv1", "disconnect")) == ("srv1", "disconnect")
+    assert verbs.CALL.subject("srv1") == "toolmesh.rpc.srv1.call"
+    assert verbs.CLIENT_REQUEST.subject(client) == "toolmesh.client.replica1.session1.request"
+    assert verbs.SEARCH_QUERY.subject(verbs.SEARCH.key) == "toolmesh.rpc.search.query"
+    assert verbs.RPC.wildcard("srv1") == "toolmesh.rpc.srv1.*"
+    assert verbs.CLIENT.wildcard("replica1") == "toolmesh.client.replica1.>"
+    assert verbs.CLIENT.parse(verbs.CLIENT_NOTIFY.subject(client)) == (client, "notify")
+    assert verbs.RPC.parse(verbs.DISCONNECT.subject("srv1")) == ("srv1", "disconnect")
 
 
 @pytest.mark.parametrize(
@@ -71,7 +72,7 @@ async def test_a_result_model_is_answered_in_the_reply_envelope() -> None:
 
 async def test_an_unknown_verb_is_a_routing_failure() -> None:
     dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
-    answer = await _answer(dispatcher, rpc_subject("srv1", "reboot"), b"{}")
+    answer = await _answer(dispatcher, verbs.RPC.subject("srv1", "reboot"), b"{}")
     assert answer == {
         "ok": False,
         "result": None,

@@ -8,12 +8,11 @@ progress, resource updates) is a plain publish.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 CLIENT_PREFIX = "toolmesh.client"
-Kind = Literal["request", "notify"]
 
 FORWARDED_REQUESTS = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
 """Server → client requests toolmesh carries to a client."""
@@ -26,16 +25,6 @@ aggregated session has no client for it, like a client that declared no such cap
 def client_id(replica: str, session: str) -> str:
     """The bus id of a client session: its replica and its own id, dot-separated (two subject tokens)."""
     return f"{replica}.{session}"
-
-
-def client_subject(client: str, kind: Kind) -> str:
-    """Where traffic of ``kind`` for the client session ``client`` (from ``client_id``) goes."""
-    return f"{CLIENT_PREFIX}.{client}.{kind}"
-
-
-def replica_wildcard(replica: str) -> str:
-    """What a gateway replica subscribes to for all of its client sessions."""
-    return f"{CLIENT_PREFIX}.{replica}.>"
 
 
 class ClientRequest(BaseModel):

@@ -12,19 +12,9 @@ RPC_PREFIX = "toolmesh.rpc"
 PROGRESS_PREFIX = "toolmesh.progress"
 
 
-def rpc_subject(server_id: str, verb: str) -> str:
-    """The request subject of one verb of one server's owner."""
-    return f"{RPC_PREFIX}.{server_id}.{verb}"
-
-
 def progress_subject(call_id: str) -> str:
     """Where the owner publishes ``ToolProgress`` of the call ``call_id`` (asked with ``progress``)."""
     return f"{PROGRESS_PREFIX}.{call_id}"
-
-
-def rpc_wildcard(server_id: str) -> str:
-    """What an owner subscribes to for one server."""
-    return f"{RPC_PREFIX}.{server_id}.*"
 
 
 class RpcReply(BaseModel):
@@ -140,7 +130,7 @@ class HealthVerdictResult(BaseModel):
 class ClientRef(BaseModel):
     """The MCP client session a request comes from, so the owner can send it server → client traffic.
 
-    ``id`` names the session on the bus (``toolmesh.contracts.clients.client_subject``); the flags
+    ``id`` names the session on the bus (``toolmesh.bus.verbs.CLIENT``); the flags
     are what the client declared at initialize, so a request it cannot answer is refused upstream
     at once with a JSON-RPC error instead of timing out.
     """
