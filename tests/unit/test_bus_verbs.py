@@ -3,22 +3,27 @@ checked by its verb's model, every error answered in the reply shape the callers
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
+from toolmesh import contracts
 from toolmesh.bus import verbs
 from toolmesh.bus.dispatch import Dispatcher, encode_result
 from toolmesh.bus.local_owners import LocalRequest
 from toolmesh.bus.requests import ask_owner, ok_reply
 from toolmesh.contracts.clients import client_id
+from toolmesh.contracts.commands import Command
 from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply
 from toolmesh.errors import ServerUnavailable
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).parents[2]
+ASYNCAPI = ROOT / "docs" / "asyncapi.json"
 SUBJECT = verbs.PING.subject("srv1")
 
 
@@ -123,6 +128,32 @@ def test_the_subject_table_names_every_verb_of_the_registry() -> None:
     table = verbs.subject_table()
     for verb in verbs.VERBS:
         assert f"| `{verb.pattern()}` | `{verb.request.__name__}` |" in table, verb.name
+
+
+def _subject_constants() -> dict[str, str]:
+    """Every subject (or subject prefix) the contracts spell, by where it is declared."""
+    found: dict[str, str] = {}
+    for info in pkgutil.iter_modules(contracts.__path__):
+        module = importlib.import_module(f"{contracts.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, str) and value.startswith("toolmesh."):
+                found[f"{info.name}.{name}"] = value
+            elif isinstance(value, type) and issubclass(value, Command) and value is not Command:
+                found[f"{info.name}.{name}.subject"] = value.subject
+    return found
+
+
+def test_the_subject_table_names_every_internal_subject_of_the_contracts() -> None:
+    table = verbs.subject_table()
+    public = [channel.get("address") or "" for channel in json.loads(ASYNCAPI.read_text())["channels"].values()]
+    constants = _subject_constants()
+    assert "mcp_sessions.SESSION_ENDED_SUBJECT" in constants and "rpc.PROGRESS_PREFIX" in constants
+    for where, subject in constants.items():
+        stem = subject.removesuffix(".>").removesuffix(".")
+        if not any(address.startswith(f"{stem}.") for address in public):
+            assert f"`{stem}." in table or f"`{stem}`" in table, f"{where} ({subject}) is not in the table"
 
 
 async def test_a_request_to_an_owner_names_a_registered_verb_with_its_model() -> None:

@@ -8,8 +8,9 @@ Two families travel inside toolmesh (the public NATS API has its own document, `
 * ``search``: ``toolmesh.rpc.search.<verb>``, searches forwarded to a process holding the catalog.
 
 Subjects are built (``Family.subject``) and read back (``Family.parse``) here and nowhere else;
-``Dispatcher`` (``bus.dispatch``) serves a family's verbs, ``docs/internal-subjects.md`` is
-rendered from this table (``subject_table``).
+``Dispatcher`` (``bus.dispatch``) serves a family's verbs. The internal subjects that are no verb
+(commands, a call's progress, the end of an MCP session) are declared beside them (``OTHER_SUBJECTS``),
+so ``docs/internal-subjects.md``, rendered from both (``subject_table``), names every internal subject.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pydantic import BaseModel
 
 from toolmesh.contracts import rpc
 from toolmesh.contracts.clients import CLIENT_PREFIX, ClientNotification, ClientRequest
-from toolmesh.contracts.rpc import RPC_PREFIX
+from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth, ClassifyTools, ConnectServer
+from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded
+from toolmesh.contracts.rpc import RPC_PREFIX, ToolProgress, progress_subject
 from toolmesh.contracts.search import SEARCH_QUEUE, SearchHealthQuery, SearchQuery, SearchResponse
 
 
@@ -124,6 +127,51 @@ VERBS: tuple[Verb, ...] = (
 """The registry: every internal verb of every family."""
 
 
+@dataclass(frozen=True)
+class Subject:
+    """An internal subject that is no verb: a command kept in a stream, or a plain publish."""
+
+    pattern: str
+    message: type[BaseModel]
+    published_by: str
+    received_by: str
+
+
+OTHER_SUBJECTS: tuple[Subject, ...] = (
+    Subject(
+        ConnectServer.subject,
+        ConnectServer,
+        "the gateway (register, connect, refresh, a lost session); the health-worker (reconnect)",
+        f"one session-worker (work queue `{COMMANDS_STREAM}`)",
+    ),
+    Subject(
+        ClassifyTools.subject,
+        ClassifyTools,
+        "the gateway (classify again)",
+        f"one classifier-worker (work queue `{COMMANDS_STREAM}`)",
+    ),
+    Subject(
+        CheckServerHealth.subject,
+        CheckServerHealth,
+        "the health scheduler (one per server and window)",
+        f"one health-worker (work queue `{COMMANDS_STREAM}`)",
+    ),
+    Subject(
+        progress_subject("<call_id>"),
+        ToolProgress,
+        "the session-worker running a call asked with `progress`",
+        "the gateway waiting for that call",
+    ),
+    Subject(
+        SESSION_ENDED_SUBJECT,
+        McpSessionEnded,
+        "the gateway replica whose client ended the MCP session",
+        "every gateway replica (each drops its copy)",
+    ),
+)
+"""The internal subjects besides the verbs' (none of them is answered)."""
+
+
 def family_verbs(family: Family) -> dict[str, Verb]:
     """The verbs of ``family`` by name."""
     return {verb.name: verb for verb in VERBS if verb.family is family}
@@ -141,14 +189,19 @@ def subject_table() -> str:
         "# Internal subjects",
         "",
         "Generated from `toolmesh.bus.verbs` (`python -m toolmesh.bus.verbs > docs/internal-subjects.md`);",
-        "a test fails when this file and the registry disagree. Every message carries a W3C `traceparent`",
-        "header; a reply is an `RpcReply` (`ok`, `result` or `error`). The public API is `docs/asyncapi.json`.",
+        "a test fails when this file and the registry disagree. Requests, commands and progress carry a W3C",
+        "`traceparent` header; a reply is an `RpcReply` (`ok`, `result` or `error`). The public API (`toolmesh.api.*`,",
+        "`toolmesh.evt.*`) is `docs/asyncapi.json`.",
     ]
     for family in (RPC, CLIENT, SEARCH):
         lines += ["", f"## `{family.name}`: served by {family.served_by}", ""]
         lines += ["| subject | request | result |", "|---|---|---|"]
         for verb in family_verbs(family).values():
             lines.append(f"| `{verb.pattern()}` | `{verb.request.__name__}` | {_result_cell(verb)} |")
+    lines += ["", "## Other subjects: commands and plain publishes, never answered", ""]
+    lines += ["| subject | message | published by | received by |", "|---|---|---|---|"]
+    for other in OTHER_SUBJECTS:
+        lines.append(f"| `{other.pattern}` | `{other.message.__name__}` | {other.published_by} | {other.received_by} |")
     return "\n".join(lines) + "\n"
 
 
