@@ -98,6 +98,17 @@ def test_each_role_reaches_only_its_own_streams_and_buckets_and_may_create_each(
         assert created == uses, name  # whichever role starts first creates what it uses
 
 
+def test_each_role_reads_its_buckets_by_message_get_and_by_direct_get() -> None:
+    """nats-py reads a key the way the bucket was created for (its `allow_direct`), which it keeps for
+    good: a bucket an earlier version made without direct gets is read by message get."""
+    for name, (_, block) in users().items():
+        allowed = set(subjects(block, "publish"))
+        for bucket in BUCKETS.get(name, ()):
+            reads = {"$JS.API.STREAM.MSG.GET.KV_", "$JS.API.DIRECT.GET.KV_"}
+            forms = {f"{read}{bucket}" for read in reads} | {f"$JS.API.DIRECT.GET.KV_{bucket}.>"}
+            assert forms <= allowed, (name, bucket, forms - allowed)
+
+
 def test_only_the_gateway_and_the_event_consumers_read_the_events() -> None:
     readers = {
         name: sorted(s for s in subjects(block, "publish") if s.startswith(f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}"))

@@ -320,6 +320,9 @@ READS = {
         "$JS.API.CONSUMER.CREATE.KV_toolmesh_idempotency", GATEWAY, ephemeral("KV_toolmesh_idempotency")
     ),
     "an MCP session": Read("$JS.API.DIRECT.GET.KV_toolmesh_mcp_sessions.$KV.toolmesh_mcp_sessions.s", GATEWAY),
+    "an MCP session, by message get": Read(
+        "$JS.API.STREAM.MSG.GET.KV_toolmesh_mcp_sessions", GATEWAY, last("toolmesh_mcp_sessions", "s")
+    ),
 }
 """Requests that read a stream or a bucket; every role but their users is refused each."""
 
