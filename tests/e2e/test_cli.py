@@ -1,6 +1,7 @@
 """The ``toolmesh`` command as a user drives it: ``up --config`` as a real process, then the
 ``servers``, ``tools`` and ``import`` subcommands against it, and SIGTERM and a restart of an
-instance of its own. Each test needs only the config's servers settled, so any order works."""
+instance of its own. The module shares one instance; no test changes the config's servers, and a test
+removes the servers it registers when it ends, passed or failed, so each test runs alone, in any order."""
 
 from __future__ import annotations
 
@@ -160,9 +161,20 @@ def shared_up(workdir: Path, config: Path) -> Iterator[Up]:
 
 @pytest.fixture
 def up(shared_up: Up) -> Up:
-    """The module's instance with the config's servers settled (every test leaves them so)."""
+    """The module's instance with the config's servers settled (no test changes them)."""
     _wait_for("the config's servers to settle", _settled(shared_up, CONFIG_SETTLED), shared_up, START_SECONDS)
     return shared_up
+
+
+@pytest.fixture
+def registers(up: Up) -> Iterator[list[str]]:
+    """The names of the servers a test registers (it lists them first); removed when the test ends."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        removed = up.cli("servers", "rm", name, expect=None)
+        assert removed.returncode == 0 or "SERVER_NOT_FOUND" in removed.stderr, removed.stderr
+    assert not set(names) & set(up.servers())
 
 
 def test_config_servers_settle_and_up_keeps_running(up: Up) -> None:
@@ -191,7 +203,9 @@ def test_servers_list_and_show(up: Up) -> None:
     rows = {line.split()[0]: line.split() for line in listed[1:]}
     assert rows["demo"][1:3] == ["CONNECTED", "STDIO"] and int(rows["demo"][3]) > 0
     assert rows["broken-server"][1:4] == ["ERROR", "STDIO", "0"]
-    assert [s["name"] for s in up.cli_json("servers", "list", "--status", "error")["servers"]] == ["broken-server"]
+    failed = up.cli_json("servers", "list", "--status", "error")["servers"]
+    assert {s["status"] for s in failed} == {"ERROR"}
+    assert [s["name"] for s in failed if s["name"] in CONFIG_SETTLED] == ["broken-server"]
 
     shown = up.cli("servers", "show", "broken-server").stdout
     assert "status:" in shown and "ERROR" in shown and MISSING_COMMAND in shown
@@ -212,24 +226,27 @@ def test_tools_list(up: Up) -> None:
     assert {line.split()[0] for line in everywhere[1:] if line.startswith("demo.")} == names
 
 
-def test_disconnect_connect_history_rm(up: Up) -> None:
-    assert "DISCONNECTED" in up.cli("servers", "disconnect", "demo").stdout
-    assert up.servers()["demo"]["status"] == "DISCONNECTED"
-    assert up.cli("servers", "connect", "demo").stdout.startswith("demo: ")
-    _wait_for("demo to reconnect", _settled(up, {"demo": "CONNECTED"}), up, SETTLE_SECONDS)
-    history = [line.split()[2] for line in up.cli("servers", "history", "demo").stdout.splitlines()[1:]]
+def test_disconnect_connect_history_rm(up: Up, registers: list[str]) -> None:
+    registers.append("cycled")
+    up.cli("servers", "add", "cycled", "--stdio", sys.executable, str(DEMO_SERVER), "--name", "cycled")
+    _wait_for("cycled to connect", _settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
+    assert "DISCONNECTED" in up.cli("servers", "disconnect", "cycled").stdout
+    assert up.servers()["cycled"]["status"] == "DISCONNECTED"
+    assert up.cli("servers", "connect", "cycled").stdout.startswith("cycled: ")
+    _wait_for("cycled to reconnect", _settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
+    history = [line.split()[2] for line in up.cli("servers", "history", "cycled").stdout.splitlines()[1:]]
     assert history[0] == "REGISTERED" and "DISCONNECTED" in history and history.count("CONNECTED") >= 2
 
-    up.cli("servers", "add", "doomed", "--stdio", MISSING_COMMAND)
-    doomed = up.servers()["doomed"]["id"]
-    assert up.cli_json("servers", "rm", "doomed") == {"id": doomed, "removed": True}
-    assert "doomed" not in up.servers()
-    assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "doomed", expect=1).stderr
+    cycled = up.servers()["cycled"]["id"]
+    assert up.cli_json("servers", "rm", "cycled") == {"id": cycled, "removed": True}
+    assert "cycled" not in up.servers()
+    assert "SERVER_NOT_FOUND" in up.cli("servers", "rm", "cycled", expect=1).stderr
 
 
-def test_import_mcp_servers(up: Up, workdir: Path) -> None:
+def test_import_mcp_servers(up: Up, registers: list[str], tmp_path: Path) -> None:
+    registers += ["remote-events", "streamed", "demo-copy"]
     closed = free_port()
-    remote = workdir / "remote.json"
+    remote = tmp_path / "remote.json"
     remote.write_text(
         json.dumps(
             {
@@ -250,7 +267,7 @@ def test_import_mcp_servers(up: Up, workdir: Path) -> None:
     )
     assert up.cli_json("servers", "show", "streamed")["transport_type"] == "HTTP"
 
-    desktop = workdir / "claude_desktop_config.json"
+    desktop = tmp_path / "claude_desktop_config.json"
     demo = {"command": sys.executable, "args": [str(DEMO_SERVER), "--transport", "stdio", "--name", "copy"]}
     desktop.write_text(json.dumps({"mcpServers": {"Demo Copy": demo, "demo": demo, "empty": {}}}))
     partial = up.cli("import", str(desktop), expect=1)
@@ -274,7 +291,7 @@ def test_import_mcp_servers(up: Up, workdir: Path) -> None:
         "empty": "failed",
     }
 
-    yaml_file = workdir / "servers.yaml"
+    yaml_file = tmp_path / "servers.yaml"
     yaml_file.write_text("mcpServers:\n  demo: {command: x}\n")
     assert "not valid JSON" in up.cli("import", str(yaml_file), expect=1).stderr
 
@@ -291,7 +308,8 @@ def test_usage_and_connection_errors(up: Up) -> None:
     assert "UNAUTHORIZED" in up.cli("servers", "list", "--token", "wrong", expect=1).stderr
 
 
-def test_add_from_the_command_line(up: Up) -> None:
+def test_add_from_the_command_line(up: Up, registers: list[str]) -> None:
+    registers.append("added")
     added = up.cli(
         "servers", "add", "added", "--description", "by hand", "--env", "DEMO=1",
         "--stdio", sys.executable, str(DEMO_SERVER), "--transport", "stdio", "--name", "added",
@@ -302,15 +320,15 @@ def test_add_from_the_command_line(up: Up) -> None:
     assert detail["description"] == "by hand" and detail["connection_config"]["args"][-2:] == ["--name", "added"]
 
 
-def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(workdir: Path, config: Path) -> None:
-    with _running(workdir / "own-data", config, workdir / "own-up.log") as up:
+def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(tmp_path: Path, config: Path) -> None:
+    with _running(tmp_path / "data", config, tmp_path / "up.log") as up:
         _wait_for("the config's servers to settle", _settled(up, CONFIG_SETTLED), up, START_SECONDS)
         up.cli("servers", "add", "extra", "--stdio", sys.executable, str(DEMO_SERVER), "--name", "extra")
         _wait_for("extra to connect", _settled(up, {"extra": "CONNECTED"}), up, SETTLE_SECONDS)
-        _sigterm_then_restart(up, workdir, config)
+        _sigterm_then_restart(up, tmp_path, config)
 
 
-def _sigterm_then_restart(up: Up, workdir: Path, config: Path) -> None:
+def _sigterm_then_restart(up: Up, folder: Path, config: Path) -> None:
     children = _descendants(up.process.pid)
     assert any("nats-server" in c for c in children.values()), children
     assert any("postgres" in c for c in children.values()), children
@@ -321,7 +339,7 @@ def _sigterm_then_restart(up: Up, workdir: Path, config: Path) -> None:
     left = {pid: cmd for pid, cmd in children.items() if _cmdline(pid) == cmd}
     assert not left, f"processes left behind: {left}"
 
-    again = _start(up.data_dir, config, workdir / "own-up2.log")
+    again = _start(up.data_dir, config, folder / "up-again.log")
     try:
         _wait_for(
             "the restart to settle", _settled(again, {**CONFIG_SETTLED, "extra": "CONNECTED"}), again, START_SECONDS
