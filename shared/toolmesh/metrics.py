@@ -49,6 +49,7 @@ class _Instruments:
     health_duration: _Gauge
     health_failures: Counter
     limit_rejections: Counter
+    reconcile_rounds: Counter
     inventory: _Inventory
 
 
@@ -104,6 +105,10 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_limit_rejections_total",
             description="Requests refused by a resource limit, by limit (servers, tools, sessions)",
         ),
+        reconcile_rounds=meter.create_counter(
+            "mcp_aggregator_reconcile_rounds_total",
+            description="Reconcile rounds a session-worker finished (flat while its reconciler is stuck)",
+        ),
         inventory=inventory,
     )
 
@@ -129,6 +134,11 @@ def record_health_check(server: str, seconds: float, *, failed: bool) -> None:
 def record_limit_rejection(limit: str) -> None:
     """A resource limit (``servers``, ``tools``, ``sessions``) refused something."""
     _instruments().limit_rejections.add(1, {"limit": limit})
+
+
+def record_reconcile_round() -> None:
+    """A session-worker finished one reconcile round (orphaned servers claimed, homes swept)."""
+    _instruments().reconcile_rounds.add(1)
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

@@ -4,7 +4,6 @@ credentials (401/403) is a security warning and is not retried."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from tests.faults.events import read_events
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import demo_args, free_port, launch_peer, launch_rest_peer, running_process
+from toolmesh import metrics
 from toolmesh.contracts.events import ServerStatusChanged
 
 pytestmark = pytest.mark.integration
@@ -39,6 +39,11 @@ async def error_details(system: System, server_id: str) -> list[dict[str, Any]]:
         server_id,
     )
     return [row["details"] for row in rows]
+
+
+def reconcile_rounds() -> float:
+    """Reconcile rounds the session-worker of the system under test finished so far."""
+    return metrics.registry().get_sample_value("mcp_aggregator_reconcile_rounds_total") or 0.0
 
 
 async def streamed_errors(system: System, server_id: str) -> int:
@@ -100,7 +105,11 @@ async def test_a_failed_retry_waits_for_the_projection_before_the_server_is_clai
             await eventually(failed_while_lagging, what="a retry failing while the read model lags")
             # The scenario's lag: the read model stays behind that ERROR for twenty reconcile rounds, in
             # which a reconciler reading the older row would take the server and retry it at once.
-            await asyncio.sleep(LAG_ROUNDS * RECONCILE_SECONDS)
+            lagging_from = reconcile_rounds()
+            await eventually(
+                lambda: reconcile_rounds() >= lagging_from + LAG_ROUNDS,
+                what=f"{LAG_ROUNDS} reconcile rounds while the read model lags",
+            )
 
         async def failed_three_times() -> bool:
             return len(await error_details(system, server["id"])) >= 3

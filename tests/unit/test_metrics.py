@@ -33,3 +33,13 @@ def test_monitoring_contract_metric_names() -> None:
     assert 'mcp_aggregator_health_check_failures_total{server="github-mcp"} 2.0' in text
     assert 'mcp_aggregator_health_check_duration_seconds{server="github-mcp"} 0.045' in text
     assert "otel_scope" not in text and "target_info" not in text
+
+
+def test_a_finished_reconcile_round_is_counted() -> None:
+    def rounds() -> float:
+        return metrics.registry().get_sample_value("mcp_aggregator_reconcile_rounds_total") or 0.0
+
+    before = rounds()
+    metrics.record_reconcile_round()
+    metrics.record_reconcile_round()
+    assert rounds() == before + 2

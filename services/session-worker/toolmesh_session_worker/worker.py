@@ -32,7 +32,7 @@ from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress_http import EgressClients
 from toolmesh.lifecycle import ServerStatus, wants_session
-from toolmesh.metrics import record_limit_rejection
+from toolmesh.metrics import record_limit_rejection, record_reconcile_round
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
@@ -238,5 +238,6 @@ class SessionWorker:
                     if await self.take(row["id"]):
                         log.info("claimed orphaned server", extra={"server": row["name"]})
             await sweep_homes(self._b.db, self._b.settings.data_dir, self._owned.keys() | self._taking)
+            record_reconcile_round()
             if await sleep_or_stop(stop, self._b.settings.reconcile_interval_seconds):
                 return
