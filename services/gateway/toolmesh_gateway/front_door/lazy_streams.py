@@ -83,20 +83,27 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             with anyio.move_on_after(self.json_wait_seconds):  # a message handed over is never lost to it
                 first = await streams[1].receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            await self._clean_up_memory_streams(request_id)
+            await self._close_request_stream(request_id)
             ended = ErrorData(code=INTERNAL_ERROR, message="Session terminated before the request completed")
             error = JSONRPCError(jsonrpc="2.0", id=None, error=ended)
             await _json_answer(error, self.mcp_session_id, HTTPStatus.INTERNAL_SERVER_ERROR)(scope, receive, send)
             return
         except BaseException:  # cancelled (the server shutting down): the session must not keep the stream
             with anyio.CancelScope(shield=True):
-                await self._clean_up_memory_streams(request_id)
+                await self._close_request_stream(request_id)
             raise
         if first is not None and isinstance(first.message, JSONRPCResponse | JSONRPCError):
-            await self._clean_up_memory_streams(request_id)
+            await self._close_request_stream(request_id)
             await _json_answer(first.message, self.mcp_session_id)(scope, receive, send)
             return
         await self._stream(request_id, None if first is None else _sse_event(first), scope, receive, send)
+
+    async def _close_request_stream(self, request_id: str) -> None:
+        """Close and unregister the stream of a request answered here (or abandoned)."""
+        streams = self._request_streams.pop(request_id, None)
+        if streams is not None:
+            await streams[0].aclose()
+            await streams[1].aclose()
 
     async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
         """The POST's request when this transport answers it itself (else None: the SDK's handling)."""
