@@ -5,7 +5,8 @@ part for each of ``PARTS`` (description, input schema, title, annotations, outpu
 so a difference names the part that changed. ``_meta`` is not pinned: it is protocol metadata for
 hosts, not the tool's contract with the model, upstreams put per-listing values there (trace ids,
 timestamps), and the aggregate ``/mcp`` replaces it with its own. Hashes from before the last four
-parts existed have two parts (32 digits, ``LEGACY_LENGTH``); ``upgraded_approval`` carries them over.
+parts existed have two parts (32 digits, ``LEGACY_LENGTH``): a tool list upgrades such an approval once
+(``upgraded_approval``), an admin's approval names no part it lacks (``approve``).
 The first definition seen of a tool is approved by itself; a later tool list that changes it holds
 the tool back — not listed, not callable — until an admin approves the new hash. A tool that
 appears after a server's first tool list follows the server's ``new_tools`` policy: ``auto``
@@ -19,9 +20,9 @@ and admins choose ``new_tools: auto`` (``new_tools_policy``). A live tool list a
 is shown only where it matches the pins (``screen``).
 
 Prompts are pinned the same way, by the same functions: a prompt's hash has one part for each of
-``PROMPT_PARTS`` (description, title, arguments with their names, descriptions and ``required``,
-icons), pins and holds follow the server's first prompt list and its ``new_tools`` policy, and a
-removed server's prompt pins stay with its name. A server's ``instructions`` (from its initialize
+``PROMPT_PARTS`` (description, title, arguments with their names, titles, descriptions and
+``required``, icons), pins and holds follow the server's first prompt list and its ``new_tools``
+policy, and a removed server's prompt pins stay with its name. A server's ``instructions`` (from its initialize
 result) are pinned as one text: the first seen approve themselves, a change keeps the approved text
 served (``pin_instructions``) until an admin approves the new one.
 """
@@ -73,6 +74,10 @@ def definition_hash(tool: DiscoveredTool) -> str:
     return "".join(_digest(part) for part in parts)
 
 
+_UNSHOWN = definition_hash(DiscoveredTool(original_name="-"))[LEGACY_LENGTH:]
+"""The parts after ``LEGACY_LENGTH`` of a tool with no title, annotations, output schema or icons."""
+
+
 def _wire(item: BaseModel | None) -> Any:
     return storable(item.model_dump(by_alias=True, mode="json", exclude_none=True)) if item is not None else None
 
@@ -98,8 +103,9 @@ def prompt_definition_hash(prompt: Mapping[str, Any]) -> str:
         parsed = mcp_types.Prompt.model_validate(storable(dict(prompt)))
     except ValidationError:
         return UNRECOGNISED
-    arguments = [
+    arguments = [  # a title only when set: arguments without one hash as before titles were pinned
         {"name": a.name, "description": a.description or "", "required": bool(a.required)}
+        | ({"title": a.title} if a.title else {})
         for a in parsed.arguments or []
     ]
     parts = (parsed.description or "", parsed.title or "", arguments, [_wire(i) for i in parsed.icons or []])
@@ -128,12 +134,21 @@ def changed_fields(approved: str, current: str, parts: tuple[str, ...] = PARTS) 
 
 def upgraded_approval(approved: str, current: str) -> str:
     """``approved`` in the format of ``current``: an approved hash stored before pinning covered the
-    title, annotations, output schema and icons (``LEGACY_LENGTH`` digits) approves ``current`` when
-    their description and input-schema parts agree, since those were all it pinned (the first list
-    after the upgrade is trusted for the rest); any other hash is returned unchanged."""
-    if len(approved) == LEGACY_LENGTH and len(current) > LEGACY_LENGTH and current[:LEGACY_LENGTH] == approved:
-        return current
+    title, annotations, output schema and icons (``LEGACY_LENGTH`` digits) takes those parts from
+    ``current``, whether or not its description and input schema still match (the first tool list
+    after the upgrade is trusted for the parts never pinned; what is stored from it is in today's
+    format, so that happens once); any other hash is returned unchanged."""
+    if len(approved) == LEGACY_LENGTH and len(current) > LEGACY_LENGTH:
+        return approved + current[LEGACY_LENGTH:]
     return approved
+
+
+def _named(approved_hash: str, current: str) -> str:
+    """What an admin's ``approved_hash`` names, in the format of ``current``: a hash from before the
+    upgrade names its description and input schema with no title, annotations, output schema or icons."""
+    if len(approved_hash) == LEGACY_LENGTH and len(current) > LEGACY_LENGTH:
+        return approved_hash + _UNSHOWN
+    return approved_hash
 
 
 @dataclass(frozen=True)
@@ -185,8 +200,9 @@ def review(
 
 
 def approve(pin: Pin, approved_hash: str, parts: tuple[str, ...] = PARTS) -> Pin:
-    """The pin after an admin approved ``approved_hash`` (held only if the tool moved on since)."""
-    approved_hash = upgraded_approval(approved_hash, pin.definition_hash)
+    """The pin after an admin approved ``approved_hash`` (held only if the tool moved on since; an
+    approval from before the upgrade approves no title, annotations, output schema or icons)."""
+    approved_hash = _named(approved_hash, pin.definition_hash)
     if pin.definition_hash == approved_hash:
         return Pin(pin.definition_hash, approved_hash)
     return Pin(

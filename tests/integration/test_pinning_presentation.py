@@ -152,24 +152,28 @@ async def pins(system: System, server_id: str) -> list[tuple[str, str, str | Non
     return [(r["original_name"], r["definition_hash"], r["approved_hash"], r["held_reason"]) for r in rows]
 
 
+async def as_before_the_upgrade(system: System, server_id: str) -> None:
+    """The server's rows as a version that pinned only the description and input schema left them."""
+    conn = await asyncpg.connect(system.settings.database_url, timeout=10)
+    try:
+        await conn.execute(
+            "UPDATE mcp.tools SET definition_hash = left(definition_hash, $2), "
+            "approved_hash = left(approved_hash, $2), title = NULL, annotations = NULL, output_schema = NULL "
+            "WHERE source_server_id = $1",
+            server_id,
+            LEGACY_LENGTH,
+        )
+    finally:
+        await conn.close()
+    assert {len(h) for _, h, _, _ in await pins(system, server_id)} == {LEGACY_LENGTH}
+
+
 async def test_pins_stored_before_the_upgrade_hold_nothing_and_pin_the_new_parts_from_then_on(
     system: System, upstream: Upstream
 ) -> None:
     server = await system.register("docs", "HTTP", upstream.config)
     await system.wait_connected(server["id"])
-    conn = await asyncpg.connect(system.settings.database_url, timeout=10)
-    try:  # the rows as a version that pinned only the description and input schema left them
-        await conn.execute(
-            "UPDATE mcp.tools SET definition_hash = left(definition_hash, $2), "
-            "approved_hash = left(approved_hash, $2), title = NULL, annotations = NULL, output_schema = NULL "
-            "WHERE source_server_id = $1",
-            server["id"],
-            LEGACY_LENGTH,
-        )
-    finally:
-        await conn.close()
-    assert {len(h) for _, h, _, _ in await pins(system, server["id"])} == {LEGACY_LENGTH}
-
+    await as_before_the_upgrade(system, server["id"])
     assert (await system.api.post(f"{SERVERS}/{server['id']}/tools/refresh")).status_code == 202
 
     async def rewritten() -> list[tuple[str, str, str | None, str | None]] | None:
@@ -184,3 +188,29 @@ async def test_pins_stored_before_the_upgrade_hold_nothing_and_pin_the_new_parts
     await relist(upstream, "add", {"annotations": {"readOnlyHint": False}})  # now pinned: held
     assert (await system.api.post(f"{SERVERS}/{server['id']}/tools/refresh")).status_code == 202
     assert await held(system, server["id"], "add") == ("changed", ["annotations"])
+
+
+async def test_a_held_first_list_after_the_upgrade_pins_the_new_parts_of_what_comes_next(
+    system: System, upstream: Upstream
+) -> None:
+    server = await system.register("docs", "HTTP", upstream.config)
+    await system.wait_connected(server["id"])
+    await as_before_the_upgrade(system, server["id"])
+    await relist(upstream, "add", {"description": "Add two numbers and keep them"})
+    assert (await system.api.post(f"{SERVERS}/{server['id']}/tools/refresh")).status_code == 202
+    assert await held(system, server["id"], "add") == ("changed", ["description"])
+    assert {len(approved or "") for _, _, approved, _ in await pins(system, server["id"])} == {16 * len(PARTS)}
+
+    # the approved description again, now with a title and annotations nobody approved
+    relisted = {"description": "Add two numbers.", "title": "Delete all", "annotations": {"destructiveHint": True}}
+    await relist(upstream, "add", relisted)
+    assert (await system.api.post(f"{SERVERS}/{server['id']}/tools/refresh")).status_code == 202
+
+    async def held_again() -> list[str] | None:
+        found = (await tools_of(system, server["id"]))["add"]["held"]
+        return found["fields"] if found and found["fields"] != ["description"] else None
+
+    assert await eventually(held_again, what="add held for its title and annotations") == ["title", "annotations"]
+    refused = await call(system.api, "docs.add", {"a": 1, "b": 2})
+    assert refused.status_code == 409 and refused.json()["error_code"] == "TOOL_CHANGED", refused.text
+    assert "add" not in await listed(system, "/mcp/docs") and "add" not in await upstream.calls()

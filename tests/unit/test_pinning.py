@@ -85,19 +85,20 @@ def test_flipping_one_annotation_changes_the_annotations_part() -> None:
     assert changed_fields(safe, flipped) == ["annotations"]
 
 
-def test_an_approval_stored_before_the_upgrade_approves_the_same_description_and_schema() -> None:
+def test_an_approval_stored_before_the_upgrade_takes_the_new_parts_of_the_current_definition() -> None:
     old = hash_before_the_upgrade("Search", SCHEMA)
     now = definition_hash("Search", SCHEMA, title="Search", annotations={"readOnlyHint": True})
     assert old == now[:LEGACY_LENGTH]  # the old format is the first two parts of the new one
     assert upgraded_approval(old, now) == now  # the new parts were never pinned: trusted once
     redescribed = definition_hash("Search everything", SCHEMA, title="Search")
-    assert upgraded_approval(old, redescribed) == old  # what the old hash pinned still holds
-    assert changed_fields(old, redescribed) == ["description"]
+    upgraded = upgraded_approval(old, redescribed)
+    assert upgraded[:LEGACY_LENGTH] == old  # what the old hash pinned still holds
+    assert changed_fields(upgraded, redescribed) == ["description"]
     newer = definition_hash("Search", SCHEMA, title="Other")
     assert upgraded_approval(now, newer) == now  # a hash in today's format is never widened
 
 
-def test_review_and_approvals_carry_old_pins_over_without_a_hold() -> None:
+def test_review_carries_old_pins_over_without_a_hold_and_pins_the_new_parts_from_then_on() -> None:
     old = hash_before_the_upgrade("Search", SCHEMA)
     now = definition_hash("Search", SCHEMA, annotations={"readOnlyHint": True})
     pins = review([("q", now)], {"q": old}, first_list=False, policy=NewToolsPolicy.REVIEW)
@@ -106,8 +107,8 @@ def test_review_and_approvals_carry_old_pins_over_without_a_hold() -> None:
     assert review([("q", later)], {"q": pins["q"].approved_hash}, first_list=False, policy=NewToolsPolicy.AUTO)[
         "q"
     ].hold == Hold("changed", ["annotations"])
-    # an admin's approval event written before the upgrade, replayed
-    assert approve(Pin(now, None, Hold("new")), old) == Pin(now, now)
+    # an admin's approval event written before the upgrade, replayed: the annotations were not approved
+    assert approve(Pin(now, None, Hold("new")), old).hold == Hold("changed", ["annotations"])
     # pins a removed server left before the upgrade
     approved, first_list = inherit({}, first_list=True, left={"q": old})
     assert review([("q", now)], approved, first_list=first_list, policy=NewToolsPolicy.REVIEW)["q"] == Pin(now, now)
@@ -230,3 +231,40 @@ def test_only_admins_choose_new_tools_auto(role: Role) -> None:
     with pytest.raises(Forbidden) as refused:
         new_tools_policy(NewToolsPolicy.AUTO, role)
     assert refused.value.status == 403 and refused.value.context["field"] == "new_tools"
+
+
+def test_a_held_first_list_after_the_upgrade_still_pins_the_new_parts() -> None:
+    old = hash_before_the_upgrade("Search", SCHEMA)
+    redescribed = definition_hash("Search everything", SCHEMA, title="Search")
+    (held,) = review([("q", redescribed)], {"q": old}, first_list=False, policy=NewToolsPolicy.AUTO).values()
+    assert held == Pin(redescribed, old + redescribed[LEGACY_LENGTH:], Hold("changed", ["description"]))
+    # back at the old description, with a title and annotations nobody approved: held and reported
+    reverted = mcp_types.Tool(
+        name="q",
+        description="Search",
+        input_schema=SCHEMA,
+        title="Delete all",
+        annotations=mcp_types.ToolAnnotations(destructive_hint=True),
+    )
+    snapshot = tools_snapshot("id", "srv", "default", [reverted], ToolLimits(10, 100, 1000))
+    current = pinning.definition_hash(snapshot.tools[0])
+    pins = review([("q", current)], {"q": held.approved_hash}, first_list=False, policy=NewToolsPolicy.AUTO)
+    assert pins["q"].hold == Hold("changed", ["title", "annotations"])
+    server = {"tools_seen": True, "new_tools": "auto"}
+    row = {"original_name": "q", "definition_hash": redescribed, "approved_hash": held.approved_hash}
+    reported = newly_held(snapshot, cast(Row, server), [cast(Row, {**row, "held_reason": "changed"})])
+    assert reported is not None and reported.changes[0].fields == ["title", "annotations"]
+
+
+def test_an_approval_from_before_the_upgrade_approves_no_part_it_did_not_name() -> None:
+    old = hash_before_the_upgrade("Search", SCHEMA)
+    destructive = definition_hash("Search", SCHEMA, annotations={"destructiveHint": True})
+    approved = approve(Pin(destructive, None, Hold("new")), old)
+    assert approved.hold == Hold("changed", ["annotations"]) and approved.approved_hash != destructive
+    assert len(approved.approved_hash or "") == 16 * len(PARTS)  # no old-format approval left to widen later
+    later = review([("q", destructive)], {"q": approved.approved_hash}, first_list=False, policy=NewToolsPolicy.AUTO)
+    assert later["q"].hold == Hold("changed", ["annotations"])
+    # what it did name: the description and schema with nothing else (an approval event replayed)
+    bare = definition_hash("Search", SCHEMA)
+    assert approve(Pin(bare, None, Hold("new")), old) == Pin(bare, bare)
+    assert approve(Pin(old, None, Hold("new")), old) == Pin(old, old)  # a row not listed again since

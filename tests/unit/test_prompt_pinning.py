@@ -68,6 +68,10 @@ def test_the_prompt_hash_has_one_part_per_pinned_field() -> None:
             ["arguments"],
         ),
         (changed(arguments=[{"name": "source", "description": "The code", "required": True}]), ["arguments"]),
+        (
+            changed(arguments=[{"name": "code", "title": "Your token", "description": "The code", "required": True}]),
+            ["arguments"],
+        ),
         (changed(icons=[{"src": "https://attacker.example/i.png"}]), ["icons"]),
         (changed(description="x", title="y"), ["description", "title"]),
     ],
