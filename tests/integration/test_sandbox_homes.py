@@ -6,9 +6,11 @@ directories in its home; removing the server must delete the home and nothing th
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,10 @@ import pytest
 
 from tests.harness import RoleProcess, System, eventually, running_system
 from tests.peers.launch import demo_args
+from toolmesh import metrics
 from toolmesh.sandbox_homes import homes_dir
+from toolmesh.store.pool import open_pool
+from toolmesh_session_worker.homes import HomeSweeper
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).parents[1] / "peers" / "hostile_stdio.py"
@@ -87,3 +92,44 @@ async def test_a_home_left_while_no_worker_ran_goes_at_the_next_worker_start(nat
             await _home_gone(home)
         finally:
             assert restarted.terminate() == 0
+
+
+def _sweep_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "toolmesh.session_worker" and r.levelno == logging.WARNING]
+
+
+def _reconcile_rounds() -> float:
+    return metrics.registry().get_sample_value("mcp_aggregator_reconcile_rounds_total") or 0.0
+
+
+async def test_homes_that_cannot_be_listed_do_not_stop_the_reconcile_rounds(
+    nats_url: str, database_url: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """The homes directory cannot be listed (a file stands in its place): each reconcile round still
+    finishes, at its own pace, and the failure is logged once, not once a round."""
+    caplog.set_level(logging.INFO, logger="toolmesh")
+    homes_dir(tmp_path).write_text("not a directory")
+    async with running_system(nats_url, database_url, roles=["session-worker"], data_dir=tmp_path):
+        started = _reconcile_rounds()
+        await eventually(lambda: _reconcile_rounds() >= started + 3, what="three reconcile rounds finished")
+    assert len(_sweep_warnings(caplog)) == 1, [r.getMessage() for r in _sweep_warnings(caplog)]
+    assert not [r for r in caplog.records if r.name == "toolmesh.supervision"]  # the reconciler never broke
+
+
+async def test_a_store_error_in_the_sweep_is_logged_once_and_the_home_kept(
+    database_url: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Postgres cannot say which servers were removed (here: no schema): nothing is removed, the
+    sweep returns, and the same failure is not logged again on the next rounds."""
+    caplog.set_level(logging.INFO, logger="toolmesh")
+    home = homes_dir(tmp_path) / str(uuid.uuid4())
+    home.mkdir(parents=True)
+    db = await open_pool(database_url, migrate=False)
+    try:
+        sweeper = HomeSweeper(db, tmp_path)
+        for _ in range(3):
+            assert await sweeper.sweep(()) == []
+    finally:
+        await db.close()
+    assert home.is_dir()
+    assert len(_sweep_warnings(caplog)) == 1, [r.getMessage() for r in _sweep_warnings(caplog)]

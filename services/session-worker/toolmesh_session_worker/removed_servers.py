@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+import asyncpg
+
+from toolmesh.errors import BackendUnavailable
 from toolmesh.store.connections import Db
 
 
@@ -15,9 +18,12 @@ async def removed_among(db: Db, server_ids: Collection[str]) -> set[str]:
     """
     if not server_ids:
         return set()
-    rows = await db.fetch(
-        "SELECT DISTINCT server_id::text AS id FROM mcp.audit_log "
-        "WHERE event = 'server.removed' AND server_id = ANY($1::uuid[])",
-        list(server_ids),
-    )
+    try:
+        rows = await db.fetch(
+            "SELECT DISTINCT server_id::text AS id FROM mcp.audit_log "
+            "WHERE event = 'server.removed' AND server_id = ANY($1::uuid[])",
+            list(server_ids),
+        )
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise BackendUnavailable(f"Removed servers not read from Postgres: {exc}") from exc
     return {row["id"] for row in rows}

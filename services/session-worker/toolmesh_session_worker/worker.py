@@ -37,7 +37,7 @@ from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
 from toolmesh_session_worker.failures import next_retry
-from toolmesh_session_worker.homes import sweep_homes
+from toolmesh_session_worker.homes import HomeSweeper
 from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.requests import owner_dispatcher
 from toolmesh_session_worker.upstream.transports import SHARED_POOL_LIMITS
@@ -62,6 +62,7 @@ class SessionWorker:
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
         self._http: EgressClients | None = None
+        self._homes = HomeSweeper(backends.db, backends.settings.data_dir)
 
     @property
     def owned(self) -> dict[str, OwnedServer]:
@@ -237,7 +238,7 @@ class SessionWorker:
                 if row["id"] not in self._owned and await self._leases.holder_of(row["id"]) is None:
                     if await self.take(row["id"]):
                         log.info("claimed orphaned server", extra={"server": row["name"]})
-            await sweep_homes(self._b.db, self._b.settings.data_dir, self._owned.keys() | self._taking)
+            await self._homes.sweep(self._owned.keys() | self._taking)
             record_reconcile_round()
             if await sleep_or_stop(stop, self._b.settings.reconcile_interval_seconds):
                 return
