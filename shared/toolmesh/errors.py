@@ -223,6 +223,11 @@ class BackendUnavailable(ToolmeshError):
     status = 503
 
 
+class StreamMisconfigured(BackendUnavailable):
+    """A JetStream stream of toolmesh exists with another configuration than toolmesh gives it
+    (e.g. made first by another client): it is not used."""
+
+
 ERROR_TYPES: dict[str, type[ToolmeshError]] = {
     cls.error_code: cls
     for cls in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -17,6 +18,7 @@ from nats.js.kv import KeyValue
 
 from toolmesh.contracts.commands import COMMANDS_STREAM, COMMANDS_SUBJECTS
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
+from toolmesh.errors import StreamMisconfigured
 
 LEASES_BUCKET = "toolmesh_leases"
 NAMES_BUCKET = "toolmesh_names"
@@ -48,16 +50,66 @@ def commands_stream_config() -> StreamConfig:
     )
 
 
+GUARDED_FIELDS: dict[str, object] = {
+    "subjects": None,
+    "retention": RetentionPolicy.LIMITS,
+    "storage": StorageType.FILE,
+    "discard": DiscardPolicy.OLD,
+    "max_age": 0,
+    "max_msgs": -1,
+    "max_bytes": -1,
+    "max_msgs_per_subject": -1,
+    "sealed": False,
+    "allow_rollup_hdrs": False,
+    "allow_msg_ttl": False,
+    "republish": None,
+    "mirror": None,
+    "sources": None,
+    "subject_transform": None,
+}
+"""The fields of a stream's configuration that decide what it captures, keeps, loses or copies
+elsewhere, with the server's value when none is given. Toolmesh never changes a stream once made,
+so an existing stream must match on each; the rest (replicas, placement, ...) may differ."""
+
+
+def _normal(value: object, default: object) -> object:
+    if value is None or value == []:
+        return default
+    return sorted(value) if isinstance(value, list) else value
+
+
+def _shown(value: object) -> object:
+    return value.value if isinstance(value, Enum) else value
+
+
+def config_differences(expected: StreamConfig, found: StreamConfig) -> list[str]:
+    """Each guarded field on which ``found`` (a stream's configuration) differs from ``expected``."""
+    differences = []
+    for name, default in GUARDED_FIELDS.items():
+        want, have = (_normal(getattr(config, name), default) for config in (expected, found))
+        if want != have:
+            differences.append(f"{name} is {_shown(have)!r}, toolmesh expects {_shown(want)!r}")
+    return differences
+
+
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     assert config.name is not None
     try:
-        await js.stream_info(config.name)
+        info = await js.stream_info(config.name)
     except NotFoundError:
         try:
             await js.add_stream(config)
+            return
         except BadRequestError:
             # Another process created it between our look and our create.
-            await js.stream_info(config.name)
+            info = await js.stream_info(config.name)
+    differences = config_differences(config, info.config)
+    if differences:
+        raise StreamMisconfigured(
+            f"JetStream stream {config.name} exists with another configuration than toolmesh's "
+            f"({'; '.join(differences)}): not using it; correct or recreate it before starting",
+            {"stream": config.name, "differences": differences},
+        )
 
 
 STREAMS = {EVENTS_STREAM: events_stream_config, COMMANDS_STREAM: commands_stream_config}
@@ -65,7 +117,8 @@ STREAMS = {EVENTS_STREAM: events_stream_config, COMMANDS_STREAM: commands_stream
 
 
 async def ensure_streams(js: JetStreamContext, names: Iterable[str]) -> None:
-    """Create the streams ``names`` (of ``STREAMS``) if missing (safe from every process, concurrently).
+    """Create the streams ``names`` (of ``STREAMS``) if missing (safe from every process, concurrently);
+    raise StreamMisconfigured when one exists with another configuration (``config_differences``).
 
     A role ensures only the streams it uses: its NATS user may look at and create no other.
     """
