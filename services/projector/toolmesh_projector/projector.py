@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from toolmesh.bus.consuming import consume
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
-from toolmesh.store.projection import apply_event, record_checkpoint, reset_read_model
+from toolmesh_projector.projection import apply_event, record_checkpoint, reset_read_model
 
 log = logging.getLogger("toolmesh.projector")
 DURABLE = "projector"

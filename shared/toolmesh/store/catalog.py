@@ -8,7 +8,7 @@ import asyncpg
 
 from toolmesh.pinning import EveryLeft
 from toolmesh.store.endpoints import list_endpoints
-from toolmesh.store.projection import PROJECTOR
+from toolmesh.store.queries import PROJECTOR
 from toolmesh.store.retired_pins import every_left
 
 

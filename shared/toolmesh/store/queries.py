@@ -8,8 +8,10 @@ import asyncpg
 
 from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
 from toolmesh.store.connections import Db
-from toolmesh.store.projection import PROJECTOR
 
+PROJECTOR = "postgres"
+"""The ``mcp.projector_checkpoint`` row of the Postgres projector: it writes it, reads of the projection
+wait on it."""
 Row = asyncpg.Record
 _SERVER_COLUMNS = (
     "id::text AS id, name, namespace, description, transport_type, connection_config, health_check_url, status, "

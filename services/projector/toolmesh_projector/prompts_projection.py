@@ -7,8 +7,8 @@ from toolmesh.contracts.events import PromptsApproved, PromptsDiscovered
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, Pin, approvals, approve, inherit, prompt_definition_hash, review
 from toolmesh.store.connections import Conn
-from toolmesh.store.projection_trail import audit, history
 from toolmesh.store.retired_pins import prompt_pins_left
+from toolmesh_projector.projection_trail import audit, history
 
 
 async def prompts_discovered(conn: Conn, event: PromptsDiscovered) -> None:

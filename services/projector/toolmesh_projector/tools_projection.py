@@ -10,8 +10,8 @@ from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import Pin, approvals, approve, definition_hash, inherit, review
 from toolmesh.store.connections import Conn
-from toolmesh.store.projection_trail import audit, history
 from toolmesh.store.retired_pins import pins_left
+from toolmesh_projector.projection_trail import audit, history
 
 
 async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:

@@ -31,12 +31,13 @@ from toolmesh.contracts.events import (
 )
 from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
 from toolmesh.store.connections import Conn
-from toolmesh.store.offerings_projection import instructions_approved, resources_discovered, server_described
 from toolmesh.store.principals import BOOTSTRAP_OWNER
-from toolmesh.store.projection_trail import audit, history
-from toolmesh.store.prompts_projection import prompts_approved, prompts_discovered
+from toolmesh.store.queries import PROJECTOR
 from toolmesh.store.retired_pins import retire_pins
-from toolmesh.store.tools_projection import (
+from toolmesh_projector.offerings_projection import instructions_approved, resources_discovered, server_described
+from toolmesh_projector.projection_trail import audit, history
+from toolmesh_projector.prompts_projection import prompts_approved, prompts_discovered
+from toolmesh_projector.tools_projection import (
     tools_approved,
     tools_changed,
     tools_classified,
@@ -45,7 +46,6 @@ from toolmesh.store.tools_projection import (
 )
 
 log = logging.getLogger("toolmesh.projection")
-PROJECTOR = "postgres"
 READ_MODEL_TABLES = (
     "mcp.external_servers",
     "mcp.tools",
