@@ -27,7 +27,7 @@ from tests.peers.launch import demo_args  # noqa: E402
 from toolmesh import processes  # noqa: E402
 from toolmesh.config import Settings  # noqa: E402
 from toolmesh.sandbox import Sandboxer, mode  # noqa: E402
-from toolmesh_session_worker.upstream import open_session  # noqa: E402
+from toolmesh_session_worker.upstream import OpeningOptions, open_session  # noqa: E402
 from toolmesh_session_worker.upstream.stdio import base_environment  # noqa: E402
 
 RUNS = int(os.environ.get("TOOLMESH_BENCH_RUNS", "11"))
@@ -41,9 +41,11 @@ async def connect_seconds(settings: Settings, sandboxed: bool) -> float:
         "bench",
         "STDIO",
         config,
-        connect_timeout=60,
-        stdio_base_env=base_environment(settings.stdio_base_env, os.environ),
-        stdio_sandbox=Sandboxer(settings, "bench") if sandboxed else None,
+        OpeningOptions(
+            connect_timeout=60,
+            stdio_base_env=base_environment(settings.stdio_base_env, os.environ),
+            stdio_sandbox=Sandboxer(settings, "bench") if sandboxed else None,
+        ),
     )
     elapsed = time.perf_counter() - started
     await session.close()

@@ -18,7 +18,13 @@ from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
 from toolmesh import processes
 from toolmesh.egress import EgressPolicy
 from toolmesh.polling import poll_until
-from toolmesh_session_worker.upstream import UpstreamError, UpstreamSession, UpstreamTimeout, open_session
+from toolmesh_session_worker.upstream import (
+    OpeningOptions,
+    UpstreamError,
+    UpstreamSession,
+    UpstreamTimeout,
+    open_session,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -50,10 +56,12 @@ async def connect(peer: PeerInfo, events: Events | None = None, name: str = "dem
         name,
         peer.transport_type,
         peer.config,
-        connect_timeout=CONNECT_TIMEOUT,
-        on_tools_changed=events.on_tools_changed,
-        on_lost=events.on_lost,
-        egress=LOOPBACK_PEERS,
+        OpeningOptions(
+            connect_timeout=CONNECT_TIMEOUT,
+            on_tools_changed=events.on_tools_changed,
+            on_lost=events.on_lost,
+            egress=LOOPBACK_PEERS,
+        ),
     )
 
 
@@ -229,9 +237,11 @@ async def test_close_kills_the_stdio_process_group(tmp_path: Path) -> None:
         "group",
         "STDIO",
         {"command": "/bin/sh", "args": ["-c", script], "env": {}},
-        connect_timeout=CONNECT_TIMEOUT,
-        on_tools_changed=None,
-        on_lost=events.on_lost,
+        OpeningOptions(
+            connect_timeout=CONNECT_TIMEOUT,
+            on_tools_changed=None,
+            on_lost=events.on_lost,
+        ),
     )
     leader = session.pid
     assert leader is not None
@@ -252,9 +262,11 @@ async def test_connect_failure_is_readable_and_keeps_stderr_out() -> None:
             "broken",
             "STDIO",
             {"command": sys.executable, "args": ["-c", exit_3]},
-            connect_timeout=10,
-            on_tools_changed=None,
-            on_lost=None,
+            OpeningOptions(
+                connect_timeout=10,
+                on_tools_changed=None,
+                on_lost=None,
+            ),
         )
     assert "process exited with code 3" in raised.value.summary
     assert "bad-secret-line" not in f"{raised.value} {raised.value.summary}"
@@ -280,10 +292,12 @@ async def test_injected_http_client_is_used_and_left_open(transport: str) -> Non
             "pooled",
             peer.transport_type,
             config,
-            connect_timeout=CONNECT_TIMEOUT,
-            on_tools_changed=None,
-            on_lost=None,
-            http_client=shared,
+            OpeningOptions(
+                connect_timeout=CONNECT_TIMEOUT,
+                on_tools_changed=None,
+                on_lost=None,
+                http_client=shared,
+            ),
         )
         async with session:
             assert text_of(await session.call_tool("echo", {"text": "pooled"}, timeout=10)) == "pooled"

@@ -35,6 +35,7 @@ from toolmesh_session_worker.offerings import Offerings
 from toolmesh_session_worker.rediscovery import rediscover
 from toolmesh_session_worker.status_events import status_event
 from toolmesh_session_worker.upstream import (
+    OpeningOptions,
     RestPolicy,
     Upstream,
     UpstreamError,
@@ -224,17 +225,19 @@ class OwnedServer:
                 self.name,
                 self._transport,
                 config,
-                connect_timeout=settings.connection_timeout_seconds,
-                on_tools_changed=self._tools_changed,
-                on_list_changed=self._lists_changed,
-                on_lost=self._lost,
-                stdio_base_env=base_env,
-                stdio_sandbox=sandbox,
-                http_client=self._http.client(self.egress) if self._http is not None else None,
-                egress=self.egress,
-                client_side=self.clients,
-                rest_policy=RestPolicy(
-                    settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
+                OpeningOptions(
+                    connect_timeout=settings.connection_timeout_seconds,
+                    on_tools_changed=self._tools_changed,
+                    on_list_changed=self._lists_changed,
+                    on_lost=self._lost,
+                    stdio_base_env=base_env,
+                    stdio_sandbox=sandbox,
+                    http_client=self._http.client(self.egress) if self._http is not None else None,
+                    egress=self.egress,
+                    client_side=self.clients,
+                    rest_policy=RestPolicy(
+                        settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
+                    ),
                 ),
             )
 

@@ -8,7 +8,7 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamRefused,
     UpstreamTimeout,
 )
-from toolmesh_session_worker.upstream.opening import open_session
+from toolmesh_session_worker.upstream.opening import OpeningOptions, open_session
 from toolmesh_session_worker.upstream.rest import RestPolicy, RestSession
 from toolmesh_session_worker.upstream.session import UpstreamSession
 from toolmesh_session_worker.upstream.surface import Upstream
@@ -16,6 +16,7 @@ from toolmesh_session_worker.upstream.wire import ProgressCallback
 
 __all__ = [
     "LostCallback",
+    "OpeningOptions",
     "ProgressCallback",
     "RestPolicy",
     "RestSession",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -19,33 +20,39 @@ from toolmesh_session_worker.upstream.surface import Upstream
 from toolmesh_session_worker.upstream.transports import build_transport
 
 
+@dataclass(frozen=True)
+class OpeningOptions:
+    """How ``open_session`` connects an upstream and whom it tells about it.
+
+    ``http_client`` is a shared pooled client for the HTTP transports (the config headers are still
+    applied per session); without it each session pools its own. ``stdio_base_env`` is the environment
+    a STDIO server inherits besides its config's ``env`` (see ``base_environment``); without it the
+    server gets only its config's ``env``. ``stdio_sandbox`` wraps a STDIO server's process in the
+    deployment's sandbox (``toolmesh.sandbox``). ``rest_policy`` holds a REST tool server's retries.
+    ``egress`` is where the server's HTTP connections may go (``toolmesh.egress``; public addresses
+    only when None); ``http_client`` must then be a client of the same policy.
+    """
+
+    connect_timeout: float
+    on_tools_changed: ToolsChangedCallback | None = None
+    on_lost: LostCallback | None = None
+    http_client: httpx2.AsyncClient | None = None
+    stdio_base_env: Mapping[str, str] | None = None
+    stdio_sandbox: Sandboxer | None = None
+    client_side: ClientSide | None = None
+    on_list_changed: ListChangedCallback | None = None
+    rest_policy: RestPolicy | None = None
+    egress: EgressPolicy | None = None
+
+
 async def open_session(
-    server_name: str,
-    transport_type: str,
-    config: Mapping[str, Any],
-    *,
-    connect_timeout: float,
-    on_tools_changed: ToolsChangedCallback | None = None,
-    on_lost: LostCallback | None = None,
-    http_client: httpx2.AsyncClient | None = None,
-    stdio_base_env: Mapping[str, str] | None = None,
-    stdio_sandbox: Sandboxer | None = None,
-    client_side: ClientSide | None = None,
-    on_list_changed: ListChangedCallback | None = None,
-    rest_policy: RestPolicy | None = None,
-    egress: EgressPolicy | None = None,
+    server_name: str, transport_type: str, config: Mapping[str, Any], options: OpeningOptions
 ) -> Upstream:
-    """Connect to an upstream server and run the MCP handshake within ``connect_timeout`` seconds.
+    """Connect to an upstream server and run the MCP handshake within ``options.connect_timeout`` seconds.
 
     ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP), or ``REST`` for a REST
-    tool server (connected by its ``/health``, with ``rest_policy``'s retries); ``config`` is validated
-    and ``${VAR}``-expanded. ``http_client`` is a shared pooled client for the HTTP transports
-    (the config headers are still applied per session); without it each session pools its own.
-    ``stdio_base_env`` is the environment a STDIO server inherits besides its config's ``env``
-    (see ``base_environment``); without it the server gets only its config's ``env``. ``stdio_sandbox``
-    wraps a STDIO server's process in the deployment's sandbox (``toolmesh.sandbox``). ``egress`` is
-    where the server's HTTP connections may go (``toolmesh.egress``; public addresses only when None);
-    ``http_client`` must then be a client of the same policy.
+    tool server (connected by its ``/health``, with ``options.rest_policy``'s retries); ``config`` is
+    validated and ``${VAR}``-expanded.
 
     Raises:
         UpstreamMisconfigured: the egress policy refuses the server's URL, or a header is not a valid
@@ -54,43 +61,57 @@ async def open_session(
         UpstreamError: the server could not be started or reached, or the handshake failed.
     """
     kind = transport_type.upper()
-    url = config.get("base_url" if kind in ("HTTP", "STREAMABLE_HTTP") else "url")
-    if kind != "STDIO" and (problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url)))):
-        words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
-        raise UpstreamMisconfigured(words, summary=words)
-    headers = config.get("headers")
-    if kind != "STDIO" and isinstance(headers, Mapping) and (problems := headers_problems(headers)):
-        # A registration from before the header rule, or a ${VAR} that expanded to several lines: the
-        # HTTP client would refuse the header, quoting its value (a credential) in its error.
-        words = f"{server_name}: connect failed: {'; '.join(problems)}"
-        raise UpstreamMisconfigured(words, summary=words)
+    if kind != "STDIO":
+        _refuse_unsafe_config(server_name, kind, config)
     if kind == "REST":
         return await open_rest_session(
             server_name,
             config,
-            rest_policy or RestPolicy(),
-            connect_timeout=connect_timeout,
-            on_lost=on_lost,
-            on_tools_changed=on_tools_changed,
-            http_client=http_client,
-            egress=egress,
+            options.rest_policy or RestPolicy(),
+            connect_timeout=options.connect_timeout,
+            on_lost=options.on_lost,
+            on_tools_changed=options.on_tools_changed,
+            http_client=options.http_client,
+            egress=options.egress,
         )
+    return await _open_mcp_session(server_name, transport_type, config, options)
+
+
+def _refuse_unsafe_config(server_name: str, kind: str, config: Mapping[str, Any]) -> None:
+    """Raise ``UpstreamMisconfigured`` when the egress policy refuses a network server's URL or a
+    header is not a valid HTTP field."""
+    url = config.get("base_url" if kind in ("HTTP", "STREAMABLE_HTTP") else "url")
+    if problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url))):
+        words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
+        raise UpstreamMisconfigured(words, summary=words)
+    headers = config.get("headers")
+    if isinstance(headers, Mapping) and (problems := headers_problems(headers)):
+        # A registration from before the header rule, or a ${VAR} that expanded to several lines: the
+        # HTTP client would refuse the header, quoting its value (a credential) in its error.
+        words = f"{server_name}: connect failed: {'; '.join(problems)}"
+        raise UpstreamMisconfigured(words, summary=words)
+
+
+async def _open_mcp_session(
+    server_name: str, transport_type: str, config: Mapping[str, Any], options: OpeningOptions
+) -> UpstreamSession:
+    """Start an MCP session over the server's transport and run its handshake."""
     transport = build_transport(
         server_name,
         transport_type,
         config,
-        http_client=http_client,
-        stdio_base_env=stdio_base_env,
-        stdio_sandbox=stdio_sandbox,
-        egress=egress,
+        http_client=options.http_client,
+        stdio_base_env=options.stdio_base_env,
+        stdio_sandbox=options.stdio_sandbox,
+        egress=options.egress,
     )
     session = UpstreamSession(
         server_name,
         transport,
-        on_tools_changed=on_tools_changed,
-        on_lost=on_lost,
-        client_side=client_side,
-        on_list_changed=on_list_changed,
+        on_tools_changed=options.on_tools_changed,
+        on_lost=options.on_lost,
+        client_side=options.client_side,
+        on_list_changed=options.on_list_changed,
     )
-    await session.start(connect_timeout)
+    await session.start(options.connect_timeout)
     return session
