@@ -20,10 +20,10 @@ from typing import Any
 
 import nats
 
-from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.embedded import EmbeddedNats
+from toolmesh_gateway.front_door.session_table import McpSessionTable
 
 WARMUP = 200
 

@@ -12,8 +12,6 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
 from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.mcp_sessions import McpSessionTable
-from toolmesh.bus.names import reserve_name
 from toolmesh.bus.topology import (
     IDEMPOTENCY_BUCKET,
     LEASES_BUCKET,
@@ -25,7 +23,9 @@ from toolmesh.bus.topology import (
     names_bucket,
 )
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored
+from toolmesh_gateway.name_reservations import reserve_name
 
 pytestmark = pytest.mark.integration
 ROLE_BUCKETS = {

@@ -27,7 +27,6 @@ from tests.peers.launch import launch_peer
 from toolmesh import processes
 from toolmesh.bus.connection import connect_nats, nats_options
 from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.names import reserve_name
 from toolmesh.bus.topology import (
     ensure_streams,
     events_stream_config,
@@ -43,6 +42,7 @@ from toolmesh.embedded import free_port
 from toolmesh.embedded.nats import nats_server_binary
 from toolmesh.errors import BackendUnavailable
 from toolmesh_cli.roles import ROLES, STREAMS
+from toolmesh_gateway.name_reservations import reserve_name
 from toolmesh_projector.projector import DURABLE, consumer_config
 
 pytestmark = pytest.mark.integration

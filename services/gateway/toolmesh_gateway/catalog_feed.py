@@ -28,10 +28,10 @@ from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import ApprovedText, Hold, Pin, prompt_definition_hash
 from toolmesh.polling import poll_until
-from toolmesh.store.catalog import CatalogSnapshot, catalog_snapshot
 from toolmesh.store.queries import Row
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
+from toolmesh_gateway.catalog_snapshot import CatalogSnapshot, catalog_snapshot
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
 
 log = logging.getLogger("toolmesh.gateway.catalog")

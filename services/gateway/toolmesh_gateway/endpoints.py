@@ -11,15 +11,16 @@ import uuid
 
 from nats.js.kv import KeyValue
 
-from toolmesh.bus.names import release_name, reserve_name
 from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest, ToolOverride
 from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
 from toolmesh.errors import EndpointAlreadyExists, EndpointNotFound
 from toolmesh.runtime import Backends
-from toolmesh.store import endpoints, queries
+from toolmesh.store import queries
 from toolmesh.store.consistency import wait_for_projection
+from toolmesh_gateway import endpoint_reads
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.name_reservations import release_name, reserve_name
 from toolmesh_gateway.server_commands import name_holder_exists, name_key
 
 
@@ -88,15 +89,15 @@ class EndpointService:
 
     async def list(self, caller: Caller) -> EndpointList:
         """The endpoints the caller can see."""
-        rows = await endpoints.list_endpoints(self._b.db, caller.scope)
+        rows = await endpoint_reads.list_endpoints(self._b.db, caller.scope)
         return EndpointList(endpoints=[_info(r) for r in rows], total=len(rows))
 
     async def get(self, endpoint_id: str, caller: Caller) -> EndpointInfo:
         """One endpoint; ``EndpointNotFound`` when unknown or in another namespace."""
         return _info(await self._existing(endpoint_id, caller))
 
-    async def _existing(self, endpoint_id: str, caller: Caller) -> endpoints.Row:
-        row = await endpoints.get_endpoint(self._b.db, endpoint_id, caller.scope)
+    async def _existing(self, endpoint_id: str, caller: Caller) -> endpoint_reads.Row:
+        row = await endpoint_reads.get_endpoint(self._b.db, endpoint_id, caller.scope)
         if row is None:
             raise EndpointNotFound(f"Endpoint not found: {endpoint_id}", {"endpoint_id": endpoint_id})
         return row
@@ -126,7 +127,7 @@ class EndpointService:
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
 
 
-def _info(row: endpoints.Row) -> EndpointInfo:
+def _info(row: endpoint_reads.Row) -> EndpointInfo:
     return EndpointInfo(
         id=row["id"],
         name=row["name"],

@@ -16,7 +16,6 @@ import uuid
 import asyncpg
 from nats.js.kv import KeyValue
 
-from toolmesh.bus.names import release_name, reserve_name
 from toolmesh.bus.publishing import publish_command, publish_event
 from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import ClassifyTools, ConnectServer
@@ -60,10 +59,11 @@ from toolmesh.registration_policy import check_registration
 from toolmesh.runtime import Backends
 from toolmesh.store import queries
 from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.endpoints import endpoint_named, get_endpoint
 from toolmesh.store.locks import advisory_lock
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.egress_admission import admit_upstream
+from toolmesh_gateway.endpoint_reads import endpoint_named, get_endpoint
+from toolmesh_gateway.name_reservations import release_name, reserve_name
 
 log = logging.getLogger("toolmesh.gateway")
 

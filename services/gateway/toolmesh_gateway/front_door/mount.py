@@ -6,7 +6,6 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -15,6 +14,7 @@ from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.server import FrontDoor
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
+from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.front_door.shared_sessions import SharedSessions
 from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls

@@ -35,12 +35,12 @@ from mcp_types import INVALID_REQUEST, ErrorData, InitializeRequestParams, JSONR
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from toolmesh.bus.mcp_sessions import McpSessionTable
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.errors import LimitExceeded, ToolmeshError
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
+from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
 from toolmesh_gateway.scope_headers import header
 

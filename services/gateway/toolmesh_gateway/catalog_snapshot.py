@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from toolmesh.pinning import EveryLeft
-from toolmesh.store.endpoints import list_endpoints
 from toolmesh.store.queries import PROJECTOR
 from toolmesh.store.retired_pins import every_left
+from toolmesh_gateway.endpoint_reads import list_endpoints
 
 
 @dataclass
