@@ -32,6 +32,7 @@ SCRIPT = textwrap.dedent(
     from toolmesh.contracts.clients import client_id
     from toolmesh.contracts.rpc import ClientRef, PingRpc, PingRpcResult
     from toolmesh_gateway.front_door.client_links import ClientLinks
+    from toolmesh_gateway.front_door.session_channels import SessionChannels
     from toolmesh_session_worker.clients import UpstreamClients
 
     exporter = InMemorySpanExporter()
@@ -41,7 +42,7 @@ SCRIPT = textwrap.dedent(
     async def main() -> None:
         gateway_nc = await nats.connect(os.environ["TEST_NATS_URL"])
         worker_nc = await nats.connect(os.environ["TEST_NATS_URL"])
-        links = ClientLinks(gateway_nc, "replica1")
+        links = ClientLinks(gateway_nc, "replica1", SessionChannels())
         await links.start()
         await gateway_nc.flush()  # the subscription is in place before the worker sends
         clients = UpstreamClients(worker_nc, "srv1", "demo", 10.0)

@@ -16,6 +16,7 @@ from toolmesh.bus import verbs
 from toolmesh.contracts.clients import client_id
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh_gateway.front_door.client_links import ClientLinks
+from toolmesh_gateway.front_door.session_channels import SessionChannels
 
 pytestmark = pytest.mark.integration
 ANSWER_WITHIN = 10.0
@@ -26,7 +27,7 @@ CLIENT = client_id("replica1", "session1")
 async def sender(nats_url: str) -> AsyncIterator[NATS]:
     """A session-worker's end of the bus, with a gateway replica's ``ClientLinks`` listening."""
     gateway = await nats.connect(nats_url)
-    links = ClientLinks(gateway, "replica1")
+    links = ClientLinks(gateway, "replica1", SessionChannels())
     await links.start()
     await gateway.flush()
     connection = await nats.connect(nats_url)

@@ -39,6 +39,7 @@ from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
 from toolmesh.supervision import TaskSet
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
+from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.scope_headers import header
 
 log = logging.getLogger("toolmesh.gateway.clients")
@@ -50,12 +51,7 @@ Ctx = ServerRequestContext[Any, Any]
 
 def request_channel(ctx: Ctx) -> Outbound:
     """The request-scoped back-channel of a request (its own POST stream on Streamable HTTP)."""
-    return ctx.session._request_outbound  # the SDK keeps both channels on the per-request session
-
-
-def session_channel(ctx: Ctx) -> Outbound:
-    """The session's standalone back-channel (the GET stream on Streamable HTTP)."""
-    return ctx.session._connection.outbound
+    return ctx.session._request_outbound  # the SDK keeps this channel on the per-request session only
 
 
 @dataclass
@@ -91,11 +87,15 @@ class ClientLink:
 
 
 class ClientLinks:
-    """Client sessions of this replica, and the subscription that brings their traffic from the bus."""
+    """Client sessions of this replica, and the subscription that brings their traffic from the bus.
 
-    def __init__(self, nc: NATS, replica: str) -> None:
+    A session's standalone channel comes from ``channels``, where the session manager registers
+    the connection of each session it serves."""
+
+    def __init__(self, nc: NATS, replica: str, channels: SessionChannels) -> None:
         self._nc = nc
         self.replica = replica
+        self._channels = channels
         self._links: dict[str, ClientLink] = {}
         self._sub: Subscription | None = None
         self._local = itertools.count(1)
@@ -127,7 +127,7 @@ class ClientLinks:
         key = client_id(self.replica, session)
         link = self._links.get(key)
         if link is None:
-            link = ClientLink(ref=_ref(key, ctx), standalone=session_channel(ctx))
+            link = ClientLink(ref=_ref(key, ctx), standalone=self._channels.standalone(_session_id(ctx)))
             self._links[key] = link
             while len(self._links) > MAX_LINKS:  # sessions that ended without a DELETE
                 self._links.pop(next(iter(self._links)))
@@ -148,7 +148,8 @@ class ClientLinks:
     def detached(self, ctx: Ctx) -> ClientLink:
         """A link of its own for one 2026-07-28 request (and its retries), until ``forget``."""
         key = client_id(self.replica, f"req{next(self._local)}")
-        link = ClientLink(ref=_ref(key, ctx, detached=True), standalone=session_channel(ctx), detached=True)
+        standalone = self._channels.standalone(_session_id(ctx))
+        link = ClientLink(ref=_ref(key, ctx, detached=True), standalone=standalone, detached=True)
         self._links[key] = link
         return link
 

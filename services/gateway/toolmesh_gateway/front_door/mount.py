@@ -13,6 +13,7 @@ from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.server import FrontDoor
+from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.front_door.shared_sessions import SharedSessions
@@ -27,7 +28,8 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     """Start the MCP servers on the app's authenticator, catalog feed (started), tool calls, forwarder
     and search service; their routes (the aggregate at ``/mcp``, each endpoint or server at
     ``/mcp/{name}``) go to ``app.state.mcp_routes``."""
-    links = ClientLinks(backends.nc, calls.replica)
+    channels = SessionChannels()
+    links = ClientLinks(backends.nc, calls.replica, channels)
     await links.start()
     settings = backends.settings
     kv = await mcp_sessions_bucket(backends.js, settings.mcp_session_ttl_seconds)
@@ -41,6 +43,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         release,
         settings.mcp_json_wait_seconds,
         NamespaceSessions(settings.namespace_quota),
+        channels,
     )
     front = FrontDoor(
         settings,

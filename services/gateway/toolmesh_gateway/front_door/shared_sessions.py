@@ -39,6 +39,7 @@ from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.errors import LimitExceeded, ToolmeshError
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
+from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.front_door.sessions import CALLER_KEY, refuse
@@ -83,6 +84,8 @@ class SharedSessions:
     json_wait_seconds: float
     held: NamespaceSessions
     """The sessions this replica holds, per namespace (each namespace's fair share)."""
+    channels: SessionChannels
+    """The connection of every session served here (registered while it runs)."""
 
     def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
@@ -96,7 +99,6 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         super().__init__(app=app, session_idle_timeout=shared.ttl_seconds)
         self._shared = shared
         self._on_adopt = on_adopt
-        self._connections: dict[str, Connection] = {}  # session id -> its SDK connection here
         self._session_tasks: TaskGroup | None = None  # the server task of every session served here
         self._adopting = anyio.Lock()  # one adoption at a time: a session is adopted once
 
@@ -201,7 +203,9 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 self._server_instances[session_id] = transport
                 assert self._session_tasks is not None
                 await self._session_tasks.start(self._run_session, transport, record)
-                self._on_adopt(session_id, self._connections[session_id], scope)
+                connection = self._shared.channels.connection(session_id)
+                assert connection is not None  # registered before the session task started
+                self._on_adopt(session_id, connection, scope)
                 self._shared.held.adopt(session_id, record.namespace or "", record.key_id)
                 log.info("adopted MCP session %s", session_id[:64])
         return transport
@@ -241,7 +245,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
 
     async def _record(self, session_id: str, scope: Scope) -> bool:
         """Write the record of a session whose ``initialize`` succeeded (False: not yet)."""
-        connection = self._connections.get(session_id)
+        connection = self._shared.channels.connection(session_id)
         caller = scope.get(CALLER_KEY)
         if connection is None or connection.client_params is None or not isinstance(caller, Caller):
             return False
@@ -271,7 +275,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 read_stream, write_stream, inline_methods=frozenset({"initialize"})
             )
             connection = _connection(dispatcher, session_id, record)
-            self._connections[session_id] = connection
+            self._shared.channels.add(session_id, connection)
             task_status.started()
             try:
                 idle_scope = transport.idle_scope or anyio.CancelScope()
@@ -284,7 +288,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             except Exception:
                 log.exception("MCP session %s crashed", session_id[:64])
             finally:
-                self._connections.pop(session_id, None)
+                self._shared.channels.remove(session_id)
                 await self._discard_session(session_id, transport)
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
