@@ -67,6 +67,20 @@ class PagingServer(MCPServer[Any]):
 def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
     """The demo server with its fixed tools and ``extra_tools`` generated ones."""
     server = PagingServer(name, page_size)
+    _add_basic_tools(server)
+    _add_list_changing_tools(server)
+    _add_inspection_tools(server)
+    _add_misbehaving_tools(server)
+    _add_client_facing_tools(server)
+    _add_resources_and_prompt(server, name)
+    for index in range(extra_tools):
+        description = f"Generated tool number {index}"
+        server.add_tool(_generated(index), name=f"tool_{index:04d}", description=description)
+    return server
+
+
+def _add_basic_tools(server: PagingServer) -> None:
+    """Tools that answer, fail, crash or report progress: echo, add, search, slow, fail, crash, progress."""
 
     @server.tool()
     def echo(text: str) -> str:
@@ -113,6 +127,10 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
             await anyio.sleep(0.01)
         return f"done {steps}"
 
+
+def _add_list_changing_tools(server: PagingServer) -> None:
+    """Tools that change the tool list at run time and send notifications/tools/list_changed."""
+
     @server.tool()
     async def add_tool(name: str, ctx: Context) -> str:
         """Register a new tool at run time and notify clients that the tool list changed."""
@@ -136,6 +154,10 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         await ctx.session.send_tool_list_changed()
         return f"redescribed {name}"
 
+
+def _add_inspection_tools(server: PagingServer) -> None:
+    """Tools that show the process's environment and the counters tests read: getenv, stats, tally, tallies."""
+
     @server.tool()
     def getenv(name: str) -> str:
         """Return the value of an environment variable of this process ("" when unset)."""
@@ -158,6 +180,10 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         """How often each ``tally`` key, and each tool added at run time, was invoked."""
         return dict(TALLIES)
 
+
+def _add_misbehaving_tools(server: PagingServer) -> None:
+    """Tools that misbehave: flood (log notifications), hang (never answers), big (a huge result)."""
+
     @server.tool()
     async def flood(seconds: float, ctx: Context, until: str = "") -> int:
         """Send log notifications in a tight loop for ``seconds``, or until ``tally(until)`` was called
@@ -179,6 +205,10 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
     def big(megabytes: int) -> str:
         """A text result of ``megabytes`` MB (as text content only)."""
         return "x" * (megabytes * 1024 * 1024)
+
+
+def _add_client_facing_tools(server: PagingServer) -> None:
+    """Tools that ask or tell the client (roots, touch, ask) and the counted resource subscriptions."""
 
     @server.tool()
     async def roots(ctx: Context) -> str:
@@ -212,6 +242,10 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
         content = answer.content
         return f"model said: {content.text if isinstance(content, mcp_types.TextContent) else content}"
 
+
+def _add_resources_and_prompt(server: PagingServer, name: str) -> None:
+    """The resources (readme, logo, the item template) and the ``greet`` prompt of server ``name``."""
+
     @server.resource("demo://readme", name="readme", description="The demo server's readme", mime_type="text/plain")
     def readme() -> str:
         return f"# {name}\nA demo server."
@@ -228,11 +262,6 @@ def build_server(name: str, extra_tools: int, page_size: int) -> PagingServer:
     def greet(name: str) -> str:
         """Greet someone by name."""
         return f"Say hello to {name}."
-
-    for index in range(extra_tools):
-        description = f"Generated tool number {index}"
-        server.add_tool(_generated(index), name=f"tool_{index:04d}", description=description)
-    return server
 
 
 def _generated(index: int) -> Any:
