@@ -5,9 +5,7 @@ suite runs against ``/mcp/everything`` (every scenario must pass, as directly) a
 aggregate ``/mcp`` (every scenario whose checks do not depend on original names: all of them,
 since original names still route when unique). A loopback proxy adds the bearer token the suite
 does not send. DNS-rebinding protection is the gateway's Origin/Host middleware
-(``toolmesh_gateway.origin``): its scenario is required once that module exists. The suite opens a
-session per scenario with one token and ends none (its client sends no DELETE), more than a key's
-default share of its namespace's sessions, so the suite's key may hold all of the namespace's.
+(``toolmesh_gateway.origin``): its scenario is required once that module exists.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from toolmesh import processes
 
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 240
-KEY_MAX_MCP_SESSIONS = 100  # the namespace's default: the suite opens a session a scenario, ends none
 SCENARIOS = frozenset(
     {
         "server-initialize",
@@ -85,7 +82,7 @@ async def gateway(kit: Kit, nats_url: str, database_url: str) -> AsyncIterator[t
     env = {"PORT": str(port), "NODE_OPTIONS": f"--require {kit.loopback}"}
     async with (
         running_process(kit.server_argv(), port=port, env=env),
-        running_system(nats_url, database_url, key_max_mcp_sessions=KEY_MAX_MCP_SESSIONS) as system,
+        running_system(nats_url, database_url) as system,
     ):
         config = {"base_url": f"http://127.0.0.1:{port}/mcp", "headers": {}}
         created = await system.register("everything", "HTTP", config)

@@ -114,15 +114,16 @@ async def test_a_namespace_at_its_mcp_session_limit_does_not_block_another(nats_
         nats_url, database_url, roles=["gateway", "projector"], namespace_max_mcp_sessions=2, key_max_mcp_sessions=2
     ) as system:
         tokens = {ns: await admin_token(system, ns) for ns in ("team-a", "team-b")}
+        tokens["team-a-2"] = str((await system.create_key("other", "user", namespace="team-a"))["token"])
 
-        async def initialize(http: httpx.AsyncClient, namespace: str) -> httpx.Response:
-            headers = {**MCP_ACCEPT, "Authorization": f"Bearer {tokens[namespace]}"}
+        async def initialize(http: httpx.AsyncClient, holder: str) -> httpx.Response:
+            headers = {**MCP_ACCEPT, "Authorization": f"Bearer {tokens[holder]}"}
             return await http.post(mcp_url(system), json=INITIALIZE, headers=headers)
 
         async with httpx.AsyncClient(timeout=30) as http:
-            opened = [await initialize(http, "team-a") for _ in range(2)]
+            opened = [await initialize(http, holder) for holder in ("team-a", "team-a-2")]  # one each: below a key's 2
             assert [r.status_code for r in opened] == [200, 200]
-            refused = await initialize(http, "team-a")
+            refused = await initialize(http, "team-a")  # another key's idle session is never ended for it
             assert refused.status_code == 409, refused.text
             assert refused.json()["error_code"] == "LIMIT_EXCEEDED"
             assert refused.json()["context"] == {"namespace": "team-a", "namespace_max_mcp_sessions": 2}

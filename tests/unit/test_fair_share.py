@@ -125,6 +125,37 @@ def test_one_key_holds_at_most_its_share_of_its_namespaces_sessions() -> None:
     assert held.held_by("team") == 3
 
 
+def test_a_key_at_its_share_ends_its_least_recently_used_idle_session_for_a_new_one() -> None:
+    """Clients that never end their sessions do not lock their key out: its least recently used idle
+    session makes way; a key whose every session is in use is refused; another key's never make way."""
+    held = NamespaceSessions(Settings(namespace_max_mcp_sessions=8).namespace_quota)  # 2 a key
+    for session in ("a0", "a1", "b0", "b1"):
+        assert held.open(session, "team", session[0]) is None
+        held.done(session)
+    with held.in_use("a0"):  # a0 used after a1: a1 is the least recently used
+        pass
+    assert held.open("a2", "team", "a") == "a1"
+    assert held.held_by("team") == 4
+    with held.in_use("a0"), pytest.raises(LimitExceeded) as refused:  # a0 in use, a2 still opening
+        held.open("a3", "team", "a")
+    assert refused.value.context == {"namespace": "team", "key_max_mcp_sessions": 2}
+    held.done("a2")
+    assert held.open("a4", "team", "a") == "a0"  # a0's request ended before a2's opening did
+    assert held.open("b2", "team", "b") == "b0"  # b's own, never a's
+
+
+def test_a_full_namespace_refuses_a_key_below_its_share_and_lets_a_key_at_it_replace_its_own() -> None:
+    held = NamespaceSessions(Settings(namespace_max_mcp_sessions=3, key_max_mcp_sessions=2).namespace_quota)
+    for session, key in (("a0", "a"), ("a1", "a"), ("b0", "b")):
+        held.open(session, "team", key)
+        held.done(session)
+    with pytest.raises(LimitExceeded) as refused:  # b's share has room, the namespace has none: a's stay
+        held.open("b1", "team", "b")
+    assert refused.value.context == {"namespace": "team", "namespace_max_mcp_sessions": 3}
+    assert held.open("a2", "team", "a") == "a0"
+    assert held.held_by("team") == 3
+
+
 @pytest.mark.parametrize(
     ("namespace_cap", "per_key", "expected"), [(100, None, 25), (3, None, 1), (100, 10, 10), (4, 10, 4)]
 )

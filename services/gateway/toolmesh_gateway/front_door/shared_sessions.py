@@ -7,7 +7,9 @@ params, already initialized) behind a transport with the same ``mcp-session-id``
 is checked against the record first, so a session that ended or expired answers 404 everywhere,
 as does a session used by another key, in another namespace or at another path. ``DELETE`` ends it
 on every replica (``McpSessionEnded``); a session with no request and no open GET stream for the TTL
-expires with its record. Its requests are answered by a ``LazyStreamTransport``.
+expires with its record. A key at its share of sessions ends its least recently used idle one the
+same way when it opens another (``NamespaceSessions``). Its requests are answered by a
+``LazyStreamTransport``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -36,7 +38,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
-from toolmesh.errors import LimitExceeded, ToolmeshError
+from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.lazy_streams import LazyStreamTransport
 from toolmesh_gateway.front_door.session_channels import SessionChannels
@@ -86,10 +88,22 @@ class SharedSessions:
     """The sessions this replica holds, per namespace (each namespace's fair share)."""
     channels: SessionChannels
     """The connection of every session served here (registered while it runs)."""
+    managers: list[SharedSessionManager] = field(default_factory=list, init=False, repr=False)
+    """Every session manager made here (a key's sessions may be served by several)."""
 
     def manager(self, app: Server[Any], on_adopt: OnAdopt) -> SharedSessionManager:
         """A session manager for ``app`` whose sessions any replica serves."""
-        return SharedSessionManager(app, self, on_adopt)
+        made = SharedSessionManager(app, self, on_adopt)
+        self.managers.append(made)
+        return made
+
+    async def evict(self, session_id: str, key_id: str) -> None:
+        """End a key's idle session that makes way for its new one, as its ``DELETE`` would: the record
+        is removed on every replica (which releases what it holds upstream) and its transport closed."""
+        log.info("MCP session %s of key %s ended: the key opened another at its share", session_id[:8], key_id)
+        await self.table.end(session_id)
+        for manager in self.managers:
+            await manager.discard(session_id)
 
 
 class SharedSessionManager(StreamableHTTPSessionManager):
@@ -148,15 +162,16 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         transport = self._server_instances.get(session_id) or await self._adopt(session_id, record, scope)
         if time.time() - record.touched_at > self._shared.ttl_seconds * TOUCH_FRACTION:
             await self._touch(session_id)
-        if scope.get("method") == "DELETE":
-            await transport.handle_request(scope, receive, self._ending(session_id, send))
-        elif scope.get("method") == "GET":  # the standalone stream: the session is in use while it is open
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_alive, session_id)
+        with self._shared.held.in_use(session_id):  # not idle: a new session of its key cannot end it
+            if scope.get("method") == "DELETE":
+                await transport.handle_request(scope, receive, self._ending(session_id, send))
+            elif scope.get("method") == "GET":  # the standalone stream: the session is in use while it is open
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._keep_alive, session_id)
+                    await transport.handle_request(scope, receive, send)
+                    tg.cancel_scope.cancel()
+            else:
                 await transport.handle_request(scope, receive, send)
-                tg.cancel_scope.cancel()
-        else:
-            await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard_session(session_id, transport)
 
@@ -217,11 +232,9 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         result (so its next request may go to any replica), and discarded unless it succeeded."""
         session_id = http_transport.mcp_session_id
         assert session_id is not None and self._session_tasks is not None
-        caller = scope.get(CALLER_KEY)
-        namespace, key_id = (caller.scope or "", caller.principal.key_id) if isinstance(caller, Caller) else ("", "")
         try:
-            self._shared.held.open(session_id, namespace, key_id)
-        except LimitExceeded as exc:
+            await self._admit(session_id, scope)
+        except ToolmeshError as exc:
             await self._discard_session(session_id, http_transport)
             await refuse(exc, scope, receive, send)
             return
@@ -240,8 +253,22 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             await self._session_tasks.start(self._run_session, http_transport, None)
             await http_transport.handle_request(scope, receive, send_once_recorded)
         finally:
+            self._shared.held.done(session_id)
             if not recorded:
                 await self._discard_session(session_id, http_transport)
+
+    async def _admit(self, session_id: str, scope: Scope) -> None:
+        """Count the session its caller opens, ending the caller's key's session that makes way for it
+        (``LimitExceeded``: none may; the session is then not counted)."""
+        caller = scope.get(CALLER_KEY)
+        namespace, key_id = (caller.scope or "", caller.principal.key_id) if isinstance(caller, Caller) else ("", "")
+        evicted = self._shared.held.open(session_id, namespace, key_id)
+        if evicted is not None:
+            try:
+                await self._shared.evict(evicted, key_id)
+            except ToolmeshError:
+                self._shared.held.done(session_id)
+                raise
 
     async def _record(self, session_id: str, scope: Scope) -> bool:
         """Write the record of a session whose ``initialize`` succeeded (False: not yet)."""
@@ -296,11 +323,15 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         self._shared.held.close(session_id)
         await super()._discard_session(session_id, transport)
 
-    async def _drop(self, session_id: str) -> None:
-        """A session ended elsewhere or expired: stop serving this replica's copy and release it."""
+    async def discard(self, session_id: str) -> None:
+        """Stop serving this replica's copy of a session that ended (none: nothing to do)."""
         transport = self._server_instances.get(session_id)
         if transport is not None:
             await self._discard_session(session_id, transport)
+
+    async def _drop(self, session_id: str) -> None:
+        """A session ended elsewhere or expired: stop serving this replica's copy and release it."""
+        await self.discard(session_id)
         await self._shared.on_end(session_id)
 
     def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
