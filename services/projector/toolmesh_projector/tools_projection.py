@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncpg import Record
+
 from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
@@ -22,6 +24,24 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     )
     if server is None:
         return
+    pins = await _review_listed(conn, server, event)
+    names = await _replace_tools(conn, server["namespace"], event, pins)
+    await conn.execute(
+        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
+        event.server_id,
+        len(names),
+        event.occurred_at,
+    )
+    held = sorted(name for name, pin in pins.items() if pin.hold is not None)
+    details: dict[str, Any] = {"tool_count": len(names), **({"held": held} if held else {})}
+    if event.left_out:
+        details["left_out"] = event.left_out  # definitions discovery refused (``toolmesh.tool_definitions``)
+    await history(conn, event, "TOOLS_DISCOVERED", details)
+
+
+async def _review_listed(conn: Conn, server: Record, event: ToolsDiscovered) -> dict[str, Pin]:
+    """Each listed tool's pin: its stored approval or, on the server's first list, the approval a removed
+    server of the same name left; reviewed under the server's new-tools policy."""
     listed = {t.original_name: definition_hash(t) for t in event.tools}
     rows = await conn.fetch(
         "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
@@ -31,7 +51,12 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     first_list = not server["tools_seen"]
     left = await pins_left(conn, server["namespace"], server["name"]) if first_list else None
     approved, first_list = inherit(approvals(stored, listed), first_list=first_list, left=left)
-    pins = review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
+    return review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
+
+
+async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pins: dict[str, Pin]) -> list[str]:
+    """Delete the server's tools that are no longer listed and upsert the listed ones with their pins; their
+    namespaced names."""
     names = [namespace_tool(event.server_name, t.original_name) for t in event.tools]
     await conn.execute(
         "DELETE FROM mcp.tools WHERE source_server_id = $1 AND NOT (original_name = ANY($2::text[]))",
@@ -60,7 +85,7 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
                 t.input_schema,
                 event.server_id,
                 event.occurred_at,
-                server["namespace"],
+                namespace,
                 *_pin_columns(pins[t.original_name]),
                 str(t.category),
                 t.title,
@@ -71,17 +96,7 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
             for name, t in zip(names, event.tools, strict=True)
         ],
     )
-    await conn.execute(
-        "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
-        event.server_id,
-        len(names),
-        event.occurred_at,
-    )
-    held = sorted(name for name, pin in pins.items() if pin.hold is not None)
-    details: dict[str, Any] = {"tool_count": len(names), **({"held": held} if held else {})}
-    if event.left_out:
-        details["left_out"] = event.left_out  # definitions discovery refused (``toolmesh.tool_definitions``)
-    await history(conn, event, "TOOLS_DISCOVERED", details)
+    return names
 
 
 def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
