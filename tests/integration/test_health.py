@@ -106,6 +106,64 @@ async def extra_health_worker(system: System) -> AsyncIterator[HealthWorker]:
         await asyncio.wait_for(task, 15)
 
 
+async def check_404_is_a_warning_not_counted(system: System, server_id: str, health: HealthEndpoint) -> None:
+    """A 404 from the health URL: a configuration warning, recorded but not counted."""
+    health.mode = "missing"
+    start = len(await history_rows(system, server_id))
+    await wait_history(system, server_id, "HEALTH_FAILED", after=start)
+    seen = health.requests
+    await eventually(lambda: true_when(health.requests >= seen + 3), what="three more checks")
+    detail = await system.server(server_id)
+    assert detail["status"] == "CONNECTED" and detail["consecutive_failures"] == 0
+    assert "404" in detail["last_error"]
+    rows = (await history_rows(system, server_id))[start:]
+    assert all(r["details"]["counted"] is False for r in rows if r["event_type"] == "HEALTH_FAILED")
+    assert status_trail(rows) == []
+
+
+async def check_500s_degrade_then_error_and_reconnect(system: System, server_id: str, health: HealthEndpoint) -> None:
+    """HTTP 500s: a warning at 1, DEGRADED at 2, ERROR at 3 and a reconnect, after which the count resets."""
+    start = len(await history_rows(system, server_id))
+    health.script = ["error", "error", "error"]  # then healthy again once reconnected
+    health.mode = "ok"
+    error_at = await wait_history(system, server_id, "ERROR", after=start)
+    await wait_history(system, server_id, "RECONNECT", after=error_at)
+    rows = (await history_rows(system, server_id))[start:]
+    # a 404 check still in flight when the script started lands after ``start``: it is not counted
+    counted = [r for r in rows if r["details"].get("counted") is not False]
+    trail = [(r["event_type"], r["details"].get("consecutive_failures")) for r in counted]
+    assert trail[:5] == [
+        ("HEALTH_FAILED", 1),
+        ("HEALTH_FAILED", 2),
+        ("DEGRADED", 2),
+        ("HEALTH_FAILED", 3),
+        ("ERROR", 3),
+    ]
+    assert status_trail(rows)[:4] == ["DEGRADED", "ERROR", "RECONNECTING", "RECONNECT"]
+    error_row = rows[4]
+    assert error_row["details"]["error_message"].startswith("Health check failed: Health check URL answered HTTP 500")
+    detail = await system.wait_status(server_id, "CONNECTED")
+    assert "500" in detail["last_error"]
+
+    async def reset() -> bool:
+        detail = await system.server(server_id)
+        return detail["status"] == "CONNECTED" and detail["consecutive_failures"] == 0
+
+    await eventually(reset, what="the failure count to reset after the reconnect")
+
+
+async def check_timeouts_count_and_success_recovers(system: System, server_id: str, health: HealthEndpoint) -> None:
+    """Timeouts count as failures; a success brings DEGRADED back (RECOVERED)."""
+    start = len(await history_rows(system, server_id))
+    health.script = ["hang", "hang"]
+    await wait_history(system, server_id, "RECOVERED", after=start)
+    detail = await system.wait_status(server_id, "CONNECTED")
+    assert detail["consecutive_failures"] == 0 and "timed out" in detail["last_error"]
+    rows = (await history_rows(system, server_id))[start:]
+    assert status_trail(rows)[:2] == ["DEGRADED", "RECOVERED"]
+    assert all("timed out" in r["details"]["error"] for r in rows if r["event_type"] == "HEALTH_FAILED")
+
+
 async def test_br006_health_url_200_404_500_timeout(nats_url: str, database_url: str) -> None:
     async with (
         running_system(nats_url, database_url, **FAST_HEALTH) as system,
@@ -123,59 +181,9 @@ async def test_br006_health_url_200_404_500_timeout(nats_url: str, database_url:
         detail = await eventually(checked_ok, what="a first successful health check")
         assert detail["status"] == "CONNECTED" and detail["consecutive_failures"] == 0
 
-        # 404: a configuration warning, recorded but not counted.
-        health.mode = "missing"
-        start = len(await history_rows(system, server_id))
-        await wait_history(system, server_id, "HEALTH_FAILED", after=start)
-        seen = health.requests
-        await eventually(lambda: true_when(health.requests >= seen + 3), what="three more checks")
-        detail = await system.server(server_id)
-        assert detail["status"] == "CONNECTED" and detail["consecutive_failures"] == 0
-        assert "404" in detail["last_error"]
-        rows = (await history_rows(system, server_id))[start:]
-        assert all(r["details"]["counted"] is False for r in rows if r["event_type"] == "HEALTH_FAILED")
-        assert status_trail(rows) == []
-
-        # 500: warning at 1, DEGRADED at 2, ERROR at 3 and a reconnect.
-        start = len(await history_rows(system, server_id))
-        health.script = ["error", "error", "error"]  # then healthy again once reconnected
-        health.mode = "ok"
-        error_at = await wait_history(system, server_id, "ERROR", after=start)
-        await wait_history(system, server_id, "RECONNECT", after=error_at)
-        rows = (await history_rows(system, server_id))[start:]
-        # a 404 check still in flight when the script started lands after ``start``: it is not counted
-        counted = [r for r in rows if r["details"].get("counted") is not False]
-        trail = [(r["event_type"], r["details"].get("consecutive_failures")) for r in counted]
-        assert trail[:5] == [
-            ("HEALTH_FAILED", 1),
-            ("HEALTH_FAILED", 2),
-            ("DEGRADED", 2),
-            ("HEALTH_FAILED", 3),
-            ("ERROR", 3),
-        ]
-        assert status_trail(rows)[:4] == ["DEGRADED", "ERROR", "RECONNECTING", "RECONNECT"]
-        error_row = rows[4]
-        assert error_row["details"]["error_message"].startswith(
-            "Health check failed: Health check URL answered HTTP 500"
-        )
-        detail = await system.wait_status(server_id, "CONNECTED")
-        assert "500" in detail["last_error"]
-
-        async def reset() -> bool:
-            detail = await system.server(server_id)
-            return detail["status"] == "CONNECTED" and detail["consecutive_failures"] == 0
-
-        await eventually(reset, what="the failure count to reset after the reconnect")
-
-        # Timeouts count as failures; a success brings DEGRADED back (RECOVERED).
-        start = len(await history_rows(system, server_id))
-        health.script = ["hang", "hang"]
-        await wait_history(system, server_id, "RECOVERED", after=start)
-        detail = await system.wait_status(server_id, "CONNECTED")
-        assert detail["consecutive_failures"] == 0 and "timed out" in detail["last_error"]
-        rows = (await history_rows(system, server_id))[start:]
-        assert status_trail(rows)[:2] == ["DEGRADED", "RECOVERED"]
-        assert all("timed out" in r["details"]["error"] for r in rows if r["event_type"] == "HEALTH_FAILED")
+        await check_404_is_a_warning_not_counted(system, server_id, health)
+        await check_500s_degrade_then_error_and_reconnect(system, server_id, health)
+        await check_timeouts_count_and_success_recovers(system, server_id, health)
 
 
 async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, database_url: str) -> None:
