@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import REPO_ROOT, RoleProcess, eventually, running_system
+from tests.harness import REPO_ROOT, RoleProcess, System, eventually, running_system
 from tests.peers.launch import DEMO_SERVER, demo_args
 from toolmesh.sandbox import bwrap_binary
 from toolmesh.sandbox_homes import homes_dir
@@ -177,63 +177,78 @@ SWAPS = 'cd "$1"; while :; do ln -sfn "$2" l.a; mv -T l.a l; ln -sfn "$3" l.b; m
 RACE_CONNECTS = 16
 
 
+def plant_canary(data_dir: Path) -> str:
+    """A secret file in the data dir, as readable as for a child with toolmesh's own uid (toolmesh run by
+    an ordinary user); its content."""
+    canary = f"race-canary-{secrets.token_hex(8)}"
+    (data_dir / "race-canary").write_text(canary)
+    data_dir.chmod(0o755)
+    (data_dir / "race-canary").chmod(0o644)
+    return canary
+
+
+@asynccontextmanager
+async def swapping_link(target: Path) -> AsyncIterator[Path]:
+    """A symlink that a process (``SWAPS``) keeps turning between ``target`` and a harmless directory
+    holding only ``harmless``, while the block runs."""
+    shared = Path(tempfile.mkdtemp(prefix="toolmesh-race-"))
+    harmless = shared / "ok"
+    harmless.mkdir()
+    (harmless / "harmless").write_text("nothing")
+    swapper = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", SWAPS, "swap", str(shared), str(target), str(harmless)
+    )
+    try:
+        yield shared / "l"
+    finally:
+        swapper.kill()
+        await swapper.wait()
+        shutil.rmtree(shared, ignore_errors=True)  # an ln or mv of the killed loop may still be finishing
+
+
+async def reconnect_and_read(
+    system: System, server_id: str, link: Path, canary: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Connect the reader ``RACE_CONNECTS`` times; what each connect that ran saw of ``link`` (never the
+    canary), and each refusal's message."""
+    seen: list[dict[str, Any]] = []
+    refused: list[str] = []
+    async with tcp_listener() as (port, _received):
+        for _ in range(RACE_CONNECTS):
+
+            async def settled() -> dict[str, Any] | None:
+                detail = await system.server(server_id)
+                connected = detail["status"] == "CONNECTED" and detail["tool_count"] > 0
+                return detail if connected or detail["status"] == "ERROR" else None
+
+            detail = await eventually(settled, timeout=60, what="the reader to connect or fail")
+            if detail["status"] == "ERROR":
+                refused.append(detail["error_message"])
+            else:
+                arguments = {"worker_pid": 1, "data_dir": str(link), "port": port}
+                report, raw = await look_around(system.api, "reader", {**arguments, "write_dirs": [], "tag": "r"})
+                seen.append(report)
+                assert canary not in raw
+            response = await system.api.post(f"{SERVERS}/{server_id}/disconnect", json={"force": True})
+            assert response.status_code == 200, response.text
+            await system.wait_status(server_id, "DISCONNECTED")
+            response = await system.api.post(f"{SERVERS}/{server_id}/connect")
+            assert response.status_code == 200, response.text
+    return seen, refused
+
+
 async def test_a_symlink_swapped_between_check_and_bind_never_mounts_the_data_dir(
     nats_url: str, database_url: str
 ) -> None:
     """Attack: check-then-use race. A server declares a path that another process keeps turning from a
     harmless directory to the data dir and back; the worker connects it again and again. Whatever it is
     when checked must be what is mounted: no connect may show the data dir's files."""
-    canary = f"race-canary-{secrets.token_hex(8)}"
-    shared = Path(tempfile.mkdtemp(prefix="toolmesh-race-"))
-    harmless = shared / "ok"
-    harmless.mkdir()
-    (harmless / "harmless").write_text("nothing")
     async with running_system(nats_url, database_url) as system:
-        data_dir = system.settings.data_dir
-        (data_dir / "race-canary").write_text(canary)
-        # As readable as for a child with toolmesh's own uid (toolmesh run by an ordinary user).
-        data_dir.chmod(0o755)
-        (data_dir / "race-canary").chmod(0o644)
-        swapper = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", SWAPS, "swap", str(shared), str(data_dir), str(harmless)
-        )
-        seen: list[dict[str, Any]] = []
-        refused: list[str] = []
-        try:
-            config = {
-                "command": sys.executable,
-                "args": [str(HOSTILE)],
-                "sandbox": {"paths_read_only": [str(shared / "l")]},
-            }
+        canary = plant_canary(system.settings.data_dir)
+        async with swapping_link(system.settings.data_dir) as link:
+            config = {"command": sys.executable, "args": [str(HOSTILE)], "sandbox": {"paths_read_only": [str(link)]}}
             created = await system.register("reader", "STDIO", config)
-            server_id = created["id"]
-            async with tcp_listener() as (port, _received):
-                for _ in range(RACE_CONNECTS):
-
-                    async def settled() -> dict[str, Any] | None:
-                        detail = await system.server(server_id)
-                        connected = detail["status"] == "CONNECTED" and detail["tool_count"] > 0
-                        return detail if connected or detail["status"] == "ERROR" else None
-
-                    detail = await eventually(settled, timeout=60, what="the reader to connect or fail")
-                    if detail["status"] == "ERROR":
-                        refused.append(detail["error_message"])
-                    else:
-                        arguments = {"worker_pid": 1, "data_dir": str(shared / "l"), "port": port}
-                        report, raw = await look_around(
-                            system.api, "reader", {**arguments, "write_dirs": [], "tag": "r"}
-                        )
-                        seen.append(report)
-                        assert canary not in raw
-                    response = await system.api.post(f"{SERVERS}/{server_id}/disconnect", json={"force": True})
-                    assert response.status_code == 200, response.text
-                    await system.wait_status(server_id, "DISCONNECTED")
-                    response = await system.api.post(f"{SERVERS}/{server_id}/connect")
-                    assert response.status_code == 200, response.text
-        finally:
-            swapper.kill()
-            await swapper.wait()
-            shutil.rmtree(shared, ignore_errors=True)  # an ln or mv of the killed loop may still be finishing
+            seen, refused = await reconnect_and_read(system, created["id"], link, canary)
     assert seen, refused  # some connects ran the reader: the race was run
     for report in seen:
         assert "race-canary" not in report["data_files"]
