@@ -30,7 +30,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 TOOLS: list[dict[str, Any]] = [
@@ -83,6 +83,27 @@ def failure(code: str, message: str, tool: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": {"tool": tool}}}
 
 
+async def run_tool(name: str, args: dict[str, Any], request_id: Any) -> Response:
+    """The answer of the listed tool ``name`` to ``args`` (``request_id`` is the execute body's)."""
+    if name == "search_memory":
+        found = [f"memory {i} about {args['query']}" for i in range(3)]
+        return JSONResponse({"results": found[: int(args.get("limit", 3))]})
+    if name == "echo":
+        return JSONResponse({"text": args.get("text"), "requestId": request_id})
+    if name == "add":
+        return JSONResponse(args["a"] + args["b"])
+    if name == "send_email":
+        return JSONResponse({"sent": True, "to": args.get("to")})
+    if name == "fail":
+        return JSONResponse(failure("TOOL_EXECUTION_FAILED", "the disk is full", "fail"))
+    if name == "explode":
+        return JSONResponse(failure("TOOL_EXECUTION_FAILED", "boom", "explode"), status_code=500)
+    if name == "garble":
+        return PlainTextResponse("Internal Server Error", status_code=500)
+    await asyncio.sleep(float(args.get("seconds", 1)))
+    return JSONResponse({"slept": args.get("seconds", 1)})
+
+
 def build_app(token: str | None, tools_list: str) -> Starlette:
     """The app; its state (health, removed tools, requests received) lives in the closure."""
     state: dict[str, Any] = {"health": "ok", "removed": set(), "requests": [], "headers": []}
@@ -114,23 +135,7 @@ def build_app(token: str | None, tools_list: str) -> Starlette:
         name, args = body.get("tool"), body.get("arguments") or {}
         if name not in {t["name"] for t in listed()}:
             return JSONResponse(failure("TOOL_NOT_FOUND", f"no tool {name}", str(name)), status_code=404)
-        if name == "search_memory":
-            found = [f"memory {i} about {args['query']}" for i in range(3)]
-            return JSONResponse({"results": found[: int(args.get("limit", 3))]})
-        if name == "echo":
-            return JSONResponse({"text": args.get("text"), "requestId": body.get("requestId")})
-        if name == "add":
-            return JSONResponse(args["a"] + args["b"])
-        if name == "send_email":
-            return JSONResponse({"sent": True, "to": args.get("to")})
-        if name == "fail":
-            return JSONResponse(failure("TOOL_EXECUTION_FAILED", "the disk is full", "fail"))
-        if name == "explode":
-            return JSONResponse(failure("TOOL_EXECUTION_FAILED", "boom", "explode"), status_code=500)
-        if name == "garble":
-            return PlainTextResponse("Internal Server Error", status_code=500)
-        await asyncio.sleep(float(args.get("seconds", 1)))
-        return JSONResponse({"slept": args.get("seconds", 1)})
+        return await run_tool(name, args, body.get("requestId"))
 
     async def control(request: Request) -> JSONResponse:
         body = await request.json()
