@@ -181,6 +181,21 @@ async def register_demo(host: str, port: int) -> None:
         await connection.close()
 
 
+def cpu_probes(toolmesh_pid: int, http_peer_pid: int, nats_pid: int | None) -> dict[str, Callable[[], float]]:
+    """The CPU seconds so far of toolmesh, of its children (the upstream), of this process, of the direct
+    HTTP peer and, when it runs as a process of its own, of NATS."""
+    peer = children(toolmesh_pid)
+    probes: dict[str, Callable[[], float]] = {
+        "toolmesh": lambda: cpu_seconds(toolmesh_pid),
+        "upstream": lambda: sum(cpu_seconds(p) for p in peer),
+        "bench": lambda: cpu_seconds(os.getpid()),
+        "http_peer": lambda: cpu_seconds(http_peer_pid),
+    }
+    if nats_pid:
+        probes["nats"] = lambda: cpu_seconds(nats_pid)
+    return probes
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     levels = [int(c) for c in args.concurrency.split(",")]
     counts = {
@@ -215,18 +230,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     t for t in (direct, rest, front, direct_http) if t.name in args.targets.split(",")
                 ]
                 results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
-                peer = children(process.pid)
-                probes: dict[str, Callable[[], float]] = {
-                    "toolmesh": lambda: cpu_seconds(process.pid),
-                    "upstream": lambda: sum(cpu_seconds(p) for p in peer),
-                    "bench": lambda: cpu_seconds(os.getpid()),
-                }
                 assert direct_http.process is not None
-                http_peer = direct_http.process.pid
-                probes["http_peer"] = lambda: cpu_seconds(http_peer)
-                if nats.pid:
-                    nats_pid = nats.pid
-                    probes["nats"] = lambda: cpu_seconds(nats_pid)
+                probes = cpu_probes(process.pid, direct_http.process.pid, nats.pid)
                 # cpu[target][probe][level]: CPU microseconds per call of that process
                 cpu: dict[str, dict[str, dict[str, float]]] = {t.name: {p: {} for p in probes} for t in targets}
                 for target in targets:  # warm up every path
@@ -240,13 +245,25 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             cpu[target.name][name][f"c{level}"] = per_call_us(probe() - before[name], calls)
                         note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
     if {t.name for t in targets} != {"direct", "rest", "mcp", "direct_http"}:
-        partial: dict[str, Any] = {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
-        if {"mcp", "direct_http"} <= results.keys():
-            partial["mcp_ratio_to_direct_http"] = ratios(results["mcp"], results["direct_http"])
-        return partial
+        return partial_report(results, cpu)
+    return full_report(results, cpu, front.tool)
+
+
+def partial_report(results: dict[str, dict[str, Any]], cpu: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """The report of a run that measured some of the columns only."""
+    partial: dict[str, Any] = {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
+    if {"mcp", "direct_http"} <= results.keys():
+        partial["mcp_ratio_to_direct_http"] = ratios(results["mcp"], results["direct_http"])
+    return partial
+
+
+def full_report(
+    results: dict[str, dict[str, Any]], cpu: dict[str, dict[str, dict[str, float]]], mcp_tool: str
+) -> dict[str, Any]:
+    """The report of a run that measured every column; ``mcp_tool`` is the tool /mcp called."""
     mcp_column: dict[str, Any] = {
         "client": McpFrontDoor.client,
-        "tool": front.tool,
+        "tool": mcp_tool,
         **results["mcp"],
         "added": added_vs(results["mcp"], results["direct"]),
         "toolmesh_cpu_us_per_call": cpu["mcp"]["toolmesh"],
