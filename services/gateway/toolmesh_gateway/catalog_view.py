@@ -104,7 +104,7 @@ class CatalogView:
         return sorted(self.visible_offers(), key=lambda pair: (pair[0].registered_seq, pair[0].name, pair[0].namespace))
 
     def server_for_uri(self, uri: str) -> CatalogServer | None:
-        """The visible server that serves a resource URI (the README's collision rule: first come)."""
+        """The visible server that serves a resource URI (the collision rule of docs/usage.md: first come)."""
         return serving_server(uri, self.offers_by_arrival())
 
     def server_for_template(self, template: str) -> CatalogServer | None:

@@ -33,7 +33,7 @@ def serving(server: CatalogServer) -> CatalogServer:
 
 
 def server_for_uri(catalog: CatalogView, uri: str, server_id: str | None = None) -> CatalogServer:
-    """The server a resource URI is read from: ``server_id`` if given, else the README's collision rule."""
+    """The server a resource URI is read from: ``server_id`` if given, else the collision rule of docs/usage.md."""
     if server_id is not None:
         return serving(server_by_id(catalog, server_id))
     server = catalog.server_for_uri(uri)

@@ -2,7 +2,7 @@
 
 Items are kept in the upstream's wire form (``item``), so ``/mcp/{server}`` serves them unchanged.
 The resource index answers "which server serves this URI" for the aggregate ``/mcp``, with the
-collision rule of the README: an exact URI beats a template, and among several servers the one
+collision rule of docs/usage.md: an exact URI beats a template, and among several servers the one
 registered first wins (first come, first served: a server registered later, whatever its name,
 never takes a URI over). Prompts are pinned like tools (``toolmesh.pinning``): ``prompts`` holds
 only the approved ones, ``prompt_pins`` every listed prompt's pin. No I/O here.

@@ -1,6 +1,6 @@
 """The MCP clients an owned upstream serves: attribution of its server → client traffic, subscriptions, log levels.
 
-Attribution rule (README, "Server → client traffic"):
+Attribution rule (docs/usage.md, "Server → client traffic"):
 
 1. Exact: the upstream sent the message on the stream of one of our requests (Streamable HTTP
    sends a request-related message on that request's POST stream; the SDK hands it that

@@ -51,7 +51,7 @@ class ApprovePromptsResponse(BaseModel):
 
 
 class ReadResourceRequest(BaseModel):
-    """Read a resource by URI; the server is found by URI (README: collisions) unless ``server_id`` says."""
+    """Read a resource by URI; the server is found by URI (docs/usage.md: collisions) unless ``server_id`` says."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,7 +1,7 @@
 """Resources, prompts, completions and logging of the aggregate ``/mcp``.
 
-Resource URIs are served unchanged and routed by URI (the collision rule is in ``offers`` and the
-README); each listed item says which server it comes from in ``_meta["toolmesh/server"]``.
+Resource URIs are served unchanged and routed by URI (the collision rule is in ``offers`` and
+docs/usage.md); each listed item says which server it comes from in ``_meta["toolmesh/server"]``.
 Prompts are named like tools in "all" mode (``server__prompt``, ``names``), and a prompt's
 original name works too when exactly one server has it. ``logging/setLevel`` reaches every
 serving upstream that offers logging.
