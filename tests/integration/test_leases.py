@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import nats
 import pytest
 
@@ -27,5 +29,24 @@ async def test_releasing_a_lease_that_expired_is_a_no_op(nats_url: str) -> None:
         assert table.held() == []
         other = LeaseTable(kv, "worker-b")
         assert await other.claim("server-1")
+    finally:
+        await nc.close()
+
+
+async def test_a_lease_released_while_its_renewal_is_in_flight_is_free_afterwards(nats_url: str) -> None:
+    # The renewal's update reaches the bucket before the release's conditional delete, so the delete
+    # finds a newer revision; the lease must still end free, not renewed by a process that let go.
+    nc = await nats.connect(nats_url)
+    try:
+        kv = await leases_bucket(nc.jetstream(), ttl_seconds=30.0)
+        table = LeaseTable(kv, "worker-a")
+        assert await table.claim("server-2")
+        renewal = asyncio.create_task(table.renew("server-2"))
+        await asyncio.sleep(0)  # one loop turn: the renewal has sent its update and waits for the answer
+        await table.release("server-2")
+        assert await renewal is False
+        assert table.held() == []
+        assert await table.holder_of("server-2") is None
+        assert await LeaseTable(kv, "worker-b").claim("server-2")
     finally:
         await nc.close()

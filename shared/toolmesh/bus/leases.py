@@ -32,22 +32,32 @@ class LeaseTable:
         return True
 
     async def renew(self, key: str) -> bool:
-        """Extend our lease; False (and forgotten) when it expired or someone else took it."""
+        """Extend our lease; False (and forgotten) when it expired or someone else took it, or when
+        it was released while the renewal was in flight (the renewed revision is given back too)."""
         revision = self._revisions.get(key)
         if revision is None:
             return False
         try:
-            self._revisions[key] = await self._kv.update(key, self.holder.encode(), last=revision)
+            renewed = await self._kv.update(key, self.holder.encode(), last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
-            self._revisions.pop(key, None)
+            if self._revisions.get(key) == revision:
+                del self._revisions[key]
             return False
+        if self._revisions.get(key) != revision:
+            # Released meanwhile: its conditional delete met this newer revision and left it.
+            await self._delete(key, renewed)
+            return False
+        self._revisions[key] = renewed
         return True
 
     async def release(self, key: str) -> None:
         """Give a lease back so another process can claim it at once."""
         revision = self._revisions.pop(key, None)
-        if revision is None:
-            return
+        if revision is not None:
+            await self._delete(key, revision)
+
+    async def _delete(self, key: str, revision: int) -> None:
+        """Delete ``key`` if it is still at ``revision`` (ours); otherwise leave it."""
         try:
             await self._kv.delete(key, last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
