@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from nats.js.errors import KeyNotFoundError, NoKeysError
 from nats.js.kv import KeyValue
 
-from tests.harness import ADMIN_TOKEN, System, running_system
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from toolmesh.bus.topology import IDEMPOTENCY_BUCKET
 from toolmesh.contracts.api import REPLAYED_HEADER
 from toolmesh.contracts.keys import KEY_TOKEN_PREFIX
@@ -35,9 +36,19 @@ async def _stored_values(system: System, holding: bytes = b"") -> bytes:
     """The records of the idempotency bucket that hold ``holding`` (every record by default), as the
     bytes NATS holds; the bucket is shared with the session's other tests."""
     kv: KeyValue = await system.backends.js.key_value(IDEMPOTENCY_BUCKET)
+
+    async def listed() -> list[str] | None:
+        try:  # the bucket holds the test's own record, so "no keys" is the client's listing race
+            return list(await kv.keys())
+        except NoKeysError:
+            return None
+
     values = []
-    for key in await kv.keys():
-        entry = await kv.get(key)
+    for key in await eventually(listed, timeout=10, what="the idempotency bucket's keys"):
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:  # another test's record, expired since the listing
+            continue
         if holding in (entry.value or b""):
             values.append(entry.value or b"")
     return b"\n".join(values)
