@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.harness import System
+from tests.harness import System, running_system
 from tests.peers.launch import launch_rug_pull
 
 LOOPBACK_UPSTREAMS: dict[str, Any] = {"upstream_private_networks": ("127.0.0.0/8",)}
@@ -77,3 +78,17 @@ async def tools_of(system: System, server_id: str) -> dict[str, dict[str, Any]]:
     response = await system.api.get(f"/api/v1/aggregator/servers/{server_id}/tools")
     assert response.status_code == 200, response.text
     return {t["original_name"]: t for t in response.json()["tools"]}
+
+
+@pytest.fixture(name="system")
+async def loopback_system(nats_url: str, database_url: str) -> AsyncIterator[System]:
+    """Every role, allowed to reach loopback upstreams (the peer listens on 127.0.0.1)."""
+    async with running_system(nats_url, database_url, **LOOPBACK_UPSTREAMS) as system:
+        yield system
+
+
+@pytest.fixture(name="upstream")
+async def rug_pull_upstream() -> AsyncIterator[Upstream]:
+    """A running rug-pulling peer."""
+    async with running_rug_pull() as peer:
+        yield peer

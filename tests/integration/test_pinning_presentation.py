@@ -18,7 +18,11 @@ import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
-from tests.rug_pull_control import Upstream, running_rug_pull, tools_of
+from tests.rug_pull_control import (
+    Upstream,
+    rug_pull_upstream,  # noqa: F401 (the module's system and upstream fixtures)
+    tools_of,
+)
 from toolmesh.pinning import LEGACY_LENGTH, PARTS
 
 pytestmark = pytest.mark.integration
@@ -39,12 +43,6 @@ CHANGES = {
 async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
     async with running_system(nats_url, database_url) as system:
         yield system
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[Upstream]:
-    async with running_rug_pull() as peer:
-        yield peer
 
 
 async def held(system: System, server_id: str, tool: str) -> tuple[str, list[str]]:

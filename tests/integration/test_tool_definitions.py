@@ -9,14 +9,18 @@ size bounds, and both surfaces read the same list.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.harness import System, eventually, running_system
+from tests.harness import System, eventually
 from tests.mcp_client import mcp_session, text_of
-from tests.rug_pull_control import LOOPBACK_UPSTREAMS, Upstream, running_rug_pull, tools_of
+from tests.rug_pull_control import (  # noqa: F401 (the module's system and upstream fixtures)
+    Upstream,
+    loopback_system,
+    rug_pull_upstream,
+    tools_of,
+)
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -28,18 +32,6 @@ BAD = {
     "rtl": "rtl\u202egnp.exe",
 }
 HUGE = "huge_description"
-
-
-@pytest.fixture
-async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    async with running_system(nats_url, database_url, **LOOPBACK_UPSTREAMS) as system:
-        yield system
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[Upstream]:
-    async with running_rug_pull() as peer:
-        yield peer
 
 
 async def hostile_server(system: System, upstream: Upstream, new_tools: str) -> tuple[str, dict[str, dict[str, Any]]]:
