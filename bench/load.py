@@ -4,7 +4,7 @@
                          [--step-seconds 10] [--phases memory,sessions,load]
 
 Prints one JSON line per run (stdout; progress on stderr). Three phases, each on its own fresh NATS
-and Postgres (``toolmesh.embedded``), with the upstreams of ``load_upstreams.py`` (one child
+and Postgres (``toolmesh_cli.embedded``), with the upstreams of ``load_upstreams.py`` (one child
 process serving many Streamable HTTP MCP servers):
 
 1. ``memory``: ``toolmesh up`` (every role in one process) idle, then holding 500 HTTP servers

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 BENCH = Path(__file__).resolve().parent
 TOKEN = "bench-" + secrets.token_hex(8)

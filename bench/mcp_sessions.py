@@ -3,7 +3,7 @@ session's record from the NATS KV bucket (the check every request of a session g
 
     python bench/mcp_sessions.py [--reads N]
 
-Starts NATS (``toolmesh.embedded``), writes one record and reads it ``N`` times in a row with the
+Starts NATS (``toolmesh_cli.embedded``), writes one record and reads it ``N`` times in a row with the
 gateway's ``McpSessionTable``. Prints ONE JSON line: p50/p95/p99 of a read and this process's CPU
 microseconds per read. Targets are not asserted here.
 """
@@ -22,7 +22,7 @@ import nats
 
 from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
-from toolmesh.embedded import EmbeddedNats
+from toolmesh_cli.embedded import EmbeddedNats
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 
 WARMUP = 200

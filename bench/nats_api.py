@@ -2,7 +2,7 @@
 
     python bench/nats_api.py [--calls-c1 N] [--calls N] [--concurrency 1,16,64]
 
-Starts NATS and Postgres (``toolmesh.embedded``), runs every toolmesh role in ONE subprocess
+Starts NATS and Postgres (``toolmesh_cli.embedded``), runs every toolmesh role in ONE subprocess
 (``toolmesh up``), registers the demo peer (a Python MCP server over stdio) and calls its ``echo``:
 
 * ``nats_api``: a NATS request on ``toolmesh.api.v1.tools.call`` (faststream in the gateway:
@@ -33,8 +33,8 @@ from nats.aio.client import Client as NATS
 from routing import cpu_seconds, note, per_call_us, register_demo, run_load, toolmesh_up
 from routing_targets import ARGUMENTS, TOKEN, TOOL, Call, RestApi, Target
 
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 API_CALL = "toolmesh.api.v1.tools.call"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}

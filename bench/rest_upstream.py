@@ -2,7 +2,7 @@
 
     python bench/rest_upstream.py [--calls-c1 N] [--calls N] [--concurrency 1,16]
 
-Starts NATS and Postgres (``toolmesh.embedded``), the REST test peer (``tests/peers/rest_server.py``,
+Starts NATS and Postgres (``toolmesh_cli.embedded``), the REST test peer (``tests/peers/rest_server.py``,
 starlette + uvicorn, its own process), and every toolmesh role in ONE subprocess (``toolmesh up``);
 registers the peer as a ``REST`` server and calls its ``echo`` tool both ways with the cheap
 keep-alive HTTP/1.1 client of ``routing.py``. Prints ONE JSON line: latency percentiles and
@@ -30,8 +30,8 @@ from routing import added_vs, cpu_seconds, note, per_call_us, run_load, toolmesh
 from routing_targets import ROOT, TOKEN, Call, HttpConnection
 
 from toolmesh import processes
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 PEER = ROOT / "tests" / "peers" / "rest_server.py"
 ARGUMENTS = {"text": "hello"}

@@ -3,7 +3,7 @@
     python bench/routing.py [--calls-c1 N] [--calls N] [--mcp-calls-c1 N] [--mcp-calls N]
                             [--concurrency 1,16,64]
 
-Starts NATS and Postgres (``toolmesh.embedded``), runs every toolmesh role in ONE subprocess
+Starts NATS and Postgres (``toolmesh_cli.embedded``), runs every toolmesh role in ONE subprocess
 (``toolmesh up``), registers the demo peer (a Python MCP server over stdio) and drives load from
 this process with a small keep-alive HTTP/1.1 client over asyncio streams (an httpx client would
 measure itself). The same calls go to a second copy of the demo peer over the ``mcp`` client
@@ -53,8 +53,8 @@ from routing_targets import (
 )
 
 from toolmesh import processes
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 
 def note(message: str) -> None:

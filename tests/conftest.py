@@ -1,6 +1,6 @@
 """Servers for the test session: Postgres and NATS with JetStream.
 
-By default they are the embedded servers of ``toolmesh.embedded`` on random loopback ports in
+By default they are the embedded servers of ``toolmesh_cli.embedded`` on random loopback ports in
 temp dirs. ``TOOLMESH_TEST_DATABASE_URL`` / ``TOOLMESH_TEST_NATS_URL`` point the suite at
 existing servers instead; ``TOOLMESH_TEST_USE_DOCKER=1`` uses testcontainers when it and a
 Docker daemon are available.
@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from nats.js.errors import NotFoundError
 
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres
 
 _CLEAN_STREAM_PREFIXES = ("TOOLMESH", "KV_toolmesh")
 _OWN_BASETEMP = pytest.StashKey[str]()

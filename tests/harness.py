@@ -21,9 +21,9 @@ import psutil
 from toolmesh import processes
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
-from toolmesh.embedded import free_port
 from toolmesh.polling import poll_until
 from toolmesh.runtime import Backends, open_backends
+from toolmesh_cli.embedded import free_port
 from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key, streams_of
 
 ADMIN_TOKEN = "test-admin-token"

@@ -20,8 +20,8 @@ import httpx
 from playwright.sync_api import BrowserContext, Page, expect
 
 from toolmesh import processes
-from toolmesh.embedded import free_port
 from toolmesh.polling import wait_until
+from toolmesh_cli.embedded import free_port
 
 FLAGS = [
     "--headless",

@@ -12,8 +12,8 @@ import pytest
 from tests.harness import eventually
 from toolmesh import metrics
 from toolmesh.config import Settings
-from toolmesh.embedded import free_port
 from toolmesh.metrics_http import scrape_tokens, serve_metrics
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.deploy
 TOKEN = "scrape-token"

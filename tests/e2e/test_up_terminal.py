@@ -17,7 +17,7 @@ import pytest
 
 from tests.harness import eventually
 from toolmesh import processes
-from toolmesh.embedded import free_port
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 START_SECONDS = 90.0

@@ -22,8 +22,8 @@ import httpx
 from tests.harness import ADMIN_TOKEN, System, eventually, make_settings, settings_env
 from toolmesh import processes
 from toolmesh.config import Settings
-from toolmesh.embedded import free_port
 from toolmesh.runtime import open_backends
+from toolmesh_cli.embedded import free_port
 
 ROLES = {
     "gateway": 2,

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres
 
 
 @pytest_asyncio.fixture(scope="package", loop_scope="session")

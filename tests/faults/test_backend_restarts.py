@@ -11,7 +11,7 @@ from tests.faults.events import projection_mismatch, read_events
 from tests.harness import System, eventually
 from tests.peers.launch import launch_peer
 from toolmesh.contracts.events import ServerRegistered
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres
 from toolmesh_gateway.name_reservations import STALE_AFTER_SECONDS
 
 SERVERS = "/api/v1/aggregator/servers"

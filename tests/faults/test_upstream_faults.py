@@ -20,7 +20,7 @@ import pytest_asyncio
 from tests.faults.cluster import Cluster, running_cluster
 from tests.harness import System, eventually
 from tests.peers.launch import launch_peer
-from toolmesh.embedded import EmbeddedNats
+from toolmesh_cli.embedded import EmbeddedNats
 
 CALL = "/api/v1/tools/call"
 FLOOD_GUARD_SECONDS = 25.0  # under the test client's 30 s read timeout

@@ -16,7 +16,7 @@ from tests.harness import System, eventually
 from tests.peers.launch import launch_peer
 from toolmesh import processes
 from toolmesh.bus.topology import leases_bucket
-from toolmesh.embedded import EmbeddedNats
+from toolmesh_cli.embedded import EmbeddedNats
 
 CALL = "/api/v1/tools/call"
 CLIENTS = 4

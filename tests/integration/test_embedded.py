@@ -17,17 +17,17 @@ import pytest
 import pytest_asyncio
 
 from toolmesh import processes
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
-from toolmesh.embedded.postgres import SYSTEM_USER, postgres_install_dir
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
+from toolmesh_cli.embedded.postgres import SYSTEM_USER, postgres_install_dir
 
 pytestmark = pytest.mark.integration
 
 _ORPHAN_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
-from toolmesh.embedded.postgres import SYSTEM_USER, postgres_install_dir
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
+from toolmesh_cli.embedded.postgres import SYSTEM_USER, postgres_install_dir
 
 async def main() -> None:
     nats_server = EmbeddedNats(Path(sys.argv[1]) / "nats")

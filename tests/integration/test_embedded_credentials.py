@@ -12,7 +12,7 @@ import nats
 import pytest
 from nats.errors import Error as NatsError
 
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres
 
 pytestmark = pytest.mark.integration
 TRUST_HBA = "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"

@@ -21,7 +21,7 @@ from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_
 from tests.mcp_client import Received, sample_by_echo, text_of
 from tests.peers.launch import launch_peer
 from toolmesh.bus.topology import mcp_sessions_bucket
-from toolmesh.embedded import free_port
+from toolmesh_cli.embedded import free_port
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 
 pytestmark = pytest.mark.integration

@@ -38,9 +38,9 @@ from toolmesh.bus.topology import (
 from toolmesh.config import Settings
 from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
-from toolmesh.embedded import free_port
-from toolmesh.embedded.nats import nats_server_binary
 from toolmesh.errors import BackendUnavailable
+from toolmesh_cli.embedded import free_port
+from toolmesh_cli.embedded.nats import nats_server_binary
 from toolmesh_cli.roles import ROLES, STREAMS
 from toolmesh_gateway.name_reservations import reserve_name
 from toolmesh_projector.projector import DURABLE, consumer_config

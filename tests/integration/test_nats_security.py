@@ -25,9 +25,9 @@ from tests.harness import ADMIN_TOKEN, eventually, running_system
 from toolmesh import processes
 from toolmesh.bus.connection import connect_nats, nats_options
 from toolmesh.config import Settings
-from toolmesh.embedded import EmbeddedNats, EmbeddedServerError, free_port
-from toolmesh.embedded.nats import nats_server_binary
 from toolmesh.errors import BackendUnavailable
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedServerError, free_port
+from toolmesh_cli.embedded.nats import nats_server_binary
 
 pytestmark = pytest.mark.integration
 REFUSED = r"(?i)authorization violation"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, eventually, make_settings, running_system
-from toolmesh.embedded import free_port
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from tests.harness import RoleProcess, System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
 from tests.peers.launch import launch_peer
-from toolmesh.embedded import free_port
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
 REVOCATION_BOUND_SECONDS = 1.0

@@ -17,7 +17,6 @@ from rich.console import Console
 
 from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox, new_key
-from toolmesh.embedded import EmbeddedNats, EmbeddedPostgres
 from toolmesh.polling import poll_until
 from toolmesh.rotation import reseal_configs
 from toolmesh.runtime import Backends, open_backends
@@ -26,6 +25,7 @@ from toolmesh.store.queries import sealed_configs
 from toolmesh_cli.announcements import ADMIN_TOKEN_FILE, banner, starting
 from toolmesh_cli.config_file import ServerConfig
 from toolmesh_cli.datadir import DataDirLock, load_or_create_secret, prepare_data_dir
+from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres
 from toolmesh_cli.endpoints import remove_endpoints, write_endpoints
 from toolmesh_cli.key_commands import KEY_FILE, PREVIOUS_FILE
 from toolmesh_cli.progress import ServerProgress

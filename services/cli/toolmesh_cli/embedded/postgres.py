@@ -4,7 +4,7 @@ We drive ``initdb`` and ``postgres`` ourselves (the package's own helper listens
 socket only and daemonizes through ``pg_ctl``): the postmaster is our child, listens on
 loopback TCP, and dies with us. Postgres refuses to run as root, so as root we run it as the
 system user ``toolmesh-pg`` (created on first use). Every connection needs the superuser's
-password (``toolmesh.embedded.postgres_auth``); ``url`` carries it.
+password (``toolmesh_cli.embedded.postgres_auth``); ``url`` carries it.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from urllib.parse import quote
 import asyncpg
 
 from toolmesh import processes
-from toolmesh.embedded import postgres_auth
-from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.postgres_auth import Account
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded import postgres_auth
+from toolmesh_cli.embedded.ports import free_port
+from toolmesh_cli.embedded.postgres_auth import Account
+from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from toolmesh.embedded.processes import EmbeddedServerError
+from toolmesh_cli.embedded.processes import EmbeddedServerError
 
 PASSWORD_FILE = "superuser.password"
 HBA_RULES = (

