@@ -29,7 +29,8 @@ from toolmesh.lifecycle import ServerStatus
 from toolmesh_gateway import lookup
 from toolmesh_gateway.catalog import Catalog, CatalogServer
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
-from toolmesh_gateway.offers import ServerOffer, template_matches
+from toolmesh_gateway.front_door.uri_templates import template_matches
+from toolmesh_gateway.offers import ServerOffer
 
 pytestmark = pytest.mark.unit
 

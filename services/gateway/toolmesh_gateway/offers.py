@@ -14,10 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from mcp.shared.uri_template import UriTemplate
-
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
+from toolmesh_gateway.front_door.uri_templates import template_matches
 
 S = TypeVar("S")
 
@@ -81,14 +80,6 @@ class ServerOffer:
         """Every listed prompt with its pin; the approved ones are shown (``prompts``)."""
         self.listed_prompts, self.prompt_pins = listed, pins
         self.prompts = {n: item for n, item in listed.items() if n in pins and pins[n].hold is None}
-
-
-def template_matches(template: str, uri: str) -> bool:
-    """True when ``uri`` is an expansion of the RFC 6570 ``template``."""
-    try:
-        return UriTemplate.parse(template).match(uri) is not None
-    except ValueError:
-        return False
 
 
 def serving_server(uri: str, offers: Iterable[tuple[S, ServerOffer]]) -> S | None:

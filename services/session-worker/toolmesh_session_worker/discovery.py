@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp import types as mcp_types
+import mcp_types
 from pydantic import BaseModel
 
 from toolmesh.config import Settings
