@@ -5,26 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncpg import Record
-
 from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
-from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
-from toolmesh.pinning import Pin, approvals, approve, definition_hash, inherit, review
+from toolmesh.pinning import Pin, definition_hash
 from toolmesh.store.connections import Conn
-from toolmesh.store.retired_pins import pins_left
+from toolmesh_projector.pinned_rows import TOOLS, listing_server, pin_columns, pins_approved, review_listed
 from toolmesh_projector.projection_trail import audit, history
 
 
 async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     """The server's tool list, replaced whole; each tool pinned or held for review (``toolmesh.pinning``),
     the first list against the pins a removed server of the same name left."""
-    server = await conn.fetchrow(
-        "SELECT namespace, name, new_tools, tools_seen FROM mcp.external_servers WHERE id = $1", event.server_id
-    )
+    server = await listing_server(conn, TOOLS, event.server_id)
     if server is None:
         return
-    pins = await _review_listed(conn, server, event)
+    listed = {t.original_name: definition_hash(t) for t in event.tools}
+    pins = await review_listed(conn, TOOLS, event.server_id, server, listed)
     names = await _replace_tools(conn, server["namespace"], event, pins)
     await conn.execute(
         "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",
@@ -37,21 +33,6 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     if event.left_out:
         details["left_out"] = event.left_out  # definitions discovery refused (``toolmesh.tool_definitions``)
     await history(conn, event, "TOOLS_DISCOVERED", details)
-
-
-async def _review_listed(conn: Conn, server: Record, event: ToolsDiscovered) -> dict[str, Pin]:
-    """Each listed tool's pin: its stored approval or, on the server's first list, the approval a removed
-    server of the same name left; reviewed under the server's new-tools policy."""
-    listed = {t.original_name: definition_hash(t) for t in event.tools}
-    rows = await conn.fetch(
-        "SELECT original_name, approved_hash, definition_hash FROM mcp.tools WHERE source_server_id = $1",
-        event.server_id,
-    )
-    stored = ((r["original_name"], r["definition_hash"], r["approved_hash"]) for r in rows)
-    first_list = not server["tools_seen"]
-    left = await pins_left(conn, server["namespace"], server["name"]) if first_list else None
-    approved, first_list = inherit(approvals(stored, listed), first_list=first_list, left=left)
-    return review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
 
 
 async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pins: dict[str, Pin]) -> list[str]:
@@ -86,7 +67,7 @@ async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pin
                 event.server_id,
                 event.occurred_at,
                 namespace,
-                *_pin_columns(pins[t.original_name]),
+                *pin_columns(pins[t.original_name]),
                 str(t.category),
                 t.title,
                 t.annotations,
@@ -99,11 +80,6 @@ async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pin
     return names
 
 
-def _pin_columns(pin: Pin) -> tuple[str, str | None, str | None, list[str]]:
-    hold = pin.hold
-    return pin.definition_hash, pin.approved_hash, hold.reason if hold else None, hold.fields if hold else []
-
-
 async def tools_changed(conn: Conn, event: ToolsChanged) -> None:
     """A changed tool list, in the history and the audit log."""
     details = {"changes": [c.model_dump(exclude={"description"}) for c in event.changes]}
@@ -113,26 +89,7 @@ async def tools_changed(conn: Conn, event: ToolsChanged) -> None:
 
 async def tools_approved(conn: Conn, event: ToolsApproved) -> None:
     """Held tool definitions approved: their pins move to the approved hash."""
-    for tool in event.tools:
-        row = await conn.fetchrow(
-            "SELECT definition_hash, approved_hash FROM mcp.tools WHERE source_server_id = $1 AND original_name = $2",
-            event.server_id,
-            tool.original_name,
-        )
-        if row is None or row["definition_hash"] is None:
-            continue  # a newer tool list dropped it
-        pin = approve(Pin(row["definition_hash"], row["approved_hash"]), tool.definition_hash)
-        await conn.execute(
-            "UPDATE mcp.tools SET approved_hash = $3, held_reason = $4, held_fields = $5, updated_at = $6 "
-            "WHERE source_server_id = $1 AND original_name = $2",
-            event.server_id,
-            tool.original_name,
-            *_pin_columns(pin)[1:],
-            event.occurred_at,
-        )
-    details = {"tools": [t.model_dump() for t in event.tools]}
-    await history(conn, event, "TOOLS_APPROVED", details)
-    await audit(conn, event, event.server_name, details)
+    await pins_approved(conn, TOOLS, event, event.tools)
 
 
 async def tools_classified(conn: Conn, event: ToolsClassified) -> None:
