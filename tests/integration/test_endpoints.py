@@ -134,3 +134,15 @@ async def test_another_namespace_cannot_see_or_use_the_bundle(system: System) ->
     assert (await system.api.delete(f"/api/v1/endpoints/{created['id']}", headers=headers)).status_code == 404
     hidden = await system.api.post("/mcp/dev", json=INITIALIZE, headers={**headers, **MCP_ACCEPT})
     assert hidden.status_code == 404
+
+
+async def test_an_id_that_is_not_a_uuid_is_not_found(system: System) -> None:
+    """An endpoint's or a server's id that is no UUID reads as unknown (404 with its error code), not
+    as a database error."""
+    for path, code in (
+        ("/api/v1/endpoints/not-a-uuid", "ENDPOINT_NOT_FOUND"),
+        ("/api/v1/aggregator/servers/not-a-uuid", "SERVER_NOT_FOUND"),
+    ):
+        response = await system.api.get(path)
+        assert response.status_code == 404, response.text
+        assert response.json()["error_code"] == code

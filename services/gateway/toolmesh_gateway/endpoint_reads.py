@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncpg
 
 from toolmesh.store.connections import Db
+from toolmesh.store.queries import Row, row_by_id
 
-Row = asyncpg.Record
 _COLUMNS = (
     "id::text AS id, namespace, name, description, include, exclude, overrides, created_by, created_at, updated_at"
 )
@@ -25,14 +25,7 @@ async def list_endpoints(db: Db, namespace: str | None) -> list[Row]:
 
 async def get_endpoint(db: asyncpg.Pool, endpoint_id: str, namespace: str | None) -> Row | None:
     """One endpoint by id in a namespace (None: any); None when unknown, elsewhere or not a UUID."""
-    try:
-        return await db.fetchrow(
-            f"SELECT {_COLUMNS} FROM mcp.endpoints WHERE id = $1::uuid AND ($2::text IS NULL OR namespace = $2::text)",
-            endpoint_id,
-            namespace,
-        )
-    except asyncpg.DataError:
-        return None
+    return await row_by_id(db, f"SELECT {_COLUMNS} FROM mcp.endpoints", endpoint_id, namespace)
 
 
 async def endpoint_named(db: asyncpg.Pool, namespace: str, name: str) -> Row | None:

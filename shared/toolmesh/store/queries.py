@@ -34,16 +34,18 @@ async def applied_sequence(db: Db) -> int:
     return int(value or 0)
 
 
-async def get_server(db: asyncpg.Pool, server_id: str, namespace: str | None = None) -> Row | None:
-    """One server by id, in ``namespace`` (None: any); None when unknown, elsewhere or not a UUID."""
+async def row_by_id(db: Db, select: str, row_id: str, namespace: str | None) -> Row | None:
+    """The row of ``select`` (``SELECT <columns> FROM <table with id and namespace>``) whose id is
+    ``row_id``, in ``namespace`` (None: any); None when unknown, elsewhere or not a UUID."""
     try:
-        return await db.fetchrow(
-            f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers WHERE id = $1::uuid AND {_IN_NAMESPACE}",
-            server_id,
-            namespace,
-        )
+        return await db.fetchrow(f"{select} WHERE id = $1::uuid AND {_IN_NAMESPACE}", row_id, namespace)
     except asyncpg.DataError:
         return None
+
+
+async def get_server(db: asyncpg.Pool, server_id: str, namespace: str | None = None) -> Row | None:
+    """One server by id, in ``namespace`` (None: any); None when unknown, elsewhere or not a UUID."""
+    return await row_by_id(db, f"SELECT {_SERVER_COLUMNS} FROM mcp.external_servers", server_id, namespace)
 
 
 async def get_server_by_name(db: asyncpg.Pool, name: str, namespace: str) -> Row | None:
