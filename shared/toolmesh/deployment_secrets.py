@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from toolmesh.config import Settings
 from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
-from toolmesh.redaction import REDACTOR, Secret
+from toolmesh.redaction import Secret, process_redactor
 from toolmesh.secret_text import is_secret_name, url_secrets
 
 SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
@@ -56,5 +56,6 @@ def deployment_secrets(settings: Settings, environ: Mapping[str, str]) -> list[S
 def guard_deployment_secrets(settings: Settings, environ: Mapping[str, str], extra: Iterable[str] = ()) -> None:
     """Make the redactor mask the deployment's secrets, ``extra`` values (an owner token read from
     the data dir) and every string shaped like an API key token, in every log line of this process."""
-    REDACTOR.add([*deployment_secrets(settings, environ), *extra])
-    REDACTOR.add_shape(KEY_TOKEN_PATTERN)
+    redactor = process_redactor()
+    redactor.add([*deployment_secrets(settings, environ), *extra])
+    redactor.add_shape(KEY_TOKEN_PATTERN)

@@ -147,5 +147,20 @@ def _alternation(values: Iterable[str]) -> str:
     return "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
 
 
-# Logging is process-wide, so the registry of secrets to mask is too.
-REDACTOR = SecretRedactor()
+def process_redactor() -> SecretRedactor:
+    """The redactor of this process's logs, the one every role adds its secrets to.
+
+    Logging is process-wide, so the secrets its lines must not show are too: the redactor is kept
+    where logging keeps process-wide state, among the root logger's filters (where it also masks
+    the root logger's own records), installed there on the first call. ``configure_logging`` puts
+    the same one on the handler that every logger's records reach. Two threads installing at once
+    both get the first one installed.
+    """
+    root = logging.getLogger()
+    if not _installed(root):
+        root.addFilter(SecretRedactor())
+    return _installed(root)[0]
+
+
+def _installed(logger: logging.Logger) -> list[SecretRedactor]:
+    return [f for f in logger.filters if isinstance(f, SecretRedactor)]

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from toolmesh.log_formats import HumanHandler, chosen_format
-from toolmesh.redaction import REDACTOR
+from toolmesh.redaction import process_redactor
 
 TRACEPARENT = "traceparent"
 _trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("toolmesh_trace_id", default=None)
@@ -199,7 +199,7 @@ def configure_logging(level: str = "INFO", stream: TextIO | None = None, log_for
     else:
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(JsonFormatter())
-    handler.addFilter(REDACTOR)
+    handler.addFilter(process_redactor())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(threshold)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from toolmesh.config import Settings
 from toolmesh.log_formats import chosen_format
-from toolmesh.redaction import REDACTOR
+from toolmesh.redaction import process_redactor
 from toolmesh.telemetry import configure_logging
 
 pytestmark = pytest.mark.unit
@@ -106,7 +106,7 @@ def test_human_lines_are_short_and_quiet_about_other_libraries() -> None:
 @pytest.mark.usefixtures("restore_logging")
 def test_human_format_masks_secrets_in_messages_and_tracebacks() -> None:
     secret = f"sk-{secrets.token_hex(16)}"
-    REDACTOR.add([secret])
+    process_redactor().add([secret])
     output = io.StringIO()
     configure_logging("INFO", stream=output, log_format="human")
     log = logging.getLogger("toolmesh.upstream")

@@ -21,7 +21,7 @@ from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import ServerStatus, can_transition
 from toolmesh.polling import poll_until
-from toolmesh.redaction import REDACTOR
+from toolmesh.redaction import process_redactor
 from toolmesh.registration_policy import worker_environment
 from toolmesh.runtime import Backends
 from toolmesh.sandbox import Sandboxer
@@ -216,7 +216,7 @@ class OwnedServer:
         settings = self._b.settings
         environ = worker_environment(os.environ, settings, self.namespace)
         config = expand_env(self._box.open(self._sealed), environ)
-        REDACTOR.add(secret_values(config))
+        process_redactor().add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)
         sandbox = Sandboxer(settings, str(self.server_id))
 

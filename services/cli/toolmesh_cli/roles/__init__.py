@@ -15,7 +15,7 @@ from toolmesh.contracts.commands import COMMANDS_STREAM
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
-from toolmesh.redaction import REDACTOR, Secret
+from toolmesh.redaction import Secret, process_redactor
 from toolmesh.runtime import Backends
 from toolmesh.store.principals import BOOTSTRAP_OWNER, seed_owner
 
@@ -66,7 +66,7 @@ async def seed_owner_key(b: Backends, token: str | None) -> None:
     """Make ``token`` the bearer token of the owner ``admin`` (kept hashed; every namespace), and
     a value this process's logs never show."""
     if token:
-        REDACTOR.add([Secret(token, "admin_token")])
+        process_redactor().add([Secret(token, "admin_token")])
         await seed_owner(b.db, name=BOOTSTRAP_OWNER, token_hash=hash_token(token), namespace=DEFAULT_NAMESPACE)
 
 
