@@ -18,6 +18,7 @@ from toolmesh.contracts.events import (
     ToolsClassified,
     ToolsDiscovered,
 )
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import Embedder
 from toolmesh.index.base import ToolIndex
 from toolmesh.lifecycle import ServerStatus
@@ -96,9 +97,9 @@ def livemcp_servers() -> dict[str, list[DiscoveredTool]]:
 
 
 async def load_index(
-    index: ToolIndex, embedder: Embedder | None, servers: dict[str, list[DiscoveredTool]]
+    index: ToolIndex, embedder: Embedder | None, servers: dict[str, list[DiscoveredTool]], lanes: EmbeddingLanes
 ) -> IndexProjection:
-    projection = IndexProjection(index, embedder, load_taxonomy())
+    projection = IndexProjection(index, embedder, load_taxonomy(), lanes=lanes)
     await projection.start()
     for seq, event in server_events(servers):
         await projection.apply(event, seq)
@@ -108,11 +109,11 @@ async def load_index(
 
 
 async def classify_index(
-    projection: IndexProjection, embedder: Embedder, servers: dict[str, list[DiscoveredTool]]
+    projection: IndexProjection, embedder: Embedder, servers: dict[str, list[DiscoveredTool]], lanes: EmbeddingLanes
 ) -> None:
     """Classify every server's tools with the product's classifier and apply the events."""
     seq = projection.state.last_seq
-    classifier = EmbeddingClassifier(embedder, load_taxonomy())
+    classifier = EmbeddingClassifier(embedder, load_taxonomy(), lanes)
     for name, tools in servers.items():
         for event in await classifications(classifier, name, tools):
             seq += 1

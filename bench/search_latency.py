@@ -39,6 +39,7 @@ from search_common import classifications, one_server
 
 from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.edge import EdgeIndex
@@ -236,7 +237,8 @@ async def main(args: argparse.Namespace) -> None:
     embedder = load_embedder()
     if embedder is None:
         raise SystemExit("the embedding model did not load")
-    classifier = EmbeddingClassifier(embedder, load_taxonomy())
+    lanes = EmbeddingLanes()  # one lane for the indexer and the classifier, as in one process
+    classifier = EmbeddingClassifier(embedder, load_taxonomy(), lanes)
     result: dict[str, Any] = {
         "benchmark": "search_latency",
         "backend": "qdrant-edge (embedded)" if args.backend == "edge" else "qdrant-client local mode (stand-in)",
@@ -245,7 +247,7 @@ async def main(args: argparse.Namespace) -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         index = await open_backend(args.backend, Path(tmp))
-        projection = IndexProjection(index, embedder, load_taxonomy())
+        projection = IndexProjection(index, embedder, load_taxonomy(), lanes=lanes)
         await projection.start()
         stream = Stream(projection)
         stop = asyncio.Event()

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search_common import DATA, classify_index, livemcp_servers, load_index, read_jsonl
 
 from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.search.ranking import BM25_ONLY, DENSE_ONLY, Weights
@@ -74,17 +75,18 @@ async def main() -> None:
         raise SystemExit("the embedding model did not load")
     queries = read_jsonl(DATA / "queries.jsonl")
     servers = livemcp_servers()
+    lanes = EmbeddingLanes()  # one lane for the indexer and the classifier, as in one process
     result: dict[str, Any] = {"benchmark": "search_quality", "tools": 527, "queries": len(queries)}
     with tempfile.TemporaryDirectory() as tmp:
         index = EdgeIndex(Path(tmp), DIMENSIONS)
         started = time.perf_counter()
-        projection = await load_index(index, embedder, servers)
+        projection = await load_index(index, embedder, servers, lanes)
         result["indexing_seconds"] = round(time.perf_counter() - started, 2)
         catalogs = projection.table.catalog
         default = SearchService(catalogs, embedder)
         result["hierarchical_unclassified"] = await evaluate(default, "hierarchical", queries)
         started = time.perf_counter()
-        await classify_index(projection, embedder, servers)
+        await classify_index(projection, embedder, servers, lanes)
         result["classifying_seconds"] = round(time.perf_counter() - started, 2)
         for name, (weights, strategy) in VARIANTS.items():
             result[name] = await evaluate(SearchService(catalogs, embedder, weights=weights), strategy, queries)

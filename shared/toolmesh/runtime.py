@@ -6,7 +6,7 @@ import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -17,6 +17,7 @@ from toolmesh.bus.topology import ensure_streams, ensure_topology
 from toolmesh.config import Settings
 from toolmesh.deployment_secrets import guard_deployment_secrets
 from toolmesh.errors import BackendUnavailable
+from toolmesh.process_context import ProcessContext
 from toolmesh.store.pool import open_pool
 
 
@@ -29,6 +30,8 @@ class Backends:
     js: JetStreamContext
     db: asyncpg.Pool
     process_id: str
+    context: ProcessContext = field(default_factory=ProcessContext)
+    """What the roles sharing these connections share besides them (embedder, index, search catalog)."""
 
 
 def process_identity(settings: Settings) -> str:

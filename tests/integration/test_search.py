@@ -91,7 +91,7 @@ async def test_br009_br007_br008_search_follows_server_lifecycle(
             # BR-008: removal deletes its points from the index.
             assert (await system.api.delete(f"{SERVERS}/{a['id']}")).status_code == 204
             await search_until(system, lambda r: "alpha" not in {n for _, n, _ in found(r)}, "alpha removed")
-            index = shared_index(system.settings)
+            index = shared_index(system.settings, system.backends.context.indexes)
             assert index is not None
 
             async def alpha_gone() -> bool:
@@ -174,7 +174,7 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
             b = await system.register("two", "STDIO", peer_b.config)
             await system.wait_connected(a["id"])
             await system.wait_connected(b["id"])
-            live = shared_index(system.settings)
+            live = shared_index(system.settings, system.backends.context.indexes)
             assert live is not None
 
             async def settled() -> bool:
@@ -189,8 +189,9 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
             last_seq = (await live.load_state()).last_seq
 
             rebuilt = EdgeIndex(tmp_path / "rebuilt", 384)
-            embedder = load_embedder()
-            projection = IndexProjection(rebuilt, embedder, load_taxonomy())
+            context = system.backends.context
+            embedder = context.embedder(load_embedder)  # the model the system's indexer loaded
+            projection = IndexProjection(rebuilt, embedder, load_taxonomy(), lanes=context.lanes)
             await projection.start()
             config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE)
             sub = await system.backends.js.pull_subscribe(EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=config)
@@ -208,7 +209,7 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
             await projection.embed_all()
             await projection.flush()
 
-            source_live, source_rebuilt = local_catalogs(system.settings), projection.table.catalog
+            source_live, source_rebuilt = local_catalogs(context), projection.table.catalog
             for query in ("search documents", "add two numbers", "echo the text back", "tool 7"):
                 for strategy in ("flat", "hierarchical"):
                     request = SearchRequest(query=query, strategy=strategy, limit=15, include_schemas=True)

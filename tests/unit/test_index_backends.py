@@ -27,6 +27,7 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
 )
 from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.index.base import Hit, IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.filters import flags
@@ -151,7 +152,7 @@ async def _events(projection: IndexProjection, events: list[object], start: int 
 
 async def test_index_projection_follows_the_server_lifecycle(tmp_path: Path) -> None:
     index = EdgeIndex(tmp_path, DIM)
-    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid4())
     tools = [DiscoveredTool(original_name="search", description="web"), DiscoveredTool(original_name="echo")]
@@ -240,7 +241,7 @@ def _server_events(sid: str, name: str, tools: list[DiscoveredTool]) -> list[obj
 async def test_events_never_scan_the_index_and_checkpoints_are_coalesced(tmp_path: Path) -> None:
     # Profiled before: a full scan per classified batch (skill vectors) and a checkpoint per event.
     index = _CountingEdge(tmp_path, DIM)
-    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     scans, saves = index.scrolls, index.saves
     events: list[object] = []
@@ -277,7 +278,7 @@ async def test_events_never_scan_the_index_and_checkpoints_are_coalesced(tmp_pat
 
 async def test_search_reads_the_published_catalog_while_the_writer_is_blocked(tmp_path: Path) -> None:
     index = _CountingEdge(tmp_path, DIM)
-    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, dimensions=DIM)
+    projection = IndexProjection(index, _FakeEmbedder(), SKILLS, lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid4())
     for seq, event in enumerate(_server_events(sid, "one", [DiscoveredTool(original_name="search")]), start=1):

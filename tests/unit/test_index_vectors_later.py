@@ -24,7 +24,7 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
 )
 from toolmesh.contracts.search import SearchRequest
-from toolmesh.embed.lane import EmbeddingLane, bulk_lane
+from toolmesh.embed.lane import EmbeddingLane, EmbeddingLanes
 from toolmesh.index.base import Where, tool_point_id
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
@@ -70,7 +70,7 @@ def _snapshot(description: str) -> ToolsDiscovered:
 
 
 async def _registered(path: Path, embedder: _GatedEmbedder) -> IndexProjection:
-    projection = IndexProjection(EdgeIndex(path, DIM), embedder, [], dimensions=DIM)
+    projection = IndexProjection(EdgeIndex(path, DIM), embedder, [], lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     registered = ServerRegistered(
         server_id=SID, name="weather", transport_type="STDIO", sealed_config="", masked_config={}
@@ -129,7 +129,7 @@ async def test_tools_a_crash_left_without_vectors_are_embedded_after_a_restart(t
     await projection.flush()  # checkpoint written; the process dies before the lane got to the tool
     await projection.index.close()
 
-    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], dimensions=DIM)
+    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], lanes=EmbeddingLanes(), dimensions=DIM)
     await restarted.start()
     assert restarted.vectors_behind == 1
     stop = asyncio.Event()
@@ -148,7 +148,6 @@ async def test_tools_a_crash_left_without_vectors_are_embedded_after_a_restart(t
 
 async def test_a_lane_of_one_thread_runs_one_bulk_request_at_a_time() -> None:
     embedder = _GatedEmbedder()
-    assert bulk_lane(embedder) is bulk_lane(embedder)  # one lane per embedder in a process
     lane = EmbeddingLane(embedder, threads=1)
     embedder.gate.clear()  # the first request holds the lane: the others queue behind it
     requests = asyncio.gather(*(lane.embed([f"text {n}", f"more {n}"]) for n in range(6)))
@@ -182,6 +181,14 @@ async def test_the_indexs_requests_go_before_the_classifiers_waiting_ones() -> N
     embedder.gate.set()
     await asyncio.gather(running, later, sooner)
     assert embedder.texts == ["classifier 1", "index", "classifier 2"]
+
+
+def test_a_process_has_one_lane_per_embedder_and_another_process_its_own() -> None:
+    embedder, other = _GatedEmbedder(), _GatedEmbedder()
+    lanes = EmbeddingLanes()
+    assert lanes.for_embedder(embedder) is lanes.for_embedder(embedder)
+    assert lanes.for_embedder(other) is not lanes.for_embedder(embedder)
+    assert EmbeddingLanes().for_embedder(embedder) is not lanes.for_embedder(embedder)
 
 
 async def test_a_lanes_threads_end_with_the_lane() -> None:
@@ -256,7 +263,7 @@ async def test_a_row_stored_with_an_older_versions_text_is_embedded_anew_at_star
     await projection.index.set_payload([point], {"dense_text": "forecast: Weather forecast."})  # the old form
     await projection.index.close()
 
-    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], dimensions=DIM)
+    restarted = IndexProjection(EdgeIndex(tmp_path, DIM), embedder, [], lanes=EmbeddingLanes(), dimensions=DIM)
     await restarted.start()
     assert restarted.vectors_behind == 1
     embedder.texts.clear()
@@ -283,7 +290,9 @@ class _DirectionEmbedder:
 
 
 async def test_a_tool_without_a_vector_yet_ranks_below_tools_the_query_is_closer_to(tmp_path: Path) -> None:
-    projection = IndexProjection(EdgeIndex(tmp_path, DIM), _DirectionEmbedder(), [], dimensions=DIM)
+    projection = IndexProjection(
+        EdgeIndex(tmp_path, DIM), _DirectionEmbedder(), [], lanes=EmbeddingLanes(), dimensions=DIM
+    )
     await projection.start()
     seq = 0
     for name in ("near", "far", "waiting"):

@@ -9,6 +9,7 @@ import pytest
 
 from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerStatusChanged, ToolsDiscovered
 from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
@@ -71,7 +72,7 @@ async def test_a_url_query_finds_the_page_fetcher_not_a_tool_named_like_the_path
     embedder = load_embedder()
     assert embedder is not None, "the packaged model must load"
     index = EdgeIndex(tmp_path, DIMENSIONS)
-    projection = IndexProjection(index, embedder, [])
+    projection = IndexProjection(index, embedder, [], lanes=EmbeddingLanes())
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "media"))
     events = [

@@ -12,6 +12,7 @@ import pytest
 
 from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerStatusChanged, ToolsDiscovered
 from toolmesh.contracts.search import SearchRequest
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.index.base import Where
 from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
@@ -58,7 +59,7 @@ TOOLS = [
 
 async def _indexed(path: Path, embedder: _RecordingEmbedder, server: str = "demo") -> IndexProjection:
     index = EdgeIndex(path, DIM)
-    projection = IndexProjection(index, embedder, [], dimensions=DIM)
+    projection = IndexProjection(index, embedder, [], lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, server))
     events = [
@@ -94,7 +95,7 @@ async def test_a_tool_indexed_before_dense_text_existed_is_embedded_again(tmp_pa
     old = await index.scroll(Where(kind="tool"))
     await index.set_payload([h.id for h in old], {"dense_text": None})  # as an older indexer wrote it
     embedder.texts.clear()
-    projection = IndexProjection(index, embedder, [], dimensions=DIM)
+    projection = IndexProjection(index, embedder, [], lanes=EmbeddingLanes(), dimensions=DIM)
     await projection.start()
     sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "demo"))
     await projection.apply(ToolsDiscovered(server_id=sid, server_name="demo", tools=TOOLS), 4)

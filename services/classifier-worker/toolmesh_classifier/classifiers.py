@@ -7,7 +7,7 @@ from typing import Protocol
 import numpy as np
 
 from toolmesh.contracts.events import DiscoveredTool, ToolClassification
-from toolmesh.embed.lane import bulk_lane
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import Embedder
 from toolmesh.embed.text import dense_text
 from toolmesh.skills.taxonomy import Skill
@@ -32,8 +32,9 @@ class EmbeddingClassifier:
 
     name = "embedding"
 
-    def __init__(self, embedder: Embedder, skills: list[Skill]) -> None:
-        self._lane = bulk_lane(embedder)
+    def __init__(self, embedder: Embedder, skills: list[Skill], lanes: EmbeddingLanes) -> None:
+        """``lanes``: the process's bulk embedding lanes (its context's), shared with its indexer."""
+        self._lane = lanes.for_embedder(embedder)
         self._skill_ids = [s.id for s in skills]
         self._skills = skill_vectors(embedder, skills)
 

@@ -32,7 +32,7 @@ from toolmesh.contracts.events import (
     ToolsClassified,
     ToolsDiscovered,
 )
-from toolmesh.embed.lane import bulk_lane
+from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, Embedder
 from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
@@ -75,8 +75,15 @@ class IndexProjection:
     """Applies events to a ``ToolIndex`` and to the in-memory ``SearchTable``, checkpoint beside the index."""
 
     def __init__(
-        self, index: ToolIndex, embedder: Embedder | None, skills: list[Skill], *, dimensions: int = DIMENSIONS
+        self,
+        index: ToolIndex,
+        embedder: Embedder | None,
+        skills: list[Skill],
+        *,
+        lanes: EmbeddingLanes,
+        dimensions: int = DIMENSIONS,
     ) -> None:
+        """``lanes``: the process's bulk embedding lanes (its context's), where ``embedder``'s work queues."""
         self.index = index
         self.embedder = embedder
         self.skills = {s.id: s for s in skills}
@@ -86,7 +93,7 @@ class IndexProjection:
         self.state = IndexState()
         self._lock = asyncio.Lock()
         self._unsaved = False
-        self._lane = bulk_lane(embedder) if embedder is not None else None
+        self._lane = lanes.for_embedder(embedder) if embedder is not None else None
         self._unembedded: dict[str, None] = {}  # tools waiting for their vector, oldest first
         self._backlog = asyncio.Event()
         self._handlers: dict[type[Event], Callable[[Any], Awaitable[None]]] = {

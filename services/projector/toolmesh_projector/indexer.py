@@ -25,6 +25,7 @@ from toolmesh.config import Settings
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.index.base import ToolIndex
+from toolmesh.process_context import ProcessContext
 from toolmesh.search.remote import serve_search
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import index_lag, lend_table
@@ -68,6 +69,7 @@ async def run_indexer(
     settings: Settings,
     leases: LeaseTable,
     stop: asyncio.Event,
+    context: ProcessContext,
 ) -> None:
     """While holding the indexer lease: apply events, publish catalogs and answer searches with them.
 
@@ -90,7 +92,7 @@ async def run_indexer(
         config = consumer_config(state.last_seq)
         table = projection.table
         service = SearchService(table.catalog, projection.embedder, lag=index_lag(js))
-        with lend_table(settings, table):
+        with lend_table(context, table):
             async with asyncio.TaskGroup() as group:
                 group.create_task(_keep_lease(leases, settings, stop, halt))
                 group.create_task(table.run_publisher(halt))

@@ -3,8 +3,9 @@
 Queries embed on their caller's thread (a few ms each). Everything else, the indexer's backlog and
 skills, and the classifier's batches, queues on the process's one lane, whose threads (one per core
 but one) take the requests, so bulk work leaves a core to queries even when the indexer and the
-classifier of ``toolmesh up`` embed at once. The embedder's cache of recent texts makes the
-second request for a text free, whichever role asked first. Requests marked ``first`` (the index's
+classifier of ``toolmesh up`` embed at once (the process context holds its ``EmbeddingLanes``). The
+embedder's cache of recent texts makes the second request for a text free, whichever role asked
+first. Requests marked ``first`` (the index's
 vectors, which dense search needs) go before the others (classification, which search can do
 without for a while); each kind runs in the order it came. Callers await the lane without holding a
 thread: a backlog of classifier batches never starves the thread pool that queries embed on.
@@ -20,9 +21,10 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from toolmesh.embed.model import Embedder, Vectors
+if TYPE_CHECKING:  # the model's runtime (numpy) is loaded by the roles that embed, not with the process context
+    from toolmesh.embed.model import Embedder, Vectors
 
 T = TypeVar("T")
 Request = tuple[int, int, Callable[..., Any], tuple[Any, ...], "Future[Any] | None"]
@@ -38,7 +40,7 @@ class EmbeddingLane:
     """Threads that run bulk embedding requests: those marked ``first`` first, each kind in order."""
 
     def __init__(self, embedder: Embedder, *, threads: int = 0) -> None:
-        self._embedder = weakref.ref(embedder)  # the registry is keyed by the embedder: no strong reference
+        self._embedder = embedder
         # A priority queue and its own threads: an executor runs its queue in arrival order only.
         self._requests: queue.PriorityQueue[Request] = queue.PriorityQueue()
         self._arrival = itertools.count()
@@ -49,10 +51,7 @@ class EmbeddingLane:
 
     async def embed(self, texts: list[str], *, first: bool = False) -> Vectors:
         """Unit vectors for ``texts``, embedded on the lane."""
-        embedder = self._embedder()
-        if embedder is None:
-            raise RuntimeError("the embedder of this lane is gone")
-        return await self.run(embedder.embed, texts, first=first)
+        return await self.run(self._embedder.embed, texts, first=first)
 
     async def run(self, work: Callable[..., T], *args: Any, first: bool = False) -> T:
         """``work(*args)`` on the lane (for work that embeds, such as the skills' vectors)."""
@@ -81,14 +80,17 @@ def _serve(requests: queue.PriorityQueue[Request]) -> None:
             future.set_exception(exc)
 
 
-_lanes: weakref.WeakKeyDictionary[Embedder, EmbeddingLane] = weakref.WeakKeyDictionary()
-_lanes_lock = threading.Lock()
+class EmbeddingLanes:
+    """The bulk lanes of one process, one per embedder, each made on first use."""
 
+    def __init__(self) -> None:
+        self._lanes: dict[Embedder, EmbeddingLane] = {}
+        self._lock = threading.Lock()  # roles ask from their own threads (the classifier on a worker thread)
 
-def bulk_lane(embedder: Embedder) -> EmbeddingLane:
-    """The process's lane for ``embedder`` (one per embedder, made on first use)."""
-    with _lanes_lock:
-        lane = _lanes.get(embedder)
-        if lane is None:
-            lane = _lanes[embedder] = EmbeddingLane(embedder)
-        return lane
+    def for_embedder(self, embedder: Embedder) -> EmbeddingLane:
+        """The process's lane for ``embedder``: the same one for every role that embeds with it."""
+        with self._lock:
+            lane = self._lanes.get(embedder)
+            if lane is None:
+                lane = self._lanes[embedder] = EmbeddingLane(embedder)
+            return lane

@@ -1,7 +1,8 @@
 """all-MiniLM-L6-v2 on onnxruntime: WordPiece tokens in, mean-pooled L2-normalised 384-d vectors out.
 
-The process's embedder embeds each distinct text once while it stays among the recent ones
-(``SharedEmbedder``): the indexer and the classifier embed the same tool texts.
+The process's embedder (loaded once per process by its ``ProcessContext``) embeds each distinct text
+once while it stays among the recent ones (``SharedEmbedder``): the indexer and the classifier embed
+the same tool texts.
 """
 
 from __future__ import annotations
@@ -213,18 +214,11 @@ class SharedEmbedder:
         return np.array([found[t] for t in texts], dtype=np.float32).reshape(len(texts), self.dimensions)
 
 
-_loaded: dict[str, Embedder | None] = {}
-_load_lock = threading.Lock()
-
-
 def load_embedder(model_path: Path | None = None) -> Embedder | None:
-    """The process's embedder (loaded once), or None with a warning when the model cannot load."""
-    key = str(model_path or "")
-    with _load_lock:
-        if key not in _loaded:
-            try:
-                _loaded[key] = SharedEmbedder(OnnxEmbedder(model_path))
-            except EmbedderUnavailable as exc:
-                log.warning("embedding model unavailable, search falls back to BM25 only: %s", exc)
-                _loaded[key] = None
-        return _loaded[key]
+    """A newly loaded embedder, or None with a warning when the model cannot load (a process's roles
+    share the one their ``ProcessContext`` loaded)."""
+    try:
+        return SharedEmbedder(OnnxEmbedder(model_path))
+    except EmbedderUnavailable as exc:
+        log.warning("embedding model unavailable, search falls back to BM25 only: %s", exc)
+        return None

@@ -1,8 +1,8 @@
 """Building the search service of a process, and lending the indexer's catalog to the other roles.
 
-The indexer role holds the catalog (``SearchTable``) and registers it here for the index it
-projects; a gateway in the same process searches it directly, a gateway elsewhere forwards over
-NATS (``search.remote``) to a process that holds one.
+The indexer role holds the catalog (``SearchTable``) and lends it to its process (the
+``ProcessContext`` of its ``Backends``); a gateway in the same process searches it directly, a
+gateway elsewhere forwards over NATS (``search.remote``) to a process that holds one.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from typing import Any
 
 from nats.js import JetStreamContext
 
-from toolmesh.config import Settings
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.embed.model import load_embedder
-from toolmesh.index.factory import index_path
+from toolmesh.process_context import ProcessContext
 from toolmesh.runtime import Backends
 from toolmesh.search.catalog import Catalog
 from toolmesh.search.remote import RemoteSearch
@@ -27,29 +26,23 @@ from toolmesh.search.service import CatalogSource, SearchService
 from toolmesh.search.table import SearchTable
 from toolmesh.store.tool_ids import tool_db_ids
 
-_tables: dict[str, SearchTable] = {}
-
-
-def _key(settings: Settings) -> str:
-    return settings.qdrant_url or str(index_path(settings).resolve())
-
 
 @contextlib.contextmanager
-def lend_table(settings: Settings, table: SearchTable) -> Iterator[None]:
-    """Make ``table`` the catalog of this process's searches while the block runs."""
-    _tables[_key(settings)] = table
+def lend_table(context: ProcessContext, table: SearchTable) -> Iterator[None]:
+    """Make ``table`` the catalog of the searches of ``context``'s process while the block runs."""
+    context.lent_table = table
     try:
         yield
     finally:
-        if _tables.get(_key(settings)) is table:
-            del _tables[_key(settings)]
+        if context.lent_table is table:
+            context.lent_table = None
 
 
-def local_catalogs(settings: Settings) -> CatalogSource:
-    """The catalog of the table the indexer of this process lent (None while there is none)."""
+def local_catalogs(context: ProcessContext) -> CatalogSource:
+    """The catalog of the table the indexer of ``context``'s process lent (None while there is none)."""
 
     async def get() -> Catalog | None:
-        table = _tables.get(_key(settings))
+        table = context.lent_table
         return await table.catalog() if table is not None else None
 
     return get
@@ -72,9 +65,9 @@ def index_lag(js: JetStreamContext) -> Any:
 
 async def build_search(backends: Backends) -> SearchService:
     """The search service: this process's catalog or a forwarder, the local model, db ids from Postgres."""
-    embedder = await asyncio.to_thread(load_embedder)
+    embedder = await asyncio.to_thread(backends.context.embedder, load_embedder)
     return SearchService(
-        local_catalogs(backends.settings),
+        local_catalogs(backends.context),
         embedder,
         functools.partial(tool_db_ids, backends.db),
         forwarder=RemoteSearch(backends.nc),

@@ -15,7 +15,7 @@ async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     """Skill classification of discovered tools (BR-004)."""
 
     async def classify() -> None:
-        async with build_classifier(b.settings) as classifier:
+        async with build_classifier(b.settings, b.context) as classifier:
             await run_classifier(b.js, classifier, stop, b.settings)
 
     await supervise("classifier-worker", classify, stop, backoff=5.0)

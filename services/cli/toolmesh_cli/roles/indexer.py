@@ -18,18 +18,19 @@ from toolmesh_projector.indexer import reset_index, run_indexer
 
 async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     """Vector index of tools and skills (embedded in the data dir, or Qdrant)."""
-    embedder = await asyncio.to_thread(load_embedder)
+    embedder = await asyncio.to_thread(b.context.embedder, load_embedder)
     skills = load_taxonomy(b.settings.skills_file)
     leases = LeaseTable(await leases_bucket(b.js, b.settings.lease_ttl_seconds), b.process_id)
 
     async def index_events() -> None:
-        async with open_index(b.settings) as index:
-            await run_indexer(b.nc, b.js, IndexProjection(index, embedder, skills), b.settings, leases, stop)
+        async with open_index(b.settings, b.context.indexes) as index:
+            projection = IndexProjection(index, embedder, skills, lanes=b.context.lanes)
+            await run_indexer(b.nc, b.js, projection, b.settings, leases, stop, b.context)
 
     await supervise("indexer", index_events, stop, backoff=5.0)
 
 
 async def rebuild(b: Backends) -> None:
     """Drop the vector index, so the indexer replays every event."""
-    async with open_index(b.settings) as index:
+    async with open_index(b.settings, b.context.indexes) as index:
         await reset_index(b.js, index)
