@@ -20,6 +20,7 @@ from typing import Any
 
 import nats
 
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh_cli.embedded import EmbeddedNats
@@ -32,7 +33,7 @@ async def bench(reads: int) -> dict[str, Any]:
     async with EmbeddedNats(Path(tempfile.mkdtemp(prefix="bench-nats-"))) as server:
         nc = await nats.connect(server.url)
         try:
-            table = McpSessionTable(nc, await mcp_sessions_bucket(nc.jetstream(), 1800.0))
+            table = McpSessionTable(NatsBus(nc), await mcp_sessions_bucket(nc.jetstream(), 1800.0))
             record = McpSessionRecord(
                 path="/mcp",
                 key_id="bench-key",

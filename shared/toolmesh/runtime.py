@@ -13,6 +13,8 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from toolmesh.bus.connection import connect_nats, nats_options
+from toolmesh.bus.local_first import LocalFirstBus
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.bus.topology import ensure_streams, ensure_topology
 from toolmesh.config import Settings
 from toolmesh.deployment_secrets import guard_deployment_secrets
@@ -27,6 +29,8 @@ class Backends:
 
     settings: Settings
     nc: NATS
+    bus: LocalFirstBus
+    """Core messaging (request/reply, pub/sub) over ``nc``; owned subjects are answered in-process."""
     js: JetStreamContext
     db: asyncpg.Pool
     process_id: str
@@ -57,9 +61,11 @@ async def open_backends(
         else:
             await ensure_streams(js, streams)
         db = await open_pool(settings.database_url)
+        bus = LocalFirstBus(NatsBus(nc))
         try:
-            yield Backends(settings=settings, nc=nc, js=js, db=db, process_id=process_identity(settings))
+            yield Backends(settings=settings, nc=nc, bus=bus, js=js, db=db, process_id=process_identity(settings))
         finally:
+            await bus.close()
             await db.close()
     finally:
         with contextlib.suppress(Exception):

@@ -179,6 +179,27 @@ async def test_an_unsubscribed_callback_gets_nothing_more(bus: Bus) -> None:
         await bus.request(here, b"2", timeout=10)
 
 
+async def test_a_drained_subscription_handles_what_it_received_then_nothing_more(bus: Bus) -> None:
+    here = subject("drained")
+    handled: list[bytes] = []
+    release = asyncio.Event()
+
+    async def slow(msg: Message) -> None:
+        await release.wait()
+        handled.append(msg.data)
+
+    sub = await bus.subscribe(here, slow)
+    for data in (b"1", b"2"):
+        await bus.publish(here, data)
+    await barrier(bus)  # both received
+    release.set()
+    await sub.drain()
+    assert handled == [b"1", b"2"]
+    await bus.publish(here, b"3")
+    await barrier(bus)
+    assert handled == [b"1", b"2"]
+
+
 async def test_a_subscription_delivers_one_message_at_a_time_in_order(bus: Bus) -> None:
     here = subject("sequential")
     started: list[bytes] = []

@@ -28,6 +28,7 @@ SCRIPT = textwrap.dedent(
     from toolmesh import telemetry
     from toolmesh.bus import verbs
     from toolmesh.bus.dispatch import Dispatcher
+    from toolmesh.bus.nats_bus import NatsBus
     from toolmesh.bus.requests import ask_owner
     from toolmesh.contracts.clients import client_id
     from toolmesh.contracts.rpc import ClientRef, PingRpc, PingRpcResult
@@ -42,10 +43,11 @@ SCRIPT = textwrap.dedent(
     async def main() -> None:
         gateway_nc = await nats.connect(os.environ["TEST_NATS_URL"])
         worker_nc = await nats.connect(os.environ["TEST_NATS_URL"])
-        links = ClientLinks(gateway_nc, "replica1", SessionChannels())
+        gateway = NatsBus(gateway_nc)
+        links = ClientLinks(gateway, "replica1", SessionChannels())
         await links.start()
         await gateway_nc.flush()  # the subscription is in place before the worker sends
-        clients = UpstreamClients(worker_nc, "srv1", "demo", 10.0)
+        clients = UpstreamClients(NatsBus(worker_nc), "srv1", "demo", 10.0)
 
         async def ping(key, body):
             return PingRpcResult(response_time_ms=1.0)
@@ -54,7 +56,7 @@ SCRIPT = textwrap.dedent(
         await worker_nc.subscribe(verbs.RPC.wildcard("srv1"), cb=owner.dispatch)
         await worker_nc.flush()
         with telemetry.span("HTTP POST") as http:  # client -> server: a request to the owner
-            assert await ask_owner(gateway_nc, "srv1", "ping", PingRpc(), timeout=10) == {"response_time_ms": 1.0}
+            assert await ask_owner(gateway, "srv1", "ping", PingRpc(), timeout=10) == {"response_time_ms": 1.0}
         spans = {s.name: s for s in exporter.get_finished_spans()}
         asked, served = spans["nats request ping"], spans["session ping"]
         assert asked.parent.span_id == http.get_span_context().span_id

@@ -13,6 +13,7 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from toolmesh.bus import verbs
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.contracts.clients import client_id
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh_gateway.front_door.client_links import ClientLinks
@@ -27,7 +28,7 @@ CLIENT = client_id("replica1", "session1")
 async def sender(nats_url: str) -> AsyncIterator[NATS]:
     """A session-worker's end of the bus, with a gateway replica's ``ClientLinks`` listening."""
     gateway = await nats.connect(nats_url)
-    links = ClientLinks(gateway, "replica1", SessionChannels())
+    links = ClientLinks(NatsBus(gateway), "replica1", SessionChannels())
     await links.start()
     await gateway.flush()
     connection = await nats.connect(nats_url)

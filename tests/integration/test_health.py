@@ -21,6 +21,7 @@ from tests.peers.launch import launch_peer
 from toolmesh import metrics, processes
 from toolmesh.bus import verbs
 from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.bus.requests import NoOwner, ask_owner, reply_result
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.events import HealthChecked
@@ -210,7 +211,7 @@ async def test_ec010_frozen_server_is_reconnected_and_calls_wait(nats_url: str, 
             held = CallToolRpc(tool="echo", arguments={"text": "held"}, timeout_seconds=10)
             await bus.publish(verbs.CALL.subject(server_id), held.model_dump_json().encode(), reply=replies.subject)
             with pytest.raises(ServerUnavailable) as refused:
-                await ask_owner(bus, server_id, "ping", PingRpc(timeout_seconds=1), timeout=30)
+                await ask_owner(NatsBus(bus), server_id, "ping", PingRpc(timeout_seconds=1), timeout=30)
             assert refused.value.body()["server"]["status"] == "CONNECTING"
             assert replies.pending_msgs == 0
         finally:
@@ -250,7 +251,7 @@ async def test_ec001_reconnect_gives_up_after_five_attempts(nats_url: str, datab
             assert status_trail(rows)[-3:] == ["ERROR", "RECONNECTING", "ERROR"]
             assert (rows[-1]["details"]["attempts"], rows[-1]["details"]["error_kind"]) == (5, "network")
             with pytest.raises(NoOwner):
-                await ask_owner(system.backends.nc, server_id, "ping", PingRpc(timeout_seconds=1), timeout=2)
+                await ask_owner(system.backends.bus, server_id, "ping", PingRpc(timeout_seconds=1), timeout=2)
         finally:
             processes.send(peer.process.pid, signal.SIGCONT)
         # The scheduled retry brings it back without anyone asking.

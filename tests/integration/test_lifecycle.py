@@ -93,7 +93,7 @@ async def test_server_everything_over_each_transport(system: System, transport: 
         tools = (await system.api.get(f"{SERVERS}/{created['id']}/tools")).json()["tools"]
         assert f"everything-{transport}.echo" in {t["name"] for t in tools}
         result = await ask_owner(
-            system.backends.nc,
+            system.backends.bus,
             created["id"],
             "call",
             CallToolRpc(tool="echo", arguments={"message": "hi"}, timeout_seconds=10),
@@ -125,7 +125,7 @@ async def test_list_changed_and_refresh_rediscover(system: System) -> None:
         created = await system.register("live", "STDIO", peer.config)
         before = (await system.wait_connected(created["id"]))["tool_count"]
         await ask_owner(
-            system.backends.nc,
+            system.backends.bus,
             created["id"],
             "call",
             CallToolRpc(tool="add_tool", arguments={"name": "fresh"}, timeout_seconds=10),
@@ -160,7 +160,7 @@ async def test_br007_disconnect_keeps_tools_and_reconnect_restores(system: Syste
         detail = await system.server(created["id"])
         assert detail["status"] == "DISCONNECTED" and detail["tool_count"] == tool_count
         with pytest.raises(NoOwner):
-            await ask_owner(system.backends.nc, created["id"], "ping", PingRpc(timeout_seconds=1), timeout=2)
+            await ask_owner(system.backends.bus, created["id"], "ping", PingRpc(timeout_seconds=1), timeout=2)
         await system.api.post(f"{SERVERS}/{created['id']}/connect")
         await system.wait_connected(created["id"])
 
@@ -171,7 +171,7 @@ async def test_br007_disconnect_drains_pending_calls(system: System) -> None:
         await system.wait_connected(created["id"])
         call = asyncio.create_task(
             ask_owner(
-                system.backends.nc,
+                system.backends.bus,
                 created["id"],
                 "call",
                 CallToolRpc(tool="slow", arguments={"seconds": 1.5}, timeout_seconds=10),
@@ -181,7 +181,7 @@ async def test_br007_disconnect_drains_pending_calls(system: System) -> None:
 
         async def slow_started() -> bool | None:
             stats = await ask_owner(
-                system.backends.nc, created["id"], "call", CallToolRpc(tool="stats", timeout_seconds=5), timeout=10
+                system.backends.bus, created["id"], "call", CallToolRpc(tool="stats", timeout_seconds=5), timeout=10
             )
             return stats["structuredContent"]["slow_started"] == 1 or None
 
@@ -234,7 +234,7 @@ async def test_ec003_crashed_stdio_server_answers_503_then_is_reconnected(system
         [first_pid] = processes_running(marker)
         with pytest.raises(ServerUnavailable) as raised:
             await ask_owner(
-                system.backends.nc, created["id"], "call", CallToolRpc(tool="crash", timeout_seconds=10), timeout=15
+                system.backends.bus, created["id"], "call", CallToolRpc(tool="crash", timeout_seconds=10), timeout=15
             )
         assert raised.value.error_code == "SERVER_UNAVAILABLE"
         assert raised.value.context["in_progress"]["tool"] == "crash"

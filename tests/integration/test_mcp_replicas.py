@@ -252,7 +252,7 @@ async def test_a_session_idle_for_the_ttl_expires(nats_url: str, database_url: s
         httpx.AsyncClient(timeout=30) as http,
     ):
         port = system.settings.port
-        table = McpSessionTable(system.backends.nc, await mcp_sessions_bucket(system.backends.js, 1.0))
+        table = McpSessionTable(system.backends.bus, await mcp_sessions_bucket(system.backends.js, 1.0))
         session = await _open(http, port, ADMIN_TOKEN)
         assert await table.get(session) is not None
 
@@ -266,7 +266,7 @@ async def test_a_session_idle_for_the_ttl_expires(nats_url: str, database_url: s
 
 async def test_a_session_with_an_open_standalone_stream_outlives_the_ttl(nats_url: str, database_url: str) -> None:
     async with running_system(nats_url, database_url, mcp_session_ttl_seconds=1.0) as system:
-        table = McpSessionTable(system.backends.nc, await mcp_sessions_bucket(system.backends.js, 1.0))
+        table = McpSessionTable(system.backends.bus, await mcp_sessions_bucket(system.backends.js, 1.0))
         balancer = Balancer(system.settings.port)
         async with session_through(balancer) as session:
             await eventually(lambda: _true(("GET", balancer.port) in balancer.served), timeout=20, what="GET stream")

@@ -10,6 +10,7 @@ import nats
 import pytest
 
 from tests.harness import eventually
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh_gateway.front_door.session_table import McpSessionTable
@@ -32,7 +33,7 @@ async def test_a_recent_copy_is_served_without_reading_the_bucket(nats_url: str)
     nc = await nats.connect(nats_url)
     try:
         kv = await mcp_sessions_bucket(nc.jetstream(), 60)
-        table = McpSessionTable(nc, kv, trust_seconds=600)
+        table = McpSessionTable(NatsBus(nc), kv, trust_seconds=600)
         session = secrets.token_hex(16)
         await table.put(session, _record())
         stored = await table.get(session)
@@ -48,8 +49,8 @@ async def test_an_end_on_one_replica_reaches_a_replica_that_missed_its_announcem
     one, other = await nats.connect(nats_url), await nats.connect(nats_url)
     try:
         trust = 0.5
-        first = McpSessionTable(one, await mcp_sessions_bucket(one.jetstream(), 60), trust_seconds=trust)
-        second = McpSessionTable(other, await mcp_sessions_bucket(other.jetstream(), 60), trust_seconds=trust)
+        first = McpSessionTable(NatsBus(one), await mcp_sessions_bucket(one.jetstream(), 60), trust_seconds=trust)
+        second = McpSessionTable(NatsBus(other), await mcp_sessions_bucket(other.jetstream(), 60), trust_seconds=trust)
         session = secrets.token_hex(16)
         await first.put(session, _record())
         assert await second.recent(session) is not None  # the second replica holds a copy, and does
@@ -67,7 +68,7 @@ async def test_a_read_that_returns_after_the_end_was_heard_keeps_no_copy(nats_ur
     read returns must not bring the session back."""
     nc = await nats.connect(nats_url)
     try:
-        table = McpSessionTable(nc, await mcp_sessions_bucket(nc.jetstream(), 60), trust_seconds=600)
+        table = McpSessionTable(NatsBus(nc), await mcp_sessions_bucket(nc.jetstream(), 60), trust_seconds=600)
         session = secrets.token_hex(16)
         await table.put(session, _record())
         heard: list[str] = []

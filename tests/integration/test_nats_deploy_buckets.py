@@ -12,6 +12,7 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
 from toolmesh.bus.leases import LeaseTable
+from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.bus.topology import (
     IDEMPOTENCY_BUCKET,
     LEASES_BUCKET,
@@ -53,7 +54,7 @@ async def read_as_the_gateway(address: str) -> None:
     an idempotent result replayed."""
     async with connection_as(address, "gateway", inbox_prefix="_INBOX_gateway") as gateway:
         js = gateway.nc.jetstream(timeout=5)
-        sessions = McpSessionTable(gateway.nc, await mcp_sessions_bucket(js, 60))
+        sessions = McpSessionTable(NatsBus(gateway.nc), await mcp_sessions_bucket(js, 60))
         record = McpSessionRecord(
             path="/mcp", key_id="k-1", namespace=None, protocol_version="2025-06-18", client_params={}, touched_at=1.0
         )

@@ -59,7 +59,7 @@ async def test_secrets_never_leave_the_session_worker(
 
             # ${VAR} was expanded for the upstream process, from the worker's environment.
             result = await ask_owner(
-                system.backends.nc,
+                system.backends.bus,
                 first["id"],
                 "call",
                 CallToolRpc(tool="getenv", arguments={"name": "DEMO_TOKEN"}, timeout_seconds=10),

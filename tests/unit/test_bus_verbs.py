@@ -9,17 +9,18 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client as NATS
 
 from toolmesh import contracts
 from toolmesh.bus import verbs
 from toolmesh.bus.dispatch import Dispatcher, encode_result
-from toolmesh.bus.local_owners import LocalRequest
+from toolmesh.bus.in_process import InProcessBus
+from toolmesh.bus.interface import Message
 from toolmesh.bus.requests import ask_owner, ok_reply
 from toolmesh.contracts.clients import client_id
 from toolmesh.contracts.commands import Command
 from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply
 from toolmesh.errors import ServerUnavailable
+from toolmesh.polling import poll_until
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).parents[2]
@@ -35,10 +36,29 @@ async def _fail(key: str, body: PingRpc) -> PingRpcResult:
     raise ServerUnavailable(f"Ping of {key} failed: gone", {"server_id": key})
 
 
+class _Recording:
+    """A received message whose answers are recorded."""
+
+    def __init__(self, msg: Message, answers: list[bytes]) -> None:
+        self.subject, self.data, self.reply, self.headers = msg.subject, msg.data, msg.reply, msg.headers
+        self._answers = answers
+
+    async def respond(self, data: bytes) -> None:
+        self._answers.append(data)
+
+
+async def _reply(dispatcher: Dispatcher, subject: str, data: bytes) -> bytes:
+    """The dispatcher's reply to a request on ``subject``, carried by an in-process bus."""
+    bus = InProcessBus()
+    await bus.subscribe(subject, dispatcher.dispatch)
+    try:
+        return await bus.request(subject, data, timeout=10)
+    finally:
+        await bus.close()
+
+
 async def _answer(dispatcher: Dispatcher, subject: str, data: bytes) -> dict[str, object]:
-    message = LocalRequest(subject, data, None, wants_reply=True)
-    await dispatcher.dispatch(message)
-    answer: dict[str, object] = json.loads(await message.answer)
+    answer: dict[str, object] = json.loads(await _reply(dispatcher, subject, data))
     return answer
 
 
@@ -69,9 +89,8 @@ def test_a_dispatcher_serves_one_family() -> None:
 
 async def test_a_result_model_is_answered_in_the_reply_envelope() -> None:
     dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
-    message = LocalRequest(SUBJECT, b'{"timeout_seconds": 2}', None, wants_reply=True)
-    await dispatcher.dispatch(message)
-    assert await message.answer == RpcReply(ok=True, result={"response_time_ms": 2.0}).model_dump_json().encode()
+    reply = await _reply(dispatcher, SUBJECT, b'{"timeout_seconds": 2}')
+    assert reply == RpcReply(ok=True, result={"response_time_ms": 2.0}).model_dump_json().encode()
     assert encode_result(b'{"content":[]}') == ok_reply(b'{"content":[]}')  # raw JSON is not re-encoded
 
 
@@ -114,9 +133,19 @@ async def test_a_reply_over_the_limit_is_refused_naming_both_sizes() -> None:
 
 async def test_a_message_without_a_reply_subject_gets_no_answer() -> None:
     dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _ping}, span_name="session")
-    message = LocalRequest(SUBJECT, b"{}", None, wants_reply=False)
-    await dispatcher.dispatch(message)
-    assert not message.answer.done()
+    bus = InProcessBus()
+    handled: list[str] = []
+    answered: list[bytes] = []
+
+    async def spy(msg: Message) -> None:
+        await dispatcher.dispatch(_Recording(msg, answered))
+        handled.append(msg.subject)
+
+    await bus.subscribe(SUBJECT, spy)
+    await bus.publish(SUBJECT, b"{}")
+    await poll_until(lambda: handled, 10)
+    await bus.close()
+    assert handled == [SUBJECT] and answered == []
 
 
 def test_checked_in_subject_table_matches_the_registry() -> None:
@@ -157,8 +186,8 @@ def test_the_subject_table_names_every_internal_subject_of_the_contracts() -> No
 
 
 async def test_a_request_to_an_owner_names_a_registered_verb_with_its_model() -> None:
-    unconnected = NATS()  # refused before anything is sent
+    bus = InProcessBus()  # refused before anything is sent
     with pytest.raises(ValueError, match="not an rpc verb"):
-        await ask_owner(unconnected, "srv1", "reboot", PingRpc(), timeout=1)
+        await ask_owner(bus, "srv1", "reboot", PingRpc(), timeout=1)
     with pytest.raises(TypeError, match="takes PingRpc"):
-        await ask_owner(unconnected, "srv1", "ping", RefreshRpc(), timeout=1)
+        await ask_owner(bus, "srv1", "ping", RefreshRpc(), timeout=1)

@@ -11,10 +11,10 @@ import asyncio
 import logging
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
 
+from toolmesh.bus.interface import Bus
 from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.config import Settings
 from toolmesh.contracts.rpc import (
@@ -34,8 +34,8 @@ CONTROL_TIMEOUT_SECONDS = 30.0
 class Forwarder:
     """Sends MCP requests to the owners of servers."""
 
-    def __init__(self, nc: NATS, calls: ToolCalls, settings: Settings) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, calls: ToolCalls, settings: Settings) -> None:
+        self._bus = bus
         self._calls = calls
         self._default_timeout = settings.request_timeout_seconds
 
@@ -68,15 +68,15 @@ class Forwarder:
     async def control(self, server: ServerRoute, verb: str, body: BaseModel) -> dict[str, Any]:
         """One of ``subscribe``, ``unsubscribe``, ``set_level``, ``client_gone``, asking for a session if needed."""
         try:
-            return await ask_owner(self._nc, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
+            return await ask_owner(self._bus, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
         except NoOwner:
             await self._calls.reconnect(server)
-            return await ask_owner(self._nc, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
+            return await ask_owner(self._bus, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
 
     async def _listening(
         self, server: ServerRoute, body: UpstreamRequestRpc, progress: ProgressSink | None
     ) -> dict[str, Any]:
-        async with relaying_progress(self._nc, body.call_id, progress):
+        async with relaying_progress(self._bus, body.call_id, progress):
             return await self._send(server, body)
 
     async def _send(self, server: ServerRoute, body: UpstreamRequestRpc) -> dict[str, Any]:
@@ -84,7 +84,7 @@ class Forwarder:
         timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
         try:
             return await request_owner(
-                self._nc, server.id, "request", payload, timeout=timeout, server_name=server.name
+                self._bus, server.id, "request", payload, timeout=timeout, server_name=server.name
             )
         except NatsTimeout as exc:
             await self._cancel(server, body)
@@ -100,6 +100,6 @@ class Forwarder:
         assert body.call_id is not None
         payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
         try:
-            await tell_owner(self._nc, server.id, "cancel", payload)
+            await tell_owner(self._bus, server.id, "cancel", payload)
         except Exception as exc:  # best effort: the owner's own timeout still ends the request
             log.warning("could not cancel %s on %s: %s", body.method, server.name, exc)

@@ -243,7 +243,7 @@ class ServerCommands:
         try:
             result = DisconnectRpcResult.model_validate(
                 await ask_owner(
-                    self._b.nc,
+                    self._b.bus,
                     server_id,
                     "disconnect",
                     DisconnectRpc(force=force, actor=caller.actor),
@@ -282,7 +282,7 @@ class ServerCommands:
         row = await self._managed(server_id, caller, "remove servers")
         try:
             await ask_owner(
-                self._b.nc, server_id, "disconnect", DisconnectRpc(force=True, actor=caller.actor), timeout=10
+                self._b.bus, server_id, "disconnect", DisconnectRpc(force=True, actor=caller.actor), timeout=10
             )
         except NoOwner:
             log.debug("no session to close before removing %s", row["name"], extra={"server": row["name"]})
@@ -300,7 +300,7 @@ class ServerCommands:
                 server={"id": server_id, "name": row["name"], "status": row["status"]},
             )
         try:
-            await ask_owner(self._b.nc, server_id, "refresh", RefreshRpc(actor=caller.actor), timeout=10)
+            await ask_owner(self._b.bus, server_id, "refresh", RefreshRpc(actor=caller.actor), timeout=10)
         except NoOwner:
             await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="refresh"))
             raise

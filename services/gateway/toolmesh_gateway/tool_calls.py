@@ -2,7 +2,7 @@
 
 The hot path touches no database: routes come from the event-fed ``Catalog``, the call is one
 NATS request/reply to the session-worker holding the server (handed over directly when that
-worker runs in this process: ``bus.local_owners``). Nothing here speaks HTTP; a caller
+worker runs in this process: ``bus.local_first``). Nothing here speaks HTTP; a caller
 that can go away passes ``abandoned``, an awaitable that completes when it did.
 """
 
@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
+from toolmesh.bus.interface import Bus, Message
 from toolmesh.bus.publishing import publish_command
 from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.config import Settings
@@ -88,8 +87,8 @@ class _Hooks:
 class ToolCalls:
     """``POST /api/v1/tools/call`` without HTTP; every call is audited (``CallAudit``)."""
 
-    def __init__(self, nc: NATS, js: JetStreamContext, feed: CatalogFeed, settings: Settings, audit: CallAudit) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, js: JetStreamContext, feed: CatalogFeed, settings: Settings, audit: CallAudit) -> None:
+        self._bus = bus
         self._js = js
         self._feed = feed
         self._audit = audit
@@ -221,7 +220,7 @@ class ToolCalls:
         progress: ProgressSink | None,
     ) -> dict[str, Any]:
         """``_execute``, relaying the call's progress while it runs when asked to."""
-        async with relaying_progress(self._nc, body.call_id, progress):
+        async with relaying_progress(self._bus, body.call_id, progress):
             return await self._execute(route, body, payload, abandoned)
 
     async def _execute(
@@ -230,7 +229,7 @@ class ToolCalls:
         """One request to the owner; cancels the call upstream when the caller leaves or time runs out."""
         server_id = route.server.id
         timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
-        request = request_owner(self._nc, server_id, "call", payload, timeout=timeout, server_name=route.server.name)
+        request = request_owner(self._bus, server_id, "call", payload, timeout=timeout, server_name=route.server.name)
         try:
             if abandoned is None:
                 return await request
@@ -251,7 +250,7 @@ class ToolCalls:
         assert body.call_id is not None
         payload = CancelCallRpc(call_id=body.call_id).model_dump_json().encode()
         try:
-            await tell_owner(self._nc, server_id, "cancel", payload)
+            await tell_owner(self._bus, server_id, "cancel", payload)
         except Exception as exc:  # best effort: the owner's own timeout still ends the call
             log.warning("could not send cancel for call %s: %s", body.call_id, exc)
 
@@ -275,7 +274,7 @@ class ToolCalls:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            await ask_owner(self._nc, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
+            await ask_owner(self._bus, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
             return True
 
         if not await poll_until(answered, SESSION_WAIT_SECONDS, interval=0.1, retry_on=(ToolmeshError,)):
@@ -292,7 +291,7 @@ class ToolCalls:
 
 
 @contextlib.asynccontextmanager
-async def relaying_progress(nc: NATS, call_id: str | None, progress: ProgressSink | None) -> AsyncIterator[None]:
+async def relaying_progress(bus: Bus, call_id: str | None, progress: ProgressSink | None) -> AsyncIterator[None]:
     """While the block runs, hand each progress update published for ``call_id`` to ``progress``
     (nothing when either is None); updates already received are delivered before the block's result."""
     if progress is None or call_id is None:
@@ -300,13 +299,13 @@ async def relaying_progress(nc: NATS, call_id: str | None, progress: ProgressSin
         return
     sink = progress
 
-    async def forward(msg: Msg) -> None:
+    async def forward(msg: Message) -> None:
         try:
             await sink(ToolProgress.model_validate_json(msg.data))
         except Exception as exc:  # a client that cannot take progress still gets its result
             log.debug("progress not delivered: %s", exc)
 
-    sub = await nc.subscribe(progress_subject(call_id), cb=forward)
+    sub = await bus.subscribe(progress_subject(call_id), forward)
     try:
         yield
     finally:

@@ -66,7 +66,7 @@ class Checker:
             # Loopback and private addresses only if an owner or admin registered the server.
             egress = EgressPolicy.of(state["private_network"], self._b.settings.upstream_private_networks)
             return await probe_url(self._http.client(egress), state["health_check_url"], timeout)
-        return await probe_session(self._b.nc, state["id"], timeout)
+        return await probe_session(self._b.bus, state["id"], timeout)
 
     async def _record(self, state: Row, command: CheckServerHealth, outcome: CheckOutcome) -> HealthChecked:
         verdict = decide(ServerStatus(state["status"]), int(state["consecutive_failures"]), outcome)
@@ -115,7 +115,7 @@ class Checker:
             reconnect=verdict.reconnect,
         )
         try:
-            await ask_owner(self._b.nc, state["id"], "health", rpc, timeout=VERDICT_TIMEOUT_SECONDS)
+            await ask_owner(self._b.bus, state["id"], "health", rpc, timeout=VERDICT_TIMEOUT_SECONDS)
         except NoOwner:
             await self._apply_without_owner(state, rpc)
         except ToolmeshError as exc:

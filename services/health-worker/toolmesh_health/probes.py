@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import httpx2
-from nats.aio.client import Client as NATS
 
+from toolmesh.bus.interface import Bus
 from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.rpc import PingRpc
 from toolmesh.egress import MAX_REDIRECTS, redirect_problem
@@ -63,14 +63,14 @@ async def probe_url(client: httpx2.AsyncClient, url: str, timeout: float) -> Che
     return judge_http_status(response.status_code, _elapsed_ms(started))
 
 
-async def probe_session(nc: NATS, server_id: str, timeout: float) -> CheckOutcome:
+async def probe_session(bus: Bus, server_id: str, timeout: float) -> CheckOutcome:
     """An MCP ping on the live session, asked of the session-worker that owns it, all within ``timeout``.
 
     The bound is strict (a late answer is a timeout) so that two checks of one server never overlap.
     """
     started = time.perf_counter()
     try:
-        await ask_owner(nc, server_id, "ping", PingRpc(timeout_seconds=timeout * PING_SHARE), timeout=timeout)
+        await ask_owner(bus, server_id, "ping", PingRpc(timeout_seconds=timeout * PING_SHARE), timeout=timeout)
     except NoOwner:
         return CheckOutcome.failed("No session-worker holds a session for this server", _elapsed_ms(started))
     except ToolmeshError as exc:

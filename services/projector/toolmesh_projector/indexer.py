@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -20,6 +19,7 @@ from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from toolmesh.bus.consuming import consume
+from toolmesh.bus.interface import Bus
 from toolmesh.bus.leases import LeaseTable
 from toolmesh.config import Settings
 from toolmesh.contracts.event_types import decode_event
@@ -63,7 +63,7 @@ async def _position_consumer(js: JetStreamContext, after_seq: int) -> None:
 
 
 async def run_indexer(
-    nc: NATS,
+    bus: Bus,
     js: JetStreamContext,
     projection: IndexProjection,
     settings: Settings,
@@ -98,7 +98,7 @@ async def run_indexer(
                 group.create_task(table.run_publisher(halt))
                 group.create_task(projection.run_flusher(halt))
                 group.create_task(projection.run_embedder(halt))
-                group.create_task(serve_search(nc, service, halt))
+                group.create_task(serve_search(bus, service, halt))
                 try:
                     await consume(js, EVENTS_SUBJECTS, stream=EVENTS_STREAM, config=config, handle=apply, stop=halt)
                 finally:

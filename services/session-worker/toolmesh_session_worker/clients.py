@@ -23,11 +23,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from toolmesh.bus import dispatch, verbs
+from toolmesh.bus.interface import Bus
 from toolmesh.contracts.clients import NO_CLIENT, ClientNotification, ClientRequest
 from toolmesh.contracts.rpc import ClientRef, RpcReply
 from toolmesh_session_worker.upstream import Upstream
@@ -70,8 +70,8 @@ def _error(code: int, message: str) -> dict[str, Any]:
 class UpstreamClients:
     """The client side of one owned upstream session (``upstream.ClientSide``)."""
 
-    def __init__(self, nc: NATS, server_id: str, server_name: str, timeout: float) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, server_id: str, server_name: str, timeout: float) -> None:
+        self._bus = bus
         self._server_id = server_id
         self._server_name = server_name
         self._timeout = timeout
@@ -116,7 +116,7 @@ class UpstreamClients:
             request_id=request_id,
         )
         try:
-            data = await dispatch.request(self._nc, verbs.CLIENT_REQUEST, client.id, body, timeout=self._timeout)
+            data = await dispatch.request(self._bus, verbs.CLIENT_REQUEST, client.id, body, timeout=self._timeout)
         except NoRespondersError:
             return _error(NO_CLIENT, "the client session is gone")
         except NatsTimeout:
@@ -136,7 +136,7 @@ class UpstreamClients:
             body = ClientNotification(
                 server_id=self._server_id, server_name=self._server_name, method=method, params=params, call_id=related
             )
-            await dispatch.publish(self._nc, verbs.CLIENT_NOTIFY, client.id, body)
+            await dispatch.publish(self._bus, verbs.CLIENT_NOTIFY, client.id, body)
 
     def _targets(
         self, method: str, params: Mapping[str, Any], call_id: str | None
@@ -169,7 +169,7 @@ class UpstreamClients:
             params={"requestId": request_id, "reason": "the upstream gave up"},
         )
         try:
-            await dispatch.publish(self._nc, verbs.CLIENT_NOTIFY, client.id, body)
+            await dispatch.publish(self._bus, verbs.CLIENT_NOTIFY, client.id, body)
         except Exception as exc:  # best effort: the client's own timeout ends it too
             log.debug("could not withdraw a client request: %s", exc)
 

@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 import mcp_types
-from nats.aio.client import Client as NATS
 
+from toolmesh.bus.interface import Bus
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
@@ -78,7 +78,7 @@ class OwnedServer:
         self.offerings = Offerings(backends, self.server_id, self.name, self.namespace, publish)
         self.calls: dict[str, asyncio.Task[object]] = {}  # tool calls in flight by call id (for cancel)
         self.clients = UpstreamClients(
-            backends.nc, self.server_id, self.name, backends.settings.request_timeout_seconds
+            backends.bus, self.server_id, self.name, backends.settings.request_timeout_seconds
         )
         self.on_released: Callable[[OwnedServer], Awaitable[None]] | None = None
         self.reconnecting = False  # a health-driven reconnect is in progress (EC-010)
@@ -87,9 +87,9 @@ class OwnedServer:
         self._settled.set()
 
     @property
-    def nc(self) -> NATS:
-        """The NATS connection this server's requests arrive on."""
-        return self._b.nc
+    def bus(self) -> Bus:
+        """The bus this server's requests arrive on."""
+        return self._b.bus
 
     @property
     def pending(self) -> int:

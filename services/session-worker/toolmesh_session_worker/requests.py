@@ -59,12 +59,12 @@ def _progress_publisher(server: OwnedServer, body: CallToolRpc | UpstreamRequest
     if not body.progress or not body.call_id:
         return None
     subject = progress_subject(body.call_id)
-    nc = server.nc
+    bus = server.bus
     headers = outgoing_headers()  # the call's trace: the upstream's callback may run in another context
 
     async def publish(progress: float, total: float | None, message: str | None) -> None:
         update = ToolProgress(progress=progress, total=total, message=message)
-        await nc.publish(subject, update.model_dump_json().encode(), headers=headers)
+        await bus.publish(subject, update.model_dump_json().encode(), headers=headers)
 
     return publish
 
@@ -239,6 +239,6 @@ def owner_dispatcher(server: OwnedServer, *, drain_timeout: float, hold_seconds:
         verbs.RPC,
         {verb: _held(server, verb, act, hold_seconds) for verb, act in acts.items()},
         span_name="session",
-        reply_limit=lambda: server.nc.max_payload - REPLY_HEADROOM_BYTES,
+        reply_limit=lambda: server.bus.max_payload - REPLY_HEADROOM_BYTES,
         oversize=functools.partial(_too_large, server),
     )

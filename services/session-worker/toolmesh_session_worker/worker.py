@@ -16,15 +16,14 @@ import logging
 from datetime import UTC, datetime
 
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
 from toolmesh import sandbox
-from toolmesh.bus import local_owners, verbs
+from toolmesh.bus import verbs
 from toolmesh.bus.consuming import consume
+from toolmesh.bus.interface import Message, Subscription
 from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.local_owners import OwnerRequest
 from toolmesh.bus.publishing import publish_event
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
@@ -57,7 +56,6 @@ class SessionWorker:
         self._box = box
         self._owned: dict[str, OwnedServer] = {}
         self._subs: dict[str, Subscription] = {}
-        self._handlers: dict[str, local_owners.Handler] = {}  # what each owned server answers requests with
         self._connects = TaskSet("connect")
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
@@ -174,16 +172,14 @@ class SessionWorker:
         )
         attributes = {"toolmesh.server": server.name}
 
-        async def on_request(msg: OwnerRequest) -> None:
+        async def on_request(msg: Message) -> None:
             server.tasks.spawn(dispatcher.dispatch(msg, attributes))
 
-        try:
-            self._subs[server_id] = await self._b.nc.subscribe(verbs.RPC.wildcard(server_id), cb=on_request)
+        try:  # owned: a gateway in this process hands its requests over without NATS
+            self._subs[server_id] = await self._b.bus.subscribe(verbs.RPC.wildcard(server_id), on_request, owned=True)
         except BaseException:
             await self._leases.release(server_id)
             raise
-        local_owners.register(self._b.nc, server_id, on_request)  # a gateway in this process skips the bus
-        self._handlers[server_id] = on_request
         self._owned[server_id] = server
         self._connects.spawn(self._connect(server, reconnect))
         return True
@@ -210,9 +206,6 @@ class SessionWorker:
         if self._owned.get(server.server_id) is not server:
             return
         del self._owned[server.server_id]
-        handler = self._handlers.pop(server.server_id, None)
-        if handler is not None:
-            local_owners.unregister(self._b.nc, server.server_id, handler)
         sub = self._subs.pop(server.server_id, None)
         if sub is not None:
             await sub.unsubscribe()

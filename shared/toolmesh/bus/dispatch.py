@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.bus.local_owners import OwnerRequest
+from toolmesh.bus.interface import Bus, Message
 from toolmesh.bus.requests import ok_reply
 from toolmesh.bus.verbs import Family, UnknownSubject, Verb
 from toolmesh.contracts.rpc import RpcReply
@@ -92,7 +91,7 @@ class Dispatcher:
             return None
         return served[0] if served is not None else None
 
-    async def dispatch(self, msg: OwnerRequest, attributes: Mapping[str, str] | None = None) -> None:
+    async def dispatch(self, msg: Message, attributes: Mapping[str, str] | None = None) -> None:
         """Handle one message in a span continuing its sender's trace; answer it when it has a reply subject."""
         try:
             key, name = self.family.parse(msg.subject)
@@ -140,17 +139,16 @@ def _tags(verb: Verb, subject: str) -> dict[str, str]:
     return {"messaging.system": "nats", "messaging.destination.name": subject, "toolmesh.verb": verb.name}
 
 
-async def request(nc: NATS, verb: Verb, key: str, body: BaseModel, *, timeout: float) -> bytes:
+async def request(bus: Bus, verb: Verb, key: str, body: BaseModel, *, timeout: float) -> bytes:
     """Send ``body`` as ``verb`` to ``key`` with the sender's trace headers; the reply's data.
     NATS's ``NoRespondersError`` and ``TimeoutError`` propagate: what they mean is the caller's to say."""
     subject = verb.subject(key)
     with span(f"nats request {verb.name}", kind=SpanKind.CLIENT, attributes=_tags(verb, subject)):
-        msg = await nc.request(subject, _payload(verb, body), timeout=timeout, headers=outgoing_headers())
-    return msg.data
+        return await bus.request(subject, _payload(verb, body), timeout=timeout, headers=outgoing_headers())
 
 
-async def publish(nc: NATS, verb: Verb, key: str, body: BaseModel) -> None:
+async def publish(bus: Bus, verb: Verb, key: str, body: BaseModel) -> None:
     """Publish ``body`` as ``verb`` (no reply) to ``key`` with the sender's trace headers."""
     subject = verb.subject(key)
     with span(f"nats publish {verb.name}", kind=SpanKind.PRODUCER, attributes=_tags(verb, subject)):
-        await nc.publish(subject, _payload(verb, body), headers=outgoing_headers())
+        await bus.publish(subject, _payload(verb, body), headers=outgoing_headers())

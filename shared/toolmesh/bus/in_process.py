@@ -89,6 +89,13 @@ class InProcessSubscription:
             except Exception:  # as nats-py: a failing callback does not end the subscription
                 log.exception("subscription callback failed", extra={"subject": message.subject})
 
+    async def drain(self) -> None:
+        """Stop receiving; return once the messages queued before are handled."""
+        self._bus.remove(self)
+        self._inbox.put_nowait(None)
+        if self._task is not asyncio.current_task():
+            await asyncio.wait({self._task})
+
     async def unsubscribe(self) -> None:
         """Stop receiving; messages not yet delivered are dropped."""
         self._bus.remove(self)

@@ -37,9 +37,13 @@ Callback = Callable[[Message], Awaitable[None]]
 
 
 class Subscription(Protocol):
-    """What ``subscribe`` returns: stop receiving with ``unsubscribe``."""
+    """What ``subscribe`` returns: stop receiving with ``unsubscribe`` (at once) or ``drain``."""
 
     async def unsubscribe(self) -> None: ...
+
+    async def drain(self) -> None:
+        """Stop receiving, and return once the messages received before are handled."""
+        ...
 
 
 class Bus(Protocol):

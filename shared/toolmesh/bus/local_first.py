@@ -35,6 +35,11 @@ class OwnedSubscription:
         await self._local.unsubscribe()
         await self._remote.unsubscribe()
 
+    async def drain(self) -> None:
+        """Stop receiving on both once what each received is handled."""
+        await self._local.drain()
+        await self._remote.drain()
+
 
 class LocalFirstBus:
     """The ``Bus`` of a process: ``remote`` for everything, in-process for owned subjects."""

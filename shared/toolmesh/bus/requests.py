@@ -4,7 +4,7 @@
 A tool result can be large: the owner puts the upstream's JSON into the envelope as it is
 (``ok_reply``) and the requester reads it once (``reply_result``), so it is never decoded and
 encoded again on its way through the bus. An owner in the requester's own process gets the request
-without the bus (``local_owners``).
+without NATS (``LocalFirstBus``: the owner's subscription is owned).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.bus import local_owners, verbs
+from toolmesh.bus import verbs
+from toolmesh.bus.interface import Bus
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
 from toolmesh.telemetry import mark_error, outgoing_headers, span
 
@@ -55,33 +55,26 @@ def reply_result(data: bytes) -> dict[str, Any]:
 
 
 async def request_owner(
-    nc: NATS, server_id: str, verb: str, payload: bytes, *, timeout: float, server_name: str | None = None
+    bus: Bus, server_id: str, verb: str, payload: bytes, *, timeout: float, server_name: str | None = None
 ) -> dict[str, Any]:
     """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
     ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
     that did not answer, or a call to cancel) is the caller's to say."""
     subject = rpc_verb(verb).subject(server_id)
-    if local_owners.is_local(nc, server_id):
-        data = await local_owners.request(nc, server_id, verb, payload, outgoing_headers(), timeout=timeout)
-        return reply_result(data)
     try:
-        msg = await nc.request(subject, payload, timeout=timeout, headers=outgoing_headers())
+        data = await bus.request(subject, payload, timeout=timeout, headers=outgoing_headers())
     except NoRespondersError as exc:
         name = server_name or server_id
         raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
-    return reply_result(msg.data)
+    return reply_result(data)
 
 
-async def tell_owner(nc: NATS, server_id: str, verb: str, payload: bytes) -> None:
+async def tell_owner(bus: Bus, server_id: str, verb: str, payload: bytes) -> None:
     """Send ``payload`` to the server's owner without waiting for an answer (e.g. ``cancel``)."""
-    subject = rpc_verb(verb).subject(server_id)
-    if local_owners.holds(nc, server_id):
-        await local_owners.tell(nc, server_id, verb, payload, outgoing_headers())
-        return
-    await nc.publish(subject, payload, headers=outgoing_headers())
+    await bus.publish(rpc_verb(verb).subject(server_id), payload, headers=outgoing_headers())
 
 
-async def ask_owner(nc: NATS, server_id: str, verb: str, body: BaseModel, *, timeout: float) -> dict[str, Any]:
+async def ask_owner(bus: Bus, server_id: str, verb: str, body: BaseModel, *, timeout: float) -> dict[str, Any]:
     """Send one request to the owner and return its result, or raise the error it answered; ``body``
     is the verb's request model (``TypeError`` otherwise)."""
     declared = rpc_verb(verb)
@@ -91,7 +84,7 @@ async def ask_owner(nc: NATS, server_id: str, verb: str, body: BaseModel, *, tim
     attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "toolmesh.server_id": server_id}
     with span(f"nats request {verb}", kind=SpanKind.CLIENT, attributes=attributes) as current:
         try:
-            return await request_owner(nc, server_id, verb, body.model_dump_json().encode(), timeout=timeout)
+            return await request_owner(bus, server_id, verb, body.model_dump_json().encode(), timeout=timeout)
         except NoOwner:
             mark_error(current, "no responders")
             raise

@@ -12,8 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
@@ -21,6 +19,7 @@ from pydantic_core import to_json
 
 from toolmesh.bus import dispatch, verbs
 from toolmesh.bus.dispatch import Dispatcher
+from toolmesh.bus.interface import Bus, Message
 from toolmesh.bus.verbs import Verb
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.contracts.search import SEARCH_QUEUE, SearchHealthQuery, SearchQuery, SearchRequest, SearchResponse
@@ -36,13 +35,13 @@ _KEY = verbs.SEARCH.key
 class RemoteSearch:
     """Forwards searches to whichever process holds the catalog."""
 
-    def __init__(self, nc: NATS, *, timeout: float = TIMEOUT_SECONDS) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, *, timeout: float = TIMEOUT_SECONDS) -> None:
+        self._bus = bus
         self._timeout = timeout
 
     async def _ask(self, verb: Verb, body: BaseModel) -> dict[str, Any]:
         try:
-            data = await dispatch.request(self._nc, verb, _KEY, body, timeout=self._timeout)
+            data = await dispatch.request(self._bus, verb, _KEY, body, timeout=self._timeout)
         except NoRespondersError as exc:
             raise BackendUnavailable("No process holding the search index is running (start an indexer)") from exc
         except NatsTimeout as exc:
@@ -76,29 +75,26 @@ def search_dispatcher(service: SearchService) -> Dispatcher:
     return Dispatcher(verbs.SEARCH, {verbs.SEARCH_QUERY: query, verbs.SEARCH_HEALTH: health}, span_name="search")
 
 
-async def serve_search(nc: NATS, service: SearchService, stop: asyncio.Event) -> None:
-    """Answer forwarded searches and health requests with ``service`` until ``stop`` is set."""
+async def serve_search(bus: Bus, service: SearchService, stop: asyncio.Event) -> None:
+    """Answer forwarded searches and health requests with ``service`` until ``stop`` is set, at most
+    ``CONCURRENT`` at once (a subscription takes its next message once one of them is answered)."""
     gate = asyncio.Semaphore(CONCURRENT)
     dispatcher = search_dispatcher(service)
 
-    async def answer(msg: Msg) -> None:
+    async def answer(msg: Message) -> None:
         try:
             await dispatcher.dispatch(msg)
         finally:
             gate.release()
 
     async with asyncio.TaskGroup() as group:
+
+        async def take(msg: Message) -> None:
+            await gate.acquire()
+            group.create_task(answer(msg))
+
         subjects = (verbs.SEARCH_QUERY.subject(_KEY), verbs.SEARCH_HEALTH.subject(_KEY))
-        subs = [await nc.subscribe(subject, queue=SEARCH_QUEUE) for subject in subjects]
-
-        async def pump(sub: Any) -> None:
-            async for msg in sub.messages:
-                await gate.acquire()
-                group.create_task(answer(msg))
-
-        pumps = [group.create_task(pump(sub)) for sub in subs]
+        subs = [await bus.subscribe(subject, take, queue=SEARCH_QUEUE) for subject in subjects]
         await stop.wait()
         for sub in subs:
             await sub.unsubscribe()
-        for task in pumps:
-            task.cancel()

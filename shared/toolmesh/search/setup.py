@@ -70,6 +70,6 @@ async def build_search(backends: Backends) -> SearchService:
         local_catalogs(backends.context),
         embedder,
         functools.partial(tool_db_ids, backends.db),
-        forwarder=RemoteSearch(backends.nc),
+        forwarder=RemoteSearch(backends.bus),
         lag=index_lag(backends.js),
     )

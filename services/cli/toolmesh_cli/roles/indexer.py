@@ -25,7 +25,7 @@ async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     async def index_events() -> None:
         async with open_index(b.settings, b.context.indexes) as index:
             projection = IndexProjection(index, embedder, skills, lanes=b.context.lanes)
-            await run_indexer(b.nc, b.js, projection, b.settings, leases, stop, b.context)
+            await run_indexer(b.bus, b.js, projection, b.settings, leases, stop, b.context)
 
     await supervise("indexer", index_events, stop, backoff=5.0)
 

@@ -26,13 +26,11 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.dispatcher import Outbound
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from starlette.types import Scope
 
 from toolmesh.bus import verbs
 from toolmesh.bus.dispatch import Dispatcher
+from toolmesh.bus.interface import Bus, Message, Subscription
 from toolmesh.contracts.clients import FORWARDED_REQUESTS, NO_CLIENT, ClientNotification, ClientRequest, client_id
 from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, RpcReply
 from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
@@ -92,8 +90,8 @@ class ClientLinks:
     A session's standalone channel comes from ``channels``, where the session manager registers
     the connection of each session it serves."""
 
-    def __init__(self, nc: NATS, replica: str, channels: SessionChannels) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, replica: str, channels: SessionChannels) -> None:
+        self._bus = bus
         self.replica = replica
         self._channels = channels
         self._links: dict[str, ClientLink] = {}
@@ -108,8 +106,9 @@ class ClientLinks:
         )
 
     async def start(self) -> None:
-        """Subscribe to this replica's client subjects."""
-        self._sub = await self._nc.subscribe(verbs.CLIENT.wildcard(self.replica), cb=self._on_message)
+        """Subscribe to this replica's client subjects (owned: only this replica serves them, so a
+        session-worker in this process hands its traffic over without NATS)."""
+        self._sub = await self._bus.subscribe(verbs.CLIENT.wildcard(self.replica), self._on_message, owned=True)
 
     async def close(self) -> None:
         """Unsubscribe (pending client requests are answered by their own timeouts)."""
@@ -163,7 +162,7 @@ class ClientLinks:
 
     # -- the bus side ----------------------------------------------------------------------------
 
-    async def _on_message(self, msg: Msg) -> None:
+    async def _on_message(self, msg: Message) -> None:
         if self._dispatcher.verb_of(msg.subject) is verbs.CLIENT_NOTIFY:  # in order, each bounded
             with anyio.move_on_after(NOTIFY_SECONDS):
                 await self._dispatcher.dispatch(msg)

@@ -29,7 +29,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     and search service; their routes (the aggregate at ``/mcp``, each endpoint or server at
     ``/mcp/{name}``) go to ``app.state.mcp_routes``."""
     channels = SessionChannels()
-    links = ClientLinks(backends.nc, calls.replica, channels)
+    links = ClientLinks(backends.bus, calls.replica, channels)
     await links.start()
     settings = backends.settings
     kv = await mcp_sessions_bucket(backends.js, settings.mcp_session_ttl_seconds)
@@ -38,7 +38,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         await release_client(links, app.state.forwarder, feed, session)
 
     sessions = SharedSessions(
-        McpSessionTable(backends.nc, kv),
+        McpSessionTable(backends.bus, kv),
         settings.mcp_session_ttl_seconds,
         release,
         settings.mcp_json_wait_seconds,

@@ -16,14 +16,12 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
+from toolmesh.bus.interface import Bus, Message, Subscription
 from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh.errors import BackendUnavailable
@@ -39,8 +37,8 @@ RECENT_RECORDS = 10_000
 class McpSessionTable:
     """The sessions every gateway replica can serve, by ``mcp-session-id``."""
 
-    def __init__(self, nc: NATS, kv: KeyValue, *, trust_seconds: float = RECORD_TRUST_SECONDS) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, kv: KeyValue, *, trust_seconds: float = RECORD_TRUST_SECONDS) -> None:
+        self._bus = bus
         self._kv = kv
         self._trust_seconds = trust_seconds
         self._recent: OrderedDict[str, tuple[McpSessionRecord, float]] = OrderedDict()
@@ -104,7 +102,7 @@ class McpSessionTable:
         try:
             await self._kv.delete(session_id)
             ended = McpSessionEnded(session_id=session_id)
-            await self._nc.publish(SESSION_ENDED_SUBJECT, ended.model_dump_json().encode())
+            await self._bus.publish(SESSION_ENDED_SUBJECT, ended.model_dump_json().encode())
         except NatsError as exc:
             raise BackendUnavailable(f"MCP session store unavailable: {exc}") from exc
         await asyncio.sleep(self._trust_seconds)  # a replica that missed the announcement reads again by then
@@ -117,7 +115,7 @@ class McpSessionTable:
     async def follow_ends(self, on_end: Callable[[str], Awaitable[None]]) -> Subscription:
         """Call ``on_end`` with the id of each session that ends on any replica (unsubscribe to stop)."""
 
-        async def received(msg: Msg) -> None:
+        async def received(msg: Message) -> None:
             try:
                 ended = McpSessionEnded.model_validate_json(msg.data)
             except ValidationError:
@@ -125,7 +123,7 @@ class McpSessionTable:
             self._ended_here(ended.session_id)
             await on_end(ended.session_id)
 
-        return await self._nc.subscribe(SESSION_ENDED_SUBJECT, cb=received)
+        return await self._bus.subscribe(SESSION_ENDED_SUBJECT, received)
 
 
 def _remember(items: OrderedDict[str, V], key: str, value: V) -> None:
