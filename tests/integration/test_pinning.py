@@ -95,6 +95,8 @@ async def test_new_tools_wait_for_review_when_the_server_asks_for_it(system: Sys
             f"/api/v1/aggregator/servers/{server['id']}/tools/approve", json={"tools": ["nope"]}
         )
         assert unknown.status_code == 404 and unknown.json()["error_code"] == "TOOL_NOT_FOUND"
+        assert unknown.json()["detail"] == "Tool not found on careful: nope"
+        assert unknown.json()["context"]["tools"] == ["nope"] and "fresh" in unknown.json()["context"]["available"]
         everything = await system.api.post(f"/api/v1/aggregator/servers/{server['id']}/tools/approve")
         assert everything.json()["approved"] == ["fresh"]
         result = await call(system, "careful.fresh")

@@ -92,6 +92,8 @@ async def test_a_silently_changed_prompt_is_held_on_every_surface_until_approved
 
     unknown = await system.api.post(f"{SERVERS}/{server['id']}/prompts/approve", json={"prompts": ["nope"]})
     assert unknown.status_code == 404 and unknown.json()["error_code"] == "PROMPT_NOT_FOUND"
+    assert unknown.json()["detail"] == "Prompt not found on docs: nope"
+    assert unknown.json()["context"] == {"prompts": ["nope"], "available": ["review"]}
     approved = await system.api.post(f"{SERVERS}/{server['id']}/prompts/approve", json={"prompts": ["review"]})
     assert approved.status_code == 200 and approved.json()["approved"] == ["review"], approved.text
     got = await get_prompt(system, "docs.review")

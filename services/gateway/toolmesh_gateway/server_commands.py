@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import asyncpg
 from nats.js.kv import KeyValue
@@ -77,6 +79,20 @@ def name_key(namespace: str, name: str) -> str:
 async def name_holder_exists(db: asyncpg.Pool, holder_id: str) -> bool:
     """True while the server or endpoint that reserved a name is in the read model."""
     return await queries.get_server(db, holder_id) is not None or await get_endpoint(db, holder_id, None) is not None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A kind of pinned definitions an admin approves: tools or prompts."""
+
+    noun: str  # "tools": the action, the error's context key and the event's field
+    listed: Callable[[asyncpg.Pool, str], Awaitable[list[queries.Row]]]
+    not_found: type[ToolNotFound] | type[PromptNotFound]
+    event: type[ToolsApproved] | type[PromptsApproved]
+
+
+_TOOLS = _Held("tools", lambda db, server_id: queries.list_tools(db, [server_id]), ToolNotFound, ToolsApproved)
+_PROMPTS = _Held("prompts", queries.list_prompts, PromptNotFound, PromptsApproved)
 
 
 class ServerCommands:
@@ -330,49 +346,31 @@ class ServerCommands:
 
     async def approve(self, server_id: str, names: list[str] | None, caller: Caller) -> ApproveToolsResponse:
         """Approve the current definitions of held tools (all held tools when ``names`` is None)."""
-        row = await self._managed(server_id, caller, "approve tools", agents=False)
-        tools = {t["original_name"]: t for t in await queries.list_tools(self._b.db, [server_id])}
-        unknown = sorted(set(names or []) - tools.keys())
-        if unknown:
-            raise ToolNotFound(
-                f"Tool not found on {row['name']}: {', '.join(unknown)}",
-                {"tools": unknown, "available": sorted(tools)},
-            )
-        approved = held_approvals(tools, names)
-        if approved:
-            await self._publish_and_wait(
-                ToolsApproved(
-                    server_id=server_id,
-                    namespace=row["namespace"],
-                    actor=caller.actor,
-                    server_name=row["name"],
-                    tools=approved,
-                )
-            )
-        return ApproveToolsResponse(server_id=server_id, approved=[t.original_name for t in approved])
+        approved = await self._approve_held(_TOOLS, server_id, names, caller)
+        return ApproveToolsResponse(server_id=server_id, approved=approved)
 
     async def approve_prompts(self, server_id: str, names: list[str] | None, caller: Caller) -> ApprovePromptsResponse:
         """Approve the current definitions of held prompts (all held prompts when ``names`` is None)."""
-        row = await self._managed(server_id, caller, "approve prompts", agents=False)
-        prompts = {p["original_name"]: p for p in await queries.list_prompts(self._b.db, server_id)}
-        unknown = sorted(set(names or []) - prompts.keys())
+        approved = await self._approve_held(_PROMPTS, server_id, names, caller)
+        return ApprovePromptsResponse(server_id=server_id, approved=approved)
+
+    async def _approve_held(self, held: _Held, server_id: str, names: list[str] | None, caller: Caller) -> list[str]:
+        """Approve the current definitions of the held ones among ``names`` (every held one when None) of
+        the server's tools or prompts (``held``); the names approved. An unknown name is a 404 naming it."""
+        row = await self._managed(server_id, caller, f"approve {held.noun}", agents=False)
+        listed = {r["original_name"]: r for r in await held.listed(self._b.db, server_id)}
+        unknown = sorted(set(names or []) - listed.keys())
         if unknown:
-            raise PromptNotFound(
-                f"Prompt not found on {row['name']}: {', '.join(unknown)}",
-                {"prompts": unknown, "available": sorted(prompts)},
+            raise held.not_found(
+                f"{held.noun[:-1].capitalize()} not found on {row['name']}: {', '.join(unknown)}",
+                {held.noun: unknown, "available": sorted(listed)},
             )
-        approved = held_approvals(prompts, names)
+        approved = held_approvals(listed, names)
         if approved:
-            await self._publish_and_wait(
-                PromptsApproved(
-                    server_id=server_id,
-                    namespace=row["namespace"],
-                    actor=caller.actor,
-                    server_name=row["name"],
-                    prompts=approved,
-                )
-            )
-        return ApprovePromptsResponse(server_id=server_id, approved=[p.original_name for p in approved])
+            fields = {"server_id": server_id, "namespace": row["namespace"], "server_name": row["name"]}
+            event = held.event.model_validate({**fields, "actor": caller.actor, held.noun: approved})
+            await self._publish_and_wait(event)
+        return [a.original_name for a in approved]
 
     async def approve_instructions(self, server_id: str, caller: Caller) -> ApproveInstructionsResponse:
         """Approve the server's current instructions when a change holds them back."""
