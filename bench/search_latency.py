@@ -42,13 +42,13 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
 from toolmesh.index.base import ToolIndex
-from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.qdrant import QdrantIndex
 from toolmesh.polling import poll_until
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import EmbeddingClassifier
 from toolmesh_projector.index_projection import IndexProjection
+from toolmesh_projector.vector_index.edge import EdgeIndex
+from toolmesh_projector.vector_index.qdrant import QdrantIndex
 
 PROBE_SECONDS = 120.0
 """How long a probe waits for an arriving tool to become searchable."""

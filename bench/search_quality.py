@@ -28,9 +28,9 @@ from search_common import DATA, classify_index, livemcp_servers, load_index, rea
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
-from toolmesh.index.edge import EdgeIndex
 from toolmesh.search.ranking import BM25_ONLY, DENSE_ONLY, Weights
 from toolmesh.search.service import SearchService
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 VARIANTS: dict[str, tuple[Weights, str]] = {
     "bm25": (BM25_ONLY, "flat"),

@@ -21,14 +21,14 @@ from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.model import load_embedder
 from toolmesh.index.base import Where
-from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.factory import shared_index
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import local_catalogs
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_cli.embedded import free_port
 from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import LEASE as INDEXER_LEASE
+from toolmesh_projector.vector_index.edge import EdgeIndex
+from toolmesh_projector.vector_index.factory import shared_index
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"

@@ -29,13 +29,13 @@ from toolmesh.contracts.events import (
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.index.base import Hit, IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
-from toolmesh.index.edge import EdgeIndex
-from toolmesh.index.filters import flags
-from toolmesh.index.qdrant import QdrantIndex
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import Skill
 from toolmesh_projector.index_projection import IndexProjection
+from toolmesh_projector.vector_index.edge import EdgeIndex
+from toolmesh_projector.vector_index.filters import flags
+from toolmesh_projector.vector_index.qdrant import QdrantIndex
 
 pytestmark = pytest.mark.unit
 DIM = 8

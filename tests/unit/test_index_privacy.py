@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from toolmesh.index.edge import EdgeIndex
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 pytestmark = pytest.mark.unit
 DIM = 4

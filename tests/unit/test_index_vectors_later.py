@@ -26,10 +26,10 @@ from toolmesh.contracts.events import (
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLane, EmbeddingLanes
 from toolmesh.index.base import Where, tool_point_id
-from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
 from toolmesh_projector.index_projection import IndexProjection
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 pytestmark = pytest.mark.unit
 DIM = 16

@@ -11,11 +11,11 @@ from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerSt
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
-from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.query import clauses, searchable
 from toolmesh.search.service import SearchService
 from toolmesh_projector.index_projection import IndexProjection
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,10 @@ from toolmesh.contracts.events import DiscoveredTool, ServerRegistered, ServerSt
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.index.base import Where
-from toolmesh.index.edge import EdgeIndex
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.search.service import SearchService
 from toolmesh_projector.index_projection import IndexProjection
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 pytestmark = pytest.mark.unit
 DIM = 64

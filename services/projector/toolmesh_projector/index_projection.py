@@ -36,13 +36,13 @@ from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, Embedder
 from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
-from toolmesh.index.filters import embedded_fields, flags
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
 from toolmesh.search.table import Row, SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill
 from toolmesh.skills.vectors import skill_vectors
 from toolmesh.supervision import sleep_or_stop
+from toolmesh_projector.vector_index.filters import embedded_fields, flags
 
 log = logging.getLogger("toolmesh.indexer")
 FLUSH_INTERVAL = 1.0  # seconds between checkpoint writes while events keep coming

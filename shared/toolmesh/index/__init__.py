@@ -1,1 +1,2 @@
-"""The vector index of tools and skills: one small interface, a Qdrant-server and an embedded backend."""
+"""The vector index of tools and skills: the interface search and the indexer share, and the open
+indexes a process shares (the backends live with the indexer: ``toolmesh_projector.vector_index``)."""

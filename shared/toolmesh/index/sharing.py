@@ -1,8 +1,8 @@
 """The embedded indexes the roles of one process share: one open instance per path, closed by its
 last user.
 
-Kept apart from ``index.factory`` so that the process context can hold one without loading an
-index backend (a session-worker process never opens an index).
+Kept apart from the backends (``toolmesh_projector.vector_index``) so that the process context can
+hold one without loading an index backend (a session-worker process never opens an index).
 """
 
 from __future__ import annotations

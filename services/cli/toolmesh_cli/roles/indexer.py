@@ -8,12 +8,12 @@ from toolmesh.bus.leases import LeaseTable
 from toolmesh.bus.topology import leases_bucket
 from toolmesh.credentials import CredentialBox
 from toolmesh.embed.model import load_embedder
-from toolmesh.index.factory import open_index
 from toolmesh.runtime import Backends
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh.supervision import supervise
 from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import reset_index, run_indexer
+from toolmesh_projector.vector_index.factory import open_index
 
 
 async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:

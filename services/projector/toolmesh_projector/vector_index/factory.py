@@ -15,8 +15,8 @@ from pathlib import Path
 from toolmesh.config import Settings
 from toolmesh.embed.model import DIMENSIONS
 from toolmesh.index.base import ToolIndex
-from toolmesh.index.edge import EdgeIndex
 from toolmesh.index.sharing import SharedIndexes
+from toolmesh_projector.vector_index.edge import EdgeIndex
 
 
 def index_path(settings: Settings) -> Path:
@@ -30,7 +30,7 @@ async def open_index(settings: Settings, shared: SharedIndexes) -> AsyncIterator
     other roles of the process, sharing ``shared``, still use it)."""
     if settings.qdrant_url:
         # qdrant-client (and numpy with it) costs ~70 MB of RSS: loaded only by processes that use it.
-        from toolmesh.index.qdrant import QdrantIndex
+        from toolmesh_projector.vector_index.qdrant import QdrantIndex
 
         remote = await QdrantIndex.connect(settings.qdrant_url, DIMENSIONS)
         try:

@@ -14,7 +14,7 @@ from qdrant_client.http.exceptions import ApiException, ResponseHandlingExceptio
 
 from toolmesh.errors import BackendUnavailable
 from toolmesh.index.base import COLLECTION, Hit, IndexState, Point, Where
-from toolmesh.index.filters import KEYWORD_FIELDS, qdrant_filter
+from toolmesh_projector.vector_index.filters import KEYWORD_FIELDS, qdrant_filter
 
 _STATE_ID = str(uuid.UUID(int=1))
 _SCROLL_PAGE = 1000

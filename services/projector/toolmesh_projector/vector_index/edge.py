@@ -20,7 +20,7 @@ import qdrant_edge as qe
 
 from toolmesh.errors import BackendUnavailable
 from toolmesh.index.base import Hit, IndexState, Point, Where
-from toolmesh.index.filters import KEYWORD_FIELDS, qdrant_filter
+from toolmesh_projector.vector_index.filters import KEYWORD_FIELDS, qdrant_filter
 
 _SCROLL_PAGE = 1000
 
