@@ -6,7 +6,7 @@ import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -34,7 +34,7 @@ class Backends:
     js: JetStreamContext
     db: asyncpg.Pool
     process_id: str
-    context: ProcessContext = field(default_factory=ProcessContext)
+    context: ProcessContext
     """What the roles sharing these connections share besides them (embedder, index, search catalog)."""
 
 
@@ -63,7 +63,15 @@ async def open_backends(
         db = await open_pool(settings.database_url)
         bus = LocalFirstBus(NatsBus(nc))
         try:
-            yield Backends(settings=settings, nc=nc, bus=bus, js=js, db=db, process_id=process_identity(settings))
+            yield Backends(
+                settings=settings,
+                nc=nc,
+                bus=bus,
+                js=js,
+                db=db,
+                process_id=process_identity(settings),
+                context=ProcessContext(),
+            )
         finally:
             await bus.close()
             await db.close()
