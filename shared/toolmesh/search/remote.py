@@ -9,9 +9,11 @@ gateway replica forwards ``SearchQuery`` requests as the ``search`` verbs of the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
+from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
@@ -19,7 +21,7 @@ from pydantic_core import to_json
 
 from toolmesh.bus import dispatch, verbs
 from toolmesh.bus.dispatch import Dispatcher
-from toolmesh.bus.interface import Bus, Message
+from toolmesh.bus.interface import Bus, Message, Subscription
 from toolmesh.bus.verbs import Verb
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.contracts.search import SEARCH_QUEUE, SearchHealthQuery, SearchQuery, SearchRequest, SearchResponse
@@ -76,8 +78,9 @@ def search_dispatcher(service: SearchService) -> Dispatcher:
 
 
 async def serve_search(bus: Bus, service: SearchService, stop: asyncio.Event) -> None:
-    """Answer forwarded searches and health requests with ``service`` until ``stop`` is set, at most
-    ``CONCURRENT`` at once (a subscription takes its next message once one of them is answered)."""
+    """Answer forwarded searches and health requests with ``service`` until ``stop`` is set (or the
+    task is cancelled: either way it leaves the queue group), at most ``CONCURRENT`` at once (a
+    subscription takes its next message once one of them is answered)."""
     gate = asyncio.Semaphore(CONCURRENT)
     dispatcher = search_dispatcher(service)
 
@@ -93,8 +96,12 @@ async def serve_search(bus: Bus, service: SearchService, stop: asyncio.Event) ->
             await gate.acquire()
             group.create_task(answer(msg))
 
-        subjects = (verbs.SEARCH_QUERY.subject(_KEY), verbs.SEARCH_HEALTH.subject(_KEY))
-        subs = [await bus.subscribe(subject, take, queue=SEARCH_QUEUE) for subject in subjects]
-        await stop.wait()
-        for sub in subs:
-            await sub.unsubscribe()
+        subs: list[Subscription] = []
+        try:
+            for verb in (verbs.SEARCH_QUERY, verbs.SEARCH_HEALTH):
+                subs.append(await bus.subscribe(verb.subject(_KEY), take, queue=SEARCH_QUEUE))
+            await stop.wait()
+        finally:  # a member left behind would take its share of the searches and answer none
+            for sub in subs:
+                with contextlib.suppress(NatsError):  # a closed connection took it already
+                    await sub.unsubscribe()
