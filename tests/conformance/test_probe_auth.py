@@ -5,8 +5,9 @@ authorization server on loopback ports, runs the probe with the server's URL app
 ``MCP_CONFORMANCE_SCENARIO`` set, and checks every request the probe made (discovery, registration,
 PKCE, ``resource``, scopes, token endpoint auth, ``iss``, which errors make it stop). Every scenario
 must pass under both protocol eras: the tier-1 ones of ``--suite auth`` for 2025-11-25 and
-2026-07-28, the 2025-03-26 back-compat ones and the 2026-07-28 drafts. The probe presents the
-suite's Client ID Metadata Document URL as its client identity, as the reference client does.
+2026-07-28, the 2025-03-26 back-compat ones and the 2026-07-28 drafts; of the extensions, those in
+``EXTENSIONS_PASSING``. The probe presents the suite's Client ID Metadata Document URL as its
+client identity, as the reference client does.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ DRAFTS_2026 = frozenset(
         "auth/metadata-issuer-mismatch",
     }
 )
+EXTENSIONS_PASSING = frozenset({"auth/client-credentials-basic", "auth/client-credentials-jwt"})
+"""The extension scenarios the probe passes (a stretch goal): the client credentials grant, with a
+secret and with ``private_key_jwt``. Not yet: enterprise-managed authorization (SEP-990), workload
+identity (RFC 7523 jwt-bearer grant), DPoP."""
 RUNS = {
     "tier-1 2025-11-25": (("--suite", "auth", "--spec-version", "2025-11-25"), TIER_1),
     "tier-1 2026-07-28": (("--suite", "auth", "--spec-version", "2026-07-28"), TIER_1),
@@ -101,4 +106,11 @@ async def test_every_client_auth_scenario_passes_with_toolmesh_probe(kit: Kit, r
     results, output = await run_client_suite(kit, options)
     assert set(results) == expected, output[-3000:]
     failed = sorted(name for name, passed in results.items() if not passed)
+    assert failed == [], f"failed: {', '.join(failed)}\n{output[-6000:]}"
+
+
+async def test_the_client_credentials_extension_scenarios_pass_with_toolmesh_probe(kit: Kit) -> None:
+    results, output = await run_client_suite(kit, ("--suite", "extensions"))
+    assert EXTENSIONS_PASSING <= set(results), output[-3000:]
+    failed = sorted(name for name in EXTENSIONS_PASSING if not results[name])
     assert failed == [], f"failed: {', '.join(failed)}\n{output[-6000:]}"

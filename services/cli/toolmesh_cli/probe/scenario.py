@@ -3,7 +3,8 @@
 The suite runs ``toolmesh probe --headless <url>`` with ``MCP_CONFORMANCE_SCENARIO`` naming the
 scenario and, for some, ``MCP_CONFORMANCE_CONTEXT`` holding JSON the client needs (a pre-registered
 client's id and secret). Every auth scenario's server offers ``test-tool``: the reference client
-lists the tools and calls it, and so does a probe unless its command line names another call.
+lists the tools and calls it, and so does a probe unless its command line names another call. The
+client credentials scenarios (an extension) give the client's id and secret or private key.
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ class Scenario:
             return None
         secret = self.context.get("client_secret")
         return client_id, secret if isinstance(secret, str) else None
+
+    def uses_client_credentials(self) -> bool:
+        """Whether the scenario is one of the client credentials grant (an extension)."""
+        return self.name.startswith("auth/client-credentials-")
+
+    def private_key(self) -> tuple[str, str] | None:
+        """The PEM private key and signing algorithm a ``private_key_jwt`` client signs with, when given."""
+        pem = self.context.get("private_key_pem")
+        if not isinstance(pem, str):
+            return None
+        algorithm = self.context.get("signing_algorithm")
+        return pem, algorithm if isinstance(algorithm, str) else "ES256"
 
     def default_call(self, tool_names: list[str]) -> str | None:
         """The tool an auth scenario's reference client calls, when the server offers it."""
