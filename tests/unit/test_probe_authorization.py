@@ -3,6 +3,7 @@ conformance suite's environment turned into probe options."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -50,13 +51,23 @@ def test_no_scenario_without_the_suites_variable() -> None:
     assert scenario_from({}) is None
 
 
-def test_scenario_context_gives_the_pre_registered_client() -> None:
+def test_scenario_context_fills_only_the_options_the_command_line_left_empty() -> None:
     context = {"name": "auth/pre-registration", "client_id": "c1", "client_secret": "s1"}
     scenario = scenario_from(
         {"MCP_CONFORMANCE_SCENARIO": "auth/pre-registration", "MCP_CONFORMANCE_CONTEXT": json.dumps(context)}
     )
     assert scenario is not None
-    assert scenario.client_credentials() == ("c1", "s1")
+    args = argparse.Namespace(client_id=None, client_secret="given", client_credentials=False)
+    scenario.fill(args)
+    assert (args.client_id, args.client_secret, args.client_credentials) == ("c1", "given", False)
+
+
+def test_a_client_credentials_scenario_asks_for_that_grant() -> None:
+    scenario = scenario_from({"MCP_CONFORMANCE_SCENARIO": "auth/client-credentials-jwt"})
+    assert scenario is not None
+    args = argparse.Namespace(client_credentials=False)
+    scenario.fill(args)
+    assert args.client_credentials is True
 
 
 def test_an_auth_scenario_calls_its_test_tool_only_when_offered() -> None:

@@ -1,14 +1,16 @@
 """What a probe does under the MCP conformance suite's client scenarios.
 
 The suite runs ``toolmesh probe --headless <url>`` with ``MCP_CONFORMANCE_SCENARIO`` naming the
-scenario and, for some, ``MCP_CONFORMANCE_CONTEXT`` holding JSON the client needs (a pre-registered
-client's id and secret). Every auth scenario's server offers ``test-tool``: the reference client
-lists the tools and calls it, and so does a probe unless its command line names another call. The
-client credentials scenarios (an extension) give the client's id and secret or private key.
+scenario and, for some, ``MCP_CONFORMANCE_CONTEXT`` holding JSON the client needs: a pre-registered
+client's id and secret, a private key, a workload's identity token, an enterprise identity
+provider's ID token. They fill the probe's options the command line left empty. Every auth
+scenario's server offers ``test-tool``: the reference client lists the tools and calls it, and so
+does a probe unless its command line names another call.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +19,17 @@ from typing import Any
 SCENARIO_VARIABLE = "MCP_CONFORMANCE_SCENARIO"
 CONTEXT_VARIABLE = "MCP_CONFORMANCE_CONTEXT"
 SCENARIO_TOOL = "test-tool"
+OPTIONS_FROM_CONTEXT = {
+    "client_id": "client_id",
+    "client_secret": "client_secret",
+    "private_key_pem": "private_key_pem",
+    "signing_alg": "signing_algorithm",
+    "assertion": "valid_jwt",
+    "id_token": "idp_id_token",
+    "idp_token_endpoint": "idp_token_endpoint",
+    "idp_client_id": "idp_client_id",
+}
+"""Probe option ← context key."""
 
 
 @dataclass(frozen=True)
@@ -26,25 +39,14 @@ class Scenario:
     name: str
     context: Mapping[str, Any] = field(default_factory=dict)
 
-    def client_credentials(self) -> tuple[str, str | None] | None:
-        """A pre-registered client's id and secret, when the context gives one."""
-        client_id = self.context.get("client_id")
-        if not isinstance(client_id, str):
-            return None
-        secret = self.context.get("client_secret")
-        return client_id, secret if isinstance(secret, str) else None
-
-    def uses_client_credentials(self) -> bool:
-        """Whether the scenario is one of the client credentials grant (an extension)."""
-        return self.name.startswith("auth/client-credentials-")
-
-    def private_key(self) -> tuple[str, str] | None:
-        """The PEM private key and signing algorithm a ``private_key_jwt`` client signs with, when given."""
-        pem = self.context.get("private_key_pem")
-        if not isinstance(pem, str):
-            return None
-        algorithm = self.context.get("signing_algorithm")
-        return pem, algorithm if isinstance(algorithm, str) else "ES256"
+    def fill(self, args: argparse.Namespace) -> None:
+        """Set the options the command line left empty from the scenario's context."""
+        for option, key in OPTIONS_FROM_CONTEXT.items():
+            value = self.context.get(key)
+            if getattr(args, option, None) is None and isinstance(value, str):
+                setattr(args, option, value)
+        if self.name.startswith("auth/client-credentials-"):
+            args.client_credentials = True
 
     def default_call(self, tool_names: list[str]) -> str | None:
         """The tool an auth scenario's reference client calls, when the server offers it."""
