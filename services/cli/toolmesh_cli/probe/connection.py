@@ -25,7 +25,7 @@ CLIENT_INFO = types.Implementation(name="toolmesh-probe", version="1.0.0")
 LEGACY_ANSWERS = frozenset({400, 404, 405})
 """What a server that only speaks the legacy HTTP+SSE transport answers a Streamable HTTP POST."""
 AUTH_ERRORS = (OAuthFlowError, OAuthTokenError, OAuthRegistrationError)
-"""Failures of the authorization itself: no other transport is tried after one."""
+"""Failures of the authorization itself, reported as such however deep a task group wrapped them."""
 
 _Page = TypeVar("_Page")
 
