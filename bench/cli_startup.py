@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.peers.launch import DEMO_SERVER, free_port  # noqa: E402
-from toolmesh import processes  # noqa: E402
-from toolmesh.polling import wait_until  # noqa: E402
+from toolmesh.platform import processes  # noqa: E402
+from toolmesh.platform.polling import wait_until  # noqa: E402
 
 RUNS = int(os.environ.get("TOOLMESH_BENCH_RUNS", "7"))
 START_SECONDS = 120.0

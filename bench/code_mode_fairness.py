@@ -18,8 +18,8 @@ import statistics
 import time
 from typing import Any
 
-from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.catalog import Catalog
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 

@@ -18,7 +18,7 @@ import asyncpg
 import nats
 from load_system import Http, Pool
 
-from toolmesh.store.queries import PROJECTOR
+from toolmesh.platform.store.queries import PROJECTOR
 
 EVENTS_STREAM = "TOOLMESH_EVENTS"
 MAX_IN_FLIGHT = 512

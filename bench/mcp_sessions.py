@@ -20,9 +20,9 @@ from typing import Any
 
 import nats
 
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.topology import mcp_sessions_bucket
 from toolmesh_cli.embedded import EmbeddedNats
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 

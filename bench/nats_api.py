@@ -33,7 +33,7 @@ from nats.aio.client import Client as NATS
 from routing import cpu_seconds, note, per_call_us, register_demo, run_load, toolmesh_up
 from routing_targets import ARGUMENTS, TOKEN, TOOL, Call, RestApi, Target
 
-from toolmesh.polling import poll_until
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 API_CALL = "toolmesh.api.v1.tools.call"

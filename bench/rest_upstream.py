@@ -29,8 +29,8 @@ from typing import Any
 from routing import added_vs, cpu_seconds, note, per_call_us, run_load, toolmesh_up
 from routing_targets import ROOT, TOKEN, Call, HttpConnection
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 PEER = ROOT / "tests" / "peers" / "rest_server.py"

@@ -52,8 +52,8 @@ from routing_targets import (
     Target,
 )
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 

@@ -24,8 +24,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "peers" / "demo_server.py"

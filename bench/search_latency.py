@@ -42,7 +42,7 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes
 from toolmesh.embed.model import DIMENSIONS, load_embedder
 from toolmesh.index.base import ToolIndex
-from toolmesh.polling import poll_until
+from toolmesh.platform.polling import poll_until
 from toolmesh.search.service import SearchService
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import EmbeddingClassifier

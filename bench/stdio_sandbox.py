@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.harness import SANDBOX_PATHS  # noqa: E402
 from tests.peers.launch import demo_args  # noqa: E402
-from toolmesh import processes  # noqa: E402
-from toolmesh.config import Settings  # noqa: E402
-from toolmesh.sandbox import Sandboxer, mode  # noqa: E402
+from toolmesh.platform import processes  # noqa: E402
+from toolmesh.platform.config import Settings  # noqa: E402
+from toolmesh.sandbox.runner import Sandboxer, mode  # noqa: E402
 from toolmesh_session_worker.upstream import OpeningOptions, open_session  # noqa: E402
 from toolmesh_session_worker.upstream.stdio import base_environment  # noqa: E402
 

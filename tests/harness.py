@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import httpx
 import psutil
 
-from toolmesh import processes
-from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
-from toolmesh.polling import poll_until
-from toolmesh.runtime import Backends, open_backends
+from toolmesh.platform import processes
+from toolmesh.platform.config import Settings
+from toolmesh.platform.polling import poll_until
+from toolmesh.platform.runtime import Backends, open_backends
 from toolmesh_cli.embedded import free_port
 from toolmesh_cli.roles import ROLES, run_roles, seed_owner_key, streams_of
 

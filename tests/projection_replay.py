@@ -10,12 +10,12 @@ import asyncpg
 from nats.js import JetStreamContext
 
 from tests.harness import eventually
-from toolmesh.bus.connection import connect_nats
-from toolmesh.bus.topology import ensure_topology
-from toolmesh.config import Settings
 from toolmesh.contracts.events import EVENTS_STREAM
-from toolmesh.store.pool import open_pool
-from toolmesh.store.queries import applied_sequence
+from toolmesh.platform.bus.connection import connect_nats
+from toolmesh.platform.bus.topology import ensure_topology
+from toolmesh.platform.config import Settings
+from toolmesh.platform.store.pool import open_pool
+from toolmesh.platform.store.queries import applied_sequence
 from toolmesh_projector.projector import run_projector
 
 

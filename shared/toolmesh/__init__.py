@@ -1,1 +1,2 @@
-"""The core every toolmesh service imports: contracts, config, errors, bus, store."""
+"""What more than one toolmesh service needs: contracts (all a client needs), the platform every role
+runs on, the sandbox and egress rules, search, and the shared domain rules."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 
-from toolmesh.config import Settings
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.credentials import expandable_environment, may_expand, variable_references
-from toolmesh.deployment_secrets import deployment_secrets
 from toolmesh.errors import Forbidden, ValidationFailed
+from toolmesh.platform.config import Settings
+from toolmesh.platform.deployment_secrets import deployment_secrets
 
 _MIN_CONTAINED = 8
 """A secret this long is refused inside a longer value too; a shorter one only as the whole value."""

@@ -8,12 +8,12 @@ old keys can be dropped: nothing in the read model needs them.
 
 from __future__ import annotations
 
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.aggregator import ResealReport
 from toolmesh.contracts.events import ServerConfigResealed
 from toolmesh.credentials import CredentialBox
-from toolmesh.runtime import Backends
-from toolmesh.store.queries import sealed_configs
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.queries import sealed_configs
 
 
 async def reseal_configs(b: Backends, box: CredentialBox, actor: str | None) -> tuple[ResealReport, int]:

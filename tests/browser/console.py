@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 from playwright.sync_api import BrowserContext, Page, expect
 
-from toolmesh import processes
-from toolmesh.polling import wait_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import wait_until
 from toolmesh_cli.embedded import free_port
 
 FLAGS = [

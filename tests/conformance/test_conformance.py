@@ -23,7 +23,7 @@ from tests.conformance.auth_proxy import auth_proxy
 from tests.conformance.kit import Kit, prepare
 from tests.harness import ADMIN_TOKEN, System, running_system
 from tests.peers.launch import free_port, running_process
-from toolmesh import processes
+from toolmesh.platform import processes
 
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 240

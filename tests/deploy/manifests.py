@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import AliasChoices
 
-from toolmesh import metrics
-from toolmesh.config import Settings
+from toolmesh.platform import metrics
+from toolmesh.platform.config import Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from tests.harness import eventually
-from toolmesh import metrics
-from toolmesh.config import Settings
-from toolmesh.metrics_http import scrape_tokens, serve_metrics
+from toolmesh.platform import metrics
+from toolmesh.platform.config import Settings
+from toolmesh.platform.metrics_http import scrape_tokens, serve_metrics
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.deploy

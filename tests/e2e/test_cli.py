@@ -21,8 +21,8 @@ import pytest
 
 from tests.harness import SANDBOX_PATHS
 from tests.peers.launch import DEMO_SERVER
-from toolmesh import processes
-from toolmesh.polling import wait_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import wait_until
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.e2e

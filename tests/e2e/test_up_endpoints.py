@@ -17,7 +17,7 @@ import nats
 import pytest
 
 from tests.harness import eventually
-from toolmesh import processes
+from toolmesh.platform import processes
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.e2e

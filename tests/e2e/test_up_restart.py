@@ -14,7 +14,7 @@ import pytest
 
 from tests.harness import SANDBOX_PATHS, eventually, processes_running
 from tests.peers.launch import DEMO_SERVER
-from toolmesh import processes
+from toolmesh.platform import processes
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,7 @@
 """Every toolmesh role as its own OS process against one NATS and one Postgres (the fault tests' harness).
 
 Two gateways, two session-workers, a classifier-worker, a health-worker, a projector and an indexer,
-each ``python -m toolmesh_cli.main <role>`` started and stopped through ``toolmesh.processes``, its
+each ``python -m toolmesh_cli.main <role>`` started and stopped through ``toolmesh.platform.processes``, its
 output in a log file of its own.
 """
 
@@ -20,9 +20,9 @@ from typing import IO, Any
 import httpx
 
 from tests.harness import ADMIN_TOKEN, System, eventually, make_settings, settings_env
-from toolmesh import processes
-from toolmesh.config import Settings
-from toolmesh.runtime import open_backends
+from toolmesh.platform import processes
+from toolmesh.platform.config import Settings
+from toolmesh.platform.runtime import open_backends
 from toolmesh_cli.embedded import free_port
 
 ROLES = {

@@ -9,7 +9,7 @@ from nats.js.errors import NotFoundError
 
 from tests.harness import System
 from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered, ServerStatusChanged, ToolsDiscovered
-from toolmesh.store.queries import applied_sequence
+from toolmesh.platform.store.queries import applied_sequence
 
 
 async def read_events(system: System) -> list[tuple[int, str, dict[str, Any]]]:

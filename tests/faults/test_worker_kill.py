@@ -14,8 +14,8 @@ from nats.js.errors import KeyNotFoundError
 from tests.faults.cluster import running_cluster
 from tests.harness import System, eventually
 from tests.peers.launch import launch_peer
-from toolmesh import processes
-from toolmesh.bus.topology import leases_bucket
+from toolmesh.platform import processes
+from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh_cli.embedded import EmbeddedNats
 
 CALL = "/api/v1/tools/call"

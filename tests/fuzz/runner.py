@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolmesh import processes
+from toolmesh.platform import processes
 
 CHECKS_MODULE = Path(__file__).with_name("checks.py")
 """Registers ``no_toolmesh_fault``, the only check the run enables."""

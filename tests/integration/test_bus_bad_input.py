@@ -14,8 +14,8 @@ from nats.aio.client import Client as NATS
 
 from tests.connected_peer import running_with_peer
 from tests.harness import System
-from toolmesh.bus import verbs
 from toolmesh.contracts.rpc import CallToolRpc
+from toolmesh.platform.bus import verbs
 
 pytestmark = pytest.mark.integration
 ANSWER_WITHIN = 20.0

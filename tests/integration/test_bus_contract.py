@@ -15,10 +15,10 @@ from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.harness import eventually
-from toolmesh.bus.in_process import InProcessBus
-from toolmesh.bus.interface import Bus, Callback, Message
-from toolmesh.bus.local_first import LocalFirstBus
-from toolmesh.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.in_process import InProcessBus
+from toolmesh.platform.bus.interface import Bus, Callback, Message
+from toolmesh.platform.bus.local_first import LocalFirstBus
+from toolmesh.platform.bus.nats_bus import NatsBus
 
 pytestmark = pytest.mark.integration
 

@@ -25,11 +25,11 @@ SCRIPT = textwrap.dedent(
     import nats
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
-    from toolmesh import telemetry
-    from toolmesh.bus import verbs
-    from toolmesh.bus.dispatch import Dispatcher
-    from toolmesh.bus.nats_bus import NatsBus
-    from toolmesh.bus.requests import ask_owner
+    from toolmesh.platform import telemetry
+    from toolmesh.platform.bus import verbs
+    from toolmesh.platform.bus.dispatch import Dispatcher
+    from toolmesh.platform.bus.nats_bus import NatsBus
+    from toolmesh.platform.bus.requests import ask_owner
     from toolmesh.contracts.clients import client_id
     from toolmesh.contracts.rpc import ClientRef, PingRpc, PingRpcResult
     from toolmesh_gateway.front_door.client_links import ClientLinks

@@ -15,9 +15,9 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from tests.harness import eventually
-from toolmesh.bus.topology import ensure_topology
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded
+from toolmesh.platform.bus.topology import ensure_topology
 from toolmesh_gateway.call_audit import CallAudit
 
 pytestmark = pytest.mark.integration

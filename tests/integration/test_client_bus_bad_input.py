@@ -12,10 +12,10 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from toolmesh.bus import verbs
-from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.contracts.clients import client_id
 from toolmesh.contracts.rpc import RpcReply
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh_gateway.front_door.client_links import ClientLinks
 from toolmesh_gateway.front_door.session_channels import SessionChannels
 

@@ -16,8 +16,8 @@ import nats
 import pytest
 import pytest_asyncio
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedServerError
 from toolmesh_cli.embedded.postgres import SYSTEM_USER, postgres_install_dir
 

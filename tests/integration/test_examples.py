@@ -13,7 +13,7 @@ import pytest
 
 from tests.harness import running_system
 from tests.peers.launch import launch_peer
-from toolmesh import processes
+from toolmesh.platform import processes
 
 pytestmark = pytest.mark.integration
 FOLLOW_TOOLS = Path(__file__).parents[2] / "examples" / "follow_tools.py"

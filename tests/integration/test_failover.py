@@ -7,8 +7,8 @@ from nats.js.errors import KeyNotFoundError
 
 from tests.harness import RoleProcess, System, eventually, is_sandbox_wrapper, processes_running, running_system
 from tests.peers.launch import DEMO_SERVER, launch_peer
-from toolmesh import processes
-from toolmesh.bus.topology import leases_bucket
+from toolmesh.platform import processes
+from toolmesh.platform.bus.topology import leases_bucket
 
 pytestmark = pytest.mark.integration
 

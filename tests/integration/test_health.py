@@ -18,15 +18,15 @@ import pytest
 from tests.harness import RoleProcess, System, eventually, running_system
 from tests.peers.health_endpoint import HealthEndpoint
 from tests.peers.launch import launch_peer
-from toolmesh import metrics, processes
-from toolmesh.bus import verbs
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.requests import NoOwner, ask_owner, reply_result
-from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.events import HealthChecked
 from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh.errors import ServerUnavailable
+from toolmesh.platform import metrics, processes
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.requests import NoOwner, ask_owner, reply_result
+from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh_health.scheduler import SCHEDULER_LEASE
 from toolmesh_health.worker import HealthWorker
 

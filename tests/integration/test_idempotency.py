@@ -12,8 +12,8 @@ import pytest
 from nats.js.kv import KeyValue
 
 from tests.harness import eventually
-from toolmesh.bus.topology import idempotency_bucket
 from toolmesh.errors import IdempotencyKeyReused
+from toolmesh.platform.bus.topology import idempotency_bucket
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
 
 pytestmark = pytest.mark.integration

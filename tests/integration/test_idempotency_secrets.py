@@ -18,9 +18,9 @@ from nats.js.errors import KeyNotFoundError, NoKeysError
 from nats.js.kv import KeyValue
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
-from toolmesh.bus.topology import IDEMPOTENCY_BUCKET
 from toolmesh.contracts.api import REPLAYED_HEADER
 from toolmesh.contracts.keys import KEY_TOKEN_PREFIX
+from toolmesh.platform.bus.topology import IDEMPOTENCY_BUCKET
 
 pytestmark = pytest.mark.integration
 KEYS = "/api/v1/auth/keys"

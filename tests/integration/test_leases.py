@@ -8,8 +8,8 @@ import nats
 import pytest
 
 from tests.harness import eventually
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.topology import leases_bucket
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.topology import leases_bucket
 
 pytestmark = pytest.mark.integration
 

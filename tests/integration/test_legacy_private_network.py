@@ -19,7 +19,7 @@ from tests.projection_replay import last_event_seq, project_until, stream_and_st
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.events import ServerRegistered
 from toolmesh.credentials import mask_config
-from toolmesh.store.migrate import apply_migrations, migration_files
+from toolmesh.platform.store.migrate import apply_migrations, migration_files
 from toolmesh_projector.projector import reset_projection
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,11 @@ import pytest
 from tests.harness import System, eventually, processes_running, running_system
 from tests.peers.everything import launch_everything
 from tests.peers.launch import DEMO_SERVER, launch_peer
-from toolmesh.bus.requests import NoOwner, ask_owner
-from toolmesh.bus.topology import names_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
 from toolmesh.contracts.rpc import CallToolRpc, PingRpc
 from toolmesh.errors import ServerUnavailable
+from toolmesh.platform.bus.requests import NoOwner, ask_owner
+from toolmesh.platform.bus.topology import names_bucket
 from toolmesh_gateway.server_commands import name_key
 
 pytestmark = pytest.mark.integration

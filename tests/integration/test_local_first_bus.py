@@ -18,12 +18,12 @@ from nats.errors import ConnectionClosedError, MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
 
 from tests.harness import eventually
-from toolmesh.bus import verbs
-from toolmesh.bus.interface import Message
-from toolmesh.bus.local_first import LocalFirstBus
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.requests import NoOwner, ok_reply, request_owner, tell_owner
 from toolmesh.contracts.clients import client_id
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.interface import Message
+from toolmesh.platform.bus.local_first import LocalFirstBus
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.requests import NoOwner, ok_reply, request_owner, tell_owner
 
 pytestmark = pytest.mark.integration
 

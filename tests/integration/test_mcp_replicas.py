@@ -20,7 +20,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
 from tests.mcp_client import Received, sample_by_echo, text_of
 from tests.peers.launch import launch_peer
-from toolmesh.bus.topology import mcp_sessions_bucket
+from toolmesh.platform.bus.topology import mcp_sessions_bucket
 from toolmesh_cli.embedded import free_port
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 

@@ -10,9 +10,9 @@ import nats
 import pytest
 
 from tests.harness import eventually
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.topology import mcp_sessions_bucket
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.topology import mcp_sessions_bucket
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,10 @@ import pytest
 from nats.js.api import KeyValueConfig, StorageType
 
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.topology import (
+from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.topology import (
     IDEMPOTENCY_BUCKET,
     LEASES_BUCKET,
     MCP_SESSIONS_BUCKET,
@@ -23,7 +24,6 @@ from toolmesh.bus.topology import (
     mcp_sessions_bucket,
     names_bucket,
 )
-from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored
 from toolmesh_gateway.name_reservations import reserve_name

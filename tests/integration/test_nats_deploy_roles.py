@@ -24,10 +24,13 @@ from nats.js.kv import KeyValue
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.peers.launch import launch_peer
-from toolmesh import processes
-from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.topology import (
+from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
+from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
+from toolmesh.errors import BackendUnavailable
+from toolmesh.platform import processes
+from toolmesh.platform.bus.connection import connect_nats, nats_options
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.topology import (
     ensure_streams,
     events_stream_config,
     idempotency_bucket,
@@ -35,10 +38,7 @@ from toolmesh.bus.topology import (
     mcp_sessions_bucket,
     names_bucket,
 )
-from toolmesh.config import Settings
-from toolmesh.contracts.commands import COMMANDS_STREAM, ConnectServer
-from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
-from toolmesh.errors import BackendUnavailable
+from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import free_port
 from toolmesh_cli.embedded.nats import nats_server_binary
 from toolmesh_cli.roles import ROLES, STREAMS

@@ -12,10 +12,10 @@ import pytest
 
 from tests.harness import running_system
 from tests.integration.test_nats_deploy_roles import connection_as, deploy_nats, role_settings
-from toolmesh.bus.topology import ensure_streams, events_stream_config
 from toolmesh.contracts.commands import COMMANDS_STREAM
 from toolmesh.contracts.events import EVENTS_SUBJECTS
 from toolmesh.errors import StreamMisconfigured
+from toolmesh.platform.bus.topology import ensure_streams, events_stream_config
 
 pytestmark = pytest.mark.integration
 

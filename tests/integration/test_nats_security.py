@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.harness import ADMIN_TOKEN, eventually, running_system
-from toolmesh import processes
-from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.config import Settings
 from toolmesh.errors import BackendUnavailable
+from toolmesh.platform import processes
+from toolmesh.platform.bus.connection import connect_nats, nats_options
+from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import EmbeddedNats, EmbeddedServerError, free_port
 from toolmesh_cli.embedded.nats import nats_server_binary
 

@@ -1,4 +1,4 @@
-"""``toolmesh.processes`` against real processes: whole-tree stop, waiting, finding by data dir and port."""
+"""``toolmesh.platform.processes`` against real processes: whole-tree stop, waiting, finding by data dir and port."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 
 pytestmark = pytest.mark.integration
 

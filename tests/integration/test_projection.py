@@ -10,10 +10,10 @@ import pytest
 from tests.harness import RoleProcess, eventually, make_settings, running_system
 from tests.peers.launch import launch_peer
 from tests.projection_replay import applied_through, last_event_seq, project_until, stream_and_store
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered
-from toolmesh.store.queries import applied_sequence
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.store.queries import applied_sequence
 from toolmesh_projector.projector import reset_projection
 
 pytestmark = pytest.mark.integration

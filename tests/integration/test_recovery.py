@@ -13,8 +13,8 @@ import pytest
 from tests.faults.events import read_events
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import demo_args, free_port, launch_peer, launch_rest_peer, running_process
-from toolmesh import metrics
 from toolmesh.contracts.events import ServerStatusChanged
+from toolmesh.platform import metrics
 
 pytestmark = pytest.mark.integration
 RECONCILE_SECONDS = 0.1

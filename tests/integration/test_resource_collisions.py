@@ -15,7 +15,7 @@ import pytest
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import session_at
 from tests.peers.launch import launch_peer
-from toolmesh.store.migrate import migration_files
+from toolmesh.platform.store.migrate import migration_files
 from toolmesh_gateway.catalog_feed import CatalogFeed
 
 pytestmark = pytest.mark.integration

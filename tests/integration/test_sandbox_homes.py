@@ -18,9 +18,9 @@ import pytest
 
 from tests.harness import RoleProcess, System, eventually, running_system
 from tests.peers.launch import demo_args
-from toolmesh import metrics
-from toolmesh.sandbox_homes import homes_dir
-from toolmesh.store.pool import open_pool
+from toolmesh.platform import metrics
+from toolmesh.platform.store.pool import open_pool
+from toolmesh.sandbox.homes import homes_dir
 from toolmesh_session_worker.homes import HomeSweeper
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ async def test_homes_that_cannot_be_listed_do_not_stop_the_reconcile_rounds(
         started = _reconcile_rounds()
         await eventually(lambda: _reconcile_rounds() >= started + 3, what="three reconcile rounds finished")
     assert len(_sweep_warnings(caplog)) == 1, [r.getMessage() for r in _sweep_warnings(caplog)]
-    assert not [r for r in caplog.records if r.name == "toolmesh.supervision"]  # the reconciler never broke
+    assert not [r for r in caplog.records if r.name == "toolmesh.platform.supervision"]  # the reconciler never broke
 
 
 async def test_a_store_error_in_the_sweep_is_logged_once_and_the_home_kept(

@@ -14,13 +14,13 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, make_settings, running_system
 from tests.peers.launch import launch_peer
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.model import load_embedder
 from toolmesh.index.base import Where
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import local_catalogs
 from toolmesh.skills.taxonomy import load_taxonomy

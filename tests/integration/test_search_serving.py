@@ -12,9 +12,9 @@ import pytest
 from nats.errors import NoRespondersError
 
 from tests.harness import eventually
-from toolmesh.bus import verbs
-from toolmesh.bus.nats_bus import NatsBus
 from toolmesh.contracts.search import SearchHealthQuery
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.search.catalog import Catalog
 from toolmesh.search.remote import serve_search
 from toolmesh.search.service import SearchService

@@ -10,10 +10,10 @@ import pytest
 
 from tests.harness import running_system
 from tests.peers.launch import launch_peer
-from toolmesh.bus.requests import ask_owner
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.contracts.rpc import CallToolRpc
-from toolmesh.telemetry import configure_logging
+from toolmesh.platform.bus.requests import ask_owner
+from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 LITERAL = "literal-secret-9f8e7d"

@@ -1,4 +1,4 @@
-"""SSRF: one egress policy for every upstream URL (``toolmesh.egress``), driven as an attacker would.
+"""SSRF: one egress policy for every upstream URL (``toolmesh.egress.policy``), driven as an attacker would.
 
 An ``agent`` key tries to point servers at loopback (a canary listener on 127.0.0.1, the gateway's
 own ``/metrics``) in every spelling, at cloud metadata, at a REST URL that swallows the path, and
@@ -21,8 +21,8 @@ import pytest
 from tests.harness import System, eventually, running_system
 from tests.peers.canary import ok, redirect_to, running_canary
 from tests.peers.launch import launch_peer
-from toolmesh.egress import EgressPolicy
-from toolmesh.egress_http import egress_refused, guarded_client
+from toolmesh.egress.http import egress_refused, guarded_client
+from toolmesh.egress.policy import EgressPolicy
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"

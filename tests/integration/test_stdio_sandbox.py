@@ -23,8 +23,8 @@ import pytest
 
 from tests.harness import REPO_ROOT, RoleProcess, System, eventually, running_system
 from tests.peers.launch import DEMO_SERVER, demo_args
-from toolmesh.sandbox import bwrap_binary
-from toolmesh.sandbox_homes import homes_dir
+from toolmesh.sandbox.homes import homes_dir
+from toolmesh.sandbox.runner import bwrap_binary
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).parents[1] / "peers" / "hostile_stdio.py"

@@ -15,9 +15,9 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.peers.launch import launch_peer
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.events import DiscoveredTool, ServerStatusChanged, ToolsDiscovered
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.platform.bus.publishing import publish_event
 
 pytestmark = pytest.mark.integration
 CALL = "/api/v1/tools/call"

@@ -15,9 +15,9 @@ import pytest
 
 from tests.peers.everything import EverythingUnavailable, install_everything, launch_everything
 from tests.peers.launch import DEMO_SERVER, PeerInfo, launch_peer
-from toolmesh import processes
-from toolmesh.egress import EgressPolicy
-from toolmesh.polling import poll_until
+from toolmesh.egress.policy import EgressPolicy
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_session_worker.upstream import (
     OpeningOptions,
     UpstreamError,

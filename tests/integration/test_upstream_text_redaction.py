@@ -24,7 +24,7 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, CREDENTIAL_KEY, System, running_system
 from tests.integration.test_secrets import _stream_bytes
-from toolmesh.telemetry import configure_logging
+from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"

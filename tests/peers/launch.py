@@ -14,8 +14,8 @@ from pathlib import Path
 
 import anyio
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 
 DEMO_SERVER = Path(__file__).with_name("demo_server.py")
 CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")

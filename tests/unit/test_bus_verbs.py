@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from toolmesh import contracts
-from toolmesh.bus import verbs
-from toolmesh.bus.dispatch import Dispatcher, encode_result
-from toolmesh.bus.in_process import InProcessBus
-from toolmesh.bus.interface import Message
-from toolmesh.bus.requests import ask_owner, ok_reply
 from toolmesh.contracts.clients import client_id
 from toolmesh.contracts.commands import Command
 from toolmesh.contracts.rpc import PingRpc, PingRpcResult, RefreshRpc, RpcReply
 from toolmesh.errors import ServerUnavailable
-from toolmesh.polling import poll_until
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.dispatch import Dispatcher, encode_result
+from toolmesh.platform.bus.in_process import InProcessBus
+from toolmesh.platform.bus.interface import Message
+from toolmesh.platform.bus.requests import ask_owner, ok_reply
+from toolmesh.platform.polling import poll_until
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).parents[2]
@@ -149,7 +149,8 @@ async def test_a_message_without_a_reply_subject_gets_no_answer() -> None:
 
 
 def test_checked_in_subject_table_matches_the_registry() -> None:
-    stale = "docs/internal-subjects.md is stale: run `python -m toolmesh.bus.verbs > docs/internal-subjects.md`"
+    regenerate = "python -m toolmesh.platform.bus.verbs > docs/internal-subjects.md"
+    stale = f"docs/internal-subjects.md is stale: run `{regenerate}`"
     assert (ROOT / "docs" / "internal-subjects.md").read_text() == verbs.subject_table(), stale
 
 

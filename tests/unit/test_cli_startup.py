@@ -35,8 +35,8 @@ SERVER_SIDE = (
     "toolmesh_health",
     "toolmesh.embed",
     "toolmesh.index",
-    "toolmesh.runtime",
-    "toolmesh.telemetry",
+    "toolmesh.platform.runtime",
+    "toolmesh.platform.telemetry",
 )
 
 PROBE = """

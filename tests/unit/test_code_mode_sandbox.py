@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from toolmesh.config import Settings
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ServerUnavailable
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.front_door import packs
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner, PackError, RunResult, tool_value

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-from toolmesh.config import Settings
 from toolmesh.contracts.keys import KEY_TOKEN_PATTERN, KEY_TOKEN_PREFIX
-from toolmesh.deployment_secrets import deployment_secrets
+from toolmesh.platform.config import Settings
+from toolmesh.platform.deployment_secrets import deployment_secrets
 from toolmesh.redaction import SecretRedactor
 
 

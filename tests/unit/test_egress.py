@@ -1,4 +1,4 @@
-"""The egress policy's rules (``toolmesh.egress``): every spelling of an address is that address."""
+"""The egress policy's rules (``toolmesh.egress.policy``): every spelling of an address is that address."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from toolmesh.contracts.servers import RegisterServerRequest
-from toolmesh.egress import (
+from toolmesh.egress.policy import (
     EgressPolicy,
     EgressRefused,
     Reach,

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from toolmesh.config import Settings
 from toolmesh.errors import LimitExceeded, RateLimited
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.auth_failures import AuthFailures
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.worker_shares import WorkerShares

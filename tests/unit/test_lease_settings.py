@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from toolmesh.config import Settings
+from toolmesh.platform.config import Settings
 
 
 def test_a_short_ttl_alone_gets_a_renewal_below_half_of_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,10 +14,10 @@ from typing import TextIO
 import pytest
 from pydantic import ValidationError
 
-from toolmesh.config import Settings
-from toolmesh.log_formats import chosen_format
+from toolmesh.platform.config import Settings
+from toolmesh.platform.log_formats import chosen_format
+from toolmesh.platform.telemetry import configure_logging
 from toolmesh.redaction import process_redactor
-from toolmesh.telemetry import configure_logging
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolmesh import metrics
+from toolmesh.platform import metrics
 
 pytestmark = pytest.mark.unit
 CONTRACT_NAMES = (

@@ -40,7 +40,7 @@ MUTATING_METHODS = frozenset(
 # "path: name" -> why it may stay module-level. Only state that mirrors something process-wide by
 # nature belongs here (the logging module's handlers hold the log redactor, so it needs no entry).
 ALLOWED = {
-    "shared/toolmesh/telemetry.py: _tracing": (
+    "shared/toolmesh/platform/telemetry.py: _tracing": (
         "mirrors OpenTelemetry's tracer provider, which the SDK sets once per process; read on every"
         " hop, where asking the SDK (trace.get_tracer_provider()) costs ~0.8 us a read"
     ),

@@ -30,7 +30,7 @@ from toolmesh.pinning import (
     upgraded_approval,
     wire_definition_hash,
 )
-from toolmesh.store.queries import Row
+from toolmesh.platform.store.queries import Row
 from toolmesh_session_worker.discovery import ToolLimits, newly_held, tools_snapshot
 
 pytestmark = pytest.mark.unit

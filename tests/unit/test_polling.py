@@ -1,4 +1,4 @@
-"""``toolmesh.polling``: the one poll-until helper (sync and async checks, retried errors, time-outs)."""
+"""``toolmesh.platform.polling``: the one poll-until helper (sync and async checks, retried errors, time-outs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from toolmesh.polling import poll_until, wait_until
+from toolmesh.platform.polling import poll_until, wait_until
 
 pytestmark = pytest.mark.unit
 

@@ -14,11 +14,11 @@ import pytest
 from toolmesh.embed.model import Vectors
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.sharing import SharedIndexes
-from toolmesh.process_context import ProcessContext
+from toolmesh.platform.process_context import ProcessContext
+from toolmesh.platform.telemetry import configure_logging
 from toolmesh.redaction import SecretRedactor, process_redactor
 from toolmesh.search.setup import lend_table, local_catalogs
 from toolmesh.search.table import SearchTable
-from toolmesh.telemetry import configure_logging
 
 pytestmark = pytest.mark.unit
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from toolmesh.config import Settings
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.errors import Forbidden, ValidationFailed
+from toolmesh.platform.config import Settings
 from toolmesh.registration_policy import check_registration, worker_environment
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolmesh import sandbox_homes
+from toolmesh.sandbox import homes as sandbox_homes
 
 pytestmark = pytest.mark.unit
 KEY = "0b5c2f0e-8d4e-4a57-9a36-1c2d3e4f5a6b"
@@ -61,7 +61,7 @@ def _remove_unprivileged(data_dir: Path) -> bool:
         for name in [root, *(os.path.join(root, n) for n in (*dirs, *files))]:
             os.lchown(name, NOBODY, NOBODY)
     code = (
-        f"import sys; from pathlib import Path; from toolmesh import sandbox_homes as h; "
+        f"import sys; from pathlib import Path; from toolmesh.sandbox import homes as h; "
         f"sys.exit(0 if h.remove_home(Path({str(data_dir)!r}), {KEY!r}) else 1)"
     )
     done = subprocess.run(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolmesh.sandbox_mounts import HeldPaths
+from toolmesh.sandbox.mounts import HeldPaths
 
 
 @pytest.fixture

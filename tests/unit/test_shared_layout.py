@@ -88,9 +88,9 @@ def test_consumers_follow_shared_modules_not_services() -> None:
     for importer, imported in [
         ("toolmesh_cli.roles", "toolmesh_gateway.serve"),
         ("toolmesh_gateway.serve", "toolmesh.search"),
-        ("toolmesh_cli.up", "toolmesh.runtime"),
-        ("toolmesh.runtime", "toolmesh.store.pool"),
-        ("toolmesh_projector.projection", "toolmesh.store.pool"),
+        ("toolmesh_cli.up", "toolmesh.platform.runtime"),
+        ("toolmesh.platform.runtime", "toolmesh.platform.store.pool"),
+        ("toolmesh_projector.projection", "toolmesh.platform.store.pool"),
         ("toolmesh.contracts.servers", "toolmesh.naming"),
         ("toolmesh_gateway.routers", "toolmesh.contracts.servers"),
     ]:
@@ -98,8 +98,8 @@ def test_consumers_follow_shared_modules_not_services() -> None:
     graph.add_module("toolmesh.unused")
     assert shared_consumers(graph) == {
         "toolmesh.search": {"toolmesh_gateway"},
-        "toolmesh.runtime": {"toolmesh_cli"},
-        "toolmesh.store.pool": {"toolmesh_cli", "toolmesh_projector"},
+        "toolmesh.platform.runtime": {"toolmesh_cli"},
+        "toolmesh.platform.store.pool": {"toolmesh_cli", "toolmesh_projector"},
         "toolmesh.naming": {PUBLIC, "toolmesh_gateway"},
         "toolmesh.unused": set(),
     }

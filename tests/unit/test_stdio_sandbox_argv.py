@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from toolmesh import sandbox
-from toolmesh.config import Settings
 from toolmesh.contracts.sandbox import StdioSandbox
 from toolmesh.contracts.servers import RegisterServerRequest
-from toolmesh.sandbox_argv import (
+from toolmesh.platform.config import Settings
+from toolmesh.sandbox import runner as sandbox
+from toolmesh.sandbox.argv import (
     SANDBOX_HOME,
     Placement,
     argument_paths,
@@ -28,7 +28,7 @@ from toolmesh.sandbox_argv import (
     runtime_paths,
     sandboxed_command,
 )
-from toolmesh.sandbox_homes import homes_dir
+from toolmesh.sandbox.homes import homes_dir
 
 
 def _pairs(argv: list[str], option: str) -> list[str]:

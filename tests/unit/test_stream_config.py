@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
-from toolmesh.bus.topology import commands_stream_config, config_differences, events_stream_config
 from toolmesh.contracts.events import EVENTS_SUBJECTS
+from toolmesh.platform.bus.topology import commands_stream_config, config_differences, events_stream_config
 
 
 def as_the_server_returns(config: StreamConfig) -> StreamConfig:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 SCRIPT = textwrap.dedent(
     """
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from toolmesh import telemetry
+    from toolmesh.platform import telemetry
 
     assert not telemetry.configure_tracing({})  # off by default: no OTEL_* variables
     assert not telemetry.tracing_enabled()
@@ -48,7 +48,7 @@ def test_trace_context_crosses_hops_and_is_off_by_default() -> None:
 
 
 def test_otel_env_switches_exporters() -> None:
-    from toolmesh.telemetry import _wanted_exporters
+    from toolmesh.platform.telemetry import _wanted_exporters
 
     assert _wanted_exporters({}) == []
     assert _wanted_exporters({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) == ["otlp"]

@@ -9,9 +9,9 @@ import pytest
 from mcp import types as mcp_types
 from pydantic import ValidationError
 
-from toolmesh.config import Settings
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.credentials import expand_env
+from toolmesh.platform.config import Settings
 from toolmesh.storable import has_nul, storable
 from toolmesh_session_worker.discovery import ToolLimits, tools_snapshot
 from toolmesh_session_worker.upstream.stdio import base_environment

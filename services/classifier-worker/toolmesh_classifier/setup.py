@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from toolmesh.config import Settings
 from toolmesh.embed.model import load_embedder
 from toolmesh.errors import BackendUnavailable
-from toolmesh.process_context import ProcessContext
+from toolmesh.platform.config import Settings
+from toolmesh.platform.process_context import ProcessContext
 from toolmesh.skills.taxonomy import load_taxonomy
 from toolmesh_classifier.classifiers import Classifier, EmbeddingClassifier
 from toolmesh_classifier.llm import LlmClassifier

@@ -22,10 +22,6 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
-from toolmesh.backoff import scheduled_delay
-from toolmesh.bus.consuming import consume
-from toolmesh.bus.publishing import publish_event
-from toolmesh.config import Settings
 from toolmesh.contracts.commands import COMMANDS_STREAM, ClassifyTools
 from toolmesh.contracts.events import (
     EVENTS_STREAM,
@@ -35,6 +31,10 @@ from toolmesh.contracts.events import (
     ToolsUnclassified,
 )
 from toolmesh.errors import ToolmeshError
+from toolmesh.platform.backoff import scheduled_delay
+from toolmesh.platform.bus.consuming import consume
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.config import Settings
 from toolmesh_classifier.classifiers import Classifier
 
 log = logging.getLogger("toolmesh.classifier")

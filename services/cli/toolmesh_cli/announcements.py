@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from toolmesh import sandbox
-from toolmesh.config import Settings
+from toolmesh.platform.config import Settings
+from toolmesh.sandbox import runner as sandbox
 from toolmesh.secret_text import mask_url
 from toolmesh_cli.endpoints import ENDPOINTS_FILE
 from toolmesh_cli.provisioning import HEALTH, api_base

@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from toolmesh.config import Settings
 from toolmesh.contracts.api import API_PREFIX, API_VERSION
+from toolmesh.platform.config import Settings
 from toolmesh_cli.provisioning import api_base
 
 ENDPOINTS_FILE = "endpoints.json"

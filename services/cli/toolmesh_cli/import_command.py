@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolmesh.polling import wait_until
+from toolmesh.platform.polling import wait_until
 from toolmesh_cli.client import ApiClient, api_options
 from toolmesh_cli.errors import ApiError, ConfigError
 from toolmesh_cli.mcp_servers import Entry, convert

@@ -17,7 +17,7 @@ from toolmesh.contracts.api import ListServersRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
 from toolmesh.errors import ServerAlreadyExists, ToolmeshError
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.polling import poll_until
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.client import PAGE
 from toolmesh_cli.errors import describe_api_error
 from toolmesh_cli.progress import ServerProgress

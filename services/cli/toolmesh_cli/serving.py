@@ -6,12 +6,12 @@ import argparse
 import asyncio
 from typing import Any
 
-from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox
 from toolmesh.errors import ToolmeshError
-from toolmesh.metrics_http import scrape_tokens, serve_metrics
-from toolmesh.runtime import open_backends
-from toolmesh.telemetry import configure_logging
+from toolmesh.platform.config import Settings
+from toolmesh.platform.metrics_http import scrape_tokens, serve_metrics
+from toolmesh.platform.runtime import open_backends
+from toolmesh.platform.telemetry import configure_logging
 from toolmesh_cli import up
 from toolmesh_cli.config_file import load_config
 from toolmesh_cli.eventloop import run as run_loop

@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from toolmesh.config import Settings
 from toolmesh.credentials import CredentialBox, new_key
-from toolmesh.polling import poll_until
+from toolmesh.platform.config import Settings
+from toolmesh.platform.polling import poll_until
+from toolmesh.platform.runtime import Backends, open_backends
+from toolmesh.platform.store.consistency import wait_for_projection
+from toolmesh.platform.store.queries import sealed_configs
 from toolmesh.rotation import reseal_configs
-from toolmesh.runtime import Backends, open_backends
-from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.queries import sealed_configs
 from toolmesh_cli.announcements import ADMIN_TOKEN_FILE, banner, starting
 from toolmesh_cli.config_file import ServerConfig
 from toolmesh_cli.datadir import DataDirLock, load_or_create_secret, prepare_data_dir

@@ -6,9 +6,9 @@ import time
 
 from fastapi import FastAPI
 
-from toolmesh.bus.topology import idempotency_bucket, names_bucket
 from toolmesh.credentials import CredentialBox
-from toolmesh.runtime import Backends
+from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket
+from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
 from toolmesh_gateway.auth import Authenticator

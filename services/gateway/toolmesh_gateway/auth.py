@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import asyncpg
 from fastapi import Request
 
-from toolmesh.config import Settings
 from toolmesh.contracts.events import Event
 from toolmesh.contracts.keys import Role
 from toolmesh.contracts.namespace_events import KeyRevoked
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, Unauthorized
-from toolmesh.store.principals import principal_for_token_hash
+from toolmesh.platform.config import Settings
+from toolmesh.platform.store.principals import principal_for_token_hash
 from toolmesh_gateway.auth_failures import AuthFailures
 from toolmesh_gateway.jwt_bearer import JwtVerifier, looks_like_jwt
 

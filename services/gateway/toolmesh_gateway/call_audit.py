@@ -13,8 +13,8 @@ from collections import defaultdict, deque
 
 from nats.js import JetStreamContext
 
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded
+from toolmesh.platform.bus.publishing import publish_event
 
 log = logging.getLogger("toolmesh.gateway.audit")
 FLUSH_SECONDS = 1.0

@@ -27,8 +27,8 @@ from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.errors import BackendUnavailable
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.pinning import ApprovedText, Hold, Pin, prompt_definition_hash
-from toolmesh.polling import poll_until
-from toolmesh.store.queries import Row
+from toolmesh.platform.polling import poll_until
+from toolmesh.platform.store.queries import Row
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.catalog_snapshot import CatalogSnapshot, catalog_snapshot

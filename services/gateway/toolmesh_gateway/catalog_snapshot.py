@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from toolmesh.pinning import EveryLeft
-from toolmesh.store.queries import PROJECTOR
-from toolmesh.store.retired_pins import every_left
+from toolmesh.platform.store.queries import PROJECTOR
+from toolmesh.platform.store.retired_pins import every_left
 from toolmesh_gateway.endpoint_reads import list_endpoints
 
 

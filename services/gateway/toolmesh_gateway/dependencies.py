@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import Query, Request
 
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.auth import Caller, Principal
 from toolmesh_gateway.catalog import Catalog
 from toolmesh_gateway.catalog_feed import CatalogFeed

@@ -1,4 +1,4 @@
-"""The egress policy at registration: which upstream URLs a role may register (``toolmesh.egress``).
+"""The egress policy at registration: which upstream URLs a role may register (``toolmesh.egress.policy``).
 
 Plain ``http://`` (``allow_insecure``) and loopback or private targets are decisions of an owner or
 admin: another role gets 403 ``FORBIDDEN`` naming the field. Link-local and metadata targets are
@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from toolmesh.contracts.connection_config import CONFIG_FIELDS, TransportType
 from toolmesh.contracts.servers import RegisterServerRequest
-from toolmesh.egress import EgressPolicy, EgressRefused, Reach
-from toolmesh.egress_http import check_host
+from toolmesh.egress.http import check_host
+from toolmesh.egress.policy import EgressPolicy, EgressRefused, Reach
 from toolmesh.errors import Forbidden, ValidationFailed
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from toolmesh.store.connections import Db
-from toolmesh.store.queries import Row, row_by_id
+from toolmesh.platform.store.connections import Db
+from toolmesh.platform.store.queries import Row, row_by_id
 
 _COLUMNS = (
     "id::text AS id, namespace, name, description, include, exclude, overrides, created_by, created_at, updated_at"

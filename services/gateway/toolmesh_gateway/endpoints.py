@@ -11,13 +11,13 @@ import uuid
 
 from nats.js.kv import KeyValue
 
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest, ToolOverride
 from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
 from toolmesh.errors import EndpointAlreadyExists, EndpointNotFound
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
-from toolmesh.store.consistency import wait_for_projection
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
+from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh_gateway import endpoint_reads
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.name_reservations import release_name, reserve_name

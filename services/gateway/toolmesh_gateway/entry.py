@@ -18,8 +18,8 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolmesh.config import Settings
 from toolmesh.loopback import is_loopback_host
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.body_limit import BodyLimit
 from toolmesh_gateway.errors import ErrorResponses
 from toolmesh_gateway.front_door.mount import MCP_PATH

@@ -14,15 +14,15 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
 
-from toolmesh.bus.interface import Bus
-from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
-from toolmesh.config import Settings
 from toolmesh.contracts.rpc import (
     CancelCallRpc,
     ClientRef,
     UpstreamRequestRpc,
 )
 from toolmesh.errors import ExecutionTimeout
+from toolmesh.platform.bus.interface import Bus
+from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.routing import ServerRoute
 from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ProgressSink, ToolCalls, relaying_progress
 

@@ -6,9 +6,9 @@ import asyncio
 
 from fastapi import Request
 
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
 from toolmesh.search.service import SearchService
-from toolmesh.store import queries
 
 CHECK_TIMEOUT_SECONDS = 1.0
 """Bound of each backend probe of ``/health``: the whole answer stays under ~1 s for Kubernetes probes."""

@@ -27,10 +27,10 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.api import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_PATTERN
 from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
 from toolmesh.errors import BackendUnavailable, IdempotencyKeyReused, ValidationFailed
+from toolmesh.platform.bus.leases import WRONG_LAST_SEQUENCE
 
 log = logging.getLogger("toolmesh.gateway.idempotency")
 _KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)

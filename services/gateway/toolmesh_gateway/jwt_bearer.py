@@ -13,10 +13,10 @@ from typing import Any
 
 import jwt
 
-from toolmesh.config import Settings
 from toolmesh.contracts.keys import Role
 from toolmesh.errors import Unauthorized
 from toolmesh.naming import NAMESPACE_PATTERN
+from toolmesh.platform.config import Settings
 
 _NAMESPACE = re.compile(NAMESPACE_PATTERN)
 _JWKS_CACHE_SECONDS = 300

@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 import uuid
 
-from toolmesh.bus.publishing import publish_event
 from toolmesh.contracts.keys import KEY_TOKEN_PREFIX, CreatedKey, CreateKeyRequest, KeyInfo, KeyList, Role
 from toolmesh.contracts.namespace_events import KeyCreated, KeyRevoked
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, KeyAlreadyExists, KeyNotFound
-from toolmesh.runtime import Backends
-from toolmesh.store import principals
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import principals
 from toolmesh_gateway.auth import Authenticator, Caller, Principal
 
 

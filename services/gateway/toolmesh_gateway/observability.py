@@ -14,13 +14,13 @@ from fastapi import APIRouter, Request, Response
 from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolmesh import metrics
 from toolmesh.contracts.keys import Role
 from toolmesh.errors import Forbidden
-from toolmesh.metrics_http import authorized, scrape_tokens
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
-from toolmesh.telemetry import mark_error, span
+from toolmesh.platform import metrics
+from toolmesh.platform.metrics_http import authorized, scrape_tokens
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
+from toolmesh.platform.telemetry import mark_error, span
 from toolmesh_gateway.auth import Authenticator
 
 log = logging.getLogger("toolmesh.gateway")

@@ -11,8 +11,8 @@ import math
 import time
 from collections.abc import Callable
 
-from toolmesh.config import Settings
 from toolmesh.errors import RateLimited
+from toolmesh.platform.config import Settings
 
 MAX_BUCKETS = 10_000
 """Buckets kept before full (idle) ones are dropped; a dropped bucket comes back full anyway."""

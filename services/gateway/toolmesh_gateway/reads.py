@@ -6,13 +6,13 @@ import time
 
 import asyncpg
 
-from toolmesh.config import Settings
 from toolmesh.contracts.aggregator import AggregatorState
 from toolmesh.contracts.api import AuditRequest, ListServersRequest
 from toolmesh.contracts.audit import AuditEntry, AuditPage
 from toolmesh.contracts.servers import HistoryEntry, ServerList, ToolInfo, ToolList
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.store import queries
+from toolmesh.platform.config import Settings
+from toolmesh.platform.store import queries
 from toolmesh_gateway.audit_log import audit_page
 from toolmesh_gateway.auth import Caller, Principal
 from toolmesh_gateway.server_commands import ServerCommands

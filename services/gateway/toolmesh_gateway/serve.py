@@ -9,8 +9,8 @@ import logging
 import uvicorn
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.http_serving import Server, bind_socket, serve_until
-from toolmesh.runtime import Backends
+from toolmesh.platform.http_serving import Server, bind_socket, serve_until
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.app import close_app, create_app, http_entry
 from toolmesh_gateway.nats_api.server import NatsApi
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 import asyncpg
 from nats.js.kv import KeyValue
 
-from toolmesh.bus.publishing import publish_command, publish_event
-from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import ClassifyTools, ConnectServer
 from toolmesh.contracts.events import (
     DiscoveredTool,
@@ -55,13 +53,15 @@ from toolmesh.errors import (
     ToolNotFound,
 )
 from toolmesh.lifecycle import ServerStatus, check_transition
-from toolmesh.metrics import record_limit_rejection
 from toolmesh.pinning import held_approvals, instructions_hash, new_tools_policy
+from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.requests import NoOwner, ask_owner
+from toolmesh.platform.metrics import record_limit_rejection
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
+from toolmesh.platform.store.consistency import wait_for_projection
+from toolmesh.platform.store.locks import advisory_lock
 from toolmesh.registration_policy import check_registration
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
-from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.locks import advisory_lock
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.egress_admission import admit_upstream
 from toolmesh_gateway.endpoint_reads import endpoint_named, get_endpoint

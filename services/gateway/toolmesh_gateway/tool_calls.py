@@ -22,10 +22,6 @@ from typing import Any, TypeVar
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from toolmesh.bus.interface import Bus, Message
-from toolmesh.bus.publishing import publish_command
-from toolmesh.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
-from toolmesh.config import Settings
 from toolmesh.contracts.commands import ConnectServer
 from toolmesh.contracts.namespace_events import CallRecord
 from toolmesh.contracts.rpc import (
@@ -45,8 +41,12 @@ from toolmesh.errors import (
     ToolmeshError,
     ToolNotFound,
 )
-from toolmesh.metrics import record_execution, record_routing
-from toolmesh.polling import poll_until
+from toolmesh.platform.bus.interface import Bus, Message
+from toolmesh.platform.bus.publishing import publish_command
+from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
+from toolmesh.platform.config import Settings
+from toolmesh.platform.metrics import record_execution, record_routing
+from toolmesh.platform.polling import poll_until
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed

@@ -7,8 +7,8 @@ from typing import Any
 from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import HeldChange, HistoryEntry, ServerDetail, ServerSummary, ToolInfo
 from toolmesh.credentials import mask_config
+from toolmesh.platform.store.queries import Row
 from toolmesh.secret_text import MASK
-from toolmesh.store.queries import Row
 
 
 def held_change(row: Row) -> HeldChange | None:

@@ -14,19 +14,19 @@ import time
 
 from opentelemetry.trace import SpanKind
 
-from toolmesh.bus.publishing import publish_command, publish_event
-from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.commands import RECONNECT_REASON, CheckServerHealth, ConnectServer
 from toolmesh.contracts.events import HealthChecked, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictRpc
-from toolmesh.egress import EgressPolicy
-from toolmesh.egress_http import EgressClients
+from toolmesh.egress.http import EgressClients
+from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import ToolmeshError
 from toolmesh.health import CHECKED, CheckOutcome, Verdict, check_timeout, decide
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.metrics import record_health_check
-from toolmesh.runtime import Backends
-from toolmesh.telemetry import mark_error, span
+from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.requests import NoOwner, ask_owner
+from toolmesh.platform.metrics import record_health_check
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.telemetry import mark_error, span
 from toolmesh_health.monitoring import Row, health_state
 from toolmesh_health.probes import probe_session, probe_url
 

@@ -7,13 +7,13 @@ import time
 
 import httpx2
 
-from toolmesh.bus.interface import Bus
-from toolmesh.bus.requests import NoOwner, ask_owner
 from toolmesh.contracts.rpc import PingRpc
-from toolmesh.egress import MAX_REDIRECTS, redirect_problem
-from toolmesh.egress_http import egress_refused
+from toolmesh.egress.http import egress_refused
+from toolmesh.egress.policy import MAX_REDIRECTS, redirect_problem
 from toolmesh.errors import ToolmeshError
 from toolmesh.health import CheckOutcome, judge_http_status
+from toolmesh.platform.bus.interface import Bus
+from toolmesh.platform.bus.requests import NoOwner, ask_owner
 
 PING_SHARE = 0.75
 """The share of a check's budget the owner may spend on the ping; the rest covers the NATS hop."""
@@ -43,7 +43,7 @@ async def _get_on_host(client: httpx2.AsyncClient, url: str, timeout: float) -> 
 
 async def probe_url(client: httpx2.AsyncClient, url: str, timeout: float) -> CheckOutcome:
     """GET ``url`` within ``timeout`` seconds in all (connect, headers and body), following redirects on
-    its host only; ``client``'s connections follow the server's egress policy (``toolmesh.egress_http``)."""
+    its host only; ``client``'s connections follow the server's egress policy (``toolmesh.egress.http``)."""
     started = time.perf_counter()
     try:
         async with asyncio.timeout(timeout):

@@ -17,12 +17,12 @@ import time
 import asyncpg
 from nats.js import JetStreamContext
 
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.publishing import publish_command
-from toolmesh.config import Settings
 from toolmesh.contracts.commands import CheckServerHealth
 from toolmesh.health import current_window
-from toolmesh.supervision import sleep_or_stop
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.publishing import publish_command
+from toolmesh.platform.config import Settings
+from toolmesh.platform.supervision import sleep_or_stop
 from toolmesh_health.monitoring import servers_to_check
 
 log = logging.getLogger("toolmesh.health.scheduler")

@@ -15,13 +15,13 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
-from toolmesh.bus.consuming import consume
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth
-from toolmesh.egress_http import EgressClients
-from toolmesh.runtime import Backends
-from toolmesh.supervision import TaskSet, supervise
+from toolmesh.egress.http import EgressClients
+from toolmesh.platform.bus.consuming import consume
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.topology import leases_bucket
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.supervision import TaskSet, supervise
 from toolmesh_health.checker import Checker
 from toolmesh_health.scheduler import Scheduler
 

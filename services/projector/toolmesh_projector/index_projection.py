@@ -38,10 +38,10 @@ from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
+from toolmesh.platform.supervision import sleep_or_stop
 from toolmesh.search.table import Row, SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill
 from toolmesh.skills.vectors import skill_vectors
-from toolmesh.supervision import sleep_or_stop
 from toolmesh_projector.vector_index.filters import embedded_fields, flags
 
 log = logging.getLogger("toolmesh.indexer")

@@ -18,18 +18,18 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
-from toolmesh.bus.consuming import consume
-from toolmesh.bus.interface import Bus
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.config import Settings
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event
 from toolmesh.index.base import ToolIndex
-from toolmesh.process_context import ProcessContext
+from toolmesh.platform.bus.consuming import consume
+from toolmesh.platform.bus.interface import Bus
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.config import Settings
+from toolmesh.platform.process_context import ProcessContext
+from toolmesh.platform.supervision import sleep_or_stop
 from toolmesh.search.remote import serve_search
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import index_lag, lend_table
-from toolmesh.supervision import sleep_or_stop
 from toolmesh_projector.index_projection import IndexProjection
 
 log = logging.getLogger("toolmesh.indexer")

@@ -8,8 +8,8 @@ from asyncpg import Record
 
 from toolmesh.contracts.events import InstructionsApproved, ResourcesDiscovered, ServerDescribed
 from toolmesh.pinning import ApprovedText, approve_instructions, pin_instructions
-from toolmesh.store.connections import Conn
-from toolmesh.store.retired_pins import instructions_left
+from toolmesh.platform.store.connections import Conn
+from toolmesh.platform.store.retired_pins import instructions_left
 from toolmesh_projector.projection_trail import audit, history
 
 

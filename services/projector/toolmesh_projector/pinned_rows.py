@@ -16,8 +16,8 @@ from asyncpg import Record
 from toolmesh.contracts.events import ApprovedTool, PromptsApproved, ToolsApproved
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PARTS, PROMPT_PARTS, Pin, approvals, approve, inherit, review
-from toolmesh.store.connections import Conn
-from toolmesh.store.retired_pins import Left, pins_left, prompt_pins_left
+from toolmesh.platform.store.connections import Conn
+from toolmesh.platform.store.retired_pins import Left, pins_left, prompt_pins_left
 from toolmesh_projector.projection_trail import audit, history
 
 

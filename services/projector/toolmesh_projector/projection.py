@@ -30,10 +30,10 @@ from toolmesh.contracts.events import (
     ToolsUnclassified,
 )
 from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
-from toolmesh.store.connections import Conn
-from toolmesh.store.principals import BOOTSTRAP_OWNER
-from toolmesh.store.queries import PROJECTOR
-from toolmesh.store.retired_pins import retire_pins
+from toolmesh.platform.store.connections import Conn
+from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
+from toolmesh.platform.store.queries import PROJECTOR
+from toolmesh.platform.store.retired_pins import retire_pins
 from toolmesh_projector.offerings_projection import instructions_approved, resources_discovered, server_described
 from toolmesh_projector.projection_trail import audit, history
 from toolmesh_projector.prompts_projection import prompts_approved, prompts_discovered

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolmesh.contracts.events import Event
-from toolmesh.store.connections import Conn
+from toolmesh.platform.store.connections import Conn
 
 
 async def audit(conn: Conn, event: Event, name: str | None, details: dict[str, Any]) -> None:

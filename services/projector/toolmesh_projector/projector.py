@@ -17,9 +17,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
-from toolmesh.bus.consuming import consume
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
+from toolmesh.platform.bus.consuming import consume
 from toolmesh_projector.projection import apply_event, record_checkpoint, reset_read_model
 
 log = logging.getLogger("toolmesh.projector")

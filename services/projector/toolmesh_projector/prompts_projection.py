@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from toolmesh.contracts.events import PromptsApproved, PromptsDiscovered
 from toolmesh.pinning import prompt_definition_hash
-from toolmesh.store.connections import Conn
+from toolmesh.platform.store.connections import Conn
 from toolmesh_projector.pinned_rows import PROMPTS, listing_server, pin_columns, pins_approved, review_listed
 from toolmesh_projector.projection_trail import history
 

@@ -8,7 +8,7 @@ from typing import Any
 from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassified, ToolsDiscovered, ToolsUnclassified
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import Pin, definition_hash
-from toolmesh.store.connections import Conn
+from toolmesh.platform.store.connections import Conn
 from toolmesh_projector.pinned_rows import TOOLS, listing_server, pin_columns, pins_approved, review_listed
 from toolmesh_projector.projection_trail import audit, history
 

@@ -26,10 +26,10 @@ from typing import Any
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from toolmesh.bus import dispatch, verbs
-from toolmesh.bus.interface import Bus
 from toolmesh.contracts.clients import NO_CLIENT, ClientNotification, ClientRequest
 from toolmesh.contracts.rpc import ClientRef, RpcReply
+from toolmesh.platform.bus import dispatch, verbs
+from toolmesh.platform.bus.interface import Bus
 from toolmesh_session_worker.upstream import Upstream
 
 log = logging.getLogger("toolmesh.session.clients")

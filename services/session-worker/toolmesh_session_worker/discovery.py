@@ -12,7 +12,6 @@ from typing import Any
 import mcp_types
 from pydantic import BaseModel
 
-from toolmesh.config import Settings
 from toolmesh.contracts.events import (
     DiscoveredPrompt,
     DiscoveredResource,
@@ -29,7 +28,8 @@ from toolmesh.contracts.events import (
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import approvals, definition_hash, inherit, recorded, review, upgraded_approval
-from toolmesh.store.queries import Row
+from toolmesh.platform.config import Settings
+from toolmesh.platform.store.queries import Row
 from toolmesh.tool_definitions import PRESENTATION, refusal, shown_name
 
 log = logging.getLogger("toolmesh.discovery")

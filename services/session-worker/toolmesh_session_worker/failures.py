@@ -23,7 +23,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from toolmesh.backoff import scheduled_delay
+from toolmesh.platform.backoff import scheduled_delay
 from toolmesh_session_worker.upstream import UpstreamError, UpstreamMisconfigured, UpstreamRefused
 
 log = logging.getLogger("toolmesh.session")

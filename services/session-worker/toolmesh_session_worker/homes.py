@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Collection
 from pathlib import Path
 
-from toolmesh import sandbox_homes
 from toolmesh.errors import BackendUnavailable
-from toolmesh.store.connections import Db
+from toolmesh.platform.store.connections import Db
+from toolmesh.sandbox import homes as sandbox_homes
 from toolmesh_session_worker.removed_servers import removed_among
 
 log = logging.getLogger("toolmesh.session_worker")

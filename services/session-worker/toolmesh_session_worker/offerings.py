@@ -14,10 +14,10 @@ import mcp_types
 
 from toolmesh.contracts.events import Event, ToolDiscovered, ToolsChanged, ToolsDiscovered
 from toolmesh.errors import LimitExceeded
-from toolmesh.metrics import record_limit_rejection
-from toolmesh.runtime import Backends
-from toolmesh.store.queries import tool_pins
-from toolmesh.store.retired_pins import pins_left
+from toolmesh.platform.metrics import record_limit_rejection
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.queries import tool_pins
+from toolmesh.platform.store.retired_pins import pins_left
 from toolmesh_session_worker.discovery import (
     ToolLimits,
     description,

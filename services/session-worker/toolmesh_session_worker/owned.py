@@ -11,24 +11,24 @@ from typing import Any
 
 import mcp_types
 
-from toolmesh.bus.interface import Bus
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
-from toolmesh.egress import EgressPolicy
-from toolmesh.egress_http import EgressClients
+from toolmesh.egress.http import EgressClients
+from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import LimitExceeded
 from toolmesh.health import reconnect_delays
 from toolmesh.lifecycle import ServerStatus, can_transition
-from toolmesh.polling import poll_until
+from toolmesh.platform.bus.interface import Bus
+from toolmesh.platform.polling import poll_until
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.consistency import wait_for_projection
+from toolmesh.platform.store.queries import Row
+from toolmesh.platform.supervision import TaskSet
 from toolmesh.redaction import process_redactor
 from toolmesh.registration_policy import worker_environment
-from toolmesh.runtime import Backends
-from toolmesh.sandbox import Sandboxer
+from toolmesh.sandbox.runner import Sandboxer
 from toolmesh.storable import storable
-from toolmesh.store.consistency import wait_for_projection
-from toolmesh.store.queries import Row
-from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry, open_with_retries
 from toolmesh_session_worker.offerings import Offerings

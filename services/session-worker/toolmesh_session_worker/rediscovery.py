@@ -13,7 +13,7 @@ import asyncpg
 import nats.errors
 
 from toolmesh.errors import LimitExceeded
-from toolmesh.polling import poll_until
+from toolmesh.platform.polling import poll_until
 from toolmesh_session_worker.upstream import UpstreamError
 
 log = logging.getLogger("toolmesh.session")

@@ -7,7 +7,7 @@ from collections.abc import Collection
 import asyncpg
 
 from toolmesh.errors import BackendUnavailable
-from toolmesh.store.connections import Db
+from toolmesh.platform.store.connections import Db
 
 
 async def removed_among(db: Db, server_ids: Collection[str]) -> set[str]:

@@ -12,9 +12,6 @@ from typing import Any
 
 from mcp_types import CONNECTION_CLOSED
 
-from toolmesh.bus import verbs
-from toolmesh.bus.dispatch import Dispatcher, Handler, Result
-from toolmesh.bus.verbs import Verb
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,
@@ -38,7 +35,10 @@ from toolmesh.errors import (
     ServerUnavailable,
 )
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.telemetry import outgoing_headers
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.dispatch import Dispatcher, Handler, Result
+from toolmesh.platform.bus.verbs import Verb
+from toolmesh.platform.telemetry import outgoing_headers
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer

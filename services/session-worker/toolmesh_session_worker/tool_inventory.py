@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from toolmesh.store.locks import transaction_lock
-from toolmesh.store.queries import applied_sequence
+from toolmesh.platform.store.locks import transaction_lock
+from toolmesh.platform.store.queries import applied_sequence
 
 _OTHERS = """
 SELECT (SELECT count(*) FROM mcp.tools t

@@ -19,22 +19,22 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
-from toolmesh import sandbox
-from toolmesh.bus import verbs
-from toolmesh.bus.consuming import consume
-from toolmesh.bus.interface import Message, Subscription
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.publishing import publish_event
-from toolmesh.bus.topology import leases_bucket
 from toolmesh.contracts.commands import COMMANDS_STREAM, RECONNECT_REASON, ConnectServer
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.credentials import CredentialBox
-from toolmesh.egress_http import EgressClients
+from toolmesh.egress.http import EgressClients
 from toolmesh.lifecycle import ServerStatus, wants_session
-from toolmesh.metrics import record_limit_rejection, record_reconcile_round
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
-from toolmesh.supervision import TaskSet, sleep_or_stop, supervise
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.consuming import consume
+from toolmesh.platform.bus.interface import Message, Subscription
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.bus.topology import leases_bucket
+from toolmesh.platform.metrics import record_limit_rejection, record_reconcile_round
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
+from toolmesh.platform.supervision import TaskSet, sleep_or_stop, supervise
+from toolmesh.sandbox import runner as sandbox
 from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.homes import HomeSweeper
 from toolmesh_session_worker.owned import OwnedServer

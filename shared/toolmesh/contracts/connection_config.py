@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from toolmesh.contracts.headers import headers_problems
 from toolmesh.contracts.sandbox import sandbox_problems
 from toolmesh.credentials import protected_references
-from toolmesh.egress import rest_base_problem, url_problem
+from toolmesh.egress.policy import rest_base_problem, url_problem
 from toolmesh.loopback import is_loopback_host
 from toolmesh.storable import has_nul
 
@@ -52,7 +52,7 @@ def insecure_url_problem(field: str, url: str, allow_insecure: bool) -> str | No
 
 
 def upstream_url_problem(transport: TransportType, url: str) -> str | None:
-    """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress``): a
+    """What the egress policy refuses in ``url`` whoever registers it (``toolmesh.egress.policy``): a
     link-local or metadata host in any spelling, and for REST a URL that could bend to another path."""
     problem = url_problem(url)
     if problem is None and transport is TransportType.REST:

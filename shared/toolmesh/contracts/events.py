@@ -64,7 +64,7 @@ class ServerRegistered(ServerEvent):
     ip_address: str | None = None
     new_tools: NewToolsPolicy = NewToolsPolicy.AUTO
     private_network: bool | None = None
-    """An owner or admin registered it: its URLs may reach loopback and private addresses (``toolmesh.egress``).
+    """An owner or admin registered it: its URLs may reach loopback and private addresses (``toolmesh.egress.policy``).
     None in events written before the egress policy: the projection decides by who registered the server."""
 
 

@@ -130,7 +130,7 @@ class HealthVerdictResult(BaseModel):
 class ClientRef(BaseModel):
     """The MCP client session a request comes from, so the owner can send it server → client traffic.
 
-    ``id`` names the session on the bus (``toolmesh.bus.verbs.CLIENT``); the flags
+    ``id`` names the session on the bus (``toolmesh.platform.bus.verbs.CLIENT``); the flags
     are what the client declared at initialize, so a request it cannot answer is refused upstream
     at once with a JSON-RPC error instead of timing out.
     """

@@ -77,7 +77,7 @@ class SearchResponse(BaseModel):
 
 
 SEARCH_QUEUE = "search"
-"""Queue group of the processes answering the ``search`` verbs (``toolmesh.bus.verbs``)."""
+"""Queue group of the processes answering the ``search`` verbs (``toolmesh.platform.bus.verbs``)."""
 
 
 class SearchQuery(BaseModel):

@@ -26,7 +26,7 @@ from toolmesh.contracts.connection_config import (
     insecure_url_problem,
 )
 from toolmesh.credentials import mask_config
-from toolmesh.egress import url_problem
+from toolmesh.egress.policy import url_problem
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
 from toolmesh.redaction import MASK

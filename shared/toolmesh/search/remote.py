@@ -19,13 +19,13 @@ from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel
 from pydantic_core import to_json
 
-from toolmesh.bus import dispatch, verbs
-from toolmesh.bus.dispatch import Dispatcher
-from toolmesh.bus.interface import Bus, Message, Subscription
-from toolmesh.bus.verbs import Verb
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.contracts.search import SEARCH_QUEUE, SearchHealthQuery, SearchQuery, SearchRequest, SearchResponse
 from toolmesh.errors import BackendUnavailable, error_from_body
+from toolmesh.platform.bus import dispatch, verbs
+from toolmesh.platform.bus.dispatch import Dispatcher
+from toolmesh.platform.bus.interface import Bus, Message, Subscription
+from toolmesh.platform.bus.verbs import Verb
 from toolmesh.search.service import SearchService
 
 log = logging.getLogger("toolmesh.search")

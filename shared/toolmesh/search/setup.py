@@ -18,13 +18,13 @@ from nats.js import JetStreamContext
 
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.embed.model import load_embedder
-from toolmesh.process_context import ProcessContext
-from toolmesh.runtime import Backends
+from toolmesh.platform.process_context import ProcessContext
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.tool_ids import tool_db_ids
 from toolmesh.search.catalog import Catalog
 from toolmesh.search.remote import RemoteSearch
 from toolmesh.search.service import CatalogSource, SearchService
 from toolmesh.search.table import SearchTable
-from toolmesh.store.tool_ids import tool_db_ids
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded.ports import free_port
 from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
 

@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 import asyncpg
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import postgres_auth
 from toolmesh_cli.embedded.ports import free_port
 from toolmesh_cli.embedded.postgres_auth import Account

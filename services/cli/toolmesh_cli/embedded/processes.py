@@ -7,8 +7,8 @@ import os
 import signal
 from pathlib import Path
 
-from toolmesh import processes
-from toolmesh.polling import poll_until
+from toolmesh.platform import processes
+from toolmesh.platform.polling import poll_until
 
 logger = logging.getLogger(__name__)
 

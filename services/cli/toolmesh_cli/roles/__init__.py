@@ -15,9 +15,9 @@ from toolmesh.contracts.commands import COMMANDS_STREAM
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.principals import BOOTSTRAP_OWNER, seed_owner
 from toolmesh.redaction import Secret, process_redactor
-from toolmesh.runtime import Backends
-from toolmesh.store.principals import BOOTSTRAP_OWNER, seed_owner
 
 log = logging.getLogger("toolmesh")
 Role = Callable[[Backends, CredentialBox, asyncio.Event], Awaitable[None]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.runtime import Backends
-from toolmesh.supervision import supervise
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.supervision import supervise
 from toolmesh_classifier.setup import build_classifier
 from toolmesh_classifier.worker import run_classifier
 

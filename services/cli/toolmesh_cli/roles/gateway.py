@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.serve import run_gateway
 
 

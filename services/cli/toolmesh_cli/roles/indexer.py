@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from toolmesh.bus.leases import LeaseTable
-from toolmesh.bus.topology import leases_bucket
 from toolmesh.credentials import CredentialBox
 from toolmesh.embed.model import load_embedder
-from toolmesh.runtime import Backends
+from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.topology import leases_bucket
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.supervision import supervise
 from toolmesh.skills.taxonomy import load_taxonomy
-from toolmesh.supervision import supervise
 from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import reset_index, run_indexer
 from toolmesh_projector.vector_index.factory import open_index

@@ -28,13 +28,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Scope
 
-from toolmesh.bus import verbs
-from toolmesh.bus.dispatch import Dispatcher
-from toolmesh.bus.interface import Bus, Message, Subscription
 from toolmesh.contracts.clients import FORWARDED_REQUESTS, NO_CLIENT, ClientNotification, ClientRequest, client_id
 from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, RpcReply
 from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
-from toolmesh.supervision import TaskSet
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.dispatch import Dispatcher
+from toolmesh.platform.bus.interface import Bus, Message, Subscription
+from toolmesh.platform.supervision import TaskSet
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.session_channels import SessionChannels

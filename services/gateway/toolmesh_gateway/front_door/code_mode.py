@@ -34,11 +34,11 @@ from pydantic_monty import (
     ResourceLimits,
 )
 
-from toolmesh.config import Settings
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ExecutionTimeout, ToolmeshError
 from toolmesh.payloads import invalid_payload
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import packs

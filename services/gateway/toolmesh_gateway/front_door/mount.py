@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from toolmesh.bus.topology import mcp_sessions_bucket
-from toolmesh.runtime import Backends
+from toolmesh.platform.bus.topology import mcp_sessions_bucket
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge

@@ -28,12 +28,12 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from toolmesh.config import Settings
 from toolmesh.contracts.rpc import ToolProgress
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
 from toolmesh.payloads import invalid_payload
+from toolmesh.platform.config import Settings
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView

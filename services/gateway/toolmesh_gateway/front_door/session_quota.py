@@ -19,7 +19,7 @@ from itertools import count
 from typing import TypeVar
 
 from toolmesh.errors import LimitExceeded
-from toolmesh.metrics import record_limit_rejection
+from toolmesh.platform.metrics import record_limit_rejection
 from toolmesh.quotas import NamespaceQuota
 
 T = TypeVar("T")

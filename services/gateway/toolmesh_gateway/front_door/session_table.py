@@ -21,10 +21,10 @@ from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequen
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from toolmesh.bus.interface import Bus, Message, Subscription
-from toolmesh.bus.leases import WRONG_LAST_SEQUENCE
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
 from toolmesh.errors import BackendUnavailable
+from toolmesh.platform.bus.interface import Bus, Message, Subscription
+from toolmesh.platform.bus.leases import WRONG_LAST_SEQUENCE
 
 V = TypeVar("V")
 

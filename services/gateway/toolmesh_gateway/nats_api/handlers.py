@@ -15,7 +15,7 @@ from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Caller

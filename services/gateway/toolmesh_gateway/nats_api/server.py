@@ -10,9 +10,9 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NATS
 from nats.aio.subscription import Subscription
 
-from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.config import Settings
 from toolmesh.contracts.api import API_WILDCARD, UNSERVED_QUEUE
+from toolmesh.platform.bus.connection import connect_nats, nats_options
+from toolmesh.platform.config import Settings
 from toolmesh_gateway.nats_api.dispatch import ApiDispatch
 from toolmesh_gateway.nats_api.handlers import GatewayServices
 from toolmesh_gateway.nats_api.router import api_router

@@ -11,9 +11,9 @@ from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, HealthRepo
 from toolmesh.contracts.keys import Role
 from toolmesh.errors import Forbidden
 from toolmesh.lifecycle import ServerStatus
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.rotation import reseal_configs
-from toolmesh.runtime import Backends
-from toolmesh.store.consistency import wait_for_projection
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import backends

@@ -10,7 +10,7 @@ from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.api import AuditRequest
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.naming import NAMESPACE_PATTERN
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import Limit, Offset, backends

@@ -18,8 +18,8 @@ from toolmesh.contracts.resources import (
     PromptList,
 )
 from toolmesh.errors import PromptChanged, PromptNotFound
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.catalog_feed import CatalogFeed

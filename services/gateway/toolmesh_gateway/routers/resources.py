@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Request
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.resources import ForwardMetadata, ReadResourceRequest, ReadResourceResponse, ResourceList
-from toolmesh.runtime import Backends
-from toolmesh.store import queries
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.catalog import Catalog

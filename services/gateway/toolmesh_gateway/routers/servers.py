@@ -26,7 +26,7 @@ from toolmesh.contracts.servers import (
 )
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
-from toolmesh.runtime import Backends
+from toolmesh.platform.runtime import Backends
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import Limit, Offset, backends, caller_of, server_commands

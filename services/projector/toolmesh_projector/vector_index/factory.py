@@ -12,10 +12,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from toolmesh.config import Settings
 from toolmesh.embed.model import DIMENSIONS
 from toolmesh.index.base import ToolIndex
 from toolmesh.index.sharing import SharedIndexes
+from toolmesh.platform.config import Settings
 from toolmesh_projector.vector_index.edge import EdgeIndex
 
 

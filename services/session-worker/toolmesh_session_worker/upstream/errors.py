@@ -19,7 +19,7 @@ import httpx2
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from toolmesh.egress import EgressRefused
+from toolmesh.egress.policy import EgressRefused
 
 
 class UpstreamError(Exception):

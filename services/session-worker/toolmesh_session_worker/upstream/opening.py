@@ -9,8 +9,8 @@ from typing import Any
 import httpx2
 
 from toolmesh.contracts.headers import headers_problems
-from toolmesh.egress import EgressPolicy, rest_base_problem, url_problem
-from toolmesh.sandbox import Sandboxer
+from toolmesh.egress.policy import EgressPolicy, rest_base_problem, url_problem
+from toolmesh.sandbox.runner import Sandboxer
 from toolmesh_session_worker.upstream.callbacks import ListChangedCallback, LostCallback, ToolsChangedCallback
 from toolmesh_session_worker.upstream.client_side import ClientSide
 from toolmesh_session_worker.upstream.errors import UpstreamMisconfigured
@@ -28,8 +28,8 @@ class OpeningOptions:
     applied per session); without it each session pools its own. ``stdio_base_env`` is the environment
     a STDIO server inherits besides its config's ``env`` (see ``base_environment``); without it the
     server gets only its config's ``env``. ``stdio_sandbox`` wraps a STDIO server's process in the
-    deployment's sandbox (``toolmesh.sandbox``). ``rest_policy`` holds a REST tool server's retries.
-    ``egress`` is where the server's HTTP connections may go (``toolmesh.egress``; public addresses
+    deployment's sandbox (``toolmesh.sandbox.runner``). ``rest_policy`` holds a REST tool server's retries.
+    ``egress`` is where the server's HTTP connections may go (``toolmesh.egress.policy``; public addresses
     only when None); ``http_client`` must then be a client of the same policy.
     """
 

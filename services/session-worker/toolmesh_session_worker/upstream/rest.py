@@ -34,10 +34,10 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
-from toolmesh.egress import EgressPolicy, EgressRefused, rest_endpoint
-from toolmesh.egress_http import egress_refused
+from toolmesh.egress.http import egress_refused
+from toolmesh.egress.policy import EgressPolicy, EgressRefused, rest_endpoint
+from toolmesh.platform.supervision import TaskSet
 from toolmesh.secret_text import mask_url
-from toolmesh.supervision import TaskSet
 from toolmesh_session_worker.upstream.errors import (
     REFUSED,
     UpstreamError,

@@ -25,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from toolmesh import processes
+from toolmesh.platform import processes
 from toolmesh.storable import storable
 from toolmesh_session_worker.upstream.streams import TransportStreams
 

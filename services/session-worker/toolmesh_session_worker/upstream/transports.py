@@ -15,9 +15,9 @@ import httpx2
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolmesh.egress import EgressPolicy
-from toolmesh.egress_http import REDIRECT_OPTIONS, OriginLock, guarded_client
-from toolmesh.sandbox import Sandboxer, SandboxError
+from toolmesh.egress.http import REDIRECT_OPTIONS, OriginLock, guarded_client
+from toolmesh.egress.policy import EgressPolicy
+from toolmesh.sandbox.runner import Sandboxer, SandboxError
 from toolmesh_session_worker.upstream.errors import REFUSED, UpstreamMisconfigured
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES, StdioProcess
 from toolmesh_session_worker.upstream.streams import TransportStreams
@@ -194,7 +194,7 @@ def build_transport(
     ``stdio_sandbox`` wraps a STDIO child in the deployment's sandbox (unconfined when None).
 
     Raises:
-        UpstreamMisconfigured: the STDIO child cannot be started sandboxed (see ``toolmesh.sandbox``).
+        UpstreamMisconfigured: the STDIO child cannot be started sandboxed (see ``toolmesh.sandbox.runner``).
     """
     kind = transport_type.upper()
     if kind == "STDIO" and stdio_sandbox is not None:

@@ -20,7 +20,7 @@ import logging
 from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
-from toolmesh.bus.interface import Callback
+from toolmesh.platform.bus.interface import Callback
 
 log = logging.getLogger("toolmesh.bus")
 DEFAULT_MAX_PAYLOAD = 1024 * 1024

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from toolmesh.log_formats import HumanHandler, chosen_format
+from toolmesh.platform.log_formats import HumanHandler, chosen_format
 from toolmesh.redaction import process_redactor
 
 TRACEPARENT = "traceparent"

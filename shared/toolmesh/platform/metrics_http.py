@@ -21,9 +21,9 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolmesh import metrics
-from toolmesh.config import Settings
-from toolmesh.http_serving import Server, bind_socket, serve_until
+from toolmesh.platform import metrics
+from toolmesh.platform.config import Settings
+from toolmesh.platform.http_serving import Server, bind_socket, serve_until
 
 log = logging.getLogger("toolmesh.metrics")
 GRACEFUL_SHUTDOWN_SECONDS = 5

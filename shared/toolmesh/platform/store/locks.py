@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from toolmesh.store.connections import Conn
+from toolmesh.platform.store.connections import Conn
 
 _NAMESPACE = 7_311_422  # keeps toolmesh's lock keys apart from other applications' in one database
 

@@ -15,9 +15,9 @@ in the process, so the cancel of a call that went the short way never waits for 
 
 from __future__ import annotations
 
-from toolmesh.bus.in_process import InProcessBus
-from toolmesh.bus.interface import Callback, Subscription
-from toolmesh.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.in_process import InProcessBus
+from toolmesh.platform.bus.interface import Callback, Subscription
+from toolmesh.platform.bus.nats_bus import NatsBus
 
 OWNERS = "owners"
 """The in-process queue group of owned subscriptions."""

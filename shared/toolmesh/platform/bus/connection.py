@@ -10,8 +10,8 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.errors import AuthorizationError
 
-from toolmesh.config import Settings
 from toolmesh.errors import BackendUnavailable
+from toolmesh.platform.config import Settings
 from toolmesh.secret_text import mask_url
 
 log = logging.getLogger("toolmesh.bus")

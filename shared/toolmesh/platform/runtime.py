@@ -12,15 +12,15 @@ import asyncpg
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from toolmesh.bus.connection import connect_nats, nats_options
-from toolmesh.bus.local_first import LocalFirstBus
-from toolmesh.bus.nats_bus import NatsBus
-from toolmesh.bus.topology import ensure_streams, ensure_topology
-from toolmesh.config import Settings
-from toolmesh.deployment_secrets import guard_deployment_secrets
 from toolmesh.errors import BackendUnavailable
-from toolmesh.process_context import ProcessContext
-from toolmesh.store.pool import open_pool
+from toolmesh.platform.bus.connection import connect_nats, nats_options
+from toolmesh.platform.bus.local_first import LocalFirstBus
+from toolmesh.platform.bus.nats_bus import NatsBus
+from toolmesh.platform.bus.topology import ensure_streams, ensure_topology
+from toolmesh.platform.config import Settings
+from toolmesh.platform.deployment_secrets import guard_deployment_secrets
+from toolmesh.platform.process_context import ProcessContext
+from toolmesh.platform.store.pool import open_pool
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nats.aio.client import Client as NATS
 
-from toolmesh.bus.interface import Callback, Subscription
+from toolmesh.platform.bus.interface import Callback, Subscription
 
 
 class NatsBus:

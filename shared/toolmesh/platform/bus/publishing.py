@@ -6,7 +6,7 @@ from nats.js import JetStreamContext
 
 from toolmesh.contracts.commands import Command
 from toolmesh.contracts.events import Event
-from toolmesh.telemetry import outgoing_headers
+from toolmesh.platform.telemetry import outgoing_headers
 
 
 async def publish_event(js: JetStreamContext, event: Event, *, timeout: float = 5.0) -> int:

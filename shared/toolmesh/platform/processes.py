@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import psutil
 
-from toolmesh.polling import poll_until, wait_until
+from toolmesh.platform.polling import poll_until, wait_until
 
 logger = logging.getLogger("toolmesh.processes")
 

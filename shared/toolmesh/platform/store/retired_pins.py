@@ -12,7 +12,7 @@ from __future__ import annotations
 from asyncpg import Record
 
 from toolmesh.pinning import ApprovedText, EveryLeft, Pin, retired
-from toolmesh.store.connections import Conn, Db
+from toolmesh.platform.store.connections import Conn, Db
 
 Left = dict[str, str | None]
 """Approved hash (or None) by original tool name."""

@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 
 from toolmesh.lifecycle import SESSION_WANTED, ServerStatus
-from toolmesh.store.connections import Db
+from toolmesh.platform.store.connections import Db
 
 PROJECTOR = "postgres"
 """The ``mcp.projector_checkpoint`` row of the Postgres projector: it writes it, reads of the projection

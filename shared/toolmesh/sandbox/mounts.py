@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolmesh.sandbox_argv import path_problem
+from toolmesh.sandbox.argv import path_problem
 
 SHARED_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 """World-writable host directories a child may not get writable: they would be a channel between the

@@ -13,7 +13,7 @@ _LOCK_KEY = 7_311_422_001
 
 def migration_files() -> list[tuple[int, str, str]]:
     """``(number, name, sql)`` of every shipped migration, in order."""
-    folder = resources.files("toolmesh.store") / "migrations"
+    folder = resources.files("toolmesh.platform.store") / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):

@@ -6,8 +6,8 @@ import logging
 
 import asyncpg
 
-from toolmesh.polling import poll_until
-from toolmesh.store.queries import applied_sequence
+from toolmesh.platform.polling import poll_until
+from toolmesh.platform.store.queries import applied_sequence
 
 log = logging.getLogger("toolmesh.gateway")
 

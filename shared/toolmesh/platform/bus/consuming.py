@@ -10,7 +10,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from toolmesh.telemetry import adopt_trace
+from toolmesh.platform.telemetry import adopt_trace
 
 POLL_SECONDS = 0.5
 """How long one fetch waits for messages before checking whether to stop."""

@@ -18,13 +18,13 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.bus.interface import Bus, Message
-from toolmesh.bus.requests import ok_reply
-from toolmesh.bus.verbs import Family, UnknownSubject, Verb
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ExecutionFailed, RoutingFailed, ToolmeshError
 from toolmesh.payloads import parse_payload
-from toolmesh.telemetry import adopt_trace, mark_error, outgoing_headers, span
+from toolmesh.platform.bus.interface import Bus, Message
+from toolmesh.platform.bus.requests import ok_reply
+from toolmesh.platform.bus.verbs import Family, UnknownSubject, Verb
+from toolmesh.platform.telemetry import adopt_trace, mark_error, outgoing_headers, span
 
 Result = BaseModel | bytes | None
 """What a handler returns: a result model, an ``RpcReply`` it built itself, a result's raw JSON, or

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolmesh.config import Settings
 from toolmesh.contracts.sandbox import StdioSandbox
+from toolmesh.platform.config import Settings
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 """Host directories every child sees read-only (a symlink, such as a merged ``/bin``, stays one)."""
@@ -43,7 +43,7 @@ class Placement:
     uid: int | None = None
     """When set (toolmesh runs as root), the child runs as this uid and gid."""
     fds: Mapping[str, int] = field(default_factory=dict)
-    """An open descriptor of every host path bound besides ``home`` (see ``toolmesh.sandbox_mounts``):
+    """An open descriptor of every host path bound besides ``home`` (see ``toolmesh.sandbox.mounts``):
     bubblewrap binds what was opened and checked, never the name again."""
 
 

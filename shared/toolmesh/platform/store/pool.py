@@ -7,7 +7,7 @@ import json
 import asyncpg
 
 from toolmesh.errors import BackendUnavailable
-from toolmesh.store.migrate import apply_migrations
+from toolmesh.platform.store.migrate import apply_migrations
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

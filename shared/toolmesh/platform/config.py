@@ -158,7 +158,7 @@ class Settings(BaseSettings):
     # The commands a STDIO server may run (glob patterns over ``command``, e.g. ``npx,uvx,/opt/mcp/*``);
     # empty: any command. Only owners and admins register STDIO servers in any case.
     stdio_commands: Names = ()
-    # Every STDIO child runs in a bubblewrap sandbox (``toolmesh.sandbox``); "off" runs them unconfined
+    # Every STDIO child runs in a bubblewrap sandbox (``toolmesh.sandbox.runner``); "off" runs them unconfined
     # (only when the operator says so: without a working sandbox, STDIO servers are refused). The
     # limits are each child's defaults (its config's ``sandbox`` may set others); the paths are host
     # paths every child sees read-only besides the system directories (e.g. ``/opt/mcp-servers``).
@@ -171,7 +171,7 @@ class Settings(BaseSettings):
     # When toolmesh runs as root, each child runs as a uid of its own: this base plus a hash of its server.
     stdio_sandbox_uid_base: int = Field(200_000, ge=1000)
 
-    # Upstream URLs (``toolmesh.egress``): loopback and private addresses are for servers an owner or
+    # Upstream URLs (``toolmesh.egress.policy``): loopback and private addresses are for servers an owner or
     # admin registers; these networks (CIDRs, e.g. ``10.20.0.0/16``) every registrar's servers may reach
     # too. Link-local and cloud-metadata addresses stay refused whatever is listed.
     upstream_private_networks: Names = ()

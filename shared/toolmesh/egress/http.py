@@ -21,7 +21,7 @@ import anyio
 import httpcore2
 import httpx2
 
-from toolmesh.egress import (
+from toolmesh.egress.policy import (
     MAX_REDIRECTS,
     EgressPolicy,
     EgressRefused,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from toolmesh.config import Settings
 from toolmesh.contracts.keys import KEY_TOKEN_PATTERN
+from toolmesh.platform.config import Settings
 from toolmesh.redaction import Secret, process_redactor
 from toolmesh.secret_text import is_secret_name, url_secrets
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from toolmesh.config import Settings
 from toolmesh.contracts.sandbox import StdioSandbox
-from toolmesh.sandbox_argv import (
+from toolmesh.platform.config import Settings
+from toolmesh.sandbox.argv import (
     SETPRIV,
     Placement,
     argument_paths,
@@ -35,8 +35,8 @@ from toolmesh.sandbox_argv import (
     runtime_paths,
     sandbox_environment,
 )
-from toolmesh.sandbox_homes import homes_dir
-from toolmesh.sandbox_mounts import HeldPaths
+from toolmesh.sandbox.homes import homes_dir
+from toolmesh.sandbox.mounts import HeldPaths
 
 logger = logging.getLogger("toolmesh.sandbox")
 

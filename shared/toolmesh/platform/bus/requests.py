@@ -17,10 +17,10 @@ from nats.errors import TimeoutError as NatsTimeout
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
-from toolmesh.bus import verbs
-from toolmesh.bus.interface import Bus
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
-from toolmesh.telemetry import mark_error, outgoing_headers, span
+from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.interface import Bus
+from toolmesh.platform.telemetry import mark_error, outgoing_headers, span
 
 _RPC_VERBS = verbs.family_verbs(verbs.RPC)
 
@@ -29,7 +29,7 @@ def rpc_verb(name: str) -> verbs.Verb:
     """The ``rpc`` verb of the registry called ``name``; ``ValueError`` for a name it does not have."""
     verb = _RPC_VERBS.get(name)
     if verb is None:
-        raise ValueError(f"{name} is not an rpc verb (toolmesh.bus.verbs)")
+        raise ValueError(f"{name} is not an rpc verb (toolmesh.platform.bus.verbs)")
     return verb
 
 
