@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.kit import Kit, prepare
-from toolmesh import processes
+from toolmesh.platform import processes
 
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 300
