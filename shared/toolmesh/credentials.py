@@ -177,6 +177,8 @@ def mask_config(config: Mapping[str, Any]) -> dict[str, Any]:
             masked[key] = mask_url(value)
         elif key == "args" and isinstance(value, list):
             masked[key] = mask_args([str(a) for a in value])
+        elif key == "auth" and isinstance(value, Mapping):
+            masked[key] = {k: MASK if k == "client_secret" else v for k, v in value.items()}
         elif isinstance(value, str) and _is_secret_key(key):
             masked[key] = MASK
         else:
@@ -202,6 +204,9 @@ def secret_values(config: Mapping[str, Any]) -> list[Secret]:
             found.extend(url_secrets(value))
     if isinstance(config.get("args"), list):
         found.extend(args_secrets([str(a) for a in config["args"]]))
+    auth = config.get("auth")
+    if isinstance(auth, Mapping) and isinstance(auth.get("client_secret"), str):
+        found.append(Secret(auth["client_secret"], "client_secret"))
     for key, value in config.items():
         if isinstance(value, str) and _is_secret_key(key) and key not in ("url", "base_url"):
             found.append(Secret(value, key))

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from toolmesh.contracts.headers import headers_problems
 from toolmesh.contracts.sandbox import sandbox_problems
+from toolmesh.contracts.upstream_auth import auth_problems
 from toolmesh.credentials import protected_references
 from toolmesh.egress.policy import rest_base_problem, url_problem
 from toolmesh.loopback import is_loopback_host
@@ -34,8 +35,8 @@ class TransportType(StrEnum):
 # Required and optional fields of connection_config per transport (BR-001).
 CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
     TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str, "sandbox": dict}),
-    TransportType.SSE: ("url", {"headers": dict}),
-    TransportType.HTTP: ("base_url", {"headers": dict}),
+    TransportType.SSE: ("url", {"headers": dict, "auth": dict}),
+    TransportType.HTTP: ("base_url", {"headers": dict, "auth": dict}),
     TransportType.REST: ("url", {"headers": dict}),
 }
 
@@ -90,6 +91,8 @@ def config_problems(
     for mapping in ("env", "headers"):
         if isinstance(config.get(mapping), dict) and not all(isinstance(v, str) for v in config[mapping].values()):
             problems.append((mapping, f"'{mapping}' values must be strings"))
+    if "auth" in optional and isinstance(config.get("auth"), dict):
+        problems.extend(auth_problems(config["auth"]))
     if transport is not TransportType.STDIO and isinstance(config.get("headers"), dict):
         problems.extend(("headers", problem) for problem in headers_problems(config["headers"]))
     for field, field_value in config.items():

@@ -1,0 +1,61 @@
+"""How toolmesh authenticates to an HTTP or SSE upstream: ``connection_config.auth``.
+
+``{"mode": "oauth", "identity": "shared", "scopes": [...], "client_id": ..., "client_secret": ...}``:
+toolmesh is an OAuth 2.1 client of the upstream (MCP authorization); an owner or admin authorizes it
+once (``POST /api/v1/aggregator/servers/{id}/authorize``) and every caller acts upstream as that one
+identity. ``identity: "per_user"`` is refused until per-principal credentials exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class UpstreamAuth(BaseModel):
+    """The ``auth`` member of an SSE or Streamable HTTP server's ``connection_config``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["oauth"]
+    identity: Literal["shared", "per_user"] = "shared"
+    scopes: list[str] | None = Field(default=None, max_length=64)
+    """Scopes to ask for; when absent, those of the upstream's challenge or metadata."""
+    client_id: str | None = Field(default=None, min_length=1, max_length=512)
+    """A client registered in advance at the authorization server; else toolmesh registers one."""
+    client_secret: str | None = Field(default=None, min_length=1, max_length=2048)
+
+
+PER_USER_REFUSED = (
+    "'auth.identity': \"per_user\" is not yet supported (per-principal upstream credentials are not built); "
+    'use "shared": one identity, authorized once by an owner or admin, for every caller'
+)
+
+
+def upstream_auth(config: dict[str, Any]) -> UpstreamAuth | None:
+    """The validated ``auth`` of a stored config, or None when it has none (``config_problems`` ran
+    at registration)."""
+    value = config.get("auth")
+    return UpstreamAuth.model_validate(value) if isinstance(value, dict) else None
+
+
+def auth_problems(value: Any) -> list[tuple[str, str]]:
+    """``("auth", message)`` for every way ``value`` is not a usable ``auth`` member."""
+    if not isinstance(value, dict):
+        return [("auth", "'auth' must be an object")]
+    try:
+        auth = UpstreamAuth.model_validate(value)
+    except ValidationError as exc:
+        return [
+            ("auth", f"'auth.{'.'.join(str(p) for p in error['loc']) or 'auth'}': {error['msg']}")
+            for error in exc.errors(include_input=False)
+        ]
+    problems: list[tuple[str, str]] = []
+    if auth.identity == "per_user":
+        problems.append(("auth", PER_USER_REFUSED))
+    if auth.client_secret is not None and auth.client_id is None:
+        problems.append(("auth", "'auth.client_secret' needs the 'auth.client_id' it belongs to"))
+    if auth.scopes is not None and any(not s or " " in s for s in auth.scopes):
+        problems.append(("auth", "'auth.scopes' must be scope tokens (no spaces, not empty)"))
+    return problems

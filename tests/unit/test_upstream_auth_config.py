@@ -1,0 +1,56 @@
+"""``connection_config.auth`` (issue 25, shared identity): validated, per_user refused, secrets masked."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from toolmesh.contracts.servers import RegisterServerRequest
+from toolmesh.credentials import mask_config, secret_values
+
+
+def _register(transport: str, auth: object) -> RegisterServerRequest:
+    field = "base_url" if transport == "HTTP" else "url"
+    return RegisterServerRequest(
+        name="saas", transport_type=transport, connection_config={field: "https://mcp.example.com/mcp", "auth": auth}
+    )
+
+
+@pytest.mark.parametrize("transport", ["HTTP", "SSE"])
+def test_oauth_shared_identity_is_accepted(transport: str) -> None:
+    request = _register(transport, {"mode": "oauth", "identity": "shared", "scopes": ["read"], "client_id": "c"})
+    assert request.connection_config["auth"]["scopes"] == ["read"]
+
+
+def test_per_user_identity_is_refused_as_not_yet_supported() -> None:
+    with pytest.raises(ValidationError) as caught:
+        _register("HTTP", {"mode": "oauth", "identity": "per_user"})
+    assert "not yet supported" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        {"mode": "basic"},
+        {"mode": "oauth", "extra": 1},
+        {"mode": "oauth", "client_secret": "s"},
+        {"mode": "oauth", "scopes": ["two words"]},
+        "oauth",
+    ],
+)
+def test_unusable_auth_is_refused(auth: object) -> None:
+    with pytest.raises(ValidationError):
+        _register("HTTP", auth)
+
+
+def test_auth_is_only_for_network_transports() -> None:
+    with pytest.raises(ValidationError):
+        RegisterServerRequest(
+            name="local", transport_type="STDIO", connection_config={"command": "x", "auth": {"mode": "oauth"}}
+        )
+
+
+def test_client_secret_is_masked_and_redacted() -> None:
+    config = {"base_url": "https://x/mcp", "auth": {"mode": "oauth", "client_id": "c", "client_secret": "s3cr3t-val"}}
+    assert mask_config(config)["auth"] == {"mode": "oauth", "client_id": "c", "client_secret": "***"}
+    assert "s3cr3t-val" in {secret.value for secret in secret_values(config)}
