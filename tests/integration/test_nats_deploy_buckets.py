@@ -12,6 +12,7 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
+from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.platform.bus.topology import (
@@ -19,18 +20,21 @@ from toolmesh.platform.bus.topology import (
     LEASES_BUCKET,
     MCP_SESSIONS_BUCKET,
     NAMES_BUCKET,
+    OAUTH_FLOWS_BUCKET,
     idempotency_bucket,
     leases_bucket,
     mcp_sessions_bucket,
     names_bucket,
+    oauth_flows_bucket,
 )
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored
 from toolmesh_gateway.name_reservations import reserve_name
+from toolmesh_gateway.upstream_oauth.flows import FlowStore, PendingFlow
 
 pytestmark = pytest.mark.integration
 ROLE_BUCKETS = {
-    "gateway": (NAMES_BUCKET, IDEMPOTENCY_BUCKET, MCP_SESSIONS_BUCKET),
+    "gateway": (NAMES_BUCKET, IDEMPOTENCY_BUCKET, MCP_SESSIONS_BUCKET, OAUTH_FLOWS_BUCKET),
     "session-worker": (LEASES_BUCKET,),
     "health-worker": (LEASES_BUCKET,),
     "indexer": (LEASES_BUCKET,),
@@ -71,6 +75,22 @@ async def read_as_the_gateway(address: str) -> None:
 
         assert await kept.run("scope", "key-1", "request", work) == (Stored(201, '{"id": "one"}'), False)
         assert await kept.run("scope", "key-1", "request", work) == (Stored(201, '{"id": "one"}'), True)
+        flows = FlowStore(await oauth_flows_bucket(js, 60), CredentialBox(new_key()))
+        flow = PendingFlow(
+            server_id="server-1",
+            namespace="default",
+            actor="owner",
+            redirect_uri="http://127.0.0.1/oauth/callback",
+            code_verifier="v",
+            issuer="http://127.0.0.1",
+            iss_required=False,
+            token_endpoint="http://127.0.0.1/token",
+            client_id="c",
+            resource="http://127.0.0.1/mcp",
+        )
+        await flows.put("state-1", flow)
+        assert await flows.take("state-1") == flow
+        assert await flows.take("state-1") is None  # single use
         assert gateway.errors == []
 
 

@@ -7,7 +7,7 @@ import time
 from fastapi import FastAPI
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket
+from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket, oauth_flows_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
@@ -37,10 +37,13 @@ from toolmesh_gateway.routers import (
     search,
     servers,
     tools,
+    upstream_oauth,
 )
 from toolmesh_gateway.routers.console import mount_console
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
+from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
+from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore
 
 
 async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
@@ -56,6 +59,8 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     names = await names_bucket(backends.js)
     app.state.server_commands = ServerCommands(backends, names, box)
     app.state.endpoints = EndpointService(backends, names)
+    flows = FlowStore(await oauth_flows_bucket(backends.js, FLOW_TTL_SECONDS), box)
+    app.state.upstream_authorizations = UpstreamAuthorizations(backends, box, flows, app.state.server_commands)
     feed = CatalogFeed(backends.js, backends.db)
     feed.listeners.append(authenticator.on_event)
     await feed.start()
@@ -88,6 +93,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(prompts.router)
     app.include_router(identity.router)
     app.include_router(events.router)
+    app.include_router(upstream_oauth.router)
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app

@@ -13,6 +13,7 @@ import mcp_types
 
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
+from toolmesh.contracts.upstream_auth import upstream_auth
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
 from toolmesh.egress.http import EgressClients
 from toolmesh.egress.policy import EgressPolicy
@@ -41,7 +42,9 @@ from toolmesh_session_worker.upstream import (
     UpstreamError,
     open_session,
 )
+from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream.stdio import base_environment
+from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, GrantKeeper, needs_authorization
 
 log = logging.getLogger("toolmesh.session")
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
@@ -219,6 +222,12 @@ class OwnedServer:
         process_redactor().add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)
         sandbox = Sandboxer(settings, str(self.server_id))
+        grants = GrantKeeper(self._b.db, self._box, self.server_id, self.egress) if upstream_auth(config) else None
+        try:
+            if grants is not None:
+                await grants.load()
+        except AuthorizationNeeded as exc:
+            return Attempts(1, exc.summary, "auth")
 
         async def open_once() -> Upstream:
             return await open_session(
@@ -234,6 +243,7 @@ class OwnedServer:
                     stdio_sandbox=sandbox,
                     http_client=self._http.client(self.egress) if self._http is not None else None,
                     egress=self.egress,
+                    auth=BearerAuth(grants) if grants is not None else None,
                     client_side=self.clients,
                     rest_policy=RestPolicy(
                         settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
@@ -244,6 +254,8 @@ class OwnedServer:
         opened, tried = await open_with_retries(open_once, delays, self.name)
         if opened is not None:
             self.session = opened
+        if grants is not None and tried.kind == "auth":  # refused even after a refresh
+            return Attempts(tried.count, needs_authorization(self.server_id), "auth")
         return tried
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:

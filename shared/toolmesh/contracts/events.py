@@ -82,6 +82,17 @@ class ServerStatusChanged(ServerEvent):
     None when nobody will without being asked (credentials refused, a person disconnected)."""
 
 
+class ServerAuthorized(ServerEvent):
+    """An owner or admin authorized toolmesh at a server's OAuth authorization server (issue 25):
+    its tokens are stored sealed, never in an event. The gateway then connects the server if it was
+    waiting for this."""
+
+    subject: ClassVar[str] = "toolmesh.evt.server.authorized"
+    issuer: str
+    identity: str = "shared"
+    scope: str | None = None
+
+
 class ServerRemoved(ServerEvent):
     """A server was removed with its tools, index entries and history."""
 

@@ -59,3 +59,12 @@ def auth_problems(value: Any) -> list[tuple[str, str]]:
     if auth.scopes is not None and any(not s or " " in s for s in auth.scopes):
         problems.append(("auth", "'auth.scopes' must be scope tokens (no spaces, not empty)"))
     return problems
+
+
+class AuthorizeResponse(BaseModel):
+    """``POST /servers/{id}/authorize``: where to send the user, and for how long it is valid."""
+
+    server_id: str
+    authorization_url: str
+    expires_in: int
+    """Seconds until the authorization must have come back to ``/oauth/callback``."""

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path.home() / ".toolmesh"
     host: str = "127.0.0.1"
     port: int = 8081
+    public_url: str | None = None
+    """The gateway's address as browsers reach it (e.g. ``https://toolmesh.example.com``): the base of the
+    OAuth redirect URI ``<public_url>/oauth/callback``; when unset, the address the request came to."""
     admin_token: str | None = None
     worker_id: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"

@@ -43,6 +43,8 @@ class OpeningOptions:
     on_list_changed: ListChangedCallback | None = None
     rest_policy: RestPolicy | None = None
     egress: EgressPolicy | None = None
+    auth: httpx2.Auth | None = None
+    """Authenticates an SSE or Streamable HTTP server's requests (``BearerAuth`` for an OAuth server)."""
 
 
 async def open_session(
@@ -104,6 +106,7 @@ async def _open_mcp_session(
         stdio_base_env=options.stdio_base_env,
         stdio_sandbox=options.stdio_sandbox,
         egress=options.egress,
+        auth=options.auth,
     )
     session = UpstreamSession(
         server_name,

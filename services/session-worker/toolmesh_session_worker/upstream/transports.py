@@ -84,11 +84,12 @@ def session_http_client(
     upstream: str,
     egress: EgressPolicy,
     watch: RefusalWatch | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """A client for one session of the server at ``upstream``: its own default headers, connections
     from ``shared`` if given (a client of the same ``egress`` policy), else from a pool of its own
     that follows ``egress``; redirects followed on ``upstream``'s host only; every answer shown to
-    ``watch`` if given."""
+    ``watch`` if given; every request authenticated by ``auth`` if given (OAuth's bearer token)."""
     timeout = timeout or httpx2.Timeout(HTTP_CONNECT_TIMEOUT, read=HTTP_READ_TIMEOUT)
     hooks: dict[str, list[Callable[..., Any]]] = {
         "request": [OriginLock(upstream)],
@@ -96,11 +97,18 @@ def session_http_client(
     }
     if shared is None:
         return guarded_client(
-            egress, HTTP_POOL_LIMITS, headers=dict(headers), timeout=timeout, event_hooks=hooks, **REDIRECT_OPTIONS
+            egress,
+            HTTP_POOL_LIMITS,
+            headers=dict(headers),
+            timeout=timeout,
+            event_hooks=hooks,
+            auth=auth,
+            **REDIRECT_OPTIONS,
         )
     return httpx2.AsyncClient(
         headers=dict(headers),
         timeout=timeout,
+        auth=auth,
         transport=_SharedClientTransport(shared),
         event_hooks=hooks,
         **REDIRECT_OPTIONS,
@@ -112,9 +120,15 @@ class _RemoteTransport:
     the refusal their responses showed."""
 
     def __init__(
-        self, url: str, headers: Mapping[str, str], http_client: httpx2.AsyncClient | None, egress: EgressPolicy
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        http_client: httpx2.AsyncClient | None,
+        egress: EgressPolicy,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.url = url
+        self._auth = auth
         self._headers = dict(headers)
         self._shared = http_client
         self._egress = egress
@@ -141,7 +155,7 @@ class StreamableHttpTransport(_RemoteTransport):
     async def connect(self) -> AsyncIterator[TransportStreams]:
         """Open the Streamable HTTP session; terminates it (DELETE) on a clean exit."""
         async with session_http_client(
-            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal
+            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal, auth=self._auth
         ) as client:
             async with streamable_http_client(
                 self.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
@@ -160,7 +174,13 @@ class SseTransport(_RemoteTransport):
     ) -> httpx2.AsyncClient:
         # sse_client enters and closes whatever this returns, so a shared client is wrapped.
         return session_http_client(
-            self._headers, self._shared, timeout, upstream=self.url, egress=self._egress, watch=self._refusal
+            self._headers,
+            self._shared,
+            timeout,
+            upstream=self.url,
+            egress=self._egress,
+            watch=self._refusal,
+            auth=self._auth,
         )
 
     @asynccontextmanager
@@ -184,11 +204,14 @@ def build_transport(
     stdio_base_env: Mapping[str, str] | None = None,
     stdio_sandbox: Sandboxer | None = None,
     egress: EgressPolicy | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> UpstreamTransport:
     """The transport for a validated, already ``${VAR}``-expanded connection config.
 
     ``egress`` is where an SSE or Streamable HTTP server's connections may go (public addresses
     only when None; ``http_client`` must be a client of the same policy).
+
+    ``auth`` authenticates an SSE or Streamable HTTP server's requests (OAuth's bearer token).
 
     ``stdio_base_env`` is what a STDIO server inherits besides its config's ``env`` (nothing when None);
     ``stdio_sandbox`` wraps a STDIO child in the deployment's sandbox (unconfined when None).
@@ -210,9 +233,9 @@ def build_transport(
         )
     headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
     if kind == "SSE":
-        return SseTransport(str(config["url"]), headers, http_client, egress or EgressPolicy())
+        return SseTransport(str(config["url"]), headers, http_client, egress or EgressPolicy(), auth)
     if kind in ("HTTP", "STREAMABLE_HTTP"):
-        return StreamableHttpTransport(str(config["base_url"]), headers, http_client, egress or EgressPolicy())
+        return StreamableHttpTransport(str(config["base_url"]), headers, http_client, egress or EgressPolicy(), auth)
     raise ValueError(f"unknown transport type {transport_type!r}")
 
 

@@ -24,6 +24,7 @@ LEASES_BUCKET = "toolmesh_leases"
 NAMES_BUCKET = "toolmesh_names"
 IDEMPOTENCY_BUCKET = "toolmesh_idempotency"
 MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
+OAUTH_FLOWS_BUCKET = "toolmesh_oauth_flows"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -170,3 +171,11 @@ async def mcp_sessions_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyVa
         bucket=MCP_SESSIONS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, direct=True
     )
     return await _bucket(js, config)
+
+
+async def oauth_flows_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+    """Upstream OAuth authorizations in progress (state -> flow), for the callback on any gateway
+    replica; each expires ``ttl_seconds`` after it was started."""
+    return await _bucket(
+        js, KeyValueConfig(bucket=OAUTH_FLOWS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
+    )

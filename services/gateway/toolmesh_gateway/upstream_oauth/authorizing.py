@@ -1,0 +1,191 @@
+"""Authorizing an upstream (shared identity): the authorization URL for an owner or admin, and the
+callback that turns the code into sealed tokens, says so in an event and connects the server."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+from urllib.parse import urlencode
+
+import httpx2
+from mcp.client.auth.utils import issuers_match
+
+from toolmesh.contracts.commands import ConnectServer
+from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
+from toolmesh.contracts.upstream_auth import AuthorizeResponse, UpstreamAuth, upstream_auth
+from toolmesh.credentials import CredentialBox
+from toolmesh.egress.http import guarded_client
+from toolmesh.egress.policy import EgressPolicy
+from toolmesh.errors import ServerConnectionFailed, ServerNotFound, ValidationFailed
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
+from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.runtime import Backends
+from toolmesh.platform.store import queries
+from toolmesh.platform.store.upstream_tokens import UpstreamGrant, save_grant
+from toolmesh.redaction import process_redactor
+from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.upstream_oauth.discovery import discover
+from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
+from toolmesh_gateway.upstream_oauth.registration import client_for
+
+log = logging.getLogger("toolmesh.gateway")
+OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
+OAUTH_TIMEOUT = httpx2.Timeout(15.0)
+
+
+def pkce_pair() -> tuple[str, str]:
+    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
+    verifier = secrets.token_urlsafe(64)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def _refused(words: str) -> ValidationFailed:
+    return ValidationFailed(f"Authorization refused: {words}", {"step": "callback"})
+
+
+class UpstreamAuthorizations:
+    """Starts and finishes the authorizations of servers registered with ``auth.mode: oauth``."""
+
+    def __init__(self, backends: Backends, box: CredentialBox, flows: FlowStore, commands: ServerCommands) -> None:
+        self._b = backends
+        self._box = box
+        self._flows = flows
+        self._commands = commands
+
+    def _client(self, row: queries.Row) -> httpx2.AsyncClient:
+        """A client that reaches only what the server's egress policy allows, following no redirect."""
+        private = bool(row["connection_config"].get("private_network"))
+        policy = EgressPolicy.of(private, self._b.settings.upstream_private_networks)
+        return guarded_client(policy, OAUTH_LIMITS, timeout=OAUTH_TIMEOUT, follow_redirects=False)
+
+    def _oauth_config(self, row: queries.Row) -> tuple[str, UpstreamAuth]:
+        config = self._box.open(row["connection_config"]["sealed"])
+        auth = upstream_auth(config)
+        if auth is None:
+            raise ValidationFailed(
+                "Server is not registered with OAuth: its connection_config has no auth with mode 'oauth'",
+                {"server_id": row["id"]},
+            )
+        return str(config.get("base_url") or config.get("url")), auth
+
+    async def start(self, server_id: str, caller: Caller, redirect_uri: str) -> AuthorizeResponse:
+        """The authorization URL of ``server_id`` (owner or admin of its namespace only: 403 otherwise)."""
+        row = await self._commands.server(server_id, caller)
+        caller.principal.require_manager("authorize servers")
+        url, auth = self._oauth_config(row)
+        async with self._client(row) as client:
+            found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope)
+        verifier, challenge = pkce_pair()
+        state = secrets.token_urlsafe(32)
+        flow = PendingFlow(
+            server_id=server_id,
+            namespace=row["namespace"],
+            actor=caller.actor,
+            redirect_uri=redirect_uri,
+            code_verifier=verifier,
+            issuer=found.issuer,
+            iss_required=bool(found.metadata.authorization_response_iss_parameter_supported),
+            token_endpoint=str(found.metadata.token_endpoint),
+            client_id=registered.client_id,
+            client_secret=registered.client_secret,
+            auth_method=registered.auth_method,
+            resource=found.resource,
+            scope=found.scope,
+        )
+        await self._flows.put(state, flow)
+        query = {
+            "response_type": "code",
+            "client_id": registered.client_id,
+            "redirect_uri": redirect_uri,
+            "state": state,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": found.resource,
+            **({"scope": found.scope} if found.scope else {}),
+        }
+        endpoint = str(found.metadata.authorization_endpoint)
+        joined = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}"
+        log.info("authorization started", extra={"server": row["name"], "server_id": server_id})
+        return AuthorizeResponse(server_id=server_id, authorization_url=joined, expires_in=int(FLOW_TTL_SECONDS))
+
+    async def finish(self, code: str, state: str, iss: str | None) -> str:
+        """Exchange the code of an authorization that came back; the server's name.
+
+        Raises:
+            ValidationFailed: an unknown, expired or used ``state``, or an ``iss`` that is not the issuer's.
+            ServerConnectionFailed: the token endpoint refused the code.
+        """
+        flow = await self._flows.take(state)
+        if flow is None:
+            raise _refused("unknown, expired or already used state")
+        if iss is not None and not issuers_match(iss, flow.issuer):
+            raise _refused("the answer names another issuer (RFC 9207)")
+        if iss is None and flow.iss_required:
+            raise _refused("the answer lacks the issuer its authorization server promised (RFC 9207)")
+        row = await queries.get_server(self._b.db, flow.server_id)
+        if row is None:
+            raise ServerNotFound(f"Server not found: {flow.server_id}", {"server_id": flow.server_id})
+        grant = await self._exchange(row, flow, code)
+        process_redactor().add(grant.secrets())
+        await save_grant(self._b.db, self._box, flow.server_id, grant)
+        await publish_event(
+            self._b.js,
+            ServerAuthorized(
+                server_id=flow.server_id,
+                namespace=flow.namespace,
+                actor=flow.actor,
+                issuer=flow.issuer,
+                scope=grant.scope,
+            ),
+        )
+        await self._connect_waiting(row, flow.actor)
+        log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
+        return str(row["name"])
+
+    async def _exchange(self, row: queries.Row, flow: PendingFlow, code: str) -> UpstreamGrant:
+        pending = UpstreamGrant(
+            issuer=flow.issuer,
+            token_endpoint=flow.token_endpoint,
+            access_token="",
+            client_id=flow.client_id,
+            auth_method=flow.auth_method,
+            client_secret=flow.client_secret,
+            resource=flow.resource,
+            scope=flow.scope,
+        )
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": flow.redirect_uri,
+            "code_verifier": flow.code_verifier,
+        }
+        try:
+            async with self._client(row) as client:
+                return granted(pending, await request_token(client, pending, form))
+        except TokenRequestFailed as exc:
+            raise ServerConnectionFailed(f"Authorization failed: {exc.summary}", {"step": "token"}) from None
+
+    async def _connect_waiting(self, row: queries.Row, actor: str) -> None:
+        """Connect the server if it stopped for want of an authorization (ERROR, nobody retrying)."""
+        current = ServerStatus(row["status"])
+        if current is not ServerStatus.ERROR:
+            return
+        await publish_event(
+            self._b.js,
+            ServerStatusChanged(
+                server_id=row["id"],
+                namespace=row["namespace"],
+                actor=actor,
+                status=ServerStatus.CONNECTING,
+                previous_status=current,
+                history="CONNECT_REQUESTED",
+                details={"reason": "authorized"},
+            ),
+        )
+        await publish_command(self._b.js, ConnectServer(server_id=row["id"], reason="authorized"))

@@ -1,0 +1,65 @@
+"""toolmesh's client at an upstream's authorization server: the one the config names (registered in
+advance), else one registered now by dynamic client registration (RFC 7591)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx2
+from mcp.client.auth import OAuthRegistrationError
+from mcp.client.auth.utils import create_client_registration_request, handle_registration_response
+from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
+from pydantic import AnyUrl
+
+from toolmesh.contracts.upstream_auth import UpstreamAuth
+from toolmesh.errors import ServerConnectionFailed
+from toolmesh.oauth_tokens import choose_auth_method
+
+CLIENT_NAME = "toolmesh"
+
+
+@dataclass(frozen=True)
+class OAuthClient:
+    """A client id, its secret if it has one, and how it authenticates at the token endpoint."""
+
+    client_id: str
+    client_secret: str | None
+    auth_method: str
+
+
+async def client_for(
+    client: httpx2.AsyncClient, auth: UpstreamAuth, metadata: OAuthMetadata, redirect_uri: str, scope: str | None
+) -> OAuthClient:
+    """The client to authorize as.
+
+    Raises:
+        ServerConnectionFailed: no client id configured and the authorization server registers none.
+    """
+    supported = metadata.token_endpoint_auth_methods_supported
+    if auth.client_id is not None:
+        method = choose_auth_method(supported, auth.client_secret is not None)
+        return OAuthClient(auth.client_id, auth.client_secret, method)
+    if metadata.registration_endpoint is None:
+        raise ServerConnectionFailed(
+            "OAuth registration failed: the authorization server offers no dynamic client registration; "
+            "register toolmesh there and set auth.client_id (and auth.client_secret)",
+            {"step": "registration"},
+        )
+    wanted = OAuthClientMetadata(
+        redirect_uris=[AnyUrl(redirect_uri)],
+        token_endpoint_auth_method="none",
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        client_name=CLIENT_NAME,
+        scope=scope,
+    )
+    request = create_client_registration_request(metadata, wanted, str(metadata.issuer))
+    try:
+        response = await client.send(request)
+        info = await handle_registration_response(response)
+    except (httpx2.HTTPError, OAuthRegistrationError) as exc:
+        raise ServerConnectionFailed(
+            f"OAuth registration failed ({type(exc).__name__})", {"step": "registration"}
+        ) from None
+    method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
+    return OAuthClient(str(info.client_id), info.client_secret, method)

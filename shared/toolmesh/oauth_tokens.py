@@ -1,0 +1,97 @@
+"""Requests to an upstream authorization server's token endpoint (OAuth 2.1): the authorization code
+grant (the gateway's callback) and the refresh token grant (the session-worker), with the client
+authentication methods ``none``, ``client_secret_basic`` and ``client_secret_post``.
+
+Each request goes through the caller's egress-guarded client; the answer becomes an ``UpstreamGrant``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import httpx2
+
+from toolmesh.platform.store.upstream_tokens import UpstreamGrant
+
+TOKEN_TIMEOUT = httpx2.Timeout(15.0)
+AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+"""Client authentication methods toolmesh uses, in its order of preference."""
+
+
+class TokenRequestFailed(Exception):
+    """The token endpoint refused or could not be reached; ``summary`` is safe to show (no token, no
+    text the server chose)."""
+
+    def __init__(self, summary: str) -> None:
+        super().__init__(summary)
+        self.summary = summary
+
+
+def choose_auth_method(supported: list[str] | None, has_secret: bool) -> str:
+    """The client authentication method to use: ``none`` for a public client, else the first of
+    ``AUTH_METHODS`` the server supports (RFC 8414's default is ``client_secret_basic``)."""
+    if not has_secret:
+        return "none"
+    offered = supported or ["client_secret_basic"]
+    return next((m for m in AUTH_METHODS if m in offered and m != "none"), "client_secret_basic")
+
+
+async def request_token(client: httpx2.AsyncClient, grant: UpstreamGrant, form: dict[str, str]) -> dict[str, Any]:
+    """POST ``form`` to ``grant``'s token endpoint, authenticated as ``grant``'s client; its JSON answer.
+
+    Raises:
+        TokenRequestFailed: an error answer, a network failure or an answer without an access token.
+    """
+    body = dict(form)
+    basic: dict[str, Any] = {}
+    if grant.auth_method == "client_secret_basic" and grant.client_secret:
+        basic["auth"] = httpx2.BasicAuth(grant.client_id, grant.client_secret)
+    else:
+        body["client_id"] = grant.client_id
+        if grant.auth_method == "client_secret_post" and grant.client_secret:
+            body["client_secret"] = grant.client_secret
+    if grant.resource:
+        body["resource"] = grant.resource
+    try:
+        response = await client.post(
+            grant.token_endpoint, data=body, headers={"Accept": "application/json"}, timeout=TOKEN_TIMEOUT, **basic
+        )
+    except httpx2.HTTPError as exc:
+        raise TokenRequestFailed(f"token endpoint unreachable ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise TokenRequestFailed(f"token endpoint answered HTTP {response.status_code}")
+    try:
+        answer = response.json()
+    except ValueError:
+        raise TokenRequestFailed("token endpoint answered something other than JSON") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
+        raise TokenRequestFailed("token endpoint answered without an access token")
+    return answer
+
+
+def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = None) -> UpstreamGrant:
+    """``grant`` with the tokens of a token endpoint's ``answer`` (a refresh that sends no new refresh
+    token keeps the old one)."""
+    expires_in = answer.get("expires_in")
+    current = time.time() if now is None else now
+    return replace(
+        grant,
+        access_token=str(answer["access_token"]),
+        refresh_token=str(answer.get("refresh_token") or grant.refresh_token or "") or None,
+        expires_at=current + float(expires_in) if isinstance(expires_in, int | float) else None,
+        scope=str(answer["scope"]) if isinstance(answer.get("scope"), str) else grant.scope,
+    )
+
+
+async def refreshed(client: httpx2.AsyncClient, grant: UpstreamGrant) -> UpstreamGrant:
+    """``grant`` after the refresh token grant.
+
+    Raises:
+        TokenRequestFailed: no refresh token, or the token endpoint refused it.
+    """
+    if not grant.refresh_token:
+        raise TokenRequestFailed("no refresh token")
+    form = {"grant_type": "refresh_token", "refresh_token": grant.refresh_token}
+    return granted(grant, await request_token(client, grant, form))

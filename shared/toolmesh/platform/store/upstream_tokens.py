@@ -1,0 +1,80 @@
+"""Upstream OAuth grants in ``mcp.upstream_tokens``, sealed with the credential key.
+
+The gateway stores the grant its OAuth callback obtained; the session-worker reads it to send
+``Authorization: Bearer`` and stores what a refresh brings. Nothing of a grant is stored in plain
+text but the issuer and the expiry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+
+from toolmesh.credentials import CredentialBox
+from toolmesh.redaction import Secret
+
+SHARED_IDENTITY = ""
+"""The ``principal`` of the shared (service-account) identity's row."""
+
+
+@dataclass(frozen=True)
+class UpstreamGrant:
+    """What an authorization server issued toolmesh, and what refreshing it takes."""
+
+    issuer: str
+    token_endpoint: str
+    access_token: str
+    client_id: str
+    auth_method: str = "none"
+    """How the client authenticates at the token endpoint: none, client_secret_basic or client_secret_post."""
+    refresh_token: str | None = None
+    expires_at: float | None = None
+    """Unix time the access token expires, when the server said."""
+    client_secret: str | None = None
+    resource: str | None = None
+    scope: str | None = None
+
+    def expires_within(self, seconds: float, now: float | None = None) -> bool:
+        """Whether the access token expires within ``seconds`` (never, when no expiry is known)."""
+        current = datetime.now(UTC).timestamp() if now is None else now
+        return self.expires_at is not None and self.expires_at - current <= seconds
+
+    def secrets(self) -> list[Secret]:
+        """The values of this grant the log redactor must know."""
+        values = (self.access_token, self.refresh_token, self.client_secret)
+        return [Secret(value, "token") for value in values if value]
+
+
+async def save_grant(
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+) -> None:
+    """Store (or replace) the grant of ``server_id`` for ``principal``, sealed."""
+    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
+    await db.execute(
+        "INSERT INTO mcp.upstream_tokens(server_id, principal, issuer, sealed_grant, expires_at, updated_at) "
+        "VALUES ($1, $2, $3, $4, $5, now()) ON CONFLICT (server_id, principal) DO UPDATE SET "
+        "issuer = EXCLUDED.issuer, sealed_grant = EXCLUDED.sealed_grant, expires_at = EXCLUDED.expires_at, "
+        "updated_at = now()",
+        server_id,
+        principal,
+        grant.issuer,
+        box.seal(asdict(grant)),
+        expires,
+    )
+
+
+async def load_grant(
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str = SHARED_IDENTITY
+) -> UpstreamGrant | None:
+    """The grant of ``server_id`` for ``principal``, or None when it was never authorized."""
+    sealed = await db.fetchval(
+        "SELECT sealed_grant FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2", server_id, principal
+    )
+    return UpstreamGrant(**box.open(sealed)) if sealed is not None else None
+
+
+async def drop_grants(db: asyncpg.Pool, server_id: str) -> None:
+    """Forget every grant of ``server_id`` (a removed server)."""
+    await db.execute("DELETE FROM mcp.upstream_tokens WHERE server_id = $1", server_id)
