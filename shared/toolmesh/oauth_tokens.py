@@ -81,6 +81,7 @@ def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = No
         access_token=str(answer["access_token"]),
         refresh_token=str(answer.get("refresh_token") or grant.refresh_token or "") or None,
         expires_at=current + float(expires_in) if isinstance(expires_in, int | float) else None,
+        lifetime=float(expires_in) if isinstance(expires_in, int | float) else None,
         scope=str(answer["scope"]) if isinstance(answer.get("scope"), str) else grant.scope,
     )
 

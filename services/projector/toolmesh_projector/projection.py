@@ -34,6 +34,7 @@ from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
 from toolmesh.platform.store.queries import PROJECTOR
 from toolmesh.platform.store.retired_pins import retire_pins
+from toolmesh.platform.store.upstream_tokens import drop_grants
 from toolmesh_projector.offerings_projection import instructions_approved, resources_discovered, server_described
 from toolmesh_projector.projection_trail import audit, history
 from toolmesh_projector.prompts_projection import prompts_approved, prompts_discovered
@@ -173,6 +174,7 @@ async def _status_changed(conn: Conn, event: ServerStatusChanged) -> None:
 async def _server_removed(conn: Conn, event: ServerRemoved) -> None:
     await retire_pins(conn, event.server_id)
     await conn.execute("DELETE FROM mcp.external_servers WHERE id = $1", event.server_id)
+    await drop_grants(conn, event.server_id)  # its upstream OAuth tokens go with it
     await audit(conn, event, event.name, {})
 
 

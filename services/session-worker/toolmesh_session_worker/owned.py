@@ -13,7 +13,6 @@ import mcp_types
 
 from toolmesh.contracts.events import Event, ServerStatusChanged
 from toolmesh.contracts.rpc import HealthVerdictResult, HealthVerdictRpc
-from toolmesh.contracts.upstream_auth import upstream_auth
 from toolmesh.credentials import CredentialBox, expand_env, secret_values
 from toolmesh.egress.http import EgressClients
 from toolmesh.egress.policy import EgressPolicy
@@ -44,7 +43,7 @@ from toolmesh_session_worker.upstream import (
 )
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream.stdio import base_environment
-from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, GrantKeeper, needs_authorization
+from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, StoredGrant, needs_authorization, oauth_grants
 
 log = logging.getLogger("toolmesh.session")
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
@@ -222,10 +221,9 @@ class OwnedServer:
         process_redactor().add(secret_values(config))
         base_env = base_environment(settings.stdio_base_env, os.environ)
         sandbox = Sandboxer(settings, str(self.server_id))
-        grants = GrantKeeper(self._b.db, self._box, self.server_id, self.egress) if upstream_auth(config) else None
         try:
-            if grants is not None:
-                await grants.load()
+            stored = StoredGrant(self._b.db, self._box, self.server_id)
+            grants = await oauth_grants(config, stored, self.egress, self.server_id)
         except AuthorizationNeeded as exc:
             return Attempts(1, exc.summary, "auth")
 

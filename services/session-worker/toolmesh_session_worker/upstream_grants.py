@@ -3,7 +3,7 @@ access token, refreshed before it expires and once when the upstream refuses it,
 tokens stored sealed again (``toolmesh.platform.store.upstream_tokens``).
 
 An upstream registered with ``auth.mode: oauth`` that has no grant, or whose grant can no longer be
-refreshed, waits in ERROR with ``NEEDS_AUTHORIZATION`` (no automatic retry) until an owner or admin
+refreshed, waits in ERROR with ``needs_authorization`` (no automatic retry) until an owner or admin
 authorizes it; the callback then connects it.
 """
 
@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import asyncpg
 import httpx2
 
+from toolmesh.contracts.upstream_auth import upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.http import guarded_client
 from toolmesh.egress.policy import EgressPolicy
@@ -25,7 +29,8 @@ from toolmesh_session_worker.upstream import UpstreamRefused
 
 log = logging.getLogger("toolmesh.session")
 REFRESH_MARGIN_SECONDS = 60.0
-"""An access token this close to its expiry is refreshed before it is sent."""
+"""An access token is refreshed before it is sent when it expires within this many seconds, or within
+half its lifetime if that is shorter (a token that lives 60 s is not refreshed on every request)."""
 _LIMITS = httpx2.Limits(max_connections=4, max_keepalive_connections=0)
 
 
@@ -45,14 +50,54 @@ class AuthorizationNeeded(UpstreamRefused):
         super().__init__(words, summary=words)
 
 
-class GrantKeeper:
-    """The shared-identity grant of one server, for its sessions (``upstream.bearer.Grants``)."""
+class GrantStore(Protocol):
+    """Where one server's grant is kept."""
 
-    def __init__(self, db: asyncpg.Pool, box: CredentialBox, server_id: str, egress: EgressPolicy) -> None:
+    async def load(self) -> UpstreamGrant | None:
+        """The stored grant, None when there is none."""
+        ...
+
+    async def save(self, grant: UpstreamGrant) -> None:
+        """Replace the stored grant."""
+        ...
+
+
+class StoredGrant:
+    """A server's shared-identity grant in ``mcp.upstream_tokens``, sealed with the credential key."""
+
+    def __init__(self, db: asyncpg.Pool, box: CredentialBox, server_id: str) -> None:
         self._db = db
         self._box = box
+        self._server_id = server_id
+
+    async def load(self) -> UpstreamGrant | None:
+        """The stored grant."""
+        return await load_grant(self._db, self._box, self._server_id)
+
+    async def save(self, grant: UpstreamGrant) -> None:
+        """Store ``grant`` sealed."""
+        await save_grant(self._db, self._box, self._server_id, grant)
+
+
+def egress_client(egress: EgressPolicy) -> Callable[[], httpx2.AsyncClient]:
+    """Clients for the token endpoint that reach only what ``egress`` allows and follow no redirect."""
+    return lambda: guarded_client(egress, _LIMITS, follow_redirects=False)
+
+
+class GrantKeeper:
+    """The grant of one server, for its sessions (``upstream.bearer.Grants``)."""
+
+    def __init__(
+        self,
+        store: GrantStore,
+        client: Callable[[], httpx2.AsyncClient],
+        server_id: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._client = client
         self.server_id = server_id
-        self._egress = egress
+        self._clock = clock
         self._grant: UpstreamGrant | None = None
         self._lock = asyncio.Lock()
 
@@ -62,7 +107,7 @@ class GrantKeeper:
         Raises:
             AuthorizationNeeded: the server was never authorized.
         """
-        grant = await load_grant(self._db, self._box, self.server_id)
+        grant = await self._store.load()
         if grant is None:
             raise AuthorizationNeeded(self.server_id)
         self._keep(grant)
@@ -71,10 +116,14 @@ class GrantKeeper:
         process_redactor().add(grant.secrets())
         self._grant = grant
 
+    def _due(self, grant: UpstreamGrant) -> bool:
+        margin = REFRESH_MARGIN_SECONDS if grant.lifetime is None else min(REFRESH_MARGIN_SECONDS, grant.lifetime / 2)
+        return bool(grant.refresh_token) and grant.expires_within(margin, self._clock())
+
     async def access_token(self) -> str | None:
-        """The access token, refreshed first when it expires within ``REFRESH_MARGIN_SECONDS``."""
+        """The access token, refreshed first when it is about to expire (``REFRESH_MARGIN_SECONDS``)."""
         grant = self._grant
-        if grant is not None and grant.refresh_token and grant.expires_within(REFRESH_MARGIN_SECONDS):
+        if grant is not None and self._due(grant):
             async with self._lock:
                 if self._grant is grant:
                     await self._refresh(grant)
@@ -85,7 +134,7 @@ class GrantKeeper:
         async with self._lock:
             if self._grant is not None and self._grant.access_token != refused:
                 return self._grant.access_token
-            stored = await load_grant(self._db, self._box, self.server_id)
+            stored = await self._store.load()
             if stored is not None and stored.access_token != refused:
                 self._keep(stored)
                 return stored.access_token
@@ -96,12 +145,27 @@ class GrantKeeper:
     async def _refresh(self, grant: UpstreamGrant) -> bool:
         """Refresh ``grant`` and store the result; False when the authorization server refused."""
         try:
-            async with guarded_client(self._egress, _LIMITS, follow_redirects=False) as client:
+            async with self._client() as client:
                 fresh = await refreshed(client, grant)
         except TokenRequestFailed as exc:
             log.warning("refreshing the upstream token failed: %s", exc.summary, extra={"server_id": self.server_id})
             return False
         self._keep(fresh)
-        await save_grant(self._db, self._box, self.server_id, fresh)
+        await self._store.save(fresh)
         log.info("upstream token refreshed", extra={"server_id": self.server_id})
         return True
+
+
+async def oauth_grants(
+    config: Mapping[str, Any], store: GrantStore, egress: EgressPolicy, server_id: str
+) -> GrantKeeper | None:
+    """The loaded grant keeper of server ``server_id`` registered with ``auth.mode: oauth``; None for any other.
+
+    Raises:
+        AuthorizationNeeded: the server was never authorized.
+    """
+    if upstream_auth(dict(config)) is None:
+        return None
+    keeper = GrantKeeper(store, egress_client(egress), server_id)
+    await keeper.load()
+    return keeper

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from toolmesh.credentials import CredentialBox
+from toolmesh.platform.store.connections import Db
 from toolmesh.redaction import Secret
 
 SHARED_IDENTITY = ""
@@ -32,6 +33,8 @@ class UpstreamGrant:
     refresh_token: str | None = None
     expires_at: float | None = None
     """Unix time the access token expires, when the server said."""
+    lifetime: float | None = None
+    """The access token's ``expires_in`` as issued (seconds)."""
     client_secret: str | None = None
     resource: str | None = None
     scope: str | None = None
@@ -75,6 +78,6 @@ async def load_grant(
     return UpstreamGrant(**box.open(sealed)) if sealed is not None else None
 
 
-async def drop_grants(db: asyncpg.Pool, server_id: str) -> None:
+async def drop_grants(db: Db, server_id: str) -> None:
     """Forget every grant of ``server_id`` (a removed server)."""
     await db.execute("DELETE FROM mcp.upstream_tokens WHERE server_id = $1", server_id)
