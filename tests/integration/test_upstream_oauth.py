@@ -1,0 +1,178 @@
+"""Upstream OAuth in shared identity (issue 25), end to end against an OAuth-protected MCP peer with
+its own authorization server (``tests/peers/oauth_server.py``): registered with ``auth.mode: oauth``
+the server waits for an authorization instead of retrying; an owner authorizes it (the authorization
+URL fetched headless, its code brought to the gateway's callback); calls then reach the upstream as
+the authorized user, an access token the upstream stopped accepting is refreshed without the caller
+noticing; an agent cannot authorize; a used or forged ``state`` is refused; and no token is ever in
+a response, a log line, an event or a database row in plain text.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from nats.js import JetStreamContext
+
+from tests.harness import System, running_system
+from tests.peers.launch import free_port, running_process
+from toolmesh.contracts.events import EVENTS_STREAM
+from toolmesh.platform.telemetry import configure_logging
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+CALL = "/api/v1/tools/call"
+PEER = Path(__file__).parents[1] / "peers" / "oauth_server.py"
+
+
+@dataclass
+class Peer:
+    origin: str
+
+    async def stats(self) -> dict[str, Any]:
+        async with httpx.AsyncClient() as client:
+            result: dict[str, Any] = (await client.get(f"{self.origin}/control/stats")).json()
+            return result
+
+
+@pytest.fixture
+async def peer() -> AsyncIterator[Peer]:
+    port = free_port()
+    async with running_process([sys.executable, str(PEER), "--port", str(port), "--user", "alice"], port=port):
+        yield Peer(f"http://127.0.0.1:{port}")
+
+
+async def _stream_text(js: JetStreamContext) -> str:
+    info = await js.stream_info(EVENTS_STREAM)
+    chunks = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(EVENTS_STREAM, seq)
+        chunks.append((msg.data or b"").decode(errors="replace"))
+    return "\n".join(chunks)
+
+
+async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, list[str]]]:
+    """Start an authorization as the owner; the authorization server's redirect back (headless)."""
+    response = await system.api.post(f"{SERVERS}/{server_id}/authorize")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["expires_in"] > 0
+    asked = parse_qs(urlsplit(body["authorization_url"]).query)
+    assert asked["code_challenge_method"] == ["S256"] and asked["resource"] and asked["state"]
+    async with httpx.AsyncClient() as browser:
+        answer = await browser.get(body["authorization_url"])
+    assert answer.status_code == 302, answer.text
+    location = answer.headers["location"]
+    return location, parse_qs(urlsplit(location).query)
+
+
+async def _call(system: System, name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
+    return await system.api.post(CALL, json={"name": name, "arguments": arguments or {}})
+
+
+async def _waits_for_authorization(system: System, server_id: str) -> dict[str, Any]:
+    detail = await system.wait_status(server_id, "ERROR")
+    assert "needs authorization" in detail["error_message"]
+    assert detail.get("retry_at") is None  # nobody reconnects in a loop: it waits for a person
+    return detail
+
+
+async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    log_output = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    configure_logging("DEBUG", stream=log_output)
+    bodies: list[str] = []
+    try:
+        async with running_system(nats_url, database_url) as system:
+            created = await system.register(
+                "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth", "identity": "shared"}}
+            )
+            server_id = created["id"]
+            bodies.append((await _waits_for_authorization(system, server_id)).__repr__())
+
+            agent = (await system.create_key("robot", "agent"))["token"]
+            async with system.client_as(agent) as as_agent:
+                refused = await as_agent.post(f"{SERVERS}/{server_id}/authorize")
+            assert refused.status_code == 403 and refused.json()["error_code"] == "FORBIDDEN"
+
+            location, answer = await _authorize(system, server_id)
+            assert location.startswith(f"{system.api.base_url}/oauth/callback")
+            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            assert callback.status_code == 200, callback.text
+            bodies.append(callback.text)
+            replayed = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            assert replayed.status_code == 400 and "already used" in replayed.text
+            forged = await system.api.get("/oauth/callback", params={"code": answer["code"][0], "state": "forged"})
+            assert forged.status_code == 400
+
+            await system.wait_connected(server_id)  # the authorization connected it, nobody else did
+            first = await _call(system, "saas.whoami")
+            assert first.status_code == 200, first.text
+            assert first.json()["content"][0]["text"] == "alice"
+            bodies.append(first.text)
+
+            async with httpx.AsyncClient() as control:
+                assert (await control.post(f"{peer.origin}/control/expire")).json()["expired"] >= 1
+            second = await _call(system, "saas.echo", {"text": "after expiry"})
+            assert second.status_code == 200, second.text  # refreshed on the 401, the caller saw nothing
+            assert second.json()["content"][0]["text"] == "after expiry"
+            stats = await peer.stats()
+            assert stats["code_grants"] == 1 and stats["refresh_grants"] == 1
+
+            detail = await system.server(server_id)
+            assert detail["connection_config"]["auth"] == {"mode": "oauth", "identity": "shared"}
+            bodies.append(repr(detail))
+            rows = await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")
+            assert len(rows) == 1 and rows[0]["issuer"].rstrip("/") == peer.origin
+            stored = repr([dict(row) for row in rows]) + repr(
+                await system.backends.db.fetch("SELECT * FROM mcp.external_servers")
+            )
+            events = await _stream_text(system.backends.js)
+            removed = await system.api.delete(f"{SERVERS}/{server_id}")
+            assert removed.status_code == 204
+            assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    assert "toolmesh.evt.server.authorized" not in events  # the subject is not in the payload...
+    assert '"issuer"' in events  # ...but the authorization event is
+    logs = log_output.getvalue()
+    issued = (await peer.stats())["issued"]
+    assert len(issued) == 4  # two access and two refresh tokens
+    for token in issued:
+        for where, text in (("responses", "\n".join(bodies)), ("database", stored), ("events", events), ("logs", logs)):
+            assert token not in text, f"a token leaked into {where}"
+
+
+async def test_an_unknown_state_is_refused_and_no_flow_is_left_to_use(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas-b", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}}, auto_connect=False
+        )
+        _, answer = await _authorize(system, created["id"])
+        tampered = {"code": answer["code"][0], "state": answer["state"][0] + "x"}
+        assert (await system.api.get("/oauth/callback", params=tampered)).status_code == 400
+        wrong_issuer = {k: v[0] for k, v in answer.items()} | {"iss": "https://elsewhere.example"}
+        assert (await system.api.get("/oauth/callback", params=wrong_issuer)).status_code == 400
+        assert (await peer.stats())["code_grants"] == 0
+        assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
+
+
+async def test_a_server_without_oauth_cannot_be_authorized(nats_url: str, database_url: str, peer: Peer) -> None:
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register("plain", "HTTP", {"base_url": f"{peer.origin}/mcp"}, auto_connect=False)
+        response = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
+        assert response.status_code == 422 and response.json()["error_code"] == "VALIDATION_ERROR"

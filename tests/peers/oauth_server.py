@@ -1,0 +1,170 @@
+"""An OAuth-protected MCP server with its own authorization server, for tests (127.0.0.1 only).
+
+    python tests/peers/oauth_server.py --port N [--user NAME]
+
+One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
+registration, ``/authorize``, ``/token`` with the authorization code and refresh token grants) on an
+in-memory provider that knows one user (``--user``, default ``alice``) and approves at once — the
+authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
+and a Streamable HTTP MCP server at ``/mcp`` behind the SDK's bearer auth and protected-resource
+metadata (RFC 9728), whose 401 names that metadata. Tools: ``whoami`` (the user the token was issued
+for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (as an
+expiry the client did not see coming); ``GET /control/stats`` counts the grants and the requests
+that carried a bearer token, and lists every access and refresh token issued (so a test can look
+for them where they must not be).
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import time
+from typing import Any
+
+import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+ACCESS_SECONDS = 3600
+
+
+class MemoryProvider:
+    """The SDK's ``OAuthAuthorizationServerProvider``, in memory, approving ``user`` at once."""
+
+    def __init__(self, issuer: str, user: str) -> None:
+        self.issuer = issuer
+        self.user = user
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+        self.issued: list[str] = []
+        self.stats = {"code_grants": 0, "refresh_grants": 0, "registrations": 0}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+        self.stats["registrations"] += 1
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        code = secrets.token_urlsafe(24)
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or ["mcp"],
+            expires_at=time.time() + 300,
+            client_id=str(client.client_id),
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+            subject=self.user,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=self.issuer)
+
+    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
+        return self.codes.get(code)
+
+    def _tokens(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
+        access, refresh = f"at-{secrets.token_urlsafe(24)}", f"rt-{secrets.token_urlsafe(24)}"
+        expires = int(time.time()) + ACCESS_SECONDS
+        self.access[access] = AccessToken(
+            token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource, subject=subject
+        )
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client_id, scopes=scopes, resource=resource, subject=subject
+        )
+        self.issued += [access, refresh]
+        return OAuthToken(access_token=access, refresh_token=refresh, expires_in=ACCESS_SECONDS, scope=" ".join(scopes))
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        self.codes.pop(authorization_code.code, None)
+        self.stats["code_grants"] += 1
+        code = authorization_code
+        return self._tokens(str(client.client_id), code.scopes, code.resource, code.subject)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        self.refresh.pop(refresh_token.token, None)
+        self.stats["refresh_grants"] += 1
+        old = refresh_token
+        return self._tokens(str(client.client_id), scopes or old.scopes, old.resource, old.subject)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is not None:
+            self.stats["bearer_requests"] = self.stats.get("bearer_requests", 0) + 1
+        return found
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+
+def build(port: int, user: str) -> Any:
+    """The app: authorization server and MCP server on ``http://127.0.0.1:port``."""
+    issuer = f"http://127.0.0.1:{port}"
+    provider = MemoryProvider(issuer, user)
+    auth = AuthSettings(
+        issuer_url=issuer,
+        resource_server_url=f"{issuer}/mcp",
+        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["mcp"]),
+        required_scopes=["mcp"],
+        validate_token_resource=True,
+    )
+    server = MCPServer("oauth-peer", auth_server_provider=provider, auth=auth)
+
+    @server.tool()
+    def whoami() -> str:
+        """The user this call was authorized as."""
+        token = get_access_token()
+        return token.subject or "" if token is not None else ""
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return text
+
+    @server.custom_route("/control/expire", methods=["POST"])
+    async def expire(request: Request) -> JSONResponse:
+        dropped = len(provider.access)
+        provider.access.clear()
+        return JSONResponse({"expired": dropped})
+
+    @server.custom_route("/control/stats", methods=["GET"])
+    async def stats(request: Request) -> JSONResponse:
+        return JSONResponse({**provider.stats, "issued": provider.issued})
+
+    return server.streamable_http_app()
+
+
+def main() -> None:
+    """Serve until stopped."""
+    parser = argparse.ArgumentParser(description="An OAuth-protected MCP server for tests")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--user", default="alice")
+    args = parser.parse_args()
+    uvicorn.run(build(args.port, args.user), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
