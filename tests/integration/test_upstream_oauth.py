@@ -22,7 +22,7 @@ import httpx
 import pytest
 from nats.js import JetStreamContext
 
-from tests.harness import System, running_system
+from tests.harness import System, eventually, running_system
 from tests.peers.launch import free_port, running_process
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.platform.telemetry import configure_logging
@@ -79,9 +79,13 @@ async def _call(system: System, name: str, arguments: dict[str, Any] | None = No
 
 
 async def _waits_for_authorization(system: System, server_id: str) -> dict[str, Any]:
-    detail = await system.wait_status(server_id, "ERROR")
-    assert "needs authorization" in detail["error_message"]
-    assert detail.get("retry_at") is None  # nobody reconnects in a loop: it waits for a person
+    async def waiting() -> dict[str, Any] | None:
+        detail = await system.server(server_id)
+        needs = detail["status"] == "ERROR" and "needs authorization" in (detail["error_message"] or "")
+        return detail if needs else None
+
+    detail = await eventually(waiting, what="the server to wait for an authorization")
+    assert detail["next_retry_at"] is None  # nobody reconnects in a loop: it waits for a person
     return detail
 
 
@@ -176,3 +180,23 @@ async def test_a_server_without_oauth_cannot_be_authorized(nats_url: str, databa
         created = await system.register("plain", "HTTP", {"base_url": f"{peer.origin}/mcp"}, auto_connect=False)
         response = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
         assert response.status_code == 422 and response.json()["error_code"] == "VALIDATION_ERROR"
+
+
+async def test_a_withdrawn_grant_puts_the_server_back_to_needing_authorization(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    fast_health = {"health_interval_seconds": 1.0, "health_check_timeout_seconds": 0.8}
+    async with running_system(nats_url, database_url, **fast_health) as system:
+        created = await system.register("saas-c", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
+        server_id = created["id"]
+        await _waits_for_authorization(system, server_id)
+        _, answer = await _authorize(system, server_id)
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
+        await system.wait_connected(server_id)
+        async with httpx.AsyncClient() as control:
+            await control.post(f"{peer.origin}/control/revoke")
+        refused = await _call(system, "saas-c.echo", {"text": "x"})
+        assert refused.status_code >= 400
+        await _waits_for_authorization(system, server_id)
+        stats = await peer.stats()
+        assert stats["refresh_grants"] == 0  # the refresh was tried and refused, never granted

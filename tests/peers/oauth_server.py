@@ -9,7 +9,8 @@ authorization URL answers 302 to the client's redirect URI with ``code``, ``stat
 and a Streamable HTTP MCP server at ``/mcp`` behind the SDK's bearer auth and protected-resource
 metadata (RFC 9728), whose 401 names that metadata. Tools: ``whoami`` (the user the token was issued
 for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (as an
-expiry the client did not see coming); ``GET /control/stats`` counts the grants and the requests
+expiry the client did not see coming), ``POST /control/revoke`` every access and refresh token (the
+user withdrew the grant); ``GET /control/stats`` counts the grants and the requests
 that carried a bearer token, and lists every access and refresh token issued (so a test can look
 for them where they must not be).
 """
@@ -149,6 +150,12 @@ def build(port: int, user: str) -> Any:
         dropped = len(provider.access)
         provider.access.clear()
         return JSONResponse({"expired": dropped})
+
+    @server.custom_route("/control/revoke", methods=["POST"])
+    async def revoke(request: Request) -> JSONResponse:
+        provider.access.clear()
+        provider.refresh.clear()
+        return JSONResponse({"revoked": True})
 
     @server.custom_route("/control/stats", methods=["GET"])
     async def stats(request: Request) -> JSONResponse:
