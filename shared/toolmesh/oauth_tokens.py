@@ -45,13 +45,12 @@ async def request_token(client: httpx2.AsyncClient, grant: UpstreamGrant, form: 
         TokenRequestFailed: an error answer, a network failure or an answer without an access token.
     """
     body = dict(form)
+    body["client_id"] = grant.client_id  # also beside Basic: authorization servers look the client up by it
     basic: dict[str, Any] = {}
     if grant.auth_method == "client_secret_basic" and grant.client_secret:
         basic["auth"] = httpx2.BasicAuth(grant.client_id, grant.client_secret)
-    else:
-        body["client_id"] = grant.client_id
-        if grant.auth_method == "client_secret_post" and grant.client_secret:
-            body["client_secret"] = grant.client_secret
+    elif grant.auth_method == "client_secret_post" and grant.client_secret:
+        body["client_secret"] = grant.client_secret
     if grant.resource:
         body["resource"] = grant.resource
     try:

@@ -200,3 +200,36 @@ async def test_a_withdrawn_grant_puts_the_server_back_to_needing_authorization(
         await _waits_for_authorization(system, server_id)
         stats = await peer.stats()
         assert stats["refresh_grants"] == 0  # the refresh was tried and refused, never granted
+
+
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never_shown(
+    nats_url: str, database_url: str, method: str
+) -> None:
+    secret = f"pre-registered-secret-{method}"
+    async with running_system(nats_url, database_url, roles=["gateway", "session-worker", "projector"]) as system:
+        port = free_port()
+        argv = [sys.executable, str(PEER), "--port", str(port), "--user", "bob", "--client-id", "toolmesh-ci"]
+        argv += ["--client-secret", secret, "--auth-method", method]
+        argv += ["--redirect-uri", f"{system.api.base_url}/oauth/callback"]
+        async with running_process(argv, port=port):
+            peer = Peer(f"http://127.0.0.1:{port}")
+            auth = {"mode": "oauth", "client_id": "toolmesh-ci", "client_secret": secret}
+            if method == "client_secret_post":  # the server supports both: say which this client has
+                auth["token_endpoint_auth_method"] = method
+            created = await system.register("confidential", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": auth})
+            shown = await system.server(created["id"])
+            assert shown["connection_config"]["auth"]["client_secret"] == "***"
+            _, answer = await _authorize(system, created["id"])
+            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            assert callback.status_code == 200, callback.text
+            await system.wait_connected(created["id"])
+            called = await _call(system, "confidential.whoami")
+            assert called.json()["content"][0]["text"] == "bob"
+            stats = await peer.stats()
+            assert stats["registrations"] == 0 and stats["code_grants"] == 1  # the configured client, no new one
+            detail = await system.server(created["id"])
+            stored = repr(await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens"))
+            events = await _stream_text(system.backends.js)
+    for where, text in (("response", repr(detail) + repr(created)), ("database", stored), ("events", events)):
+        assert secret not in text, f"the client secret leaked into {where}"

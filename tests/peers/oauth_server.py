@@ -1,13 +1,15 @@
 """An OAuth-protected MCP server with its own authorization server, for tests (127.0.0.1 only).
 
     python tests/peers/oauth_server.py --port N [--user NAME]
+                                       [--client-id ID --client-secret S --redirect-uri URI --auth-method M]
 
 One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
 registration, ``/authorize``, ``/token`` with the authorization code and refresh token grants) on an
 in-memory provider that knows one user (``--user``, default ``alice``) and approves at once — the
 authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
 and a Streamable HTTP MCP server at ``/mcp`` behind the SDK's bearer auth and protected-resource
-metadata (RFC 9728), whose 401 names that metadata. Tools: ``whoami`` (the user the token was issued
+metadata (RFC 9728), whose 401 names that metadata. ``--client-id`` pre-registers a confidential client (its secret, its
+one redirect URI, ``client_secret_basic`` or ``client_secret_post``). Tools: ``whoami`` (the user the token was issued
 for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (as an
 expiry the client did not see coming), ``POST /control/revoke`` every access and refresh token (the
 user withdrew the grant); ``GET /control/stats`` counts the grants and the requests
@@ -121,10 +123,12 @@ class MemoryProvider:
         self.refresh.pop(token.token, None)
 
 
-def build(port: int, user: str) -> Any:
-    """The app: authorization server and MCP server on ``http://127.0.0.1:port``."""
+def build(port: int, user: str, client: OAuthClientInformationFull | None = None) -> Any:
+    """The app: authorization server and MCP server on ``http://127.0.0.1:port``; ``client`` registered."""
     issuer = f"http://127.0.0.1:{port}"
     provider = MemoryProvider(issuer, user)
+    if client is not None:
+        provider.clients[str(client.client_id)] = client
     auth = AuthSettings(
         issuer_url=issuer,
         resource_server_url=f"{issuer}/mcp",
@@ -169,8 +173,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="An OAuth-protected MCP server for tests")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--user", default="alice")
+    parser.add_argument("--client-id")
+    parser.add_argument("--client-secret")
+    parser.add_argument("--redirect-uri")
+    parser.add_argument("--auth-method", default="client_secret_basic")
     args = parser.parse_args()
-    uvicorn.run(build(args.port, args.user), host="127.0.0.1", port=args.port, log_level="warning")
+    client = None
+    if args.client_id:
+        client = OAuthClientInformationFull(
+            client_id=args.client_id,
+            client_secret=args.client_secret,
+            redirect_uris=[args.redirect_uri],
+            token_endpoint_auth_method=args.auth_method,
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope="mcp",
+        )
+    uvicorn.run(build(args.port, args.user, client), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ def test_per_user_identity_is_refused_as_not_yet_supported() -> None:
         {"mode": "basic"},
         {"mode": "oauth", "extra": 1},
         {"mode": "oauth", "client_secret": "s"},
+        {"mode": "oauth", "token_endpoint_auth_method": "client_secret_post"},
+        {"mode": "oauth", "client_id": "c", "token_endpoint_auth_method": "private_key_jwt"},
         {"mode": "oauth", "scopes": ["two words"]},
         "oauth",
     ],

@@ -16,7 +16,13 @@ from toolmesh.oauth_tokens import choose_auth_method, granted
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
 from toolmesh_gateway.upstream_oauth.authorizing import pkce_pair
 from toolmesh_session_worker.upstream.bearer import BearerAuth
-from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, GrantKeeper, oauth_grants
+from toolmesh_session_worker.upstream_grants import (
+    AuthorizationNeeded,
+    GrantKeeper,
+    TriedGrant,
+    authorized_since,
+    oauth_grants,
+)
 
 NOW = 1_000_000.0
 
@@ -152,3 +158,10 @@ def test_token_endpoint_auth_method_follows_the_metadata() -> None:
 def test_a_refresh_without_a_new_refresh_token_keeps_the_old_one() -> None:
     fresh = granted(grant(), {"access_token": "at-9", "expires_in": 60}, now=NOW)
     assert fresh.refresh_token == "rt-0" and fresh.expires_at == NOW + 60 and fresh.lifetime == 60
+
+
+async def test_a_grant_stored_during_a_failed_connect_is_noticed() -> None:
+    assert await authorized_since(TriedGrant(None), MemoryStore(grant()))  # authorized while it connected
+    assert not await authorized_since(TriedGrant(None), MemoryStore(None))
+    assert not await authorized_since(TriedGrant("at-0"), MemoryStore(grant()))  # the very grant that failed
+    assert not await authorized_since(None, MemoryStore(grant()))  # not an OAuth server

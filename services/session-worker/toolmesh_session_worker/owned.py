@@ -43,7 +43,14 @@ from toolmesh_session_worker.upstream import (
 )
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream.stdio import base_environment
-from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, StoredGrant, needs_authorization, oauth_grants
+from toolmesh_session_worker.upstream_grants import (
+    AuthorizationNeeded,
+    StoredGrant,
+    TriedGrant,
+    authorized_since,
+    needs_authorization,
+    oauth_grants,
+)
 
 log = logging.getLogger("toolmesh.session")
 HELD_VERBS = frozenset({"call", "refresh", "request", "subscribe", "set_level"})
@@ -87,6 +94,8 @@ class OwnedServer:
         self._settled = asyncio.Event()  # set whenever no reconnect is in progress
         self._status_seq = 0  # stream sequence of the last status this owner published
         self._settled.set()
+        self._grant_tried: TriedGrant | None = None  # OAuth: the grant the last connect used (None: not OAuth)
+        self._grant_store = StoredGrant(backends.db, box, self.server_id)
 
     @property
     def bus(self) -> Bus:
@@ -196,6 +205,8 @@ class OwnedServer:
                     extra={"server": self.name, "server_id": self.server_id, "security": True},
                 )
             await self.set_status(ServerStatus.ERROR, "ERROR", error=error, error_kind=kind, **details)
+            if kind == "auth" and await authorized_since(self._grant_tried, self._grant_store):
+                await self.set_status(ServerStatus.CONNECTING, "CONNECT_REQUESTED", reason="authorized")
             return
         self._auto_retries += 1
         delay, retry_at = next_retry(self._auto_retries, self._b.settings.error_retry_seconds)
@@ -222,10 +233,11 @@ class OwnedServer:
         base_env = base_environment(settings.stdio_base_env, os.environ)
         sandbox = Sandboxer(settings, str(self.server_id))
         try:
-            stored = StoredGrant(self._b.db, self._box, self.server_id)
-            grants = await oauth_grants(config, stored, self.egress, self.server_id)
+            grants = await oauth_grants(config, self._grant_store, self.egress, self.server_id)
         except AuthorizationNeeded as exc:
+            self._grant_tried = TriedGrant(None)
             return Attempts(1, exc.summary, "auth")
+        self._grant_tried = TriedGrant(grants.current) if grants is not None else None
 
         async def open_once() -> Upstream:
             return await open_session(
@@ -253,6 +265,7 @@ class OwnedServer:
         if opened is not None:
             self.session = opened
         if grants is not None and tried.kind == "auth":  # refused even after a refresh
+            self._grant_tried = TriedGrant(grants.current)
             return Attempts(tried.count, needs_authorization(self.server_id), "auth")
         return tried
 

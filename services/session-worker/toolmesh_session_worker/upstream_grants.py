@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import asyncpg
@@ -120,6 +121,11 @@ class GrantKeeper:
         margin = REFRESH_MARGIN_SECONDS if grant.lifetime is None else min(REFRESH_MARGIN_SECONDS, grant.lifetime / 2)
         return bool(grant.refresh_token) and grant.expires_within(margin, self._clock())
 
+    @property
+    def current(self) -> str | None:
+        """The access token held now (neither refreshed nor reloaded)."""
+        return self._grant.access_token if self._grant is not None else None
+
     async def access_token(self) -> str | None:
         """The access token, refreshed first when it is about to expire (``REFRESH_MARGIN_SECONDS``)."""
         grant = self._grant
@@ -169,3 +175,20 @@ async def oauth_grants(
     keeper = GrantKeeper(store, egress_client(egress), server_id)
     await keeper.load()
     return keeper
+
+
+@dataclass(frozen=True)
+class TriedGrant:
+    """The access token a connect attempt used (None: there was no grant)."""
+
+    access_token: str | None
+
+
+async def authorized_since(tried: TriedGrant | None, store: GrantStore) -> bool:
+    """Whether a server refused for want of authorization has a new grant since the attempt (the
+    callback stored one while it was connecting): read after its ERROR was published, so either this
+    sees the new grant or the callback sees the ERROR and connects it."""
+    if tried is None:
+        return False
+    stored = await store.load()
+    return stored is not None and stored.access_token != tried.access_token

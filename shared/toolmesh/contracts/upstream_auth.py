@@ -25,6 +25,10 @@ class UpstreamAuth(BaseModel):
     client_id: str | None = Field(default=None, min_length=1, max_length=512)
     """A client registered in advance at the authorization server; else toolmesh registers one."""
     client_secret: str | None = Field(default=None, min_length=1, max_length=2048)
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    """How the pre-registered client authenticates at the token endpoint; when absent, the first of
+    ``client_secret_basic``, ``client_secret_post`` the authorization server supports (``none`` without
+    a secret)."""
 
 
 PER_USER_REFUSED = (
@@ -54,6 +58,8 @@ def auth_problems(value: Any) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if auth.identity == "per_user":
         problems.append(("auth", PER_USER_REFUSED))
+    if auth.token_endpoint_auth_method is not None and auth.client_id is None:
+        problems.append(("auth", "'auth.token_endpoint_auth_method' is for the pre-registered 'auth.client_id'"))
     if auth.client_secret is not None and auth.client_id is None:
         problems.append(("auth", "'auth.client_secret' needs the 'auth.client_id' it belongs to"))
     if auth.scopes is not None and any(not s or " " in s for s in auth.scopes):

@@ -24,6 +24,7 @@ from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
 from toolmesh.platform.bus.publishing import publish_command, publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
+from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant, save_grant
 from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import Caller
@@ -128,13 +129,11 @@ class UpstreamAuthorizations:
             raise _refused("the answer names another issuer (RFC 9207)")
         if iss is None and flow.iss_required:
             raise _refused("the answer lacks the issuer its authorization server promised (RFC 9207)")
-        row = await queries.get_server(self._b.db, flow.server_id)
-        if row is None:
-            raise ServerNotFound(f"Server not found: {flow.server_id}", {"server_id": flow.server_id})
+        row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
         process_redactor().add(grant.secrets())
         await save_grant(self._b.db, self._box, flow.server_id, grant)
-        await publish_event(
+        seq = await publish_event(
             self._b.js,
             ServerAuthorized(
                 server_id=flow.server_id,
@@ -144,9 +143,18 @@ class UpstreamAuthorizations:
                 scope=grant.scope,
             ),
         )
-        await self._connect_waiting(row, flow.actor)
+        # The status as of this event: an ERROR the session-worker published before it is seen here
+        # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
+        await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
+        await self._connect_waiting(await self._row(flow.server_id), flow.actor)
         log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
         return str(row["name"])
+
+    async def _row(self, server_id: str) -> queries.Row:
+        row = await queries.get_server(self._b.db, server_id)
+        if row is None:
+            raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
+        return row
 
     async def _exchange(self, row: queries.Row, flow: PendingFlow, code: str) -> UpstreamGrant:
         pending = UpstreamGrant(

@@ -37,7 +37,7 @@ async def client_for(
     """
     supported = metadata.token_endpoint_auth_methods_supported
     if auth.client_id is not None:
-        method = choose_auth_method(supported, auth.client_secret is not None)
+        method = auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None)
         return OAuthClient(auth.client_id, auth.client_secret, method)
     if metadata.registration_endpoint is None:
         raise ServerConnectionFailed(
