@@ -198,7 +198,7 @@ class OwnedServer:
         """ERROR after connecting failed, with an automatic retry when ``kind`` allows one (see
         ``failures``); refused credentials are also a security warning."""
         if kind in NOT_RETRIED:
-            if kind == "auth":
+            if kind == "auth" and self._grant_tried is None:  # an OAuth server says it needs authorization
                 log.warning(
                     "security: the upstream refused toolmesh's credentials; no automatic retry: %s",
                     error,
