@@ -124,7 +124,8 @@ async def test_a_refused_refresh_leaves_the_401() -> None:
 
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(upstream), auth=BearerAuth(grants)) as client:
         assert (await client.get("https://mcp.example/mcp")).status_code == 401
-    assert store.saves == 0 and len(endpoint.forms) == 1
+        assert (await client.get("https://mcp.example/mcp")).status_code == 401
+    assert store.saves == 0 and len(endpoint.forms) == 1  # a refused refresh token is not tried again
 
 
 async def test_a_grant_stored_since_is_taken_before_refreshing() -> None:

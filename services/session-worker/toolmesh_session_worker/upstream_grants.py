@@ -100,6 +100,7 @@ class GrantKeeper:
         self.server_id = server_id
         self._clock = clock
         self._grant: UpstreamGrant | None = None
+        self._refused: str | None = None  # a refresh token the authorization server refused: not tried again
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
@@ -119,7 +120,8 @@ class GrantKeeper:
 
     def _due(self, grant: UpstreamGrant) -> bool:
         margin = REFRESH_MARGIN_SECONDS if grant.lifetime is None else min(REFRESH_MARGIN_SECONDS, grant.lifetime / 2)
-        return bool(grant.refresh_token) and grant.expires_within(margin, self._clock())
+        usable = bool(grant.refresh_token) and grant.refresh_token != self._refused
+        return usable and grant.expires_within(margin, self._clock())
 
     @property
     def current(self) -> str | None:
@@ -144,7 +146,7 @@ class GrantKeeper:
             if stored is not None and stored.access_token != refused:
                 self._keep(stored)
                 return stored.access_token
-            if stored is None or not await self._refresh(stored):
+            if stored is None or stored.refresh_token == self._refused or not await self._refresh(stored):
                 return None
             return self._grant.access_token if self._grant is not None else None
 
@@ -154,6 +156,7 @@ class GrantKeeper:
             async with self._client() as client:
                 fresh = await refreshed(client, grant)
         except TokenRequestFailed as exc:
+            self._refused = grant.refresh_token
             log.warning("refreshing the upstream token failed: %s", exc.summary, extra={"server_id": self.server_id})
             return False
         self._keep(fresh)
