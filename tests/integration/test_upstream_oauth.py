@@ -233,3 +233,20 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             events = await _stream_text(system.backends.js)
     for where, text in (("response", repr(detail) + repr(created)), ("database", stored), ("events", events)):
         assert secret not in text, f"the client secret leaked into {where}"
+
+
+async def test_an_sse_server_is_authorized_the_same_way(nats_url: str, database_url: str) -> None:
+    port = free_port()
+    argv = [sys.executable, str(PEER), "--port", str(port), "--user", "carol", "--transport", "sse"]
+    async with running_process(argv, port=port):
+        origin = f"http://127.0.0.1:{port}"
+        async with running_system(nats_url, database_url, roles=["gateway", "session-worker", "projector"]) as system:
+            created = await system.register("legacy", "SSE", {"url": f"{origin}/sse", "auth": {"mode": "oauth"}})
+            await _waits_for_authorization(system, created["id"])
+            _, answer = await _authorize(system, created["id"])
+            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            assert callback.status_code == 200, callback.text
+            await system.wait_connected(created["id"])
+            called = await _call(system, "legacy.whoami")
+            assert called.status_code == 200, called.text
+            assert called.json()["content"][0]["text"] == "carol"

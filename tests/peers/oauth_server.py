@@ -1,20 +1,21 @@
 """An OAuth-protected MCP server with its own authorization server, for tests (127.0.0.1 only).
 
-    python tests/peers/oauth_server.py --port N [--user NAME]
+    python tests/peers/oauth_server.py --port N [--user NAME] [--transport http|sse]
                                        [--client-id ID --client-secret S --redirect-uri URI --auth-method M]
 
 One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
 registration, ``/authorize``, ``/token`` with the authorization code and refresh token grants) on an
 in-memory provider that knows one user (``--user``, default ``alice``) and approves at once — the
 authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
-and a Streamable HTTP MCP server at ``/mcp`` behind the SDK's bearer auth and protected-resource
-metadata (RFC 9728), whose 401 names that metadata. ``--client-id`` pre-registers a confidential client (its secret, its
-one redirect URI, ``client_secret_basic`` or ``client_secret_post``). Tools: ``whoami`` (the user the token was issued
-for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (as an
+and a Streamable HTTP MCP server at ``/mcp`` (``--transport sse``: HTTP+SSE at ``/sse``) behind the
+SDK's bearer auth and protected-resource metadata (RFC 9728), whose 401 names that metadata.
+``--client-id`` pre-registers a confidential client (its secret, its one redirect URI,
+``client_secret_basic`` or ``client_secret_post``). Tools: ``whoami`` (the user the token was issued
+for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (an
 expiry the client did not see coming), ``POST /control/revoke`` every access and refresh token (the
-user withdrew the grant); ``GET /control/stats`` counts the grants and the requests
-that carried a bearer token, and lists every access and refresh token issued (so a test can look
-for them where they must not be).
+user withdrew the grant); ``GET /control/stats`` counts the grants and the requests that carried a
+bearer token, and lists every access and refresh token issued (so a test can look for them where
+they must not be).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class MemoryProvider:
         self.refresh.pop(token.token, None)
 
 
-def build(port: int, user: str, client: OAuthClientInformationFull | None = None) -> Any:
+def build(port: int, user: str, client: OAuthClientInformationFull | None = None, transport: str = "http") -> Any:
     """The app: authorization server and MCP server on ``http://127.0.0.1:port``; ``client`` registered."""
     issuer = f"http://127.0.0.1:{port}"
     provider = MemoryProvider(issuer, user)
@@ -131,7 +132,7 @@ def build(port: int, user: str, client: OAuthClientInformationFull | None = None
         provider.clients[str(client.client_id)] = client
     auth = AuthSettings(
         issuer_url=issuer,
-        resource_server_url=f"{issuer}/mcp",
+        resource_server_url=f"{issuer}/{'sse' if transport == 'sse' else 'mcp'}",
         client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["mcp"]),
         required_scopes=["mcp"],
         validate_token_resource=True,
@@ -165,7 +166,7 @@ def build(port: int, user: str, client: OAuthClientInformationFull | None = None
     async def stats(request: Request) -> JSONResponse:
         return JSONResponse({**provider.stats, "issued": provider.issued})
 
-    return server.streamable_http_app()
+    return server.sse_app() if transport == "sse" else server.streamable_http_app()
 
 
 def main() -> None:
@@ -173,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="An OAuth-protected MCP server for tests")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--user", default="alice")
+    parser.add_argument("--transport", choices=["http", "sse"], default="http")
     parser.add_argument("--client-id")
     parser.add_argument("--client-secret")
     parser.add_argument("--redirect-uri")
@@ -189,7 +191,8 @@ def main() -> None:
             response_types=["code"],
             scope="mcp",
         )
-    uvicorn.run(build(args.port, args.user, client), host="127.0.0.1", port=args.port, log_level="warning")
+    app = build(args.port, args.user, client, args.transport)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
