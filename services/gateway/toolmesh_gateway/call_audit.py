@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 
 from toolmesh.contracts.namespace_events import CallRecord, CallsRecorded
 from toolmesh.platform.bus.publishing import publish_event
+from toolmesh.platform.supervision import wait_event
 
 log = logging.getLogger("toolmesh.gateway.audit")
 FLUSH_SECONDS = 1.0
@@ -107,9 +108,6 @@ class CallAudit:
 
     async def _run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._flush_seconds)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, self._flush_seconds)
             self._wake.clear()
             await self.flush()

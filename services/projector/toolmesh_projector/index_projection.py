@@ -221,9 +221,7 @@ class IndexProjection:
         """Flush every ``interval`` seconds until ``stop``, then once more."""
         try:
             while not stop.is_set():
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=interval)
-                except TimeoutError:
+                if not await sleep_or_stop(stop, interval):
                     await self.flush()
         finally:
             await self.flush()

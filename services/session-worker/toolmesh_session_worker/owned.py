@@ -24,7 +24,7 @@ from toolmesh.platform.polling import poll_until
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.queries import Row
-from toolmesh.platform.supervision import TaskSet
+from toolmesh.platform.supervision import TaskSet, wait_event
 from toolmesh.redaction import process_redactor
 from toolmesh.registration_policy import worker_environment
 from toolmesh.sandbox.runner import Sandboxer
@@ -328,9 +328,7 @@ class OwnedServer:
     async def hold_while_reconnecting(self, timeout: float) -> None:
         """EC-010: a request arriving during a reconnect waits (up to ``timeout``) for it to settle."""
         if self.reconnecting:
-            try:
-                await asyncio.wait_for(self._settled.wait(), timeout)
-            except TimeoutError:
+            if not await wait_event(self._settled, timeout):
                 log.info("request still waiting for reconnect after %.1fs", timeout, extra={"server": self.name})
 
     def _live(self) -> Upstream:

@@ -21,19 +21,26 @@ async def supervise(
             raise
         except Exception:
             log.exception("%s failed; restarting in %.1fs", name, backoff, extra={"role": name})
-            try:
-                await asyncio.wait_for(stop.wait(), backoff)
-            except TimeoutError:
-                continue
+            await wait_event(stop, backoff)
+
+
+async def wait_event(event: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``event``; True when it is set.
+
+    A cancel that arrives just as the event is set still cancels: Python 3.11's ``asyncio.wait_for``
+    returns the event's result then and drops the cancel, so a loop waiting that way never ends.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
     """Sleep up to ``seconds``; True when woken because ``stop`` was set."""
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True
+    return await wait_event(stop, seconds)
 
 
 class TaskSet:

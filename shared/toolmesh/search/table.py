@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from toolmesh.platform.supervision import wait_event
 from toolmesh.search.catalog import COLUMNS, FLAGS, Catalog, SkillRows
 from toolmesh.search.lexical import EMPTY, DocumentTerms, LexicalIndex, Postings, Vocabulary, tool_fields
 from toolmesh.skills.taxonomy import Skill
@@ -320,9 +321,7 @@ class SearchTable:
         self._publishing = True
         try:
             while not stop.is_set():
-                try:
-                    await asyncio.wait_for(self._dirty.wait(), timeout=0.5)
-                except TimeoutError:
+                if not await wait_event(self._dirty, 0.5):
                     continue
                 started = time.perf_counter()
                 await self.publish()

@@ -37,7 +37,8 @@ async def _messages(hub: EventHub, subscription: Subscription, ready: StreamRead
         yield message(READY, ready.model_dump_json())
         while True:
             try:
-                item = await asyncio.wait_for(subscription.next(), KEEPALIVE_SECONDS)
+                async with asyncio.timeout(KEEPALIVE_SECONDS):  # not wait_for: on 3.11 it can drop a cancel
+                    item = await subscription.next()
             except TimeoutError:
                 yield ": keepalive\n\n"
                 continue
