@@ -46,6 +46,8 @@ async def test_rotation_reseals_every_config_and_nothing_is_lost(nats_url: str, 
             assert report.status_code == 200 and report.json() == {
                 "resealed": 1,
                 "total": 1,
+                "grants_resealed": 0,
+                "grants_total": 0,
                 "key_id": CredentialBox(NEW_KEY).key_id,
             }
             again = (await system.api.post("/api/v1/aggregator/credentials/reseal")).json()

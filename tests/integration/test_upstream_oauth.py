@@ -3,7 +3,8 @@ its own authorization server (``tests/peers/oauth_server.py``): registered with 
 the server waits for an authorization instead of retrying; an owner authorizes it (the authorization
 URL fetched headless, its code brought to the gateway's callback); calls then reach the upstream as
 the authorized user, an access token the upstream stopped accepting is refreshed without the caller
-noticing; an agent cannot authorize; a used or forged ``state`` is refused; and no token is ever in
+noticing; an agent cannot authorize; a used or forged ``state`` is refused; a credential-key rotation
+reseals the grant so the server stays authorized once the old key is dropped; and no token is ever in
 a response, a log line, an event or a database row in plain text.
 """
 
@@ -25,6 +26,7 @@ from nats.js import JetStreamContext
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import free_port, running_process
 from toolmesh.contracts.events import EVENTS_STREAM
+from toolmesh.credentials import CredentialBox
 from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
@@ -250,3 +252,49 @@ async def test_an_sse_server_is_authorized_the_same_way(nats_url: str, database_
             called = await _call(system, "legacy.whoami")
             assert called.status_code == 200, called.text
             assert called.json()["content"][0]["text"] == "carol"
+
+
+async def test_rotation_reseals_the_grant_and_the_server_stays_authorized_without_the_old_key(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    old, new = CredentialBox("the old credential key"), CredentialBox("the new credential key")
+    async with running_system(nats_url, database_url, credential_key="the old credential key") as system:
+        created = await system.register("saas-r", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
+        server_id = created["id"]
+        await _waits_for_authorization(system, server_id)
+        _, answer = await _authorize(system, server_id)
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
+        await system.wait_connected(server_id)
+        sealed = await system.backends.db.fetchval("SELECT sealed_grant FROM mcp.upstream_tokens")
+        assert old.is_current(sealed)
+
+    rotating = {"credential_key": "the new credential key", "credential_previous_keys": "the old credential key"}
+    async with running_system(nats_url, database_url, **rotating) as system:
+        report = await system.api.post("/api/v1/aggregator/credentials/reseal")
+        assert report.status_code == 200, report.text
+        assert report.json() == {
+            "resealed": 1,
+            "total": 1,
+            "grants_resealed": 1,
+            "grants_total": 1,
+            "key_id": new.key_id,
+        }
+        again = (await system.api.post("/api/v1/aggregator/credentials/reseal")).json()
+        assert again["grants_resealed"] == 0 and again["grants_total"] == 1
+        rows = await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")
+        assert len(rows) == 1 and new.is_current(rows[0]["sealed_grant"])
+
+    async with running_system(nats_url, database_url, credential_key="the new credential key") as system:
+        await system.wait_connected(server_id)
+
+        async def called_as_alice() -> bool:  # the old key is gone: the session-worker opened the grant
+            called = await _call(system, "saas-r.whoami")
+            return called.status_code == 200 and called.json()["content"][0]["text"] == "alice"
+
+        assert await eventually(called_as_alice, timeout=30, what="a call to reach the upstream as alice")
+        stored = repr([dict(row) for row in await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")])
+        events = await _stream_text(system.backends.js)
+    stats = await peer.stats()
+    assert stats["code_grants"] == 1  # nobody authorized it again
+    for token in stats["issued"]:
+        assert token not in stored and token not in events

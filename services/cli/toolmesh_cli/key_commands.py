@@ -53,12 +53,16 @@ def keys_revoke(args: argparse.Namespace, api: ApiClient) -> int:
 
 
 def keys_reseal(args: argparse.Namespace, api: ApiClient) -> int:
-    """Seal every server's config again under the running deployment's current credential key."""
+    """Seal every server's config and upstream OAuth grant again under the running deployment's
+    current credential key."""
     report = api.reseal()
     if args.json:
         print(as_json(report))
     else:
-        print(f"resealed {report['resealed']} of {report['total']} server configs under key {report['key_id']}")
+        print(
+            f"resealed {report['resealed']} of {report['total']} server configs and {report['grants_resealed']} of "
+            f"{report['grants_total']} upstream OAuth grants under key {report['key_id']}"
+        )
     return 0
 
 

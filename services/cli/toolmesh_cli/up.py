@@ -21,7 +21,8 @@ from toolmesh.platform.polling import poll_until
 from toolmesh.platform.runtime import Backends, open_backends
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.queries import sealed_configs
-from toolmesh.rotation import reseal_configs
+from toolmesh.platform.store.upstream_tokens import sealed_grants
+from toolmesh.rotation import reseal_under_current_key
 from toolmesh_cli.announcements import ADMIN_TOKEN_FILE, banner, starting
 from toolmesh_cli.config_file import ServerConfig
 from toolmesh_cli.datadir import DataDirLock, load_or_create_secret, prepare_data_dir
@@ -78,14 +79,21 @@ def settle_seconds(settings: Settings) -> float:
 
 
 async def finish_rotation(backends: Backends, box: CredentialBox, previous: Path) -> None:
-    """After ``toolmesh keys rotate-credential-key``: reseal every config under the new key, wait for
-    the projector to write them, then forget the old keys (the file of previous keys goes)."""
-    _, seq = await reseal_configs(backends, box, "toolmesh up")
+    """After ``toolmesh keys rotate-credential-key``: reseal every config and upstream OAuth grant under
+    the new key, wait for the projector to write the configs, then forget the old keys (the file of
+    previous keys goes)."""
+    _, seq = await reseal_under_current_key(backends, box, "toolmesh up")
     await wait_for_projection(backends.db, seq, ROTATION_WAIT_SECONDS)
     rows = await sealed_configs(backends.db)
-    if all(box.is_current(r["connection_config"]["sealed"]) for r in rows):
+    grants = await sealed_grants(backends.db)
+    configs_current = all(box.is_current(r["connection_config"]["sealed"]) for r in rows)
+    if configs_current and all(box.is_current(g["sealed_grant"]) for g in grants):
         await asyncio.to_thread(previous.unlink, missing_ok=True)
-        log.info("credential key rotated: %d server configs sealed under the new key", len(rows))
+        log.info(
+            "credential key rotated: %d server configs and %d upstream grants sealed under the new key",
+            len(rows),
+            len(grants),
+        )
 
 
 async def _serving(base_url: str, stop: asyncio.Event) -> bool:

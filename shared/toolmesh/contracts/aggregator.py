@@ -50,8 +50,15 @@ class HealthReport(BaseModel):
 
 
 class ResealReport(BaseModel):
-    """``POST /api/v1/aggregator/credentials/reseal``: configs sealed again under the current key."""
+    """``POST /api/v1/aggregator/credentials/reseal``: configs and upstream OAuth grants sealed again
+    under the current key."""
 
     resealed: int
+    """Server configs sealed again."""
     total: int
+    """Server configs stored."""
+    grants_resealed: int
+    """Upstream OAuth grants (``mcp.upstream_tokens``) sealed again."""
+    grants_total: int
+    """Upstream OAuth grants stored."""
     key_id: str

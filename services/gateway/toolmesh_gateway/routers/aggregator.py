@@ -13,7 +13,7 @@ from toolmesh.errors import Forbidden
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store.consistency import wait_for_projection
-from toolmesh.rotation import reseal_configs
+from toolmesh.rotation import reseal_under_current_key
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import backends
@@ -63,11 +63,12 @@ async def aggregator_health(request: Request, principal: Auth, b: Conns, respons
 
 @router.post("/credentials/reseal", responses={403: {"model": ErrorBody}})
 async def reseal_credentials(request: Request, principal: Auth, b: Conns) -> ResealReport:
-    """Owner only: seal every server's connection config again under the current credential key
-    (after ``MCP_CREDENTIAL_KEY`` was rotated with the old key in ``MCP_CREDENTIAL_KEY_PREVIOUS``)."""
+    """Owner only: seal every server's connection config and every upstream OAuth grant again under
+    the current credential key (after ``MCP_CREDENTIAL_KEY`` was rotated with the old key in
+    ``MCP_CREDENTIAL_KEY_PREVIOUS``)."""
     if principal.role is not Role.OWNER:
         raise Forbidden("Only the owner may reseal credentials", {"role": str(principal.role)})
-    report, seq = await reseal_configs(b, request.app.state.credential_box, principal.name)
+    report, seq = await reseal_under_current_key(b, request.app.state.credential_box, principal.name)
     if seq:
         await wait_for_projection(b.db, seq, b.settings.projection_wait_seconds)
     return report

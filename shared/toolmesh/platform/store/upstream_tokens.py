@@ -1,7 +1,8 @@
 """Upstream OAuth grants in ``mcp.upstream_tokens``, sealed with the credential key.
 
 The gateway stores the grant its OAuth callback obtained; the session-worker reads it to send
-``Authorization: Bearer`` and stores what a refresh brings. Nothing of a grant is stored in plain
+``Authorization: Bearer`` and stores what a refresh brings; a credential-key rotation seals each
+grant again (``toolmesh.rotation``). Nothing of a grant is stored in plain
 text but the issuer and the expiry.
 """
 
@@ -81,3 +82,26 @@ async def load_grant(
 async def drop_grants(db: Db, server_id: str) -> None:
     """Forget every grant of ``server_id`` (a removed server)."""
     await db.execute("DELETE FROM mcp.upstream_tokens WHERE server_id = $1", server_id)
+
+
+async def sealed_grants(db: asyncpg.Pool) -> list[asyncpg.Record]:
+    """Every stored grant's key and sealed value, for key rotation."""
+    return list(
+        await db.fetch(
+            "SELECT server_id, principal, sealed_grant FROM mcp.upstream_tokens ORDER BY server_id, principal"
+        )
+    )
+
+
+async def replace_sealed_grant(db: asyncpg.Pool, server_id: str, principal: str, was: str, sealed: str) -> bool:
+    """Store ``sealed`` in place of ``was`` (the same grant sealed again); False when the row changed
+    since it was read (a refresh or an authorization stored a newer grant, which wins)."""
+    status = await db.execute(
+        "UPDATE mcp.upstream_tokens SET sealed_grant = $4 "
+        "WHERE server_id = $1 AND principal = $2 AND sealed_grant = $3",
+        server_id,
+        principal,
+        was,
+        sealed,
+    )
+    return bool(status == "UPDATE 1")
