@@ -28,7 +28,7 @@ COMMAND_SECONDS = 60.0
 
 
 @contextlib.contextmanager
-def _oauth_peer(log: Path) -> Iterator[str]:
+def oauth_peer(log: Path) -> Iterator[str]:
     """The OAuth-protected MCP peer on a free loopback port; yields its origin."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
@@ -93,7 +93,7 @@ def _follow_headless(url: str) -> None:
 
 
 def test_authorize_prints_the_url_and_waits_until_connected(up: Up, tmp_path: Path) -> None:
-    with _oauth_peer(tmp_path / "peer.log") as origin:
+    with oauth_peer(tmp_path / "peer.log") as origin:
         _register(up, origin)
         _wait_for("the server to wait for an authorization", lambda: _needs_authorization(up), up, START_SECONDS)
 
