@@ -54,7 +54,8 @@ def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
         print(reply["authorization_url"], flush=True)
     if args.no_wait:
         return 0
-    detail = _wait(api, server_id, args.timeout or float(reply["expires_in"]), args.json)
+    seconds = float(reply["expires_in"]) if args.timeout is None else args.timeout
+    detail = _wait(api, server_id, seconds, args.json)
     if detail["status"] not in HEALTHY:
         raise CliError(f"{args.server} did not connect: {detail.get('error_message') or detail['status']}")
     if not args.json:
