@@ -16,10 +16,11 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import ListServersRequest, NoArguments, Operation
+from toolmesh.contracts.api import ListServersRequest, NoArguments, Operation, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
+from toolmesh.contracts.upstream_auth import AuthorizeResponse
 from toolmesh.errors import ToolmeshError
 from toolmesh_cli.errors import ApiError, describe_api_error, describe_validation
 
@@ -35,6 +36,15 @@ RESEAL = Operation(
     True,
     "POST",
     "/api/v1/aggregator/credentials/reseal",
+)
+AUTHORIZE = Operation(
+    "servers.authorize",
+    ServerRef,
+    AuthorizeResponse,
+    "Start the OAuth authorization of a server (owner or admin; REST only)",
+    True,
+    "POST",
+    "/api/v1/aggregator/servers/{server_id}/authorize",
 )
 
 
@@ -168,6 +178,12 @@ class ApiClient:
     def disconnect(self, server_id: str, force: bool) -> dict[str, Any]:
         """Disconnect a server, draining (or with ``force`` cancelling) its pending calls."""
         result: dict[str, Any] = _json(self._run(self._mesh.disconnect(server_id, force=force)))
+        return result
+
+    def authorize(self, server_id: str) -> dict[str, Any]:
+        """Start the OAuth authorization of a server: the URL to open and how long it is valid."""
+        sent = self._mesh.transport.send(AUTHORIZE, ServerRef(server_id=server_id), None, self._mesh.timeout)
+        result: dict[str, Any] = _json(AuthorizeResponse.model_validate(self._run(sent)))
         return result
 
     def remove(self, server_id: str) -> None:

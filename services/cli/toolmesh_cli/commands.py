@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolmesh.lifecycle import ServerStatus
+from toolmesh_cli import authorize_command
 from toolmesh_cli.client import ApiClient, api_options, resolve_target
 from toolmesh_cli.errors import UsageError
 from toolmesh_cli.mcp_servers import validate
@@ -216,6 +217,7 @@ def add_parsers(sub: Any) -> None:
         one.set_defaults(run=run)
         if name == "disconnect":
             one.add_argument("--force", action="store_true", help="cancel pending calls instead of draining")
+    authorize_command.add_parser(servers, common)
 
     tools = sub.add_parser("tools", help="discovered tools").add_subparsers(dest="action", required=True)
     tls = tools.add_parser("list", parents=common, help="list tools of one or every server")

@@ -3,7 +3,7 @@
 
 import { ApiError } from "../api.js";
 import { announce, describe, fill, formatMs, h, notice, pageTitle, statusBadge, timeElement } from "../dom.js";
-import { act } from "./servers.js";
+import { act, needsAuthorization, why } from "./servers.js";
 import { approve } from "./approvals.js";
 
 const SERVERS = "/api/v1/aggregator/servers";
@@ -65,7 +65,7 @@ export default {
       h("section", { "aria-labelledby": "history-title" }, h("h2", { id: "history-title" }, "Connection history"), timeline));
 
     function renderServer() {
-      fill(heading, server.name, " ", statusBadge(server.status));
+      fill(heading, server.name, " ", statusBadge(server.status), why(server));
       const rows = [
         ["Id", server.id], ["Namespace", server.namespace], ["Transport", server.transport_type],
         ["Description", server.description || "–"],
@@ -87,7 +87,9 @@ export default {
         type: "button", class: cls, dataset: { action }, disabled: busy && action !== "remove", onclick: () => run(action),
       }, label);
       const focused = actions.contains(document.activeElement) ? document.activeElement.dataset.action : null;
-      fill(actions, connected ? button("disconnect", "Disconnect") : button("connect", "Connect"),
+      const first = needsAuthorization(server) ? button("authorize", "Connect account", "")
+        : connected ? button("disconnect", "Disconnect") : button("connect", "Connect");
+      fill(actions, first,
         button("refresh", "Refresh tools"), button("remove", "Remove", "danger"));
       if (focused) (actions.querySelector(`[data-action="${focused}"]`) || actions.querySelector("button")).focus();
     }

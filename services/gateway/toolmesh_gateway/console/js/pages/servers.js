@@ -1,5 +1,5 @@
 // Servers: live status and health from the event stream, and (for admins) register, connect,
-// disconnect and remove.
+// disconnect, remove, and connect the account of a server behind OAuth.
 
 import { ApiError } from "../api.js";
 import { announce, confirmDialog, fill, formatMs, h, notice, pageTitle, statusBadge, timeElement } from "../dom.js";
@@ -17,10 +17,39 @@ function health(server) {
   return h("span", { class: "health good" }, `ok · ${formatMs(server.last_response_time_ms)}`);
 }
 
-/** Server-side actions of one row (or of the detail page): connect, disconnect, remove. */
+/** True when the server waits for an owner or admin to authorize it at its OAuth authorization server. */
+export function needsAuthorization(server) {
+  return server.status === "ERROR" && (server.error_message || "").includes("needs authorization:");
+}
+
+/** The state line under a server's status badge: "needs authorization", else its error. */
+export function why(server) {
+  if (needsAuthorization(server)) return h("span", { class: "why", title: server.error_message }, "needs authorization");
+  return server.status === "ERROR" && server.error_message ? h("span", { class: "why" }, server.error_message) : null;
+}
+
+/** Start the OAuth authorization and open its URL in a new tab (opened at the click, so no popup blocker). */
+async function authorize(ctx, server, path) {
+  const tab = window.open("", "_blank");
+  try {
+    const reply = await ctx.api.post(`${path}/authorize`);
+    if (tab) {
+      tab.opener = null;
+      tab.location.href = reply.authorization_url;
+    }
+    announce(`${server.name}: sign in on the new tab within ${reply.expires_in} s; the server connects by itself`);
+  } catch (error) {
+    if (tab) tab.close();
+    throw error;
+  }
+}
+
+/** Server-side actions of one row (or of the detail page): connect, disconnect, remove, authorize. */
 export async function act(ctx, server, action) {
   const path = `${SERVERS}/${encodeURIComponent(server.id)}`;
-  if (action === "connect") {
+  if (action === "authorize") {
+    await authorize(ctx, server, path);
+  } else if (action === "connect") {
     const reply = await ctx.api.post(`${path}/connect`);
     announce(`${server.name}: ${reply.message}`);
   } else if (action === "disconnect") {
@@ -62,8 +91,7 @@ export default {
       const tds = [
         h("th", { scope: "row" }, link, server.namespace !== ctx.identity.namespace || ctx.identity.role === "owner"
           ? h("span", { class: "namespace" }, ` ${server.namespace}`) : null),
-        h("td", { class: "status" }, statusBadge(server.status),
-          server.status === "ERROR" && server.error_message ? h("span", { class: "why" }, server.error_message) : null),
+        h("td", { class: "status" }, statusBadge(server.status), why(server)),
         h("td", {}, server.transport_type),
         h("td", { class: "num" }, String(server.tool_count ?? 0)),
         h("td", {}, health(server)),
@@ -81,7 +109,9 @@ export default {
         disabled: busy && action !== "remove",
         onclick: () => run(server.id, action),
       }, label);
-      return [connected ? button("disconnect", "Disconnect") : button("connect", "Connect"), button("remove", "Remove", "danger")];
+      const first = needsAuthorization(server) ? button("authorize", "Connect account", "")
+        : connected ? button("disconnect", "Disconnect") : button("connect", "Connect");
+      return [first, button("remove", "Remove", "danger")];
     }
 
     async function run(id, action) {
