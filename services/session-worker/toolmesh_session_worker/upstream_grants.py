@@ -21,7 +21,7 @@ import httpx2
 
 from toolmesh.contracts.upstream_auth import upstream_auth
 from toolmesh.credentials import CredentialBox
-from toolmesh.egress.http import guarded_client
+from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.oauth_tokens import TokenRequestFailed, refreshed
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant, load_grant, save_grant
@@ -81,8 +81,9 @@ class StoredGrant:
 
 
 def egress_client(egress: EgressPolicy) -> Callable[[], httpx2.AsyncClient]:
-    """Clients for the token endpoint that reach only what ``egress`` allows and follow no redirect."""
-    return lambda: guarded_client(egress, _LIMITS, follow_redirects=False)
+    """Clients for the token endpoint that reach only what ``egress`` allows, follow no redirect and
+    read no answer past ``DOCUMENT_MAX_BYTES``."""
+    return lambda: bounded_client(egress, _LIMITS, follow_redirects=False)
 
 
 class GrantKeeper:

@@ -16,7 +16,7 @@ from toolmesh.contracts.commands import ConnectServer
 from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
 from toolmesh.contracts.upstream_auth import AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
-from toolmesh.egress.http import guarded_client
+from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import ServerConnectionFailed, ServerNotFound, ValidationFailed
 from toolmesh.lifecycle import ServerStatus
@@ -59,10 +59,11 @@ class UpstreamAuthorizations:
         self._commands = commands
 
     def _client(self, row: queries.Row) -> httpx2.AsyncClient:
-        """A client that reaches only what the server's egress policy allows, following no redirect."""
+        """A client that reaches only what the server's egress policy allows, following no redirect and
+        reading no answer past ``DOCUMENT_MAX_BYTES``."""
         private = bool(row["connection_config"].get("private_network"))
         policy = EgressPolicy.of(private, self._b.settings.upstream_private_networks)
-        return guarded_client(policy, OAUTH_LIMITS, timeout=OAUTH_TIMEOUT, follow_redirects=False)
+        return bounded_client(policy, OAUTH_LIMITS, timeout=OAUTH_TIMEOUT, follow_redirects=False)
 
     def _oauth_config(self, row: queries.Row) -> tuple[str, UpstreamAuth]:
         config = self._box.open(row["connection_config"]["sealed"])
