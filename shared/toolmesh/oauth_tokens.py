@@ -7,6 +7,7 @@ Each request goes through the caller's egress-guarded client; the answer becomes
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Any
@@ -18,6 +19,8 @@ from toolmesh.platform.store.upstream_tokens import UpstreamGrant
 TOKEN_TIMEOUT = httpx2.Timeout(15.0)
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 """Client authentication methods toolmesh uses, in its order of preference."""
+MAX_LIFETIME_SECONDS = 10 * 365 * 86400.0
+"""The longest ``expires_in`` believed; past it (or not a positive finite number) the expiry is unknown."""
 
 
 class TokenRequestFailed(Exception):
@@ -70,17 +73,28 @@ async def request_token(client: httpx2.AsyncClient, grant: UpstreamGrant, form: 
     return answer
 
 
+def _lifetime(expires_in: Any) -> float | None:
+    """``expires_in`` in seconds when it is a number a token may live (a hostile ``1e300`` or ``NaN`` is not)."""
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return None
+    try:
+        seconds = float(expires_in)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return seconds if math.isfinite(seconds) and 0 < seconds <= MAX_LIFETIME_SECONDS else None
+
+
 def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = None) -> UpstreamGrant:
     """``grant`` with the tokens of a token endpoint's ``answer`` (a refresh that sends no new refresh
     token keeps the old one)."""
-    expires_in = answer.get("expires_in")
+    lifetime = _lifetime(answer.get("expires_in"))
     current = time.time() if now is None else now
     return replace(
         grant,
         access_token=str(answer["access_token"]),
         refresh_token=str(answer.get("refresh_token") or grant.refresh_token or "") or None,
-        expires_at=current + float(expires_in) if isinstance(expires_in, int | float) else None,
-        lifetime=float(expires_in) if isinstance(expires_in, int | float) else None,
+        expires_at=current + lifetime if lifetime is not None else None,
+        lifetime=lifetime,
         scope=str(answer["scope"]) if isinstance(answer.get("scope"), str) else grant.scope,
     )
 

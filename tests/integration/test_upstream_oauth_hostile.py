@@ -1,16 +1,20 @@
-"""Upstream OAuth against hostile parties: an upstream whose protected-resource metadata never ends
-for a reader without a bound, and anyone on the network at ``/oauth/callback`` (reflected text,
-guessed state)."""
+"""Upstream OAuth against hostile parties (``tests/peers/hostile_oauth.py``): an upstream whose
+protected-resource metadata never ends for a reader without a bound; an authorization server whose
+token answer has an absurd lifetime or is HTML, or whose authorization endpoint is ``javascript:``;
+and anyone on the network at ``/oauth/callback`` (reflected markup, a guessed state)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 
-from tests.harness import running_system
+from tests.harness import System, running_system
 from tests.peers.launch import free_port, running_process
 
 pytestmark = pytest.mark.integration
@@ -52,3 +56,47 @@ async def test_callback_reflects_no_markup_and_a_guessed_state_gets_nothing(nats
     for page in pages:
         assert page.status_code == 400 and "<script>" not in page.text
         assert page.headers["cache-control"] == "no-store" and page.headers["content-type"].startswith("text/html")
+
+
+@asynccontextmanager
+async def hostile(*options: str) -> AsyncIterator[str]:
+    """The hostile upstream and authorization server, with ``options``; its ``/mcp`` URL."""
+    port = free_port()
+    async with running_process(
+        [sys.executable, str(PEERS / "hostile_oauth.py"), "--port", str(port), *options], port=port
+    ):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+async def _callback(system: System, base: str) -> httpx.Response:
+    """Register ``base``, authorize it and follow the authorization server's redirect to the callback."""
+    created = await system.register("hostile", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+    started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+    assert started.status_code == 200, started.text
+    async with httpx.AsyncClient() as browser:
+        location = (await browser.get(started.json()["authorization_url"])).headers["location"]
+    return await system.api.get("/oauth/callback", params=dict(parse_qsl(urlsplit(location).query)))
+
+
+@pytest.mark.parametrize("expires_in", ["1e300", "NaN", "-Infinity", "1" + "0" * 400])
+async def test_token_answer_with_an_absurd_lifetime_is_a_grant_without_expiry(
+    nats_url: str, database_url: str, expires_in: str
+) -> None:
+    answer = f'{{"access_token": "hostile-access", "token_type": "Bearer", "expires_in": {expires_in}}}'
+    async with hostile("--token-answer", answer) as base, running_system(nats_url, database_url) as system:
+        page = await _callback(system, base)
+        assert page.status_code == 200 and "authorized" in page.text, page.text
+        stored = await system.backends.db.fetchval("SELECT expires_at FROM mcp.upstream_tokens")
+        assert stored is None
+
+
+async def test_token_answer_in_html_and_javascript_endpoint_are_refused(nats_url: str, database_url: str) -> None:
+    markup = "<html><script>alert(1)</script></html>"
+    async with running_system(nats_url, database_url) as system:
+        async with hostile("--token-answer", markup) as base:
+            page = await _callback(system, base)
+            assert page.status_code == 502 and "other than JSON" in page.text and "<script>" not in page.text
+        async with hostile("--authorization-endpoint", "javascript:alert(1)//") as base:
+            created = await system.register("scripted", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+            started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+            assert started.status_code == 503 and "javascript" not in started.text

@@ -1,11 +1,14 @@
-"""A hostile OAuth-protected upstream, for tests (127.0.0.1 only).
+"""A hostile OAuth-protected upstream with its own hostile authorization server, for tests (127.0.0.1 only).
 
-    python tests/peers/hostile_oauth.py --port N --issuer ORIGIN [--padding BYTES]
+    python tests/peers/hostile_oauth.py --port N [--issuer ORIGIN] [--padding BYTES]
+                                        [--token-answer TEXT] [--authorization-endpoint URL]
 
-``/mcp`` answers 401 naming its protected-resource metadata at ``/prm``, which names ``--issuer`` (a
-real authorization server, ``tests/peers/oauth_server.py``) as its authorization server, after
-``--padding`` bytes of JSON whitespace streamed first: a valid answer that never ends for a client
-that reads without a bound.
+``/mcp`` answers 401 naming its protected-resource metadata at ``/prm``, which names ``--issuer``
+(default: this origin) as its authorization server, after ``--padding`` bytes of JSON whitespace
+streamed first: a valid answer that never ends for a client that reads without a bound. As an
+authorization server it registers any client, its ``/authorize`` answers 302 to the redirect URI
+with a code at once, and its ``/token`` answers ``--token-answer`` (any text, as JSON);
+``--authorization-endpoint`` is what its metadata names as its authorization endpoint.
 """
 
 from __future__ import annotations
@@ -13,18 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 CHUNK = 1 << 20
 
 
-def app(origin: str, issuer: str, padding: int) -> Starlette:
-    """The hostile upstream at ``origin``."""
+def app(origin: str, args: argparse.Namespace) -> Starlette:
+    """The hostile upstream and authorization server at ``origin``."""
+    issuer = args.issuer or origin
 
     async def mcp(_: Request) -> Response:
         challenge = f'Bearer resource_metadata="{origin}/prm"'
@@ -34,24 +39,58 @@ def app(origin: str, issuer: str, padding: int) -> Starlette:
         document = json.dumps({"resource": f"{origin}/mcp", "authorization_servers": [issuer]}).encode()
 
         async def body() -> AsyncIterator[bytes]:
-            for start in range(0, padding, CHUNK):
-                yield b" " * min(CHUNK, padding - start)
+            for start in range(0, args.padding, CHUNK):
+                yield b" " * min(CHUNK, args.padding - start)
             yield document
 
         return StreamingResponse(body(), media_type="application/json")
 
-    return Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST"]), Route("/prm", prm)])
+    async def metadata(_: Request) -> Response:
+        return JSONResponse(
+            {
+                "issuer": origin,
+                "authorization_endpoint": args.authorization_endpoint or f"{origin}/authorize",
+                "token_endpoint": f"{origin}/token",
+                "registration_endpoint": f"{origin}/register",
+                "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
+            }
+        )
+
+    async def register(request: Request) -> Response:
+        asked = await request.json()
+        return JSONResponse({**asked, "client_id": "hostile-client"}, status_code=201)
+
+    async def authorize(request: Request) -> Response:
+        query = urlencode({"code": "hostile-code", "state": request.query_params["state"]})
+        return RedirectResponse(f"{request.query_params['redirect_uri']}?{query}", status_code=302)
+
+    async def token(_: Request) -> Response:
+        return Response(args.token_answer, media_type="application/json")
+
+    return Starlette(
+        routes=[
+            Route("/mcp", mcp, methods=["GET", "POST"]),
+            Route("/prm", prm),
+            Route("/.well-known/oauth-authorization-server", metadata),
+            Route("/register", register, methods=["POST"]),
+            Route("/authorize", authorize),
+            Route("/token", token, methods=["POST"]),
+        ]
+    )
 
 
 def main() -> None:
     """Serve on 127.0.0.1."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--issuer", required=True)
+    parser.add_argument("--issuer")
     parser.add_argument("--padding", type=int, default=0)
+    parser.add_argument("--token-answer", default='{"access_token": "hostile-access", "token_type": "Bearer"}')
+    parser.add_argument("--authorization-endpoint")
     args = parser.parse_args()
     origin = f"http://127.0.0.1:{args.port}"
-    uvicorn.run(app(origin, args.issuer, args.padding), host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app(origin, args), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
