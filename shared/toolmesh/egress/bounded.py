@@ -1,8 +1,10 @@
 """Clients for small documents (OAuth metadata, client registration, token answers): an answer
-larger than a bound is cut off with an error instead of read whole into memory."""
+larger than a bound, or slower than a deadline (a server dripping a byte at a time never trips a
+per-read timeout), is cut off with an error instead of read whole or waited for without end."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +15,8 @@ from toolmesh.egress.policy import EgressPolicy
 
 DOCUMENT_MAX_BYTES = 1 << 20
 """The largest answer an OAuth party may send toolmesh (its documents are a few kilobytes)."""
+DOCUMENT_DEADLINE_SECONDS = 30.0
+"""How long one request may take, from sending it to the last byte of its answer."""
 
 
 class TooLarge(httpx2.ReadError):
@@ -20,14 +24,23 @@ class TooLarge(httpx2.ReadError):
 
 
 class _BoundedStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, request: httpx2.Request, max_bytes: int) -> None:
+    def __init__(self, inner: httpx2.AsyncByteStream, request: httpx2.Request, max_bytes: int, deadline: float) -> None:
         self._inner = inner
         self._request = request
         self._max = max_bytes
+        self._deadline = deadline
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
-        async for chunk in self._inner:
+        chunks = aiter(self._inner)
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise httpx2.ReadTimeout("answer slower than its deadline", request=self._request) from None
             seen += len(chunk)
             if seen > self._max:
                 raise TooLarge(f"answer longer than {self._max} bytes", request=self._request)
@@ -38,21 +51,28 @@ class _BoundedStream(httpx2.AsyncByteStream):
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
-    """``inner`` whose answers end in ``TooLarge`` past ``max_bytes``."""
+    """``inner`` whose answers end in ``TooLarge`` past ``max_bytes`` and in ``ReadTimeout`` when the
+    whole exchange takes longer than ``seconds``."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, max_bytes: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, max_bytes: int, seconds: float) -> None:
         self._inner = inner
         self._max = max_bytes
+        self._seconds = seconds
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """The inner transport's answer, its body bounded."""
-        response = await self._inner.handle_async_request(request)
+        deadline = asyncio.get_running_loop().time() + self._seconds
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._inner.handle_async_request(request)
+        except TimeoutError:
+            raise httpx2.ReadTimeout("answer slower than its deadline", request=request) from None
         stream = response.stream
         assert isinstance(stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
-            stream=_BoundedStream(stream, request, self._max),
+            stream=_BoundedStream(stream, request, self._max, deadline),
             extensions=response.extensions,
         )
 
@@ -62,8 +82,13 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
 
 def bounded_client(
-    policy: EgressPolicy, limits: httpx2.Limits, max_bytes: int = DOCUMENT_MAX_BYTES, **options: Any
+    policy: EgressPolicy,
+    limits: httpx2.Limits,
+    max_bytes: int = DOCUMENT_MAX_BYTES,
+    seconds: float = DOCUMENT_DEADLINE_SECONDS,
+    **options: Any,
 ) -> httpx2.AsyncClient:
-    """A client like ``guarded_client`` whose every answer is at most ``max_bytes`` long."""
-    transport = BoundedTransport(GuardedTransport(policy, limits), max_bytes)
+    """A client like ``guarded_client`` whose every answer is at most ``max_bytes`` long and done
+    within ``seconds``."""
+    transport = BoundedTransport(GuardedTransport(policy, limits), max_bytes, seconds)
     return httpx2.AsyncClient(transport=transport, trust_env=False, **options)
