@@ -5,6 +5,7 @@ and anyone on the network at ``/oauth/callback`` (reflected markup, a guessed st
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
-from tests.harness import System, running_system
+from tests.harness import System, eventually, running_system
 from tests.peers.launch import free_port, running_process
 
 pytestmark = pytest.mark.integration
@@ -68,14 +69,19 @@ async def hostile(*options: str) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-async def _callback(system: System, base: str) -> httpx.Response:
-    """Register ``base``, authorize it and follow the authorization server's redirect to the callback."""
-    created = await system.register("hostile", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
-    started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+async def _redirected(system: System, server_id: str) -> dict[str, str]:
+    """Authorize ``server_id`` as the owner; what the authorization server's redirect brings the callback."""
+    started = await system.api.post(f"/api/v1/aggregator/servers/{server_id}/authorize")
     assert started.status_code == 200, started.text
     async with httpx.AsyncClient() as browser:
         location = (await browser.get(started.json()["authorization_url"])).headers["location"]
-    return await system.api.get("/oauth/callback", params=dict(parse_qsl(urlsplit(location).query)))
+    return dict(parse_qsl(urlsplit(location).query))
+
+
+async def _callback(system: System, base: str) -> httpx.Response:
+    """Register ``base``, authorize it and follow the authorization server's redirect to the callback."""
+    created = await system.register("hostile", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+    return await system.api.get("/oauth/callback", params=await _redirected(system, created["id"]))
 
 
 @pytest.mark.parametrize("expires_in", ["1e300", "NaN", "-Infinity", "1" + "0" * 400])
@@ -100,3 +106,35 @@ async def test_token_answer_in_html_and_javascript_endpoint_are_refused(nats_url
             created = await system.register("scripted", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
             started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
             assert started.status_code == 503 and "javascript" not in started.text
+
+
+async def test_discovery_named_at_a_metadata_address_is_refused(nats_url: str, database_url: str) -> None:
+    named = "http://169.254.169.254/latest/meta-data/iam"
+    async with hostile("--resource-metadata", named) as base, running_system(nats_url, database_url) as system:
+        created = await system.register("hostile", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+        started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+        assert started.status_code == 503 and "egress policy" in started.json()["detail"], started.text
+
+
+async def test_a_callback_for_a_removed_server_and_concurrent_callbacks_store_one_grant(
+    nats_url: str, database_url: str
+) -> None:
+    async with hostile() as base, running_system(nats_url, database_url) as system:
+        removed = await system.register("removed", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+        answer = await _redirected(system, removed["id"])
+        deleted = await system.api.delete(f"/api/v1/aggregator/servers/{removed['id']}")
+        assert deleted.status_code == 204, deleted.text
+
+        async def gone() -> bool:
+            return (await system.api.get(f"/api/v1/aggregator/servers/{removed['id']}")).status_code == 404
+
+        await eventually(gone, what="the server to be removed")
+        page = await system.api.get("/oauth/callback", params=answer)
+        assert page.status_code == 400 and "not found" in page.text.lower(), page.text
+
+        created = await system.register("hostile", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+        answer = await _redirected(system, created["id"])
+        pages = await asyncio.gather(*(system.api.get("/oauth/callback", params=answer) for _ in range(8)))
+        assert sorted(page.status_code for page in pages) == [200] + [400] * 7
+        rows = await system.backends.db.fetch("SELECT server_id FROM mcp.upstream_tokens")
+        assert [row["server_id"] for row in rows] == [created["id"]]

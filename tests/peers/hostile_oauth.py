@@ -2,9 +2,11 @@
 
     python tests/peers/hostile_oauth.py --port N [--issuer ORIGIN] [--padding BYTES]
                                         [--token-answer TEXT] [--authorization-endpoint URL]
+                                        [--resource-metadata URL]
 
-``/mcp`` answers 401 naming its protected-resource metadata at ``/prm``, which names ``--issuer``
-(default: this origin) as its authorization server, after ``--padding`` bytes of JSON whitespace
+``/mcp`` answers 401 naming its protected-resource metadata at ``/prm`` (or ``--resource-metadata``),
+which names ``--issuer`` (default: this origin) as its authorization server, after ``--padding``
+bytes of JSON whitespace
 streamed first: a valid answer that never ends for a client that reads without a bound. As an
 authorization server it registers any client, its ``/authorize`` answers 302 to the redirect URI
 with a code at once, and its ``/token`` answers ``--token-answer`` (any text, as JSON);
@@ -32,7 +34,7 @@ def app(origin: str, args: argparse.Namespace) -> Starlette:
     issuer = args.issuer or origin
 
     async def mcp(_: Request) -> Response:
-        challenge = f'Bearer resource_metadata="{origin}/prm"'
+        challenge = f'Bearer resource_metadata="{args.resource_metadata or origin + "/prm"}"'
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": challenge})
 
     async def prm(_: Request) -> Response:
@@ -88,6 +90,7 @@ def main() -> None:
     parser.add_argument("--padding", type=int, default=0)
     parser.add_argument("--token-answer", default='{"access_token": "hostile-access", "token_type": "Bearer"}')
     parser.add_argument("--authorization-endpoint")
+    parser.add_argument("--resource-metadata")
     args = parser.parse_args()
     origin = f"http://127.0.0.1:{args.port}"
     uvicorn.run(app(origin, args), host="127.0.0.1", port=args.port, log_level="warning")
