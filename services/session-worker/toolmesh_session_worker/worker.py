@@ -57,6 +57,10 @@ class SessionWorker:
         self._owned: dict[str, OwnedServer] = {}
         self._subs: dict[str, Subscription] = {}
         self._connects = TaskSet("connect")
+        # The requests being answered belong to the worker, not to their server's tasks: letting a
+        # server go (its connect failed, its lease was lost) must not cancel an answer half-way and
+        # leave its requester waiting out its timeout (a remove answered SESSION_NOT_FOUND).
+        self._answers = TaskSet("answers")
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
         self._http: EgressClients | None = None
@@ -83,6 +87,7 @@ class SessionWorker:
             finally:
                 await self._connects.cancel_all()
                 await asyncio.gather(*(self._forget(s, close=True) for s in list(self._owned.values())))
+                await self._answers.finish(self._b.settings.drain_timeout_seconds)  # their sessions are closed
 
     async def _publish(self, event: Event) -> int:
         return await publish_event(self._b.js, event)
@@ -173,7 +178,7 @@ class SessionWorker:
         attributes = {"toolmesh.server": server.name}
 
         async def on_request(msg: Message) -> None:
-            server.tasks.spawn(dispatcher.dispatch(msg, attributes))
+            self._answers.spawn(dispatcher.dispatch(msg, attributes))
 
         try:  # owned: a gateway in this process hands its requests over without NATS
             self._subs[server_id] = await self._b.bus.subscribe(verbs.RPC.wildcard(server_id), on_request, owned=True)

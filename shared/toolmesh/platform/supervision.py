@@ -65,6 +65,12 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    async def finish(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the tasks to end on their own, then cancel what still runs."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        await self.cancel_all()
+
     async def cancel_all(self) -> None:
         """Cancel every task still running and wait for them to finish."""
         tasks = list(self._tasks)
