@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 
-from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel
 
 from toolmesh.credentials import CredentialBox
+from toolmesh.platform.bus.leases import WRONG_LAST_SEQUENCE
 
 FLOW_TTL_SECONDS = 600.0
 """How long an authorization URL may wait for the user (the bucket's TTL)."""
@@ -62,6 +63,10 @@ class FlowStore:
             await self._kv.delete(key, last=entry.revision)
         except (KeyNotFoundError, KeyDeletedError, KeyWrongLastSequenceError):
             return None
+        except BadRequestError as exc:  # nats-py leaves a delete's "wrong last sequence" untranslated
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            return None  # another callback took it first
         if entry.value is None:
             return None
         return PendingFlow.model_validate(self._box.open(entry.value.decode()))
