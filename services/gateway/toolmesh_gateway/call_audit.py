@@ -39,6 +39,7 @@ class CallAudit:
         self._count = 0  # records pending or unsent
         self._wake = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        self._closing = False  # the loop ends on it even when a library drops the cancel (nats-py on 3.11)
 
     def record(self, namespace: str, call: CallRecord) -> None:
         """Remember one call (no I/O)."""
@@ -73,6 +74,8 @@ class CallAudit:
     async def close(self) -> None:
         """Stop the loop and publish what is left."""
         if self._runner is not None:
+            self._closing = True
+            self._wake.set()
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
         while self._count:  # calls still ending add records while it publishes
@@ -107,7 +110,7 @@ class CallAudit:
             self._count -= len(batch.calls)
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             await wait_event(self._wake, self._flush_seconds)
             self._wake.clear()
             await self.flush()
