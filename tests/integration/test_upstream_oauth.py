@@ -13,52 +13,20 @@ from __future__ import annotations
 import io
 import logging
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 
 from tests.harness import System, eventually, running_system
+from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
-from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.credentials import CredentialBox
 from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
 CALL = "/api/v1/tools/call"
-PEER = Path(__file__).parents[1] / "peers" / "oauth_server.py"
-
-
-@dataclass
-class Peer:
-    origin: str
-
-    async def stats(self) -> dict[str, Any]:
-        async with httpx.AsyncClient() as client:
-            result: dict[str, Any] = (await client.get(f"{self.origin}/control/stats")).json()
-            return result
-
-
-@pytest.fixture
-async def peer() -> AsyncIterator[Peer]:
-    port = free_port()
-    async with running_process([sys.executable, str(PEER), "--port", str(port), "--user", "alice"], port=port):
-        yield Peer(f"http://127.0.0.1:{port}")
-
-
-async def _stream_text(js: JetStreamContext) -> str:
-    info = await js.stream_info(EVENTS_STREAM)
-    chunks = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(EVENTS_STREAM, seq)
-        chunks.append((msg.data or b"").decode(errors="replace"))
-    return "\n".join(chunks)
 
 
 async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, list[str]]]:
@@ -67,13 +35,7 @@ async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, lis
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["expires_in"] > 0
-    asked = parse_qs(urlsplit(body["authorization_url"]).query)
-    assert asked["code_challenge_method"] == ["S256"] and asked["resource"] and asked["state"]
-    async with httpx.AsyncClient() as browser:
-        answer = await browser.get(body["authorization_url"])
-    assert answer.status_code == 302, answer.text
-    location = answer.headers["location"]
-    return location, parse_qs(urlsplit(location).query)
+    return await follow(body["authorization_url"])
 
 
 async def _call(system: System, name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
@@ -144,7 +106,7 @@ async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
             stored = repr([dict(row) for row in rows]) + repr(
                 await system.backends.db.fetch("SELECT * FROM mcp.external_servers")
             )
-            events = await _stream_text(system.backends.js)
+            events = await stream_text(system.backends.js)
             removed = await system.api.delete(f"{SERVERS}/{server_id}")
             assert removed.status_code == 204
             assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
@@ -232,7 +194,7 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             assert stats["registrations"] == 0 and stats["code_grants"] == 1  # the configured client, no new one
             detail = await system.server(created["id"])
             stored = repr(await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens"))
-            events = await _stream_text(system.backends.js)
+            events = await stream_text(system.backends.js)
     for where, text in (("response", repr(detail) + repr(created)), ("database", stored), ("events", events)):
         assert secret not in text, f"the client secret leaked into {where}"
 
@@ -293,7 +255,7 @@ async def test_rotation_reseals_the_grant_and_the_server_stays_authorized_withou
 
         assert await eventually(called_as_alice, timeout=30, what="a call to reach the upstream as alice")
         stored = repr([dict(row) for row in await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")])
-        events = await _stream_text(system.backends.js)
+        events = await stream_text(system.backends.js)
     stats = await peer.stats()
     assert stats["code_grants"] == 1  # nobody authorized it again
     for token in stats["issued"]:

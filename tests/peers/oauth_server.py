@@ -5,8 +5,9 @@
 
 One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
 registration, ``/authorize``, ``/token`` with the authorization code and refresh token grants) on an
-in-memory provider that knows one user (``--user``, default ``alice``) and approves at once — the
-authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
+in-memory provider that approves at once whoever is signed in at it (``--user``, default ``alice``;
+``POST /control/login {"user": NAME}`` signs in another, ``alice`` and ``bob`` being its known users)
+— the authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
 and a Streamable HTTP MCP server at ``/mcp`` (``--transport sse``: HTTP+SSE at ``/sse``) behind the
 SDK's bearer auth and protected-resource metadata (RFC 9728), whose 401 names that metadata.
 ``--client-id`` pre-registers a confidential client (its secret, its one redirect URI,
@@ -155,6 +156,11 @@ def build(port: int, user: str, client: OAuthClientInformationFull | None = None
         dropped = len(provider.access)
         provider.access.clear()
         return JSONResponse({"expired": dropped})
+
+    @server.custom_route("/control/login", methods=["POST"])
+    async def login(request: Request) -> JSONResponse:
+        provider.user = str((await request.json())["user"])
+        return JSONResponse({"user": provider.user})
 
     @server.custom_route("/control/revoke", methods=["POST"])
     async def revoke(request: Request) -> JSONResponse:

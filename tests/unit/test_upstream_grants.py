@@ -21,7 +21,8 @@ from toolmesh_session_worker.upstream_grants import (
     GrantKeeper,
     TriedGrant,
     authorized_since,
-    oauth_grants,
+    identity,
+    loaded_grants,
 )
 
 NOW = 1_000_000.0
@@ -137,10 +138,16 @@ async def test_a_grant_stored_since_is_taken_before_refreshing() -> None:
 
 
 async def test_an_oauth_server_without_a_grant_needs_authorization() -> None:
-    config = {"base_url": "https://mcp.example/mcp", "auth": {"mode": "oauth"}}
-    with pytest.raises(AuthorizationNeeded, match="needs authorization"):
-        await oauth_grants(config, MemoryStore(None), egress=None, server_id="s1")  # type: ignore[arg-type]
-    assert await oauth_grants({"base_url": "x"}, MemoryStore(None), egress=None, server_id="s1") is None  # type: ignore[arg-type]
+    with pytest.raises(AuthorizationNeeded, match="an owner or admin authorizes it"):
+        await loaded_grants(MemoryStore(None), egress=None, server_id="s1")  # type: ignore[arg-type]
+    with pytest.raises(AuthorizationNeeded, match="any user of the server authorizes it"):
+        await loaded_grants(MemoryStore(None), egress=None, server_id="s1", per_user=True)  # type: ignore[arg-type]
+
+
+def test_the_identity_is_read_from_the_auth_config() -> None:
+    assert identity({"base_url": "x", "auth": {"mode": "oauth"}}) == "shared"
+    assert identity({"base_url": "x", "auth": {"mode": "oauth", "identity": "per_user"}}) == "per_user"
+    assert identity({"base_url": "x"}) is None
 
 
 def test_pkce_challenge_is_s256_of_the_verifier() -> None:

@@ -1,5 +1,7 @@
-"""Authorizing an upstream (shared identity): the authorization URL for an owner or admin, and the
-callback that turns the code into sealed tokens, says so in an event and connects the server."""
+"""Authorizing an upstream: the authorization URL (shared identity: for an owner or admin, and the
+grant is every caller's; per-user identity: for any caller who sees the server, and the grant is its
+own), and the callback that turns the code into sealed tokens, says so in an event and connects the
+server if it was waiting for one."""
 
 from __future__ import annotations
 
@@ -14,28 +16,51 @@ from mcp.client.auth.utils import issuers_match
 
 from toolmesh.contracts.commands import ConnectServer
 from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
-from toolmesh.contracts.upstream_auth import AuthorizeResponse, UpstreamAuth, upstream_auth
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
-from toolmesh.errors import ServerConnectionFailed, ServerNotFound, ValidationFailed
+from toolmesh.errors import (
+    ServerConnectionFailed,
+    ServerNotFound,
+    ToolmeshError,
+    UpstreamAuthorizationRequired,
+    ValidationFailed,
+)
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
 from toolmesh.platform.bus.publishing import publish_command, publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
 from toolmesh.platform.store.consistency import wait_for_projection
-from toolmesh.platform.store.upstream_tokens import UpstreamGrant, save_grant
+from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGrant, grant_record, save_grant
 from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.upstream_oauth.discovery import discover
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
-from toolmesh_gateway.upstream_oauth.registration import client_for
+from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
 
 log = logging.getLogger("toolmesh.gateway")
 OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
 OAUTH_TIMEOUT = httpx2.Timeout(15.0)
+CALLBACK_PATH = "/oauth/callback"
+
+
+def callback_url(public_url: str | None, origin: str | None) -> str:
+    """Where the authorization server sends the browser back: ``TOOLMESH_PUBLIC_URL``, else the base
+    URL the caller reached this gateway at.
+
+    Raises:
+        ValidationFailed: neither is known (a caller of the NATS API, with no public URL set).
+    """
+    base = public_url or origin
+    if not base:
+        raise ValidationFailed(
+            "No callback URL: set TOOLMESH_PUBLIC_URL, or authorize through the gateway's HTTP API",
+            {"step": "authorize"},
+        )
+    return f"{base.rstrip('/')}{CALLBACK_PATH}"
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -57,6 +82,7 @@ class UpstreamAuthorizations:
         self._box = box
         self._flows = flows
         self._commands = commands
+        self._registered = RegisteredClients()
 
     def _client(self, row: queries.Row) -> httpx2.AsyncClient:
         """A client that reaches only what the server's egress policy allows, following no redirect and
@@ -75,14 +101,18 @@ class UpstreamAuthorizations:
             )
         return str(config.get("base_url") or config.get("url")), auth
 
-    async def start(self, server_id: str, caller: Caller, redirect_uri: str) -> AuthorizeResponse:
-        """The authorization URL of ``server_id`` (owner or admin of its namespace only: 403 otherwise)."""
+    async def start(self, server_id: str, caller: Caller) -> AuthorizeResponse:
+        """The authorization URL of ``server_id``: for a shared identity only an owner or admin of its
+        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself."""
         row = await self._commands.server(server_id, caller)
-        caller.principal.require_manager("authorize servers")
         url, auth = self._oauth_config(row)
+        per_user = auth.identity == "per_user"
+        if not per_user:
+            caller.principal.require_manager("authorize servers")
+        redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
-            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope)
+            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope, self._registered)
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
@@ -99,6 +129,7 @@ class UpstreamAuthorizations:
             auth_method=registered.auth_method,
             resource=found.resource,
             scope=found.scope,
+            principal=caller.principal.key_id if per_user else SHARED_IDENTITY,
         )
         await self._flows.put(state, flow)
         query = {
@@ -114,7 +145,42 @@ class UpstreamAuthorizations:
         endpoint = str(found.metadata.authorization_endpoint)
         joined = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}"
         log.info("authorization started", extra={"server": row["name"], "server_id": server_id})
-        return AuthorizeResponse(server_id=server_id, authorization_url=joined, expires_in=int(FLOW_TTL_SECONDS))
+        return AuthorizeResponse(
+            server_id=server_id,
+            identity=auth.identity,
+            authorization_url=joined,
+            expires_in=int(FLOW_TTL_SECONDS),
+        )
+
+    async def state(self, server_id: str, caller: Caller) -> AuthorizationState:
+        """Whether ``server_id`` holds a grant for ``caller`` (per-user) or for every caller (shared)."""
+        row = await self._commands.server(server_id, caller)
+        _url, auth = self._oauth_config(row)
+        principal = caller.principal.key_id if auth.identity == "per_user" else SHARED_IDENTITY
+        stored = await grant_record(self._b.db, server_id, principal)
+        return AuthorizationState(
+            server_id=server_id,
+            identity=auth.identity,
+            authorized=stored is not None,
+            issuer=stored["issuer"] if stored is not None else None,
+            authorized_at=stored["updated_at"] if stored is not None else None,
+        )
+
+    async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
+        """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
+        ``expires_in``); as it was when no authorization could be started (it names the endpoint)."""
+        server_id = str(needed.context.get("server_id", ""))
+        try:
+            started = await self.start(server_id, caller)
+        except ToolmeshError as exc:
+            log.warning("could not start an authorization for a caller: %s", exc.detail, extra={"server_id": server_id})
+            return needed
+        return UpstreamAuthorizationRequired(
+            needed.detail,
+            needed.context,
+            authorization_url=started.authorization_url,
+            expires_in=started.expires_in,
+        )
 
     async def finish(self, code: str, state: str, iss: str | None) -> str:
         """Exchange the code of an authorization that came back; the server's name.
@@ -133,7 +199,7 @@ class UpstreamAuthorizations:
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
         process_redactor().add(grant.secrets())
-        await save_grant(self._b.db, self._box, flow.server_id, grant)
+        await save_grant(self._b.db, self._box, flow.server_id, grant, flow.principal)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
@@ -141,6 +207,7 @@ class UpstreamAuthorizations:
                 namespace=flow.namespace,
                 actor=flow.actor,
                 issuer=flow.issuer,
+                identity="shared" if flow.principal == SHARED_IDENTITY else "per_user",
                 scope=grant.scope,
             ),
         )

@@ -27,10 +27,34 @@ class OAuthClient:
     auth_method: str
 
 
+class RegisteredClients:
+    """Clients this gateway registered, by registration endpoint, redirect URI and scope: every user
+    of a per-user server authorizes as the same client instead of registering one per authorization."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._limit = limit
+        self._known: dict[tuple[str, str, str | None], OAuthClient] = {}
+
+    def get(self, key: tuple[str, str, str | None]) -> OAuthClient | None:
+        """The client registered for ``key``, if any."""
+        return self._known.get(key)
+
+    def keep(self, key: tuple[str, str, str | None], registered: OAuthClient) -> None:
+        """Remember ``registered`` (the oldest is forgotten past the limit)."""
+        if len(self._known) >= self._limit:
+            self._known.pop(next(iter(self._known)))
+        self._known[key] = registered
+
+
 async def client_for(
-    client: httpx2.AsyncClient, auth: UpstreamAuth, metadata: OAuthMetadata, redirect_uri: str, scope: str | None
+    client: httpx2.AsyncClient,
+    auth: UpstreamAuth,
+    metadata: OAuthMetadata,
+    redirect_uri: str,
+    scope: str | None,
+    registered: RegisteredClients | None = None,
 ) -> OAuthClient:
-    """The client to authorize as.
+    """The client to authorize as (one ``registered`` already when it knows it).
 
     Raises:
         ServerConnectionFailed: no client id configured and the authorization server registers none.
@@ -45,6 +69,10 @@ async def client_for(
             "register toolmesh there and set auth.client_id (and auth.client_secret)",
             {"step": "registration"},
         )
+    key = (str(metadata.registration_endpoint), redirect_uri, scope)
+    known = registered.get(key) if registered is not None else None
+    if known is not None:
+        return known
     wanted = OAuthClientMetadata(
         redirect_uris=[AnyUrl(redirect_uri)],
         token_endpoint_auth_method="none",
@@ -62,4 +90,7 @@ async def client_for(
             f"OAuth registration failed ({type(exc).__name__})", {"step": "registration"}
         ) from None
     method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
-    return OAuthClient(str(info.client_id), info.client_secret, method)
+    made = OAuthClient(str(info.client_id), info.client_secret, method)
+    if registered is not None:
+        registered.keep(key, made)
+    return made
