@@ -26,6 +26,7 @@ FLOW = PendingFlow(
     client_id="c",
     resource="http://127.0.0.1/mcp",
 )
+"""A pending flow, the one the bucket tests store (test_nats_deploy_buckets too)."""
 
 
 async def test_a_state_taken_by_two_callbacks_at_once_is_one_flow_and_one_none(nats_url: str) -> None:
