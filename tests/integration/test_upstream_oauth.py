@@ -38,6 +38,22 @@ async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, lis
     return await follow(body["authorization_url"])
 
 
+async def _callback(system: System, answer: dict[str, list[str]]) -> httpx.Response:
+    """The authorization server's redirect (``answer``, its query) followed to the gateway's callback."""
+    return await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+
+
+async def _authorized(system: System, name: str, peer: Peer) -> str:
+    """A server of ``peer`` registered with OAuth as ``name``, authorized by the owner and connected; its id."""
+    created = await system.register(name, "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
+    server_id: str = created["id"]
+    await _waits_for_authorization(system, server_id)
+    _, answer = await _authorize(system, server_id)
+    assert (await _callback(system, answer)).status_code == 200
+    await system.wait_connected(server_id)
+    return server_id
+
+
 async def _call(system: System, name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
     return await system.api.post(CALL, json={"name": name, "arguments": arguments or {}})
 
@@ -76,10 +92,10 @@ async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
 
             location, answer = await _authorize(system, server_id)
             assert location.startswith(f"{system.api.base_url}/oauth/callback")
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             bodies.append(callback.text)
-            replayed = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            replayed = await _callback(system, answer)
             assert replayed.status_code == 400 and "already used" in replayed.text
             forged = await system.api.get("/oauth/callback", params={"code": answer["code"][0], "state": "forged"})
             assert forged.status_code == 400
@@ -151,12 +167,7 @@ async def test_a_withdrawn_grant_puts_the_server_back_to_needing_authorization(
 ) -> None:
     fast_health = {"health_interval_seconds": 1.0, "health_check_timeout_seconds": 0.8}
     async with running_system(nats_url, database_url, **fast_health) as system:
-        created = await system.register("saas-c", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
-        server_id = created["id"]
-        await _waits_for_authorization(system, server_id)
-        _, answer = await _authorize(system, server_id)
-        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
-        await system.wait_connected(server_id)
+        server_id = await _authorized(system, "saas-c", peer)
         async with httpx.AsyncClient() as control:
             await control.post(f"{peer.origin}/control/revoke")
         refused = await _call(system, "saas-c.echo", {"text": "x"})
@@ -185,7 +196,7 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             shown = await system.server(created["id"])
             assert shown["connection_config"]["auth"]["client_secret"] == "***"
             _, answer = await _authorize(system, created["id"])
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             await system.wait_connected(created["id"])
             called = await _call(system, "confidential.whoami")
@@ -208,7 +219,7 @@ async def test_an_sse_server_is_authorized_the_same_way(nats_url: str, database_
             created = await system.register("legacy", "SSE", {"url": f"{origin}/sse", "auth": {"mode": "oauth"}})
             await _waits_for_authorization(system, created["id"])
             _, answer = await _authorize(system, created["id"])
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             await system.wait_connected(created["id"])
             called = await _call(system, "legacy.whoami")
@@ -221,12 +232,7 @@ async def test_rotation_reseals_the_grant_and_the_server_stays_authorized_withou
 ) -> None:
     old, new = CredentialBox("the old credential key"), CredentialBox("the new credential key")
     async with running_system(nats_url, database_url, credential_key="the old credential key") as system:
-        created = await system.register("saas-r", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
-        server_id = created["id"]
-        await _waits_for_authorization(system, server_id)
-        _, answer = await _authorize(system, server_id)
-        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
-        await system.wait_connected(server_id)
+        server_id = await _authorized(system, "saas-r", peer)
         sealed = await system.backends.db.fetchval("SELECT sealed_grant FROM mcp.upstream_tokens")
         assert old.is_current(sealed)
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import ListServersRequest, NoArguments, Operation, ServerRef
+from toolmesh.contracts.api import AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
@@ -28,24 +28,6 @@ DEFAULT_URL = "http://127.0.0.1:8081"
 PAGE = 1000  # the API's maximum page size
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-RESEAL = Operation(
-    "credentials.reseal",
-    NoArguments,
-    ResealReport,
-    "Seal every server's config again under the current credential key (REST only)",
-    True,
-    "POST",
-    "/api/v1/aggregator/credentials/reseal",
-)
-AUTHORIZE = Operation(
-    "servers.authorize",
-    ServerRef,
-    AuthorizeResponse,
-    "Start the OAuth authorization of a server (owner or admin; REST only)",
-    True,
-    "POST",
-    "/api/v1/aggregator/servers/{server_id}/authorize",
-)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolmesh.contracts.aggregator import AggregatorState, ErrorBody
+from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
@@ -36,6 +36,7 @@ from toolmesh.contracts.servers import (
     ToolList,
 )
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
+from toolmesh.contracts.upstream_auth import AuthorizeResponse
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
 
@@ -275,6 +276,26 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 OPERATIONS_BY_SUBJECT: dict[str, Operation] = {op.subject: op for op in OPERATIONS}
+
+# Operations of the REST API alone (not in ``OPERATIONS``: no NATS subject serves them).
+RESEAL = Operation(
+    "credentials.reseal",
+    NoArguments,
+    ResealReport,
+    "Seal every server's config again under the current credential key (REST only)",
+    True,
+    "POST",
+    "/api/v1/aggregator/credentials/reseal",
+)
+AUTHORIZE = Operation(
+    "servers.authorize",
+    ServerRef,
+    AuthorizeResponse,
+    "Start the OAuth authorization of a server (owner or admin; REST only)",
+    True,
+    "POST",
+    SERVER + "/authorize",
+)
 
 
 def reply_model(operation: Operation) -> Any:
