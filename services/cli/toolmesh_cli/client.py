@@ -16,11 +16,11 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
+from toolmesh.contracts.api import AUTHORIZATION, AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.errors import ToolmeshError
 from toolmesh_cli.errors import ApiError, describe_api_error, describe_validation
 
@@ -166,6 +166,12 @@ class ApiClient:
         """Start the OAuth authorization of a server: the URL to open and how long it is valid."""
         sent = self._mesh.transport.send(AUTHORIZE, ServerRef(server_id=server_id), None, self._mesh.timeout)
         result: dict[str, Any] = _json(AuthorizeResponse.model_validate(self._run(sent)))
+        return result
+
+    def authorization(self, server_id: str) -> dict[str, Any]:
+        """Whether the server holds a grant for this key (per-user identity) or for everyone (shared)."""
+        sent = self._mesh.transport.send(AUTHORIZATION, ServerRef(server_id=server_id), None, self._mesh.timeout)
+        result: dict[str, Any] = _json(AuthorizationState.model_validate(self._run(sent)))
         return result
 
     def remove(self, server_id: str) -> None:

@@ -36,7 +36,7 @@ from toolmesh.contracts.servers import (
     ToolList,
 )
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
 
@@ -291,10 +291,19 @@ AUTHORIZE = Operation(
     "servers.authorize",
     ServerRef,
     AuthorizeResponse,
-    "Start the OAuth authorization of a server (owner or admin; REST only)",
+    "Start the OAuth authorization of a server (shared identity: owner or admin; per-user: for yourself; REST only)",
     True,
     "POST",
     SERVER + "/authorize",
+)
+AUTHORIZATION = Operation(
+    "servers.authorization",
+    ServerRef,
+    AuthorizationState,
+    "Whether a server holds an OAuth grant for you (per-user identity) or for everyone (shared; REST only)",
+    False,
+    "GET",
+    SERVER + "/authorization",
 )
 
 
