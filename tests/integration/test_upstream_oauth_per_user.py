@@ -9,6 +9,7 @@ response, a log line, an event or a database row in plain text.
 from __future__ import annotations
 
 import io
+import json
 import logging
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from nats.aio.client import Client as NATS
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_url
@@ -191,3 +193,27 @@ async def test_idle_user_sessions_close_and_open_again_on_the_next_call(
         again = await _whoami(system, key["token"])
         assert again.status_code == 200 and again.json()["content"][0]["text"] == "alice"
         assert _user_sessions("opened") == opened + 2  # opened again for the next call
+
+
+async def test_the_nats_api_starts_an_authorization_and_tells_the_state(
+    nats_url: str, database_url: str, peer: Peer, nc: NATS
+) -> None:
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+        )
+        user = await system.create_key("fay", "user")
+
+        async def ask(operation: str) -> dict[str, Any]:
+            headers = {"Authorization": f"Bearer {user['token']}"}
+            payload = json.dumps({"server_id": created["id"]}).encode()
+            reply = await nc.request(f"toolmesh.api.v1.{operation}", payload, timeout=30, headers=headers)
+            answer: dict[str, Any] = json.loads(reply.data)
+            return answer
+
+        refused = await ask("servers.authorize")  # no TOOLMESH_PUBLIC_URL: no callback URL to give
+        assert refused["ok"] is False and refused["error"]["error_code"] == "VALIDATION_ERROR"
+        assert "TOOLMESH_PUBLIC_URL" in refused["error"]["detail"]
+        state = await ask("servers.authorization")
+        assert state["ok"] is True and state["result"]["authorized"] is False
+        assert state["result"]["identity"] == "per_user"
