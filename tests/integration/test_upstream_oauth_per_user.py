@@ -3,7 +3,8 @@ authorizes for itself and its calls reach the upstream as its own user (the peer
 server knows ``alice`` and ``bob``); a principal that has not authorized gets the URL to do so (REST)
 or a URL-mode elicitation (``/mcp``); an expired access token is refreshed without the caller
 noticing; revoking a key drops its grants; idle user sessions close; no token is ever in a
-response, a log line, an event or a database row in plain text.
+response, a log line, an event or a database row in plain text. The NATS API starts authorizations
+too, and an authorization server that takes Client ID Metadata Documents gets the gateway's own.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from typing import Any
 
 import httpx
@@ -24,7 +26,8 @@ from nats.aio.client import Client as NATS
 
 from tests.harness import System, eventually, running_system
 from tests.mcp_client import mcp_url
-from tests.oauth_peer import Peer, follow, stream_text
+from tests.oauth_peer import PEER, Peer, follow, stream_text
+from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
 from toolmesh.platform.telemetry import configure_logging
 
@@ -217,3 +220,31 @@ async def test_the_nats_api_starts_an_authorization_and_tells_the_state(
         state = await ask("servers.authorization")
         assert state["ok"] is True and state["result"]["authorized"] is False
         assert state["result"]["identity"] == "per_user"
+
+
+async def test_an_authorization_server_taking_client_documents_gets_the_gateways_own(
+    nats_url: str, database_url: str
+) -> None:
+    peer_port, port = free_port(), free_port()
+    public_url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, str(PEER), "--port", str(peer_port), "--cimd"]
+    async with (
+        running_process(argv, port=peer_port),
+        running_system(nats_url, database_url, port=port, public_url=public_url) as system,
+    ):
+        peer = Peer(f"http://127.0.0.1:{peer_port}")
+        document = (await system.api.get("/oauth/client-metadata.json")).json()
+        assert document["client_id"] == f"{public_url}/oauth/client-metadata.json"
+        assert document["redirect_uris"] == [f"{public_url}/oauth/callback"]
+        created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
+        key = await system.create_key("gus", "user")
+        await _authorize_as(system, key["token"], created["id"], peer, "alice")
+        await system.wait_connected(created["id"])
+        assert (await _whoami(system, key["token"])).json()["content"][0]["text"] == "alice"
+        stats = await peer.stats()
+        assert stats["registrations"] == 0 and stats["documents_fetched"] == 1  # no registration, one fetch
+
+
+async def test_no_client_document_without_a_public_url(system: System) -> None:
+    answer = await system.api.get("/oauth/client-metadata.json")
+    assert answer.status_code == 404 and "TOOLMESH_PUBLIC_URL" in answer.json()["detail"]

@@ -37,6 +37,7 @@ from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGra
 from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
 from toolmesh_gateway.upstream_oauth.discovery import discover
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
 from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
@@ -44,23 +45,6 @@ from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, clie
 log = logging.getLogger("toolmesh.gateway")
 OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
 OAUTH_TIMEOUT = httpx2.Timeout(15.0)
-CALLBACK_PATH = "/oauth/callback"
-
-
-def callback_url(public_url: str | None, origin: str | None) -> str:
-    """Where the authorization server sends the browser back: ``TOOLMESH_PUBLIC_URL``, else the base
-    URL the caller reached this gateway at.
-
-    Raises:
-        ValidationFailed: neither is known (a caller of the NATS API, with no public URL set).
-    """
-    base = public_url or origin
-    if not base:
-        raise ValidationFailed(
-            "No callback URL: set TOOLMESH_PUBLIC_URL, or authorize through the gateway's HTTP API",
-            {"step": "authorize"},
-        )
-    return f"{base.rstrip('/')}{CALLBACK_PATH}"
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -112,7 +96,10 @@ class UpstreamAuthorizations:
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
-            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope, self._registered)
+            document = document_url(self._b.settings.public_url)
+            registered = await client_for(
+                client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
+            )
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
