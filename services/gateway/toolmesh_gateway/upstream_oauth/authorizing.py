@@ -5,13 +5,12 @@ server if it was waiting for one."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import secrets
 from urllib.parse import urlencode
 
 import httpx2
+from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match
 
 from toolmesh.contracts.commands import ConnectServer
@@ -63,13 +62,6 @@ def callback_url(public_url: str | None, origin: str | None) -> str:
     return f"{base.rstrip('/')}{CALLBACK_PATH}"
 
 
-def pkce_pair() -> tuple[str, str]:
-    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
-    verifier = secrets.token_urlsafe(64)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
-
-
 def _refused(words: str) -> ValidationFailed:
     return ValidationFailed(f"Authorization refused: {words}", {"step": "callback"})
 
@@ -113,14 +105,14 @@ class UpstreamAuthorizations:
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
             registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope, self._registered)
-        verifier, challenge = pkce_pair()
+        pkce = PKCEParameters.generate()  # RFC 7636: a code verifier and its S256 challenge
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
             server_id=server_id,
             namespace=row["namespace"],
             actor=caller.actor,
             redirect_uri=redirect_uri,
-            code_verifier=verifier,
+            code_verifier=pkce.code_verifier,
             issuer=found.issuer,
             iss_required=bool(found.metadata.authorization_response_iss_parameter_supported),
             token_endpoint=str(found.metadata.token_endpoint),
@@ -137,7 +129,7 @@ class UpstreamAuthorizations:
             "client_id": registered.client_id,
             "redirect_uri": redirect_uri,
             "state": state,
-            "code_challenge": challenge,
+            "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
             **({"scope": found.scope} if found.scope else {}),
