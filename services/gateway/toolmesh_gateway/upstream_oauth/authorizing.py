@@ -13,8 +13,7 @@ import httpx2
 from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match
 
-from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
+from toolmesh.contracts.events import ServerAuthorized
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
@@ -26,9 +25,8 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
     ValidationFailed,
 )
-from toolmesh.lifecycle import ServerStatus
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
-from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
 from toolmesh.platform.store.consistency import wait_for_projection
@@ -206,7 +204,7 @@ class UpstreamAuthorizations:
         # The status as of this event: an ERROR the session-worker published before it is seen here
         # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
-        await self._connect_waiting(await self._row(flow.server_id), flow.actor)
+        await self._commands.connect_authorized(flow.server_id, flow.actor)
         log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
         return str(row["name"])
 
@@ -238,22 +236,3 @@ class UpstreamAuthorizations:
                 return granted(pending, await request_token(client, pending, form))
         except TokenRequestFailed as exc:
             raise ServerConnectionFailed(f"Authorization failed: {exc.summary}", {"step": "token"}) from None
-
-    async def _connect_waiting(self, row: queries.Row, actor: str) -> None:
-        """Connect the server if it stopped for want of an authorization (ERROR, nobody retrying)."""
-        current = ServerStatus(row["status"])
-        if current is not ServerStatus.ERROR:
-            return
-        await publish_event(
-            self._b.js,
-            ServerStatusChanged(
-                server_id=row["id"],
-                namespace=row["namespace"],
-                actor=actor,
-                status=ServerStatus.CONNECTING,
-                previous_status=current,
-                history="CONNECT_REQUESTED",
-                details={"reason": "authorized"},
-            ),
-        )
-        await publish_command(self._b.js, ConnectServer(server_id=row["id"], reason="authorized"))
