@@ -10,10 +10,13 @@ a response, a log line, an event or a database row in plain text.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
 import sys
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -153,6 +156,27 @@ async def test_an_unknown_state_is_refused_and_no_flow_is_left_to_use(
         assert (await system.api.get("/oauth/callback", params=wrong_issuer)).status_code == 400
         assert (await peer.stats())["code_grants"] == 0
         assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
+
+
+async def test_pkce_challenge_is_s256_of_the_verifier(nats_url: str, database_url: str, peer: Peer) -> None:
+    """RFC 7636: the challenge in the authorization URL is the S256 of the verifier the token request
+    sends; the peer's authorization server (the SDK's) refuses a code asked for with another challenge."""
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas-p", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}}, auto_connect=False
+        )
+        response = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
+        url = urlsplit(response.json()["authorization_url"])
+        asked = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert asked["code_challenge_method"] == "S256" and 43 <= len(asked["code_challenge"]) <= 128
+        other = base64.urlsafe_b64encode(hashlib.sha256(b"another verifier").digest()).decode().rstrip("=")
+        _, answer = await follow(urlunsplit(url._replace(query=urlencode(asked | {"code_challenge": other}))))
+        assert (await _callback(system, answer)).status_code == 502
+        assert (await peer.stats())["code_grants"] == 0
+
+        _, answer = await _authorize(system, created["id"])
+        assert (await _callback(system, answer)).status_code == 200
+        assert (await peer.stats())["code_grants"] == 1
 
 
 async def test_a_server_without_oauth_cannot_be_authorized(nats_url: str, database_url: str, peer: Peer) -> None:

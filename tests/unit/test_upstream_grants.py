@@ -5,8 +5,6 @@ the upstream are ``httpx2.MockTransport`` handlers here; the integration test us
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from urllib.parse import parse_qs
 
 import httpx2
@@ -14,7 +12,6 @@ import pytest
 
 from toolmesh.oauth_tokens import choose_auth_method, granted
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
-from toolmesh_gateway.upstream_oauth.authorizing import pkce_pair
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream_grants import (
     AuthorizationNeeded,
@@ -148,13 +145,6 @@ def test_the_identity_is_read_from_the_auth_config() -> None:
     assert identity({"base_url": "x", "auth": {"mode": "oauth"}}) == "shared"
     assert identity({"base_url": "x", "auth": {"mode": "oauth", "identity": "per_user"}}) == "per_user"
     assert identity({"base_url": "x"}) is None
-
-
-def test_pkce_challenge_is_s256_of_the_verifier() -> None:
-    verifier, challenge = pkce_pair()
-    assert 43 <= len(verifier) <= 128
-    expected = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    assert challenge == expected
 
 
 def test_token_endpoint_auth_method_follows_the_metadata() -> None:

@@ -28,7 +28,7 @@ import asyncpg
 
 from toolmesh_cli.embedded import postgres_auth
 from toolmesh_cli.embedded.ports import free_port
-from toolmesh_cli.embedded.postgres_auth import Account
+from toolmesh_cli.embedded.private_files import Account
 from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers
 from toolmesh_cli.embedded.server import EmbeddedServer
 

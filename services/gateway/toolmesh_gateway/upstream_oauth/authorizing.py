@@ -5,17 +5,15 @@ server if it was waiting for one."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import secrets
 from urllib.parse import urlencode
 
 import httpx2
+from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match
 
-from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
+from toolmesh.contracts.events import ServerAuthorized
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
@@ -27,9 +25,8 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
     ValidationFailed,
 )
-from toolmesh.lifecycle import ServerStatus
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
-from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
 from toolmesh.platform.store.consistency import wait_for_projection
@@ -45,13 +42,6 @@ from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, clie
 log = logging.getLogger("toolmesh.gateway")
 OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
 OAUTH_TIMEOUT = httpx2.Timeout(15.0)
-
-
-def pkce_pair() -> tuple[str, str]:
-    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
-    verifier = secrets.token_urlsafe(64)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _refused(words: str) -> ValidationFailed:
@@ -100,14 +90,14 @@ class UpstreamAuthorizations:
             registered = await client_for(
                 client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
             )
-        verifier, challenge = pkce_pair()
+        pkce = PKCEParameters.generate()  # RFC 7636: a code verifier and its S256 challenge
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
             server_id=server_id,
             namespace=row["namespace"],
             actor=caller.actor,
             redirect_uri=redirect_uri,
-            code_verifier=verifier,
+            code_verifier=pkce.code_verifier,
             issuer=found.issuer,
             iss_required=bool(found.metadata.authorization_response_iss_parameter_supported),
             token_endpoint=str(found.metadata.token_endpoint),
@@ -124,7 +114,7 @@ class UpstreamAuthorizations:
             "client_id": registered.client_id,
             "redirect_uri": redirect_uri,
             "state": state,
-            "code_challenge": challenge,
+            "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
             **({"scope": found.scope} if found.scope else {}),
@@ -201,7 +191,7 @@ class UpstreamAuthorizations:
         # The status as of this event: an ERROR the session-worker published before it is seen here
         # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
-        await self._connect_waiting(await self._row(flow.server_id), flow.actor)
+        await self._commands.connect_authorized(flow.server_id, flow.actor)
         log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
         return str(row["name"])
 
@@ -233,22 +223,3 @@ class UpstreamAuthorizations:
                 return granted(pending, await request_token(client, pending, form))
         except TokenRequestFailed as exc:
             raise ServerConnectionFailed(f"Authorization failed: {exc.summary}", {"step": "token"}) from None
-
-    async def _connect_waiting(self, row: queries.Row, actor: str) -> None:
-        """Connect the server if it stopped for want of an authorization (ERROR, nobody retrying)."""
-        current = ServerStatus(row["status"])
-        if current is not ServerStatus.ERROR:
-            return
-        await publish_event(
-            self._b.js,
-            ServerStatusChanged(
-                server_id=row["id"],
-                namespace=row["namespace"],
-                actor=actor,
-                status=ServerStatus.CONNECTING,
-                previous_status=current,
-                history="CONNECT_REQUESTED",
-                details={"reason": "authorized"},
-            ),
-        )
-        await publish_command(self._b.js, ConnectServer(server_id=row["id"], reason="authorized"))
