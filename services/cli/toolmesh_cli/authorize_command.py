@@ -57,10 +57,12 @@ def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
     reply = api.authorize(server_id)
     if args.json:
         print(as_json(reply), flush=True)
+    elif reply["authorized"]:
+        print(f"{args.server}: authorized by exchanging your token (no browser needed)", flush=True)
     else:
         print(f"Open this URL in a browser within {reply['expires_in']}s to authorize {args.server}:", flush=True)
         print(reply["authorization_url"], flush=True)
-    if args.no_wait:
+    if args.no_wait or reply["authorized"]:
         return 0
     seconds = float(reply["expires_in"]) if args.timeout is None else args.timeout
     detail = _wait(api, server_id, seconds, args.json, before)

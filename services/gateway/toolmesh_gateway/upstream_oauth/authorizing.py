@@ -36,6 +36,7 @@ from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
 from toolmesh_gateway.upstream_oauth.discovery import discover
+from toolmesh_gateway.upstream_oauth.exchange import exchanged
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
 from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
 
@@ -77,12 +78,19 @@ class UpstreamAuthorizations:
 
     async def start(self, server_id: str, caller: Caller) -> AuthorizeResponse:
         """The authorization URL of ``server_id``: for a shared identity only an owner or admin of its
-        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself."""
+        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself
+        (a JWT caller of a server registered with ``auth.token_exchange`` is authorized at once instead,
+        by exchanging its token: no URL)."""
         row = await self._commands.server(server_id, caller)
         url, auth = self._oauth_config(row)
         per_user = auth.identity == "per_user"
         if not per_user:
             caller.principal.require_manager("authorize servers")
+        if per_user and auth.token_exchange is not None and caller.principal.token is not None:
+            await self._exchange_token(row, url, auth, caller, caller.principal.token)
+            return AuthorizeResponse(
+                server_id=server_id, identity=auth.identity, authorized=True, authorization_url=None, expires_in=0
+            )
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
@@ -143,6 +151,29 @@ class UpstreamAuthorizations:
             authorized_at=stored["updated_at"] if stored is not None else None,
         )
 
+    async def exchange(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> bool:
+        """Whether ``caller``'s own token was exchanged for its grant at the server ``needed`` names
+        (a JWT caller of a server registered with ``auth.token_exchange``; a failure is logged)."""
+        token = caller.principal.token
+        if token is None:
+            return False
+        try:
+            row = await self._commands.server(str(needed.context.get("server_id", "")), caller)
+            url, auth = self._oauth_config(row)
+            if auth.identity != "per_user" or auth.token_exchange is None:
+                return False
+            await self._exchange_token(row, url, auth, caller, token)
+        except ToolmeshError as exc:
+            log.warning("token exchange for a caller failed: %s", exc.detail, extra={"server_id": needed.context})
+            return False
+        return True
+
+    async def _exchange_token(self, row: queries.Row, url: str, auth: UpstreamAuth, caller: Caller, token: str) -> None:
+        async with self._client(row) as client:
+            found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            grant = await exchanged(client, found, auth, token)
+        await self._keep(row, grant, caller.principal.key_id, caller.actor)
+
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
         """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
         ``expires_in``); as it was when no authorization could be started (it names the endpoint)."""
@@ -175,25 +206,30 @@ class UpstreamAuthorizations:
             raise _refused("the answer lacks the issuer its authorization server promised (RFC 9207)")
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
+        await self._keep(row, grant, flow.principal, flow.actor)
+        return str(row["name"])
+
+    async def _keep(self, row: queries.Row, grant: UpstreamGrant, principal: str, actor: str) -> None:
+        """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
+        was waiting for a grant."""
         process_redactor().add(grant.secrets())
-        await save_grant(self._b.db, self._box, flow.server_id, grant, flow.principal)
+        await save_grant(self._b.db, self._box, row["id"], grant, principal)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
-                server_id=flow.server_id,
-                namespace=flow.namespace,
-                actor=flow.actor,
-                issuer=flow.issuer,
-                identity="shared" if flow.principal == SHARED_IDENTITY else "per_user",
+                server_id=row["id"],
+                namespace=row["namespace"],
+                actor=actor,
+                issuer=grant.issuer,
+                identity="shared" if principal == SHARED_IDENTITY else "per_user",
                 scope=grant.scope,
             ),
         )
         # The status as of this event: an ERROR the session-worker published before it is seen here
         # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
-        await self._commands.connect_authorized(flow.server_id, flow.actor)
-        log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
-        return str(row["name"])
+        await self._commands.connect_authorized(row["id"], actor)
+        log.info("authorized", extra={"server": row["name"], "server_id": row["id"]})
 
     async def _row(self, server_id: str) -> queries.Row:
         row = await queries.get_server(self._b.db, server_id)
