@@ -20,7 +20,13 @@ from typing import IO, Self
 from toolmesh.platform import processes
 from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded.ports import free_port
-from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
+from toolmesh_cli.embedded.processes import (
+    EmbeddedServerError,
+    kill_leftovers,
+    log_tail,
+    port_holders,
+    server_environment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +129,7 @@ class EmbeddedNats:
         config = self._write_config()
         argv = [str(nats_server_binary()), "-c", str(config), "-js", "-sd", str(self.data_dir / "jetstream")]
         self._log = self.log_path.open("ab")
-        self._proc = processes.spawn(argv, stdout=self._log, cwd=self.data_dir)
+        self._proc = processes.spawn(argv, stdout=self._log, env=server_environment(), cwd=self.data_dir)
         try:
             await self._wait_ready()
         except BaseException:

@@ -33,7 +33,13 @@ from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import postgres_auth
 from toolmesh_cli.embedded.ports import free_port
 from toolmesh_cli.embedded.postgres_auth import Account
-from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, log_tail, port_holders
+from toolmesh_cli.embedded.processes import (
+    EmbeddedServerError,
+    kill_leftovers,
+    log_tail,
+    port_holders,
+    server_environment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +138,9 @@ class EmbeddedPostgres:
         argv += ["-p", str(self.port), "-k", str(socket_dir)]
         self._log = self.log_path.open("ab")
         uid, gid = account if account else (None, None)
-        self._proc = processes.spawn(argv, stdout=self._log, cwd=self.data_dir, user=uid, group=gid)
+        self._proc = processes.spawn(
+            argv, stdout=self._log, env=server_environment(), cwd=self.data_dir, user=uid, group=gid
+        )
         try:
             await self._wait_ready()
         except BaseException:
@@ -207,6 +215,7 @@ class EmbeddedPostgres:
             result = await asyncio.to_thread(
                 subprocess.run,
                 argv,
+                env=server_environment(),
                 cwd=self.data_dir,
                 user=uid,
                 group=gid,

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from toolmesh_cli.embedded.processes import EmbeddedServerError
+from toolmesh_cli.embedded.processes import EmbeddedServerError, server_environment
 
 PASSWORD_FILE = "superuser.password"
 HBA_RULES = (
@@ -104,6 +104,7 @@ async def set_password(postgres: Path, data_dir: Path, user: str, password: str,
         subprocess.run,
         argv,
         input=statement.encode(),
+        env=server_environment(),
         cwd=data_dir,
         user=uid,
         group=gid,
