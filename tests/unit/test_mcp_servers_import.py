@@ -207,3 +207,15 @@ def test_token_comes_from_option_then_env_then_data_dir(tmp_path: Path) -> None:
     assert (target.url, target.token) == ("http://127.0.0.1:8081", "from-file")
     assert resolve_target("http://h:1/", None, {"TOOLMESH_DATA_DIR": str(tmp_path / "none")}).token is None
     assert resolve_target(None, None, {"TOOLMESH_URL": "http://h:2"}).url == "http://h:2"
+
+
+def test_url_comes_from_option_then_env_then_the_running_toolmesh_up(tmp_path: Path) -> None:
+    """``toolmesh up --port 9000``: the CLI of the same data dir finds it there, as it finds the token."""
+    env = {"TOOLMESH_DATA_DIR": str(tmp_path)}
+    assert resolve_target(None, None, env).url == "http://127.0.0.1:8081"  # nothing running
+    (tmp_path / "endpoints.json").write_text('{"http": "http://127.0.0.1:9000", "pid": 1}\n')
+    assert resolve_target(None, None, env).url == "http://127.0.0.1:9000"
+    assert resolve_target(None, None, {**env, "TOOLMESH_URL": "http://h:2"}).url == "http://h:2"
+    assert resolve_target("http://h:1/", None, env).url == "http://h:1"
+    (tmp_path / "endpoints.json").write_text("{not json")
+    assert resolve_target(None, None, env).url == "http://127.0.0.1:8081"

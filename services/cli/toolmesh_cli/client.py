@@ -22,6 +22,7 @@ from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
 from toolmesh.contracts.upstream_auth import AuthorizeResponse
 from toolmesh.errors import ToolmeshError
+from toolmesh_cli.datadir import running_api
 from toolmesh_cli.errors import ApiError, describe_api_error, describe_validation
 
 DEFAULT_URL = "http://127.0.0.1:8081"
@@ -58,13 +59,14 @@ class Target:
 
 
 def resolve_target(url: str | None, token: str | None, environ: Mapping[str, str]) -> Target:
-    """``--url``/``TOOLMESH_URL``, and ``--token``/``TOOLMESH_ADMIN_TOKEN``/``<data dir>/admin-token``."""
-    base = (url or environ.get("TOOLMESH_URL") or DEFAULT_URL).rstrip("/")
+    """``--url``/``TOOLMESH_URL``/the ``toolmesh up`` running on the data dir, and
+    ``--token``/``TOOLMESH_ADMIN_TOKEN``/``<data dir>/admin-token``."""
+    data_dir = Path(environ.get("TOOLMESH_DATA_DIR") or Path.home() / ".toolmesh").expanduser()
+    base = (url or environ.get("TOOLMESH_URL") or running_api(data_dir) or DEFAULT_URL).rstrip("/")
     if token:
         return Target(base, token, "--token")
     if environ.get("TOOLMESH_ADMIN_TOKEN"):
         return Target(base, environ["TOOLMESH_ADMIN_TOKEN"], "TOOLMESH_ADMIN_TOKEN")
-    data_dir = Path(environ.get("TOOLMESH_DATA_DIR") or Path.home() / ".toolmesh").expanduser()
     token_file = data_dir / "admin-token"
     try:
         return Target(base, token_file.read_text().strip() or None, str(token_file))
@@ -76,7 +78,11 @@ def api_options() -> argparse.ArgumentParser:
     """The options every API command takes (``--url``, ``--token``, ``--json``), as a parent parser."""
     common = argparse.ArgumentParser(add_help=False)
     api = common.add_argument_group("API")
-    api.add_argument("--url", help="toolmesh API (default $TOOLMESH_URL or http://127.0.0.1:8081)")
+    api.add_argument(
+        "--url",
+        help="toolmesh API (default $TOOLMESH_URL, else the toolmesh up running on $TOOLMESH_DATA_DIR, "
+        "else http://127.0.0.1:8081)",
+    )
     api.add_argument("--token", help="admin token (default $TOOLMESH_ADMIN_TOKEN or $TOOLMESH_DATA_DIR/admin-token)")
     api.add_argument("--json", action="store_true", help="print the API's JSON")
     return common

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+ENDPOINTS_FILE = "endpoints.json"
+"""Where a running ``toolmesh up`` says how to reach it (``toolmesh_cli.endpoints``)."""
+
+
+def running_api(data_dir: Path) -> str | None:
+    """The HTTP base URL of the ``toolmesh up`` running on ``data_dir``, None when none says so."""
+    try:
+        found = json.loads((data_dir / ENDPOINTS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    url = found.get("http") if isinstance(found, dict) else None
+    return url if isinstance(url, str) and url else None
 
 
 class DataDirInUse(RuntimeError):
