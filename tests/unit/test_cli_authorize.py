@@ -72,3 +72,17 @@ def test_still_waiting_when_time_runs_out_says_so() -> None:
         CliError, match=r"not connected after 0s \(status ERROR: Connection failed: needs authorization"
     ):
         run(Api(WAITING), timeout=0.0)
+
+
+@pytest.mark.parametrize("status", ["CONNECTED", "DEGRADED", "DISCONNECTED"])
+def test_a_server_not_waiting_for_the_authorization_is_not_waited_for(
+    status: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Re-authorizing a connected server (its session keeps its grant until it reconnects) or one a person
+    disconnected (nothing connects it after the callback): the old wait said "CONNECTED" at once before
+    anyone signed in, or waited the URL's 600 s for a connect that never came."""
+    api = Api({"status": status, "error_message": None, "tool_count": 2})
+    assert run(api, timeout=600.0) == 0
+    out = capsys.readouterr().out
+    assert "https://as.test/authorize?x=1" in out and "CONNECTED, 2 tools" not in out
+    assert f"saas is {status}" in out and "toolmesh servers " in out

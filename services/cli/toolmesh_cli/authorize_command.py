@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from typing import Any
 
 from toolmesh.platform.polling import wait_until
@@ -14,6 +15,14 @@ from toolmesh_cli.tables import as_json, console
 
 NEEDS_AUTHORIZATION = "needs authorization:"
 HEALTHY = {"CONNECTED", "DEGRADED"}
+NOT_WAITING = {
+    "CONNECTED": "its session keeps the grant it has until it reconnects: after signing in, "
+    "toolmesh servers disconnect {name} && toolmesh servers connect {name}",
+    "DEGRADED": "its session keeps the grant it has until it reconnects: after signing in, "
+    "toolmesh servers disconnect {name} && toolmesh servers connect {name}",
+    "DISCONNECTED": "nothing connects it after the authorization: after signing in, toolmesh servers connect {name}",
+}
+"""Statuses an authorization does not change by itself, and what to do after signing in."""
 POLL_SECONDS = 1.0
 
 
@@ -46,6 +55,7 @@ def _wait(api: ApiClient, server_id: str, seconds: float, quiet: bool) -> dict[s
 def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
     """Print the authorization URL of an OAuth server, then wait until it connects (unless ``--no-wait``)."""
     server_id = api.resolve(args.server)
+    before = api.server(server_id)["status"]
     reply = api.authorize(server_id)
     if args.json:
         print(as_json(reply), flush=True)
@@ -53,6 +63,11 @@ def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
         print(f"Open this URL in a browser within {reply['expires_in']}s to authorize {args.server}:", flush=True)
         print(reply["authorization_url"], flush=True)
     if args.no_wait:
+        return 0
+    if before in NOT_WAITING:
+        words = NOT_WAITING[before].format(name=args.server)
+        out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the API's reply only
+        print(f"{args.server} is {before}, not waiting for this authorization; {words}", file=out, flush=True)
         return 0
     seconds = float(reply["expires_in"]) if args.timeout is None else args.timeout
     detail = _wait(api, server_id, seconds, args.json)
