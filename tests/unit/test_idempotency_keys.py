@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from toolmesh.contracts.upstream_auth import AuthorizeResponse
 from toolmesh.errors import ValidationFailed
 from toolmesh_gateway.idempotency import Stored, check_key, fingerprint, kept_form
 from toolmesh_gateway.idempotent_http import _canonical
@@ -43,3 +44,4 @@ def test_a_kept_authorization_answer_holds_no_state() -> None:
     replayed = json.loads(kept.body)
     assert replayed["authorization_url"] is None and replayed["server_id"] == "s1"
     assert "again" in replayed["note"]
+    assert AuthorizeResponse.model_validate(replayed).note == replayed["note"]  # what a client reads
