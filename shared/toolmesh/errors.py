@@ -149,6 +149,14 @@ class RateLimited(ToolmeshError):
         return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
 
 
+class UpstreamAuthorizationRequired(ToolmeshError):
+    """A server registered with ``auth.identity: per_user`` has no grant of the caller's own: the
+    caller authorizes at ``authorization_url`` (in the body when the gateway could start one) first."""
+
+    error_code = "UPSTREAM_AUTHORIZATION_REQUIRED"
+    status = 403
+
+
 class Forbidden(ToolmeshError):
     """The caller's role may not do this (inside its namespace; outside it, things are not found)."""
 
@@ -251,6 +259,7 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         LimitExceeded,
         Unauthorized,
         Forbidden,
+        UpstreamAuthorizationRequired,
         ToolChanged,
         KeyNotFound,
         KeyAlreadyExists,

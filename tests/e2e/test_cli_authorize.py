@@ -1,7 +1,8 @@
 """``toolmesh servers authorize NAME`` against a real ``toolmesh up`` and the OAuth-protected peer
 (``tests/peers/oauth_server.py``): the command prints the authorization URL and waits; the URL is
 followed headless (the authorization server's redirect, then the gateway's callback) and the command
-exits 0 once the server connected. An agent's key is refused with one clear line."""
+exits 0 once the server connected. An agent's key is refused with one clear line. For a per-user
+server every key authorizes for itself, and the command waits for that key's own grant."""
 
 from __future__ import annotations
 
@@ -62,12 +63,12 @@ def up(tmp_path: Path) -> Iterator[Up]:
         processes.stop_sync(running.process, signal.SIGKILL, 0)
 
 
-def _register(up: Up, origin: str) -> dict[str, Any]:
+def _register(up: Up, origin: str, identity: str = "shared") -> dict[str, Any]:
     token = (up.data_dir / "admin-token").read_text().strip()
     body = {
         "name": "saas",
         "transport_type": "HTTP",
-        "connection_config": {"base_url": f"{origin}/mcp", "auth": {"mode": "oauth", "identity": "shared"}},
+        "connection_config": {"base_url": f"{origin}/mcp", "auth": {"mode": "oauth", "identity": identity}},
     }
     response = httpx.post(
         f"{up.env['TOOLMESH_URL']}/api/v1/aggregator/servers", json=body, headers={"Authorization": f"Bearer {token}"}
@@ -122,3 +123,38 @@ def test_authorize_prints_the_url_and_waits_until_connected(up: Up, tmp_path: Pa
         assert command.returncode == 0, out + err
         assert "saas: CONNECTED" in out
         assert up.cli_json("servers", "show", "saas")["status"] == "CONNECTED"
+
+
+def _authorizing(up: Up, token: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [TOOLMESH, "servers", "authorize", "saas", "--token", token, *extra],
+        env=up.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_authorize_a_per_user_server_waits_for_the_keys_own_grant(up: Up, tmp_path: Path) -> None:
+    with oauth_peer(tmp_path / "peer.log") as origin:
+        _register(up, origin, "per_user")
+        first = up.cli_json("keys", "create", "ann", "--role", "user")["token"]
+        second = up.cli_json("keys", "create", "bob", "--role", "user")["token"]
+        command = _authorizing(up, first, "--timeout", str(COMMAND_SECONDS))
+        try:
+            assert command.stdout is not None
+            lines = [command.stdout.readline(), command.stdout.readline()]
+            assert lines[0].startswith("Open this URL"), lines
+            _follow_headless(lines[1].strip())
+            out, err = command.communicate(timeout=COMMAND_SECONDS + 30)
+        finally:
+            if command.poll() is None:
+                command.kill()
+        assert command.returncode == 0, out + err
+        assert "saas: CONNECTED" in out
+
+        # The server is connected now, but not with the second key's grant: its command keeps waiting.
+        waiting = _authorizing(up, second, "--timeout", "3")
+        out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 1, out + err
+        assert "not authorized after 3s" in err

@@ -29,14 +29,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[NATS]:
-    """A connection of its own (closed after the test, if the test did not close it)."""
-    connection = await nats.connect(nats_url)
-    yield connection
-    await connection.close()
-
-
-@pytest.fixture
 async def bus(nc: NATS) -> AsyncIterator[LocalFirstBus]:
     """The bus of a process on ``nc``."""
     local_first = LocalFirstBus(NatsBus(nc))

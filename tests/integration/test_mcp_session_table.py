@@ -8,6 +8,7 @@ import time
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
 
 from tests.harness import eventually
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded, McpSessionRecord
@@ -29,20 +30,16 @@ def _record() -> McpSessionRecord:
     )
 
 
-async def test_a_recent_copy_is_served_without_reading_the_bucket(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
-    try:
-        kv = await mcp_sessions_bucket(nc.jetstream(), 60)
-        table = McpSessionTable(NatsBus(nc), kv, trust_seconds=600)
-        session = secrets.token_hex(16)
-        await table.put(session, _record())
-        stored = await table.get(session)
-        assert stored is not None and await table.recent(session) == stored
-        await kv.delete(session)  # behind the table's back: only ``end`` announces an end
-        assert await table.get(session) is None
-        assert await table.recent(session) is not None  # the copy read a moment ago
-    finally:
-        await nc.close()
+async def test_a_recent_copy_is_served_without_reading_the_bucket(nc: NATS) -> None:
+    kv = await mcp_sessions_bucket(nc.jetstream(), 60)
+    table = McpSessionTable(NatsBus(nc), kv, trust_seconds=600)
+    session = secrets.token_hex(16)
+    await table.put(session, _record())
+    stored = await table.get(session)
+    assert stored is not None and await table.recent(session) == stored
+    await kv.delete(session)  # behind the table's back: only ``end`` announces an end
+    assert await table.get(session) is None
+    assert await table.recent(session) is not None  # the copy read a moment ago
 
 
 async def test_an_end_on_one_replica_reaches_a_replica_that_missed_its_announcement(nats_url: str) -> None:
@@ -63,25 +60,21 @@ async def test_an_end_on_one_replica_reaches_a_replica_that_missed_its_announcem
         await other.close()
 
 
-async def test_a_read_that_returns_after_the_end_was_heard_keeps_no_copy(nats_url: str) -> None:
+async def test_a_read_that_returns_after_the_end_was_heard_keeps_no_copy(nc: NATS) -> None:
     """The end announcement can overtake a read of the record still under way on a replica: what that
     read returns must not bring the session back."""
-    nc = await nats.connect(nats_url)
-    try:
-        table = McpSessionTable(NatsBus(nc), await mcp_sessions_bucket(nc.jetstream(), 60), trust_seconds=600)
-        session = secrets.token_hex(16)
-        await table.put(session, _record())
-        heard: list[str] = []
+    table = McpSessionTable(NatsBus(nc), await mcp_sessions_bucket(nc.jetstream(), 60), trust_seconds=600)
+    session = secrets.token_hex(16)
+    await table.put(session, _record())
+    heard: list[str] = []
 
-        async def on_end(session_id: str) -> None:
-            heard.append(session_id)
+    async def on_end(session_id: str) -> None:
+        heard.append(session_id)
 
-        subscription = await table.follow_ends(on_end)
-        # The announcement first; the record is still in the bucket, as for a read that began before the delete.
-        await nc.publish(SESSION_ENDED_SUBJECT, McpSessionEnded(session_id=session).model_dump_json().encode())
-        await eventually(lambda: heard, timeout=10, what="the end announcement")
-        assert await table.get(session) is not None
-        assert await table.recent(session) is None
-        await subscription.unsubscribe()
-    finally:
-        await nc.close()
+    subscription = await table.follow_ends(on_end)
+    # The announcement first; the record is still in the bucket, as for a read that began before the delete.
+    await nc.publish(SESSION_ENDED_SUBJECT, McpSessionEnded(session_id=session).model_dump_json().encode())
+    await eventually(lambda: heard, timeout=10, what="the end announcement")
+    assert await table.get(session) is not None
+    assert await table.recent(session) is None
+    await subscription.unsubscribe()

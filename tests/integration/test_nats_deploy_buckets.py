@@ -11,6 +11,7 @@ import pytest
 from nats.js.api import KeyValueConfig, StorageType
 
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
+from tests.integration.test_oauth_flow_store import FLOW
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.platform.bus.leases import LeaseTable
@@ -30,7 +31,7 @@ from toolmesh.platform.bus.topology import (
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored
 from toolmesh_gateway.name_reservations import reserve_name
-from toolmesh_gateway.upstream_oauth.flows import FlowStore, PendingFlow
+from toolmesh_gateway.upstream_oauth.flows import FlowStore
 
 pytestmark = pytest.mark.integration
 ROLE_BUCKETS = {
@@ -76,20 +77,8 @@ async def read_as_the_gateway(address: str) -> None:
         assert await kept.run("scope", "key-1", "request", work) == (Stored(201, '{"id": "one"}'), False)
         assert await kept.run("scope", "key-1", "request", work) == (Stored(201, '{"id": "one"}'), True)
         flows = FlowStore(await oauth_flows_bucket(js, 60), CredentialBox(new_key()))
-        flow = PendingFlow(
-            server_id="server-1",
-            namespace="default",
-            actor="owner",
-            redirect_uri="http://127.0.0.1/oauth/callback",
-            code_verifier="v",
-            issuer="http://127.0.0.1",
-            iss_required=False,
-            token_endpoint="http://127.0.0.1/token",
-            client_id="c",
-            resource="http://127.0.0.1/mcp",
-        )
-        await flows.put("state-1", flow)
-        assert await flows.take("state-1") == flow
+        await flows.put("state-1", FLOW)
+        assert await flows.take("state-1") == FLOW
         assert await flows.take("state-1") is None  # single use
         assert gateway.errors == []
 

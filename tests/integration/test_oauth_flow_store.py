@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-import nats
 import pytest
+from nats.aio.client import Client as NATS
 
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.platform.bus.topology import oauth_flows_bucket
@@ -26,15 +26,12 @@ FLOW = PendingFlow(
     client_id="c",
     resource="http://127.0.0.1/mcp",
 )
+"""A pending flow, the one the bucket tests store (test_nats_deploy_buckets too)."""
 
 
-async def test_a_state_taken_by_two_callbacks_at_once_is_one_flow_and_one_none(nats_url: str) -> None:
-    nc = await nats.connect(nats_url)
-    try:
-        flows = FlowStore(await oauth_flows_bucket(nc.jetstream(), 60), CredentialBox(new_key()))
-        for round_ in range(10):  # both read the same revision before either deletes it
-            await flows.put(f"state-{round_}", FLOW)
-            taken = await asyncio.gather(flows.take(f"state-{round_}"), flows.take(f"state-{round_}"))
-            assert sorted(taken, key=lambda flow: flow is None) == [FLOW, None]
-    finally:
-        await nc.close()
+async def test_a_state_taken_by_two_callbacks_at_once_is_one_flow_and_one_none(nc: NATS) -> None:
+    flows = FlowStore(await oauth_flows_bucket(nc.jetstream(), 60), CredentialBox(new_key()))
+    for round_ in range(10):  # both read the same revision before either deletes it
+        await flows.put(f"state-{round_}", FLOW)
+        taken = await asyncio.gather(flows.take(f"state-{round_}"), flows.take(f"state-{round_}"))
+        assert sorted(taken, key=lambda flow: flow is None) == [FLOW, None]

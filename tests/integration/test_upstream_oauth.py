@@ -10,55 +10,26 @@ a response, a log line, an event or a database row in plain text.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 
 from tests.harness import System, eventually, running_system
+from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
-from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.credentials import CredentialBox
 from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
 CALL = "/api/v1/tools/call"
-PEER = Path(__file__).parents[1] / "peers" / "oauth_server.py"
-
-
-@dataclass
-class Peer:
-    origin: str
-
-    async def stats(self) -> dict[str, Any]:
-        async with httpx.AsyncClient() as client:
-            result: dict[str, Any] = (await client.get(f"{self.origin}/control/stats")).json()
-            return result
-
-
-@pytest.fixture
-async def peer() -> AsyncIterator[Peer]:
-    port = free_port()
-    async with running_process([sys.executable, str(PEER), "--port", str(port), "--user", "alice"], port=port):
-        yield Peer(f"http://127.0.0.1:{port}")
-
-
-async def _stream_text(js: JetStreamContext) -> str:
-    info = await js.stream_info(EVENTS_STREAM)
-    chunks = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(EVENTS_STREAM, seq)
-        chunks.append((msg.data or b"").decode(errors="replace"))
-    return "\n".join(chunks)
 
 
 async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, list[str]]]:
@@ -67,13 +38,23 @@ async def _authorize(system: System, server_id: str) -> tuple[str, dict[str, lis
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["expires_in"] > 0
-    asked = parse_qs(urlsplit(body["authorization_url"]).query)
-    assert asked["code_challenge_method"] == ["S256"] and asked["resource"] and asked["state"]
-    async with httpx.AsyncClient() as browser:
-        answer = await browser.get(body["authorization_url"])
-    assert answer.status_code == 302, answer.text
-    location = answer.headers["location"]
-    return location, parse_qs(urlsplit(location).query)
+    return await follow(body["authorization_url"])
+
+
+async def _callback(system: System, answer: dict[str, list[str]]) -> httpx.Response:
+    """The authorization server's redirect (``answer``, its query) followed to the gateway's callback."""
+    return await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+
+
+async def _authorized(system: System, name: str, peer: Peer) -> str:
+    """A server of ``peer`` registered with OAuth as ``name``, authorized by the owner and connected; its id."""
+    created = await system.register(name, "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
+    server_id: str = created["id"]
+    await _waits_for_authorization(system, server_id)
+    _, answer = await _authorize(system, server_id)
+    assert (await _callback(system, answer)).status_code == 200
+    await system.wait_connected(server_id)
+    return server_id
 
 
 async def _call(system: System, name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
@@ -114,10 +95,10 @@ async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
 
             location, answer = await _authorize(system, server_id)
             assert location.startswith(f"{system.api.base_url}/oauth/callback")
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             bodies.append(callback.text)
-            replayed = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            replayed = await _callback(system, answer)
             assert replayed.status_code == 400 and "already used" in replayed.text
             forged = await system.api.get("/oauth/callback", params={"code": answer["code"][0], "state": "forged"})
             assert forged.status_code == 400
@@ -144,7 +125,7 @@ async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
             stored = repr([dict(row) for row in rows]) + repr(
                 await system.backends.db.fetch("SELECT * FROM mcp.external_servers")
             )
-            events = await _stream_text(system.backends.js)
+            events = await stream_text(system.backends.js)
             removed = await system.api.delete(f"{SERVERS}/{server_id}")
             assert removed.status_code == 204
             assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
@@ -177,6 +158,27 @@ async def test_an_unknown_state_is_refused_and_no_flow_is_left_to_use(
         assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
 
 
+async def test_pkce_challenge_is_s256_of_the_verifier(nats_url: str, database_url: str, peer: Peer) -> None:
+    """RFC 7636: the challenge in the authorization URL is the S256 of the verifier the token request
+    sends; the peer's authorization server (the SDK's) refuses a code asked for with another challenge."""
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas-p", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}}, auto_connect=False
+        )
+        response = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
+        url = urlsplit(response.json()["authorization_url"])
+        asked = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert asked["code_challenge_method"] == "S256" and 43 <= len(asked["code_challenge"]) <= 128
+        other = base64.urlsafe_b64encode(hashlib.sha256(b"another verifier").digest()).decode().rstrip("=")
+        _, answer = await follow(urlunsplit(url._replace(query=urlencode(asked | {"code_challenge": other}))))
+        assert (await _callback(system, answer)).status_code == 502
+        assert (await peer.stats())["code_grants"] == 0
+
+        _, answer = await _authorize(system, created["id"])
+        assert (await _callback(system, answer)).status_code == 200
+        assert (await peer.stats())["code_grants"] == 1
+
+
 async def test_a_server_without_oauth_cannot_be_authorized(nats_url: str, database_url: str, peer: Peer) -> None:
     async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
         created = await system.register("plain", "HTTP", {"base_url": f"{peer.origin}/mcp"}, auto_connect=False)
@@ -189,12 +191,7 @@ async def test_a_withdrawn_grant_puts_the_server_back_to_needing_authorization(
 ) -> None:
     fast_health = {"health_interval_seconds": 1.0, "health_check_timeout_seconds": 0.8}
     async with running_system(nats_url, database_url, **fast_health) as system:
-        created = await system.register("saas-c", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
-        server_id = created["id"]
-        await _waits_for_authorization(system, server_id)
-        _, answer = await _authorize(system, server_id)
-        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
-        await system.wait_connected(server_id)
+        server_id = await _authorized(system, "saas-c", peer)
         async with httpx.AsyncClient() as control:
             await control.post(f"{peer.origin}/control/revoke")
         refused = await _call(system, "saas-c.echo", {"text": "x"})
@@ -223,7 +220,7 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             shown = await system.server(created["id"])
             assert shown["connection_config"]["auth"]["client_secret"] == "***"
             _, answer = await _authorize(system, created["id"])
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             await system.wait_connected(created["id"])
             called = await _call(system, "confidential.whoami")
@@ -232,7 +229,7 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             assert stats["registrations"] == 0 and stats["code_grants"] == 1  # the configured client, no new one
             detail = await system.server(created["id"])
             stored = repr(await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens"))
-            events = await _stream_text(system.backends.js)
+            events = await stream_text(system.backends.js)
     for where, text in (("response", repr(detail) + repr(created)), ("database", stored), ("events", events)):
         assert secret not in text, f"the client secret leaked into {where}"
 
@@ -246,7 +243,7 @@ async def test_an_sse_server_is_authorized_the_same_way(nats_url: str, database_
             created = await system.register("legacy", "SSE", {"url": f"{origin}/sse", "auth": {"mode": "oauth"}})
             await _waits_for_authorization(system, created["id"])
             _, answer = await _authorize(system, created["id"])
-            callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+            callback = await _callback(system, answer)
             assert callback.status_code == 200, callback.text
             await system.wait_connected(created["id"])
             called = await _call(system, "legacy.whoami")
@@ -259,12 +256,7 @@ async def test_rotation_reseals_the_grant_and_the_server_stays_authorized_withou
 ) -> None:
     old, new = CredentialBox("the old credential key"), CredentialBox("the new credential key")
     async with running_system(nats_url, database_url, credential_key="the old credential key") as system:
-        created = await system.register("saas-r", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}})
-        server_id = created["id"]
-        await _waits_for_authorization(system, server_id)
-        _, answer = await _authorize(system, server_id)
-        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).status_code == 200
-        await system.wait_connected(server_id)
+        server_id = await _authorized(system, "saas-r", peer)
         sealed = await system.backends.db.fetchval("SELECT sealed_grant FROM mcp.upstream_tokens")
         assert old.is_current(sealed)
 
@@ -293,7 +285,7 @@ async def test_rotation_reseals_the_grant_and_the_server_stays_authorized_withou
 
         assert await eventually(called_as_alice, timeout=30, what="a call to reach the upstream as alice")
         stored = repr([dict(row) for row in await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")])
-        events = await _stream_text(system.backends.js)
+        events = await stream_text(system.backends.js)
     stats = await peer.stats()
     assert stats["code_grants"] == 1  # nobody authorized it again
     for token in stats["issued"]:

@@ -1,4 +1,4 @@
-"""``connection_config.auth`` (issue 25, shared identity): validated, per_user refused, secrets masked."""
+"""``connection_config.auth`` (issue 25): validated, both identities accepted, secrets masked."""
 
 from __future__ import annotations
 
@@ -17,15 +17,11 @@ def _register(transport: str, auth: object) -> RegisterServerRequest:
 
 
 @pytest.mark.parametrize("transport", ["HTTP", "SSE"])
-def test_oauth_shared_identity_is_accepted(transport: str) -> None:
-    request = _register(transport, {"mode": "oauth", "identity": "shared", "scopes": ["read"], "client_id": "c"})
+@pytest.mark.parametrize("identity", ["shared", "per_user"])
+def test_oauth_identities_are_accepted(transport: str, identity: str) -> None:
+    request = _register(transport, {"mode": "oauth", "identity": identity, "scopes": ["read"], "client_id": "c"})
     assert request.connection_config["auth"]["scopes"] == ["read"]
-
-
-def test_per_user_identity_is_refused_as_not_yet_supported() -> None:
-    with pytest.raises(ValidationError) as caught:
-        _register("HTTP", {"mode": "oauth", "identity": "per_user"})
-    assert "not yet supported" in str(caught.value)
+    assert request.connection_config["auth"]["identity"] == identity
 
 
 @pytest.mark.parametrize(
@@ -37,6 +33,7 @@ def test_per_user_identity_is_refused_as_not_yet_supported() -> None:
         {"mode": "oauth", "token_endpoint_auth_method": "client_secret_post"},
         {"mode": "oauth", "client_id": "c", "token_endpoint_auth_method": "private_key_jwt"},
         {"mode": "oauth", "scopes": ["two words"]},
+        {"mode": "oauth", "identity": "per_principal"},
         "oauth",
     ],
 )

@@ -5,8 +5,6 @@ the upstream are ``httpx2.MockTransport`` handlers here; the integration test us
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from urllib.parse import parse_qs
 
 import httpx2
@@ -14,14 +12,14 @@ import pytest
 
 from toolmesh.oauth_tokens import choose_auth_method, granted
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
-from toolmesh_gateway.upstream_oauth.authorizing import pkce_pair
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream_grants import (
     AuthorizationNeeded,
     GrantKeeper,
     TriedGrant,
     authorized_since,
-    oauth_grants,
+    identity,
+    loaded_grants,
 )
 
 NOW = 1_000_000.0
@@ -137,17 +135,16 @@ async def test_a_grant_stored_since_is_taken_before_refreshing() -> None:
 
 
 async def test_an_oauth_server_without_a_grant_needs_authorization() -> None:
-    config = {"base_url": "https://mcp.example/mcp", "auth": {"mode": "oauth"}}
-    with pytest.raises(AuthorizationNeeded, match="needs authorization"):
-        await oauth_grants(config, MemoryStore(None), egress=None, server_id="s1")  # type: ignore[arg-type]
-    assert await oauth_grants({"base_url": "x"}, MemoryStore(None), egress=None, server_id="s1") is None  # type: ignore[arg-type]
+    with pytest.raises(AuthorizationNeeded, match="an owner or admin authorizes it"):
+        await loaded_grants(MemoryStore(None), egress=None, server_id="s1")  # type: ignore[arg-type]
+    with pytest.raises(AuthorizationNeeded, match="any user of the server authorizes it"):
+        await loaded_grants(MemoryStore(None), egress=None, server_id="s1", per_user=True)  # type: ignore[arg-type]
 
 
-def test_pkce_challenge_is_s256_of_the_verifier() -> None:
-    verifier, challenge = pkce_pair()
-    assert 43 <= len(verifier) <= 128
-    expected = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    assert challenge == expected
+def test_the_identity_is_read_from_the_auth_config() -> None:
+    assert identity({"base_url": "x", "auth": {"mode": "oauth"}}) == "shared"
+    assert identity({"base_url": "x", "auth": {"mode": "oauth", "identity": "per_user"}}) == "per_user"
+    assert identity({"base_url": "x"}) is None
 
 
 def test_token_endpoint_auth_method_follows_the_metadata() -> None:

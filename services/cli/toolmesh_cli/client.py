@@ -16,11 +16,11 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import ListServersRequest, NoArguments, Operation, ServerRef
+from toolmesh.contracts.api import AUTHORIZATION, AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.errors import ToolmeshError
 from toolmesh_cli.datadir import running_api
 from toolmesh_cli.errors import ApiError, CliError, describe_api_error, describe_validation
@@ -29,24 +29,6 @@ DEFAULT_URL = "http://127.0.0.1:8081"
 PAGE = 1000  # the API's maximum page size
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-RESEAL = Operation(
-    "credentials.reseal",
-    NoArguments,
-    ResealReport,
-    "Seal every server's config again under the current credential key (REST only)",
-    True,
-    "POST",
-    "/api/v1/aggregator/credentials/reseal",
-)
-AUTHORIZE = Operation(
-    "servers.authorize",
-    ServerRef,
-    AuthorizeResponse,
-    "Start the OAuth authorization of a server (owner or admin; REST only)",
-    True,
-    "POST",
-    "/api/v1/aggregator/servers/{server_id}/authorize",
-)
 
 
 @dataclass(frozen=True)
@@ -209,6 +191,12 @@ class ApiClient:
         """Start the OAuth authorization of a server: the URL to open and how long it is valid."""
         sent = self._mesh.transport.send(AUTHORIZE, ServerRef(server_id=server_id), None, self._mesh.timeout)
         result: dict[str, Any] = _json(AuthorizeResponse.model_validate(self._run(sent)))
+        return result
+
+    def authorization(self, server_id: str) -> dict[str, Any]:
+        """Whether the server holds a grant for this key (per-user identity) or for everyone (shared)."""
+        sent = self._mesh.transport.send(AUTHORIZATION, ServerRef(server_id=server_id), None, self._mesh.timeout)
+        result: dict[str, Any] = _json(AuthorizationState.model_validate(self._run(sent)))
         return result
 
     def remove(self, server_id: str) -> None:

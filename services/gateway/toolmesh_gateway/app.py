@@ -68,7 +68,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     call_audit = CallAudit(backends.js)
     call_audit.start()
     app.state.call_audit = call_audit
-    app.state.tool_calls = ToolCalls(backends.bus, backends.js, feed, backends.settings, call_audit)
+    app.state.tool_calls = ToolCalls(
+        backends.bus, backends.js, feed, backends.settings, call_audit, app.state.upstream_authorizations
+    )
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     app.state.search = await build_search(backends)
     app.state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)

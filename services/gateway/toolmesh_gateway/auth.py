@@ -97,6 +97,7 @@ class Caller:
     principal: Principal
     ip_address: str | None = None
     namespace: str | None = None  # set when the caller works in one namespace (an MCP session)
+    origin: str | None = None  # the base URL it reached this gateway at (HTTP callers)
 
     @property
     def scope(self) -> str | None:

@@ -54,4 +54,4 @@ async def forwarder(request: Request) -> Forwarder:
 
 def caller_of(request: Request, principal: Principal) -> Caller:
     """The principal and address recorded for a write."""
-    return Caller(principal, request.client.host if request.client else None)
+    return Caller(principal, request.client.host if request.client else None, origin=str(request.base_url))

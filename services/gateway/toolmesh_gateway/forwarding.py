@@ -19,10 +19,11 @@ from toolmesh.contracts.rpc import (
     ClientRef,
     UpstreamRequestRpc,
 )
-from toolmesh.errors import ExecutionTimeout
+from toolmesh.errors import ExecutionTimeout, UpstreamAuthorizationRequired
 from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
+from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.routing import ServerRoute
 from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ProgressSink, ToolCalls, relaying_progress
 
@@ -49,8 +50,10 @@ class Forwarder:
         timeout: float | None = None,
         progress: ProgressSink | None = None,
         call_id: str | None = None,
+        caller: Caller | None = None,
     ) -> dict[str, Any]:
-        """The upstream's raw result of one request (a session is requested when nobody holds one)."""
+        """The upstream's raw result of one request (a session is requested when nobody holds one);
+        a per-user server answers ``caller`` as its own upstream user."""
         body = UpstreamRequestRpc(
             method=method,
             params=params,
@@ -58,8 +61,14 @@ class Forwarder:
             call_id=call_id or self._calls.new_call_id(),
             progress=progress is not None,
             client=client,
+            principal=caller.principal.key_id if caller is not None else None,
         )
-        return await self._calls.with_session(server, lambda: self._listening(server, body, progress))
+        try:
+            return await self._calls.with_session(server, lambda: self._listening(server, body, progress))
+        except UpstreamAuthorizationRequired as exc:
+            if caller is None:
+                raise
+            raise await self._calls.authorization_link(exc, caller) from None
 
     def new_call_id(self) -> str:
         """A fresh call id (to register a call with its client before sending it)."""

@@ -12,6 +12,7 @@ from toolmesh.errors import Forbidden, KeyAlreadyExists, KeyNotFound
 from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import principals
+from toolmesh.platform.store.upstream_tokens import drop_principal_grants
 from toolmesh_gateway.auth import Authenticator, Caller, Principal
 
 
@@ -68,7 +69,8 @@ class KeyService:
         return KeyList(keys=[_info(r) for r in rows], total=len(rows))
 
     async def revoke(self, key_id: str, principal: Principal, caller: Caller) -> None:
-        """Delete a key; every gateway refuses it once the ``key.revoked`` event reaches it."""
+        """Delete a key and the upstream grants it authorized for itself (per-user servers); every
+        gateway refuses it once the ``key.revoked`` event reaches it."""
         principal.require_manager("revoke keys")
         row = await principals.delete_key(
             self._b.db, key_id, principal.scope, include_owners=principal.role is Role.OWNER
@@ -76,6 +78,7 @@ class KeyService:
         if row is None:
             raise KeyNotFound(f"Key not found: {key_id}", {"key_id": key_id})
         self._auth.forget(row["id"])
+        await drop_principal_grants(self._b.db, row["id"])  # its upstream accounts are no longer its to use
         await publish_event(
             self._b.js,
             KeyRevoked(

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
@@ -40,6 +40,7 @@ from toolmesh.errors import (
     SessionNotFound,
     ToolmeshError,
     ToolNotFound,
+    UpstreamAuthorizationRequired,
 )
 from toolmesh.platform.bus.interface import Bus, Message
 from toolmesh.platform.bus.publishing import publish_command
@@ -73,6 +74,14 @@ PROGRESS_DRAIN_SECONDS = 1.0
 """How long progress already sent by the owner may take to arrive before the result is returned."""
 
 
+class AuthorizationLinks(Protocol):
+    """Starts the authorization a caller of a per-user server lacks (``upstream_oauth``)."""
+
+    async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
+        """``needed`` with the URL ``caller`` authorizes at."""
+        ...
+
+
 @dataclass(frozen=True)
 class _Hooks:
     """How one caller takes part in its call: when it leaves, where progress goes, which MCP client
@@ -87,8 +96,17 @@ class _Hooks:
 class ToolCalls:
     """``POST /api/v1/tools/call`` without HTTP; every call is audited (``CallAudit``)."""
 
-    def __init__(self, bus: Bus, js: JetStreamContext, feed: CatalogFeed, settings: Settings, audit: CallAudit) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        js: JetStreamContext,
+        feed: CatalogFeed,
+        settings: Settings,
+        audit: CallAudit,
+        links: AuthorizationLinks | None = None,
+    ) -> None:
         self._bus = bus
+        self._links = links
         self._js = js
         self._feed = feed
         self._audit = audit
@@ -136,8 +154,11 @@ class ToolCalls:
         try:
             self.admit(route.server.namespace)
             response = await self._call_routed(
-                request, route, warning, started, _Hooks(abandoned, progress, client, call_id)
+                request, route, warning, started, _Hooks(abandoned, progress, client, call_id), caller
             )
+        except UpstreamAuthorizationRequired as exc:
+            self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
+            raise await self.authorization_link(exc, caller) from None
         except ToolmeshError as exc:
             self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
             raise
@@ -146,6 +167,12 @@ class ToolCalls:
             raise
         self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
         return response
+
+    async def authorization_link(
+        self, needed: UpstreamAuthorizationRequired, caller: Caller
+    ) -> UpstreamAuthorizationRequired:
+        """``needed`` with the URL at which ``caller`` authorizes the server."""
+        return await self._links.link(needed, caller) if self._links is not None else needed
 
     def admit(self, namespace: str) -> None:
         """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""
@@ -177,6 +204,7 @@ class ToolCalls:
         warning: str | None,
         started: float,
         hooks: _Hooks,
+        caller: Caller,
     ) -> dict[str, Any]:
         routed = time.perf_counter()
         abandoned, progress = hooks.abandoned, hooks.progress
@@ -189,6 +217,7 @@ class ToolCalls:
             call_id=hooks.call_id or self.new_call_id(),
             progress=progress is not None,
             client=hooks.client,
+            principal=caller.principal.key_id,
         )
         payload = body.model_dump_json().encode()
         result = await self.with_session(

@@ -22,7 +22,7 @@ from toolmesh.health import current_window
 from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.bus.publishing import publish_command
 from toolmesh.platform.config import Settings
-from toolmesh.platform.supervision import sleep_or_stop
+from toolmesh.platform.supervision import wait_event
 from toolmesh_health.monitoring import servers_to_check
 
 log = logging.getLogger("toolmesh.health.scheduler")
@@ -66,7 +66,7 @@ class Scheduler:
                     await self._publish_window(window, interval)
                     last_window = window
                 pause = min((window + 1) * interval - now, self._settings.lease_renew_seconds)
-                if await sleep_or_stop(stop, max(pause, 0.005)):
+                if await wait_event(stop, max(pause, 0.005)):
                     return
         finally:
             await self._leases.release(SCHEDULER_LEASE)

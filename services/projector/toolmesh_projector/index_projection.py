@@ -38,7 +38,7 @@ from toolmesh.embed.text import dense_text, tool_text
 from toolmesh.index.base import IndexState, Point, ToolIndex, Where, skill_point_id, tool_point_id
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import namespace_tool
-from toolmesh.platform.supervision import sleep_or_stop
+from toolmesh.platform.supervision import wait_event
 from toolmesh.search.table import Row, SearchTable, Vector
 from toolmesh.skills.taxonomy import Skill
 from toolmesh.skills.vectors import skill_vectors
@@ -185,7 +185,7 @@ class IndexProjection:
                     oldest = next(iter(self._unembedded))
                     del self._unembedded[oldest]
                     self._unembedded[oldest] = None
-                    await sleep_or_stop(stop, RETRY_SECONDS)
+                    await wait_event(stop, RETRY_SECONDS)
                 step = 1
 
     async def apply(self, event: Event | None, seq: int) -> bool:
@@ -221,7 +221,7 @@ class IndexProjection:
         """Flush every ``interval`` seconds until ``stop``, then once more."""
         try:
             while not stop.is_set():
-                if not await sleep_or_stop(stop, interval):
+                if not await wait_event(stop, interval):
                     await self.flush()
         finally:
             await self.flush()

@@ -26,7 +26,7 @@ from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.config import Settings
 from toolmesh.platform.process_context import ProcessContext
-from toolmesh.platform.supervision import sleep_or_stop
+from toolmesh.platform.supervision import wait_event
 from toolmesh.search.remote import serve_search
 from toolmesh.search.service import SearchService
 from toolmesh.search.setup import index_lag, lend_table
@@ -116,7 +116,7 @@ class LeaseLost(RuntimeError):
 async def _lead(leases: LeaseTable, settings: Settings, stop: asyncio.Event) -> bool:
     """Wait until this replica holds the indexer lease (False: stopped first)."""
     while not await leases.claim(LEASE):
-        if await sleep_or_stop(stop, settings.lease_renew_seconds):
+        if await wait_event(stop, settings.lease_renew_seconds):
             return False
     log.info("indexer lease taken by %s", leases.holder)
     return True
@@ -125,7 +125,7 @@ async def _lead(leases: LeaseTable, settings: Settings, stop: asyncio.Event) -> 
 async def _keep_lease(leases: LeaseTable, settings: Settings, stop: asyncio.Event, halt: asyncio.Event) -> None:
     """Renew the lease until ``stop``; set ``halt`` when stopping or when the lease is lost."""
     try:
-        while not await sleep_or_stop(stop, settings.lease_renew_seconds) and not halt.is_set():
+        while not await wait_event(stop, settings.lease_renew_seconds) and not halt.is_set():
             if not await leases.renew(LEASE):
                 log.warning("indexer lease lost: another replica takes over")
                 return

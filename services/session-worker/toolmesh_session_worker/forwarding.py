@@ -34,6 +34,15 @@ def live_session(server: OwnedServer) -> Upstream:
     return session
 
 
+async def caller_session(server: OwnedServer, principal: str | None) -> Upstream:
+    """The session a caller's request goes to: the server's own, or for a server registered with
+    ``auth.identity: per_user`` the caller's (opened now when it has none)."""
+    session = live_session(server)
+    if server.principals is None:
+        return session
+    return await server.principals.session(principal)
+
+
 def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> ExecutionFailed | ServerUnavailable:
     """The error table's view of an upstream failure; a JSON-RPC error keeps its code and data."""
     if exc.code is not None and exc.code != CONNECTION_CLOSED:
@@ -51,7 +60,7 @@ def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> Exec
 
 async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: ProgressCallback | None) -> bytes:
     """Send the request upstream; its raw result, the JSON the upstream answered, for the reply."""
-    session = live_session(server)
+    session = await caller_session(server, body.principal)
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
     server.clients.begin(body.call_id, body.client)

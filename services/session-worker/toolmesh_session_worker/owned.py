@@ -32,9 +32,11 @@ from toolmesh.storable import storable
 from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry, open_with_retries
 from toolmesh_session_worker.offerings import Offerings
+from toolmesh_session_worker.principal_sessions import PrincipalSessions
 from toolmesh_session_worker.rediscovery import rediscover
 from toolmesh_session_worker.status_events import status_event
 from toolmesh_session_worker.upstream import (
+    LostCallback,
     OpeningOptions,
     RestPolicy,
     Upstream,
@@ -45,11 +47,15 @@ from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream.stdio import base_environment
 from toolmesh_session_worker.upstream_grants import (
     AuthorizationNeeded,
+    DiscoveryGrant,
+    GrantKeeper,
+    GrantStore,
     StoredGrant,
     TriedGrant,
     authorized_since,
+    identity,
+    loaded_grants,
     needs_authorization,
-    oauth_grants,
 )
 
 log = logging.getLogger("toolmesh.session")
@@ -95,7 +101,8 @@ class OwnedServer:
         self._status_seq = 0  # stream sequence of the last status this owner published
         self._settled.set()
         self._grant_tried: TriedGrant | None = None  # OAuth: the grant the last connect used (None: not OAuth)
-        self._grant_store = StoredGrant(backends.db, box, self.server_id)
+        self._grant_store: GrantStore = StoredGrant(backends.db, box, self.server_id)
+        self.principals: PrincipalSessions | None = None  # auth.identity per_user: each caller's own session
 
     @property
     def bus(self) -> Bus:
@@ -104,8 +111,9 @@ class OwnedServer:
 
     @property
     def pending(self) -> int:
-        """Calls in flight upstream."""
-        return self.session.pending if self.session else 0
+        """Calls in flight upstream (on the server's own session and on its users' own sessions)."""
+        own = self.session.pending if self.session else 0
+        return own + (self.principals.pending if self.principals is not None else 0)
 
     async def set_status(
         self,
@@ -226,48 +234,78 @@ class OwnedServer:
     async def _open(self, delays: list[float]) -> Attempts:
         """Try to open the session, pausing ``delays[i]`` after failed attempt ``i``; refused
         credentials end the attempts at once."""
-        settings = self._b.settings
-        environ = worker_environment(os.environ, settings, self.namespace)
-        config = expand_env(self._box.open(self._sealed), environ)
-        process_redactor().add(secret_values(config))
-        base_env = base_environment(settings.stdio_base_env, os.environ)
-        sandbox = Sandboxer(settings, str(self.server_id))
-        try:
-            grants = await oauth_grants(config, self._grant_store, self.egress, self.server_id)
-        except AuthorizationNeeded as exc:
-            self._grant_tried = TriedGrant(None)
-            return Attempts(1, exc.summary, "auth")
+        config = self._config()
+        oauth = identity(config)
+        per_user = oauth == "per_user"
+        grants = None
+        if oauth is not None:
+            if per_user:
+                self._grant_store = DiscoveryGrant(self._b.db, self._box, self.server_id)
+                self.principals = self.principals or self._principal_sessions()
+            try:
+                grants = await loaded_grants(self._grant_store, self.egress, self.server_id, per_user)
+            except AuthorizationNeeded as exc:
+                self._grant_tried = TriedGrant(None)
+                return Attempts(1, exc.summary, "auth")
         self._grant_tried = TriedGrant(grants.current) if grants is not None else None
 
+        options = self._options(grants, self._lost, own=True)
+
         async def open_once() -> Upstream:
-            return await open_session(
-                self.name,
-                self._transport,
-                config,
-                OpeningOptions(
-                    connect_timeout=settings.connection_timeout_seconds,
-                    on_tools_changed=self._tools_changed,
-                    on_list_changed=self._lists_changed,
-                    on_lost=self._lost,
-                    stdio_base_env=base_env,
-                    stdio_sandbox=sandbox,
-                    http_client=self._http.client(self.egress) if self._http is not None else None,
-                    egress=self.egress,
-                    auth=BearerAuth(grants) if grants is not None else None,
-                    client_side=self.clients,
-                    rest_policy=RestPolicy(
-                        settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
-                    ),
-                ),
-            )
+            return await open_session(self.name, self._transport, config, options)
 
         opened, tried = await open_with_retries(open_once, delays, self.name)
         if opened is not None:
             self.session = opened
         if grants is not None and tried.kind == "auth":  # refused even after a refresh
             self._grant_tried = TriedGrant(grants.current)
-            return Attempts(tried.count, needs_authorization(self.server_id), "auth")
+            return Attempts(tried.count, needs_authorization(self.server_id, per_user), "auth")
         return tried
+
+    def _config(self) -> dict[str, Any]:
+        """The server's config, opened and ``${VAR}``-expanded; its secrets known to the log redactor."""
+        environ = worker_environment(os.environ, self._b.settings, self.namespace)
+        config = expand_env(self._box.open(self._sealed), environ)
+        process_redactor().add(secret_values(config))
+        return config
+
+    def _options(self, grants: GrantKeeper | None, on_lost: LostCallback, *, own: bool) -> OpeningOptions:
+        """How a session of this server opens: the server's ``own`` (it discovers what the upstream
+        offers), or one of its users' (it only answers that user's requests)."""
+        settings = self._b.settings
+        return OpeningOptions(
+            connect_timeout=settings.connection_timeout_seconds,
+            on_tools_changed=self._tools_changed if own else None,
+            on_list_changed=self._lists_changed if own else None,
+            on_lost=on_lost,
+            stdio_base_env=base_environment(settings.stdio_base_env, os.environ),
+            stdio_sandbox=Sandboxer(settings, str(self.server_id)),
+            http_client=self._http.client(self.egress) if self._http is not None else None,
+            egress=self.egress,
+            auth=BearerAuth(grants) if grants is not None else None,
+            client_side=self.clients,
+            rest_policy=RestPolicy(
+                settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
+            ),
+        )
+
+    def _principal_sessions(self) -> PrincipalSessions:
+        async def grants(principal: str) -> GrantKeeper:
+            store = StoredGrant(self._b.db, self._box, self.server_id, principal)
+            return await loaded_grants(store, self.egress, self.server_id, per_user=True)
+
+        async def open_for(grants: GrantKeeper, on_lost: LostCallback) -> Upstream:
+            options = self._options(grants, on_lost, own=False)
+            return await open_session(self.name, self._transport, self._config(), options)
+
+        return PrincipalSessions(
+            self.server_id,
+            self.name,
+            open_for,
+            grants,
+            self._b.settings.upstream_user_session_idle_seconds,
+            self.tasks,
+        )
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:
         """Apply a BR-006 verdict of the health-worker: publish DEGRADED / RECOVERED, or reconnect."""
@@ -375,10 +413,12 @@ class OwnedServer:
         await poll_until(lambda: not self.pending, timeout)
 
     async def close(self) -> None:
-        """Close the upstream session (STDIO: its whole process group is killed)."""
+        """Close the upstream session (STDIO: its whole process group is killed) and its users' own."""
         session, self.session = self.session, None
         if session is not None:
             await session.close()
+        if self.principals is not None:
+            await self.principals.close_all()
 
     async def release(self) -> None:
         """Close and hand the lease back (the worker forgets this server) once the read model shows the

@@ -71,7 +71,7 @@ def _progress_publisher(server: OwnedServer, body: CallToolRpc | UpstreamRequest
 
 async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallback | None = None) -> bytes:
     """Call the tool upstream; the result as the JSON the MCP wire uses, ready to put in the reply."""
-    session = _live_session(server)
+    session = await forwarding.caller_session(server, body.principal)
     started = time.perf_counter()
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]

@@ -1,10 +1,11 @@
-"""The OAuth grant of a server authorized in shared identity, as its upstream sessions use it: the
-access token, refreshed before it expires and once when the upstream refuses it, and the refreshed
-tokens stored sealed again (``toolmesh.platform.store.upstream_tokens``).
+"""The OAuth grants of a server registered with ``auth.mode: oauth``, as its upstream sessions use
+them: the access token, refreshed before it expires and once when the upstream refuses it, and the
+refreshed tokens stored sealed again (``toolmesh.platform.store.upstream_tokens``).
 
-An upstream registered with ``auth.mode: oauth`` that has no grant, or whose grant can no longer be
-refreshed, waits in ERROR with ``needs_authorization`` (no automatic retry) until an owner or admin
-authorizes it; the callback then connects it.
+An upstream that has no grant, or whose grant can no longer be refreshed, waits in ERROR with
+``needs_authorization`` (no automatic retry) until someone authorizes it (shared identity: an owner
+or admin; per-user identity: any principal, whose grant the server's own session then uses for
+discovery and health); the callback then connects it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.oauth_tokens import TokenRequestFailed, refreshed
-from toolmesh.platform.store.upstream_tokens import UpstreamGrant, load_grant, save_grant
+from toolmesh.platform.store.upstream_tokens import (
+    SHARED_IDENTITY,
+    UpstreamGrant,
+    any_grant,
+    load_grant,
+    update_grant,
+)
 from toolmesh.redaction import process_redactor
 from toolmesh_session_worker.upstream import UpstreamRefused
 
@@ -35,19 +42,20 @@ half its lifetime if that is shorter (a token that lives 60 s is not refreshed o
 _LIMITS = httpx2.Limits(max_connections=4, max_keepalive_connections=0)
 
 
-def needs_authorization(server_id: str) -> str:
-    """The ``error_message`` of a server waiting for an owner or admin to authorize it."""
+def needs_authorization(server_id: str, per_user: bool = False) -> str:
+    """The ``error_message`` of a server waiting for someone to authorize it."""
+    who = "any user of the server" if per_user else "an owner or admin"
     return (
-        "needs authorization: the upstream's OAuth grant is missing or can no longer be refreshed; an owner or "
-        f"admin authorizes it with POST /api/v1/aggregator/servers/{server_id}/authorize"
+        "needs authorization: the upstream's OAuth grant is missing or can no longer be refreshed; "
+        f"{who} authorizes it with POST /api/v1/aggregator/servers/{server_id}/authorize"
     )
 
 
 class AuthorizationNeeded(UpstreamRefused):
     """The server has no usable grant: connecting cannot succeed until someone authorizes it."""
 
-    def __init__(self, server_id: str) -> None:
-        words = needs_authorization(server_id)
+    def __init__(self, server_id: str, per_user: bool = False) -> None:
+        words = needs_authorization(server_id, per_user)
         super().__init__(words, summary=words)
 
 
@@ -59,25 +67,51 @@ class GrantStore(Protocol):
         ...
 
     async def save(self, grant: UpstreamGrant) -> None:
-        """Replace the stored grant."""
+        """Replace the stored grant with a refreshed one (nothing when it was dropped since)."""
         ...
 
 
 class StoredGrant:
-    """A server's shared-identity grant in ``mcp.upstream_tokens``, sealed with the credential key."""
+    """A server's grant for one principal (the shared identity by default) in ``mcp.upstream_tokens``,
+    sealed with the credential key."""
+
+    def __init__(self, db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str = SHARED_IDENTITY) -> None:
+        self._db = db
+        self._box = box
+        self._server_id = server_id
+        self._principal = principal
+
+    async def load(self) -> UpstreamGrant | None:
+        """The stored grant."""
+        return await load_grant(self._db, self._box, self._server_id, self._principal)
+
+    async def save(self, grant: UpstreamGrant) -> None:
+        """Store ``grant`` sealed in place of the one it refreshed."""
+        await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+
+
+class DiscoveryGrant:
+    """The grant a per-user server's own session (discovery, health) uses: the one stored last,
+    whoever's it is; a refresh goes back to that principal's row."""
 
     def __init__(self, db: asyncpg.Pool, box: CredentialBox, server_id: str) -> None:
         self._db = db
         self._box = box
         self._server_id = server_id
+        self._principal: str | None = None
 
     async def load(self) -> UpstreamGrant | None:
-        """The stored grant."""
-        return await load_grant(self._db, self._box, self._server_id)
+        """The grant stored last."""
+        found = await any_grant(self._db, self._box, self._server_id)
+        if found is None:
+            return None
+        self._principal, grant = found
+        return grant
 
     async def save(self, grant: UpstreamGrant) -> None:
-        """Store ``grant`` sealed."""
-        await save_grant(self._db, self._box, self._server_id, grant)
+        """Store ``grant`` sealed in place of the one it refreshed."""
+        if self._principal is not None:
+            await update_grant(self._db, self._box, self._server_id, grant, self._principal)
 
 
 def egress_client(egress: EgressPolicy) -> Callable[[], httpx2.AsyncClient]:
@@ -95,10 +129,12 @@ class GrantKeeper:
         client: Callable[[], httpx2.AsyncClient],
         server_id: str,
         clock: Callable[[], float] = time.time,
+        per_user: bool = False,
     ) -> None:
         self._store = store
         self._client = client
         self.server_id = server_id
+        self._per_user = per_user
         self._clock = clock
         self._grant: UpstreamGrant | None = None
         self._refused: str | None = None  # a refresh token the authorization server refused: not tried again
@@ -112,7 +148,7 @@ class GrantKeeper:
         """
         grant = await self._store.load()
         if grant is None:
-            raise AuthorizationNeeded(self.server_id)
+            raise AuthorizationNeeded(self.server_id, self._per_user)
         self._keep(grant)
 
     def _keep(self, grant: UpstreamGrant) -> None:
@@ -166,19 +202,21 @@ class GrantKeeper:
         return True
 
 
-async def oauth_grants(
-    config: Mapping[str, Any], store: GrantStore, egress: EgressPolicy, server_id: str
-) -> GrantKeeper | None:
-    """The loaded grant keeper of server ``server_id`` registered with ``auth.mode: oauth``; None for any other.
+async def loaded_grants(store: GrantStore, egress: EgressPolicy, server_id: str, per_user: bool = False) -> GrantKeeper:
+    """The grant keeper of ``store``, its grant read.
 
     Raises:
-        AuthorizationNeeded: the server was never authorized.
+        AuthorizationNeeded: there is no grant.
     """
-    if upstream_auth(dict(config)) is None:
-        return None
-    keeper = GrantKeeper(store, egress_client(egress), server_id)
+    keeper = GrantKeeper(store, egress_client(egress), server_id, per_user=per_user)
     await keeper.load()
     return keeper
+
+
+def identity(config: Mapping[str, Any]) -> str | None:
+    """``shared`` or ``per_user`` for a server registered with ``auth.mode: oauth``; None for any other."""
+    auth = upstream_auth(dict(config))
+    return auth.identity if auth is not None else None
 
 
 @dataclass(frozen=True)

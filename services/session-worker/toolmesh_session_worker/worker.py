@@ -33,7 +33,7 @@ from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh.platform.metrics import record_limit_rejection, record_reconcile_round
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
-from toolmesh.platform.supervision import TaskSet, sleep_or_stop, supervise
+from toolmesh.platform.supervision import TaskSet, supervise, wait_event
 from toolmesh.sandbox import runner as sandbox
 from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.homes import HomeSweeper
@@ -221,7 +221,7 @@ class SessionWorker:
 
     async def _renew_leases(self, stop: asyncio.Event) -> None:
         assert self._leases is not None
-        while not await sleep_or_stop(stop, self._b.settings.lease_renew_seconds):
+        while not await wait_event(stop, self._b.settings.lease_renew_seconds):
             for server_id in self._leases.held():
                 if not await self._leases.renew(server_id) and server_id in self._owned:
                     log.error("lease lost; closing the local session", extra={"server_id": server_id})
@@ -238,5 +238,5 @@ class SessionWorker:
                         log.info("claimed orphaned server", extra={"server": row["name"]})
             await self._homes.sweep(self._owned.keys() | self._taking)
             record_reconcile_round()
-            if await sleep_or_stop(stop, self._b.settings.reconcile_interval_seconds):
+            if await wait_event(stop, self._b.settings.reconcile_interval_seconds):
                 return

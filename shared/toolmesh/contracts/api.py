@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolmesh.contracts.aggregator import AggregatorState, ErrorBody
+from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
@@ -36,6 +36,7 @@ from toolmesh.contracts.servers import (
     ToolList,
 )
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
 
@@ -178,6 +179,25 @@ SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 
+AUTHORIZE = Operation(
+    "servers.authorize",
+    ServerRef,
+    AuthorizeResponse,
+    "Start the OAuth authorization of a server (shared identity: owner or admin; per-user: for yourself)",
+    True,
+    "POST",
+    SERVER + "/authorize",
+)
+AUTHORIZATION = Operation(
+    "servers.authorization",
+    ServerRef,
+    AuthorizationState,
+    "Whether a server holds an OAuth grant for you (per-user identity) or for everyone (shared)",
+    False,
+    "GET",
+    SERVER + "/authorization",
+)
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "servers.register", RegisterServerRequest, ServerCreated, "Register a server (BR-001)", True, "POST", SERVERS
@@ -195,6 +215,8 @@ OPERATIONS: tuple[Operation, ...] = (
         SERVER + "/disconnect",
     ),
     Operation("servers.remove", ServerRef, None, "Remove a server and its tools (BR-008)", True, "DELETE", SERVER),
+    AUTHORIZE,
+    AUTHORIZATION,
     Operation(
         "servers.tools", ServerToolsRequest, ToolList, "The tools of one server", False, "GET", SERVER + "/tools"
     ),
@@ -275,6 +297,17 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 OPERATIONS_BY_SUBJECT: dict[str, Operation] = {op.subject: op for op in OPERATIONS}
+
+# Operations of the REST API alone (not in ``OPERATIONS``: no NATS subject serves them).
+RESEAL = Operation(
+    "credentials.reseal",
+    NoArguments,
+    ResealReport,
+    "Seal every server's config again under the current credential key (REST only)",
+    True,
+    "POST",
+    "/api/v1/aggregator/credentials/reseal",
+)
 
 
 def reply_model(operation: Operation) -> Any:

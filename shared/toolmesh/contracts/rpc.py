@@ -67,6 +67,9 @@ class CallToolRpc(BaseModel):
     call_id: str | None = None
     progress: bool = False
     client: ClientRef | None = None
+    principal: str | None = None
+    """The caller's key id: a server registered with ``auth.identity: per_user`` is called as this
+    principal's own upstream identity."""
 
 
 class ToolProgress(BaseModel):
@@ -157,6 +160,9 @@ class UpstreamRequestRpc(BaseModel):
     call_id: str | None = None
     progress: bool = False
     client: ClientRef | None = None
+    principal: str | None = None
+    """The caller's key id: a server registered with ``auth.identity: per_user`` is called as this
+    principal's own upstream identity."""
 
 
 class SubscribeRpc(BaseModel):

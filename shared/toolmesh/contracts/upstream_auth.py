@@ -1,13 +1,15 @@
 """How toolmesh authenticates to an HTTP or SSE upstream: ``connection_config.auth``.
 
-``{"mode": "oauth", "identity": "shared", "scopes": [...], "client_id": ..., "client_secret": ...}``:
-toolmesh is an OAuth 2.1 client of the upstream (MCP authorization); an owner or admin authorizes it
-once (``POST /api/v1/aggregator/servers/{id}/authorize``) and every caller acts upstream as that one
-identity. ``identity: "per_user"`` is refused until per-principal credentials exist.
+``{"mode": "oauth", "identity": "shared" | "per_user", "scopes": [...], "client_id": ..., "client_secret": ...}``:
+toolmesh is an OAuth 2.1 client of the upstream (MCP authorization). ``shared``: an owner or admin
+authorizes it once (``POST /api/v1/aggregator/servers/{id}/authorize``) and every caller acts upstream
+as that one identity. ``per_user``: every principal authorizes once for itself and its calls reach the
+upstream as its own user; the catalog is discovered with the identity of one principal that did.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,12 +33,6 @@ class UpstreamAuth(BaseModel):
     a secret)."""
 
 
-PER_USER_REFUSED = (
-    "'auth.identity': \"per_user\" is not yet supported (per-principal upstream credentials are not built); "
-    'use "shared": one identity, authorized once by an owner or admin, for every caller'
-)
-
-
 def upstream_auth(config: dict[str, Any]) -> UpstreamAuth | None:
     """The validated ``auth`` of a stored config, or None when it has none (``config_problems`` ran
     at registration)."""
@@ -56,8 +52,6 @@ def auth_problems(value: Any) -> list[tuple[str, str]]:
             for error in exc.errors(include_input=False)
         ]
     problems: list[tuple[str, str]] = []
-    if auth.identity == "per_user":
-        problems.append(("auth", PER_USER_REFUSED))
     if auth.token_endpoint_auth_method is not None and auth.client_id is None:
         problems.append(("auth", "'auth.token_endpoint_auth_method' is for the pre-registered 'auth.client_id'"))
     if auth.client_secret is not None and auth.client_id is None:
@@ -73,7 +67,21 @@ class AuthorizeResponse(BaseModel):
     is the callback's capability, kept nowhere in clear."""
 
     server_id: str
+    identity: Literal["shared", "per_user"] = "shared"
+    """``per_user``: the grant will be the caller's own; ``shared``: every caller's."""
     authorization_url: str | None
     expires_in: int
     """Seconds until the authorization must have come back to ``/oauth/callback``."""
     note: str | None = None
+
+
+class AuthorizationState(BaseModel):
+    """``GET /servers/{id}/authorization``: whether a grant is stored for the caller (per-user
+    identity) or for every caller (shared)."""
+
+    server_id: str
+    identity: Literal["shared", "per_user"]
+    authorized: bool
+    issuer: str | None = None
+    authorized_at: datetime | None = None
+    """When the stored grant was last written (an authorization or a refresh)."""

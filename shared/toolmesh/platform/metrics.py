@@ -50,6 +50,7 @@ class _Instruments:
     health_failures: Counter
     limit_rejections: Counter
     reconcile_rounds: Counter
+    user_sessions: Counter
     inventory: _Inventory
 
 
@@ -109,6 +110,10 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_reconcile_rounds_total",
             description="Reconcile rounds a session-worker finished (flat while its reconciler is stuck)",
         ),
+        user_sessions=meter.create_counter(
+            "mcp_aggregator_user_sessions_total",
+            description="Users' own upstream sessions (per-user OAuth servers) opened and closed, by event",
+        ),
         inventory=inventory,
     )
 
@@ -139,6 +144,11 @@ def record_limit_rejection(limit: str) -> None:
 def record_reconcile_round() -> None:
     """A session-worker finished one reconcile round (orphaned servers claimed, homes swept)."""
     _instruments().reconcile_rounds.add(1)
+
+
+def record_user_sessions(event: str, count: int = 1) -> None:
+    """``count`` users' own upstream sessions were ``opened`` or ``closed``."""
+    _instruments().user_sessions.add(count, {"event": event})
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

@@ -38,11 +38,6 @@ async def wait_event(event: asyncio.Event, seconds: float) -> bool:
     return True
 
 
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep up to ``seconds``; True when woken because ``stop`` was set."""
-    return await wait_event(stop, seconds)
-
-
 class TaskSet:
     """Short-lived tasks owned by one object: tracked while they run, cancelled together."""
 

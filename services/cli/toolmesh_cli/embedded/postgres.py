@@ -22,24 +22,15 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
 from urllib.parse import quote
 
 import asyncpg
 
-from toolmesh.platform import processes
-from toolmesh.platform.polling import poll_until
 from toolmesh_cli.embedded import postgres_auth
 from toolmesh_cli.embedded.ports import free_port
-from toolmesh_cli.embedded.postgres_auth import Account
-from toolmesh_cli.embedded.processes import (
-    EmbeddedServerError,
-    kill_leftovers,
-    log_tail,
-    port_holders,
-    server_environment,
-)
+from toolmesh_cli.embedded.private_files import Account
+from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, server_environment
+from toolmesh_cli.embedded.server import EmbeddedServer
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +52,7 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(EmbeddedServer):
     """A ``postgres`` child process on loopback TCP with its cluster in ``data_dir`` (PGDATA).
 
     The cluster is created on first start and survives restarts; the log is ``data_dir/postgres.log``.
@@ -70,14 +61,12 @@ class EmbeddedPostgres:
     one object.
     """
 
+    process_name = "postgres"
+    stop_signal = signal.SIGINT  # fast shutdown
+    logger = logger
+
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
-        self.data_dir = Path(data_dir).resolve()
-        self.host = host
-        self.port = port
-        self.start_timeout = 30.0
-        self.stop_timeout = 15.0
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        super().__init__(data_dir, host, port)
         self._tmp_socket_dir: Path | None = None
         self.password: str | None = None
 
@@ -106,11 +95,6 @@ class EmbeddedPostgres:
         """The server's log file."""
         return self.data_dir / "postgres.log"
 
-    @property
-    def pid(self) -> int | None:
-        """Pid of the running postmaster, None when stopped."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
     def database_url(self, name: str) -> str:
         """URL of database ``name`` on this server."""
         if self.port is None or self.password is None:
@@ -136,27 +120,12 @@ class EmbeddedPostgres:
         bin_dir = postgres_install_dir() / "bin"
         argv = [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", self.host]
         argv += ["-p", str(self.port), "-k", str(socket_dir)]
-        self._log = self.log_path.open("ab")
         uid, gid = account if account else (None, None)
-        self._proc = processes.spawn(
-            argv, stdout=self._log, env=server_environment(), cwd=self.data_dir, user=uid, group=gid
-        )
-        try:
-            await self._wait_ready()
-        except BaseException:
-            await self.stop()
-            raise
-        logger.info("postgres pid %d listening on %s (data %s)", self._proc.pid, self.address, self.data_dir)
+        await self._launch(argv, user=uid, group=gid)
 
     async def stop(self) -> None:
         """Fast shutdown (SIGINT), SIGKILL after ``stop_timeout``; reap the postmaster."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            await processes.stop(proc, signal.SIGINT, self.stop_timeout)
-            logger.info("postgres pid %d exited with %s", proc.pid, proc.poll())
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        await super().stop()
         if self._tmp_socket_dir is not None:
             shutil.rmtree(self._tmp_socket_dir, ignore_errors=True)
             self._tmp_socket_dir = None
@@ -176,15 +145,6 @@ class EmbeddedPostgres:
             raise EmbeddedServerError(f"could not create database {name!r}: {e}") from e
         return self.database_url(name)
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
     def _prepare_data_dir(self, account: Account | None) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         if account is None:
@@ -197,7 +157,7 @@ class EmbeddedPostgres:
 
     async def _clear_stale_lock(self) -> None:
         """Stop orphans of an earlier run on this data dir, then drop its lock files."""
-        await kill_leftovers(self.data_dir, "postgres", signal.SIGINT, self.stop_timeout)
+        await kill_leftovers(self.data_dir, self.process_name, self.stop_signal, self.stop_timeout)
         stale = [self.data_dir / "postmaster.pid", *self.data_dir.glob(".s.PGSQL.*")]
         for path in stale:
             if path.exists():
@@ -251,13 +211,9 @@ class EmbeddedPostgres:
         return self._tmp_socket_dir
 
     async def _wait_ready(self) -> None:
-        proc = self._proc
-        assert proc is not None
         errors: list[BaseException] = []
 
-        async def ready_or_exited() -> bool:
-            if proc.poll() is not None:
-                return True
+        async def answers() -> bool:
             try:
                 conn = await asyncpg.connect(self.url, timeout=2)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
@@ -266,19 +222,7 @@ class EmbeddedPostgres:
             await conn.close()
             return True
 
-        ready = await poll_until(ready_or_exited, self.start_timeout, interval=0.1)
-        if proc.poll() is not None:
-            raise self._failure(f"postgres exited with {proc.returncode}")
-        if not ready:
-            reason = (
-                f"postgres not ready on {self.address} after {self.start_timeout:.0f}s: {errors[-1] if errors else ''}"
-            )
-            raise self._failure(reason)
-
-    def _failure(self, reason: str) -> EmbeddedServerError:
-        return EmbeddedServerError(
-            f"{reason}{port_holders(self.port)}; log {self.log_path}:\n{log_tail(self.log_path)}"
-        )
+        await self._await_ready(answers, interval=0.1, why_not=lambda: str(errors[-1]) if errors else "")
 
 
 def _run_as_account() -> Account | None:

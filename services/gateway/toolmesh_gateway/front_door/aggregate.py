@@ -30,6 +30,7 @@ from toolmesh_gateway.front_door.eras import for_client
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.names import NameMap
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
+from toolmesh_gateway.front_door.sessions import request_caller
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 SERVER_META = "toolmesh/server"
@@ -136,10 +137,16 @@ class Aggregate:
     ) -> dict[str, Any]:
         try:
             return await self._forwarder.request(
-                server, method, params, client=client, progress=progress_sink(ctx), call_id=call_id
+                server,
+                method,
+                params,
+                client=client,
+                progress=progress_sink(ctx),
+                call_id=call_id,
+                caller=request_caller(ctx.request),
             )
         except ToolmeshError as exc:
-            raise mcp_error(exc) from exc
+            raise mcp_error(exc, ctx.session.client_capabilities) from exc
 
     # -- resources -------------------------------------------------------------------------------
 

@@ -38,9 +38,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.rpc import RpcReply
-from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
-from toolmesh_gateway.front_door.sessions import CALLER_KEY
+from toolmesh_gateway.front_door.sessions import request_caller
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 BRIDGED = frozenset({"tools/call", "prompts/get", "resources/read"})
@@ -73,9 +72,8 @@ def bridged(ctx: Ctx) -> bool:
 
 def _starter(ctx: Ctx) -> str:
     """Who asks: the principal's key and the namespace the request works in ("" without a caller)."""
-    scope = getattr(ctx.request, "scope", None)
-    caller = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
-    if not isinstance(caller, Caller):
+    caller = request_caller(ctx.request)
+    if caller is None:
         return ""
     return json.dumps([caller.principal.key_id, caller.scope])
 

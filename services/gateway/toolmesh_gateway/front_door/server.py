@@ -47,7 +47,8 @@ from toolmesh_gateway.front_door.client_links import ClientLinks, release_if_del
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
-from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, authenticate, query_of, refuse
+from toolmesh_gateway.front_door.rpc_errors import url_elicitation
+from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
@@ -202,8 +203,8 @@ class FrontDoor:
 
     @staticmethod
     def _caller(ctx: Ctx) -> Caller:
-        caller = _scope_of(ctx).get(CALLER_KEY)
-        if not isinstance(caller, Caller):
+        caller = request_caller(ctx.request)
+        if caller is None:
             raise Unauthorized("MCP request without an authenticated caller")
         return caller
 
@@ -245,6 +246,8 @@ class FrontDoor:
                 request = _call_request(pair[1], arguments, server.id)
             return await self._call(ctx, request)
         except ToolmeshError as exc:
+            if (elicitation := url_elicitation(exc, ctx.session.client_capabilities)) is not None:
+                raise elicitation from exc
             return listing.error_result(exc)
 
     async def _call(

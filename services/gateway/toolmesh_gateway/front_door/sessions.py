@@ -7,6 +7,7 @@ from urllib.parse import parse_qs
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
@@ -48,7 +49,14 @@ async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope
     principal = await authenticator.principal_from(header(scope, "authorization"), source)
     limiter.check(principal.key_id)
     namespace = session_namespace(principal, query_of(scope).get("namespace"))
-    return Caller(principal, source, namespace)
+    return Caller(principal, source, namespace, origin=str(Request(scope).base_url))
+
+
+def request_caller(request: object) -> Caller | None:
+    """The authenticated caller ``as_user`` put in an MCP request's scope (None without one)."""
+    scope = getattr(request, "scope", None)
+    caller = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
+    return caller if isinstance(caller, Caller) else None
 
 
 def as_user(scope: Scope, caller: Caller, **extra: object) -> Scope:

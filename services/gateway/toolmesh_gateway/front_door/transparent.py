@@ -45,7 +45,7 @@ from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_i
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
-from toolmesh_gateway.front_door.sessions import CALLER_KEY, as_user, refuse
+from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -310,7 +310,7 @@ class Transparent:
 
 
 def _caller(ctx: Ctx) -> Caller:
-    caller = (getattr(ctx.request, "scope", None) or {}).get(CALLER_KEY)
-    if not isinstance(caller, Caller):
+    caller = request_caller(ctx.request)
+    if caller is None:
         raise MCPError(code=mcp_types.INVALID_REQUEST, message="request without an authenticated caller")
     return caller

@@ -69,6 +69,7 @@ async def approve_server_prompts(
 @router.post("/prompts/get", responses=ERRORS)
 async def get_prompt(
     body: GetPromptRequest,
+    request: Request,
     principal: Auth,
     feed: Annotated[CatalogFeed, Depends(catalog_feed)],
     forward: Annotated[Forwarder, Depends(forwarder)],
@@ -83,7 +84,9 @@ async def get_prompt(
             raise
         server, original = lookup.prompt_route(view, body.name, body.server_id)
     params = {"name": original, "arguments": body.arguments}
-    result = await forward.request(server, "prompts/get", params, timeout=body.timeout_seconds)
+    result = await forward.request(
+        server, "prompts/get", params, timeout=body.timeout_seconds, caller=caller_of(request, principal)
+    )
     return GetPromptResponse(
         description=result.get("description"),
         messages=list(result.get("messages") or []),

@@ -43,13 +43,16 @@ async def list_server_resources(
 @router.post("/resources/read", responses=ERRORS)
 async def read_resource(
     body: ReadResourceRequest,
+    request: Request,
     principal: Auth,
     known: Annotated[Catalog, Depends(catalog)],
     forward: Annotated[Forwarder, Depends(forwarder)],
 ) -> ReadResourceResponse:
     """Read a resource (text, or binary as base64 ``blob``) from the server that serves its URI."""
     server = lookup.server_for_uri(known.view(principal.scope), body.uri, body.server_id)
-    result = await forward.request(server, "resources/read", {"uri": body.uri}, timeout=body.timeout_seconds)
+    result = await forward.request(
+        server, "resources/read", {"uri": body.uri}, timeout=body.timeout_seconds, caller=caller_of(request, principal)
+    )
     return ReadResourceResponse(
         contents=list(result.get("contents") or []),
         metadata=ForwardMetadata(routed_to=server.name, server_id=server.id),

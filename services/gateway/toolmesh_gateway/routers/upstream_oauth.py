@@ -1,5 +1,5 @@
-"""Authorizing an upstream's OAuth: ``POST /api/v1/aggregator/servers/{id}/authorize`` and the
-browser's way back, ``GET /oauth/callback``."""
+"""Authorizing an upstream's OAuth: ``POST /api/v1/aggregator/servers/{id}/authorize``, whether the
+caller is authorized (``GET .../authorization``), and the browser's way back, ``GET /oauth/callback``."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import html
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import caller_of
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
+from toolmesh_gateway.upstream_oauth.client_urls import CALLBACK_PATH, DOCUMENT_PATH, client_document
 
 router = APIRouter(tags=["servers"])
 Auth = Annotated[Principal, Depends(require_principal)]
-CALLBACK_PATH = "/oauth/callback"
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody},
     404: {"model": ErrorBody},
@@ -36,19 +36,22 @@ async def authorizations(request: Request) -> UpstreamAuthorizations:
 Authorizations = Annotated[UpstreamAuthorizations, Depends(authorizations)]
 
 
-def redirect_uri(request: Request) -> str:
-    """Where the authorization server sends the browser back: ``TOOLMESH_PUBLIC_URL`` or this request's base."""
-    base = request.app.state.backends.settings.public_url or str(request.base_url)
-    return f"{base.rstrip('/')}{CALLBACK_PATH}"
-
-
 @router.post("/api/v1/aggregator/servers/{server_id}/authorize", responses=_REFUSALS)
 async def authorize_server(
     server_id: str, request: Request, principal: Auth, flows: Authorizations
 ) -> AuthorizeResponse:
-    """Start authorizing toolmesh at the server's OAuth authorization server (owner or admin of its
-    namespace); open ``authorization_url`` in a browser within ``expires_in`` seconds."""
-    return await flows.start(server_id, caller_of(request, principal), redirect_uri(request))
+    """Start authorizing toolmesh at the server's OAuth authorization server (shared identity: owner or
+    admin of its namespace; per-user identity: any caller, for its own account); open
+    ``authorization_url`` in a browser within ``expires_in`` seconds."""
+    return await flows.start(server_id, caller_of(request, principal))
+
+
+@router.get("/api/v1/aggregator/servers/{server_id}/authorization", responses=_REFUSALS)
+async def authorization_state(
+    server_id: str, request: Request, principal: Auth, flows: Authorizations
+) -> AuthorizationState:
+    """Whether the server holds a grant for the caller (per-user identity) or for everyone (shared)."""
+    return await flows.state(server_id, caller_of(request, principal))
 
 
 def _page(title: str, words: str, status: int) -> HTMLResponse:
@@ -77,3 +80,12 @@ async def oauth_callback(
     except ToolmeshError as exc:
         return _page("Not authorized", exc.detail, 400 if exc.status < 500 else 502)
     return _page("Authorized", f"toolmesh is authorized at {name}. You may close this window.", 200)
+
+
+@router.get(DOCUMENT_PATH, include_in_schema=False)
+async def client_metadata_document(request: Request) -> JSONResponse:
+    """toolmesh's Client ID Metadata Document (404 without ``TOOLMESH_PUBLIC_URL``: no stable URL)."""
+    public_url = request.app.state.backends.settings.public_url
+    if not public_url:
+        return JSONResponse({"detail": "No client metadata document: TOOLMESH_PUBLIC_URL is not set"}, status_code=404)
+    return JSONResponse(client_document(public_url), headers={"Cache-Control": "public, max-age=300"})

@@ -1,48 +1,47 @@
-"""Authorizing an upstream (shared identity): the authorization URL for an owner or admin, and the
-callback that turns the code into sealed tokens, says so in an event and connects the server."""
+"""Authorizing an upstream: the authorization URL (shared identity: for an owner or admin, and the
+grant is every caller's; per-user identity: for any caller who sees the server, and the grant is its
+own), and the callback that turns the code into sealed tokens, says so in an event and connects the
+server if it was waiting for one."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import secrets
 from urllib.parse import urlencode
 
 import httpx2
+from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match
 
-from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
-from toolmesh.contracts.upstream_auth import AuthorizeResponse, UpstreamAuth, upstream_auth
+from toolmesh.contracts.events import ServerAuthorized
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
-from toolmesh.errors import ServerConnectionFailed, ServerNotFound, ValidationFailed
-from toolmesh.lifecycle import ServerStatus
+from toolmesh.errors import (
+    ServerConnectionFailed,
+    ServerNotFound,
+    ToolmeshError,
+    UpstreamAuthorizationRequired,
+    ValidationFailed,
+)
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
-from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
 from toolmesh.platform.store.consistency import wait_for_projection
-from toolmesh.platform.store.upstream_tokens import UpstreamGrant, save_grant
+from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGrant, grant_record, save_grant
 from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
 from toolmesh_gateway.upstream_oauth.discovery import discover
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
-from toolmesh_gateway.upstream_oauth.registration import client_for
+from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
 
 log = logging.getLogger("toolmesh.gateway")
 OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
 OAUTH_TIMEOUT = httpx2.Timeout(15.0)
-
-
-def pkce_pair() -> tuple[str, str]:
-    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
-    verifier = secrets.token_urlsafe(64)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _refused(words: str) -> ValidationFailed:
@@ -57,6 +56,7 @@ class UpstreamAuthorizations:
         self._box = box
         self._flows = flows
         self._commands = commands
+        self._registered = RegisteredClients()
 
     def _client(self, row: queries.Row) -> httpx2.AsyncClient:
         """A client that reaches only what the server's egress policy allows, following no redirect and
@@ -75,22 +75,29 @@ class UpstreamAuthorizations:
             )
         return str(config.get("base_url") or config.get("url")), auth
 
-    async def start(self, server_id: str, caller: Caller, redirect_uri: str) -> AuthorizeResponse:
-        """The authorization URL of ``server_id`` (owner or admin of its namespace only: 403 otherwise)."""
+    async def start(self, server_id: str, caller: Caller) -> AuthorizeResponse:
+        """The authorization URL of ``server_id``: for a shared identity only an owner or admin of its
+        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself."""
         row = await self._commands.server(server_id, caller)
-        caller.principal.require_manager("authorize servers")
         url, auth = self._oauth_config(row)
+        per_user = auth.identity == "per_user"
+        if not per_user:
+            caller.principal.require_manager("authorize servers")
+        redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
-            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope)
-        verifier, challenge = pkce_pair()
+            document = document_url(self._b.settings.public_url)
+            registered = await client_for(
+                client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
+            )
+        pkce = PKCEParameters.generate()  # RFC 7636: a code verifier and its S256 challenge
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
             server_id=server_id,
             namespace=row["namespace"],
             actor=caller.actor,
             redirect_uri=redirect_uri,
-            code_verifier=verifier,
+            code_verifier=pkce.code_verifier,
             issuer=found.issuer,
             iss_required=bool(found.metadata.authorization_response_iss_parameter_supported),
             token_endpoint=str(found.metadata.token_endpoint),
@@ -99,6 +106,7 @@ class UpstreamAuthorizations:
             auth_method=registered.auth_method,
             resource=found.resource,
             scope=found.scope,
+            principal=caller.principal.key_id if per_user else SHARED_IDENTITY,
         )
         await self._flows.put(state, flow)
         query = {
@@ -106,7 +114,7 @@ class UpstreamAuthorizations:
             "client_id": registered.client_id,
             "redirect_uri": redirect_uri,
             "state": state,
-            "code_challenge": challenge,
+            "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
             **({"scope": found.scope} if found.scope else {}),
@@ -114,7 +122,42 @@ class UpstreamAuthorizations:
         endpoint = str(found.metadata.authorization_endpoint)
         joined = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}"
         log.info("authorization started", extra={"server": row["name"], "server_id": server_id})
-        return AuthorizeResponse(server_id=server_id, authorization_url=joined, expires_in=int(FLOW_TTL_SECONDS))
+        return AuthorizeResponse(
+            server_id=server_id,
+            identity=auth.identity,
+            authorization_url=joined,
+            expires_in=int(FLOW_TTL_SECONDS),
+        )
+
+    async def state(self, server_id: str, caller: Caller) -> AuthorizationState:
+        """Whether ``server_id`` holds a grant for ``caller`` (per-user) or for every caller (shared)."""
+        row = await self._commands.server(server_id, caller)
+        _url, auth = self._oauth_config(row)
+        principal = caller.principal.key_id if auth.identity == "per_user" else SHARED_IDENTITY
+        stored = await grant_record(self._b.db, server_id, principal)
+        return AuthorizationState(
+            server_id=server_id,
+            identity=auth.identity,
+            authorized=stored is not None,
+            issuer=stored["issuer"] if stored is not None else None,
+            authorized_at=stored["updated_at"] if stored is not None else None,
+        )
+
+    async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
+        """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
+        ``expires_in``); as it was when no authorization could be started (it names the endpoint)."""
+        server_id = str(needed.context.get("server_id", ""))
+        try:
+            started = await self.start(server_id, caller)
+        except ToolmeshError as exc:
+            log.warning("could not start an authorization for a caller: %s", exc.detail, extra={"server_id": server_id})
+            return needed
+        return UpstreamAuthorizationRequired(
+            needed.detail,
+            needed.context,
+            authorization_url=started.authorization_url,
+            expires_in=started.expires_in,
+        )
 
     async def finish(self, code: str, state: str, iss: str | None) -> str:
         """Exchange the code of an authorization that came back; the server's name.
@@ -133,7 +176,7 @@ class UpstreamAuthorizations:
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
         process_redactor().add(grant.secrets())
-        await save_grant(self._b.db, self._box, flow.server_id, grant)
+        await save_grant(self._b.db, self._box, flow.server_id, grant, flow.principal)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
@@ -141,13 +184,14 @@ class UpstreamAuthorizations:
                 namespace=flow.namespace,
                 actor=flow.actor,
                 issuer=flow.issuer,
+                identity="shared" if flow.principal == SHARED_IDENTITY else "per_user",
                 scope=grant.scope,
             ),
         )
         # The status as of this event: an ERROR the session-worker published before it is seen here
         # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
-        await self._connect_waiting(await self._row(flow.server_id), flow.actor)
+        await self._commands.connect_authorized(flow.server_id, flow.actor)
         log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
         return str(row["name"])
 
@@ -179,22 +223,3 @@ class UpstreamAuthorizations:
                 return granted(pending, await request_token(client, pending, form))
         except TokenRequestFailed as exc:
             raise ServerConnectionFailed(f"Authorization failed: {exc.summary}", {"step": "token"}) from None
-
-    async def _connect_waiting(self, row: queries.Row, actor: str) -> None:
-        """Connect the server if it stopped for want of an authorization (ERROR, nobody retrying)."""
-        current = ServerStatus(row["status"])
-        if current is not ServerStatus.ERROR:
-            return
-        await publish_event(
-            self._b.js,
-            ServerStatusChanged(
-                server_id=row["id"],
-                namespace=row["namespace"],
-                actor=actor,
-                status=ServerStatus.CONNECTING,
-                previous_status=current,
-                history="CONNECT_REQUESTED",
-                details={"reason": "authorized"},
-            ),
-        )
-        await publish_command(self._b.js, ConnectServer(server_id=row["id"], reason="authorized"))

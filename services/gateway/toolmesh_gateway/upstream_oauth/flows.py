@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from toolmesh.credentials import CredentialBox
 from toolmesh.platform.bus.leases import WRONG_LAST_SEQUENCE
+from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY
 
 FLOW_TTL_SECONDS = 600.0
 """How long an authorization URL may wait for the user (the bucket's TTL)."""
@@ -38,6 +39,8 @@ class PendingFlow(BaseModel):
     auth_method: str = "none"
     resource: str
     scope: str | None = None
+    principal: str = SHARED_IDENTITY
+    """Whose grant the callback stores: the authorizing key's for a per-user server."""
 
 
 def _key(state: str) -> str:

@@ -1,5 +1,6 @@
 """toolmesh's client at an upstream's authorization server: the one the config names (registered in
-advance), else one registered now by dynamic client registration (RFC 7591)."""
+advance), else the gateway's Client ID Metadata Document where the authorization server takes one,
+else one registered by dynamic client registration (RFC 7591)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from dataclasses import dataclass
 
 import httpx2
 from mcp.client.auth import OAuthRegistrationError
-from mcp.client.auth.utils import create_client_registration_request, handle_registration_response
+from mcp.client.auth.utils import (
+    create_client_registration_request,
+    handle_registration_response,
+    should_use_client_metadata_url,
+)
 from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
 from pydantic import AnyUrl
 
 from toolmesh.contracts.upstream_auth import UpstreamAuth
 from toolmesh.errors import ServerConnectionFailed
 from toolmesh.oauth_tokens import choose_auth_method
-
-CLIENT_NAME = "toolmesh"
+from toolmesh_gateway.upstream_oauth.client_urls import CLIENT_NAME
 
 
 @dataclass(frozen=True)
@@ -27,10 +31,36 @@ class OAuthClient:
     auth_method: str
 
 
+class RegisteredClients:
+    """Clients this gateway registered, by registration endpoint, redirect URI and scope: every user
+    of a per-user server authorizes as the same client instead of registering one per authorization."""
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._limit = limit
+        self._known: dict[tuple[str, str, str | None], OAuthClient] = {}
+
+    def get(self, key: tuple[str, str, str | None]) -> OAuthClient | None:
+        """The client registered for ``key``, if any."""
+        return self._known.get(key)
+
+    def keep(self, key: tuple[str, str, str | None], registered: OAuthClient) -> None:
+        """Remember ``registered`` (the oldest is forgotten past the limit)."""
+        if len(self._known) >= self._limit:
+            self._known.pop(next(iter(self._known)))
+        self._known[key] = registered
+
+
 async def client_for(
-    client: httpx2.AsyncClient, auth: UpstreamAuth, metadata: OAuthMetadata, redirect_uri: str, scope: str | None
+    client: httpx2.AsyncClient,
+    auth: UpstreamAuth,
+    metadata: OAuthMetadata,
+    redirect_uri: str,
+    scope: str | None,
+    registered: RegisteredClients | None = None,
+    document_url: str | None = None,
 ) -> OAuthClient:
-    """The client to authorize as.
+    """The client to authorize as (one ``registered`` already when it knows it; the gateway's
+    ``document_url`` when the authorization server takes Client ID Metadata Documents).
 
     Raises:
         ServerConnectionFailed: no client id configured and the authorization server registers none.
@@ -39,12 +69,19 @@ async def client_for(
     if auth.client_id is not None:
         method = auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None)
         return OAuthClient(auth.client_id, auth.client_secret, method)
+    if should_use_client_metadata_url(metadata, document_url):
+        assert document_url is not None
+        return OAuthClient(document_url, None, "none")
     if metadata.registration_endpoint is None:
         raise ServerConnectionFailed(
             "OAuth registration failed: the authorization server offers no dynamic client registration; "
             "register toolmesh there and set auth.client_id (and auth.client_secret)",
             {"step": "registration"},
         )
+    key = (str(metadata.registration_endpoint), redirect_uri, scope)
+    known = registered.get(key) if registered is not None else None
+    if known is not None:
+        return known
     wanted = OAuthClientMetadata(
         redirect_uris=[AnyUrl(redirect_uri)],
         token_endpoint_auth_method="none",
@@ -62,4 +99,7 @@ async def client_for(
             f"OAuth registration failed ({type(exc).__name__})", {"step": "registration"}
         ) from None
     method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
-    return OAuthClient(str(info.client_id), info.client_secret, method)
+    made = OAuthClient(str(info.client_id), info.client_secret, method)
+    if registered is not None:
+        registered.keep(key, made)
+    return made

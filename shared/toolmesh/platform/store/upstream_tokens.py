@@ -79,6 +79,52 @@ async def load_grant(
     return UpstreamGrant(**box.open(sealed)) if sealed is not None else None
 
 
+async def update_grant(
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+) -> bool:
+    """Replace the stored grant of ``server_id`` for ``principal`` with a refreshed one; False when there
+    is none any more (the server was removed or the principal's key revoked since: nothing is stored)."""
+    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
+    status = await db.execute(
+        "UPDATE mcp.upstream_tokens SET issuer = $3, sealed_grant = $4, expires_at = $5, updated_at = now() "
+        "WHERE server_id = $1 AND principal = $2",
+        server_id,
+        principal,
+        grant.issuer,
+        box.seal(asdict(grant)),
+        expires,
+    )
+    return bool(status == "UPDATE 1")
+
+
+async def grant_record(db: asyncpg.Pool, server_id: str, principal: str = SHARED_IDENTITY) -> asyncpg.Record | None:
+    """The issuer and last write (``updated_at``) of a stored grant, never the grant; None without one."""
+    return await db.fetchrow(
+        "SELECT issuer, updated_at FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2",
+        server_id,
+        principal,
+    )
+
+
+async def any_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str) -> tuple[str, UpstreamGrant] | None:
+    """The principal and grant of ``server_id`` updated last, whoever's it is (a per-user server's
+    catalog is discovered with it), or None when nobody authorized it."""
+    row = await db.fetchrow(
+        "SELECT principal, sealed_grant FROM mcp.upstream_tokens WHERE server_id = $1 "
+        "ORDER BY updated_at DESC, principal LIMIT 1",
+        server_id,
+    )
+    return (row["principal"], UpstreamGrant(**box.open(row["sealed_grant"]))) if row is not None else None
+
+
+async def drop_principal_grants(db: Db, principal: str) -> int:
+    """Forget every grant of ``principal`` (its key was revoked); how many there were."""
+    if principal == SHARED_IDENTITY:
+        raise ValueError("the shared identity's grants go with their servers, not with a key")
+    status = await db.execute("DELETE FROM mcp.upstream_tokens WHERE principal = $1", principal)
+    return int(status.split()[-1])
+
+
 async def drop_grants(db: Db, server_id: str) -> None:
     """Forget every grant of ``server_id`` (a removed server)."""
     await db.execute("DELETE FROM mcp.upstream_tokens WHERE server_id = $1", server_id)
