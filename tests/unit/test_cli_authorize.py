@@ -26,6 +26,12 @@ class Api:
     def resolve(self, name: str) -> str:
         return f"id-{name}"
 
+    def authorization(self, server_id: str) -> dict[str, Any]:
+        """No grant before the URL is asked for; the new one once it was."""
+        if not self.authorized:
+            return {"server_id": server_id, "authorized": False, "authorized_at": None}
+        return {"server_id": server_id, "authorized": True, "authorized_at": "2026-11-26T11:00:00Z"}
+
     def authorize(self, server_id: str) -> dict[str, Any]:
         self.authorized.append(server_id)
         return {"server_id": server_id, "authorization_url": "https://as.test/authorize?x=1", "expires_in": 600}
@@ -72,3 +78,13 @@ def test_still_waiting_when_time_runs_out_says_so() -> None:
         CliError, match=r"not connected after 0s \(status ERROR: Connection failed: needs authorization"
     ):
         run(Api(WAITING), timeout=0.0)
+
+
+def test_a_disconnected_server_is_not_waited_for(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing connects a server a person disconnected after its callback: the wait ran the URL's 600 s
+    and failed with "not connected" although the authorization had worked."""
+    api = Api({"status": "DISCONNECTED", "error_message": None})
+    assert run(api, timeout=600.0) == 0
+    out = capsys.readouterr().out
+    assert "https://as.test/authorize?x=1" in out
+    assert "saas is DISCONNECTED" in out and "toolmesh servers connect saas" in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from typing import Any
 
 from toolmesh.platform.polling import wait_until
@@ -53,6 +54,7 @@ def _wait(api: ApiClient, server_id: str, seconds: float, quiet: bool, before: d
 def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
     """Print the authorization URL of an OAuth server, then wait until it connects (unless ``--no-wait``)."""
     server_id = api.resolve(args.server)
+    status = api.server(server_id)["status"]
     before = api.authorization(server_id)
     reply = api.authorize(server_id)
     if args.json:
@@ -63,6 +65,11 @@ def servers_authorize(args: argparse.Namespace, api: ApiClient) -> int:
         print(f"Open this URL in a browser within {reply['expires_in']}s to authorize {args.server}:", flush=True)
         print(reply["authorization_url"], flush=True)
     if args.no_wait or reply["authorized"]:
+        return 0
+    if status == "DISCONNECTED":  # a person's choice: the callback connects only servers waiting in ERROR
+        out = sys.stderr if args.json else sys.stdout  # --json: stdout holds the API's reply only
+        words = f"after signing in, toolmesh servers connect {args.server}"
+        print(f"{args.server} is DISCONNECTED, nothing connects it after the authorization: {words}", file=out)
         return 0
     seconds = float(reply["expires_in"]) if args.timeout is None else args.timeout
     detail = _wait(api, server_id, seconds, args.json, before)

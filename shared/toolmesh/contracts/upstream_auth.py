@@ -81,7 +81,9 @@ def auth_problems(value: Any) -> list[tuple[str, str]]:
 
 
 class AuthorizeResponse(BaseModel):
-    """``POST /servers/{id}/authorize``: where to send the user, and for how long it is valid."""
+    """``POST /servers/{id}/authorize``: where to send the user, and for how long it is valid. A replay of
+    the request by its ``Idempotency-Key`` answers ``authorization_url`` null and a ``note``: its ``state``
+    is the callback's capability, kept nowhere in clear."""
 
     server_id: str
     identity: Literal["shared", "per_user"] = "shared"
@@ -92,6 +94,7 @@ class AuthorizeResponse(BaseModel):
     authorization_url: str | None
     expires_in: int
     """Seconds until the authorization must have come back to ``/oauth/callback``."""
+    note: str | None = None
 
 
 class AuthorizationState(BaseModel):

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from toolmesh_cli.embedded.private_files import Account, write_private
-from toolmesh_cli.embedded.processes import EmbeddedServerError
+from toolmesh_cli.embedded.processes import EmbeddedServerError, server_environment
 
 PASSWORD_FILE = "superuser.password"
 HBA_RULES = (
@@ -87,6 +87,7 @@ async def set_password(postgres: Path, data_dir: Path, user: str, password: str,
         subprocess.run,
         argv,
         input=statement.encode(),
+        env=server_environment(),
         cwd=data_dir,
         user=uid,
         group=gid,
