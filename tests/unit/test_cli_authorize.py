@@ -19,9 +19,10 @@ WAITING = {"status": "ERROR", "error_message": "Connection failed: needs authori
 class Api:
     """The calls the command makes, answering each ``server`` with the next of ``states``."""
 
-    def __init__(self, *states: dict[str, Any]) -> None:
+    def __init__(self, *states: dict[str, Any], exchanged: bool = False) -> None:
         self.states = list(states)
         self.authorized: list[str] = []
+        self.exchanged = exchanged  # the caller's token is exchanged: no URL to open
 
     def resolve(self, name: str) -> str:
         return f"id-{name}"
@@ -34,7 +35,10 @@ class Api:
 
     def authorize(self, server_id: str) -> dict[str, Any]:
         self.authorized.append(server_id)
-        return {"server_id": server_id, "authorization_url": "https://as.test/authorize?x=1", "expires_in": 600}
+        if self.exchanged:
+            return {"server_id": server_id, "authorized": True, "authorization_url": None, "expires_in": 0}
+        url = "https://as.test/authorize?x=1"
+        return {"server_id": server_id, "authorized": False, "authorization_url": url, "expires_in": 600}
 
     def server(self, server_id: str) -> dict[str, Any]:
         return {
@@ -88,3 +92,11 @@ def test_a_disconnected_server_is_not_waited_for(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "https://as.test/authorize?x=1" in out
     assert "saas is DISCONNECTED" in out and "toolmesh servers connect saas" in out
+
+
+def test_an_exchanged_token_needs_no_url_and_no_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    api = Api(WAITING, exchanged=True)
+    assert run(api, timeout=600.0) == 0
+    out = capsys.readouterr().out
+    assert out == "saas: authorized by exchanging your token (no browser needed)\n"
+    assert api.states == [WAITING]  # nothing was waited for
