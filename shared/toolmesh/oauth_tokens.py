@@ -89,7 +89,7 @@ def _lifetime(expires_in: Any) -> float | None:
     return seconds if math.isfinite(seconds) and 0 < seconds <= MAX_LIFETIME_SECONDS else None
 
 
-def _scope(scope: Any) -> str | None:
+def usable_scope(scope: Any) -> str | None:
     """``scope`` when it is a scope as RFC 6749 spells it and no longer than ``MAX_SCOPE_CHARS``."""
     if not isinstance(scope, str) or len(scope) > MAX_SCOPE_CHARS or not _SCOPE.fullmatch(scope):
         return None
@@ -107,7 +107,7 @@ def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = No
         refresh_token=str(answer.get("refresh_token") or grant.refresh_token or "") or None,
         expires_at=current + lifetime if lifetime is not None else None,
         lifetime=lifetime,
-        scope=_scope(answer.get("scope")) or grant.scope,
+        scope=usable_scope(answer.get("scope")) or grant.scope,
     )
 
 
