@@ -5,6 +5,7 @@ the upstream are ``httpx2.MockTransport`` handlers here; the integration test us
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import parse_qs
 
 import httpx2
@@ -163,3 +164,21 @@ async def test_a_grant_stored_during_a_failed_connect_is_noticed() -> None:
     assert not await authorized_since(TriedGrant(None), MemoryStore(None))
     assert not await authorized_since(TriedGrant("at-0"), MemoryStore(grant()))  # the very grant that failed
     assert not await authorized_since(None, MemoryStore(grant()))  # not an OAuth server
+
+
+async def test_an_authorization_since_the_grant_was_loaded_wins_over_its_refresh() -> None:
+    store, endpoint = MemoryStore(grant(expires_in=30.0)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()  # the session connected with account A
+    store.grant = dataclasses.replace(grant(), access_token="at-B", refresh_token="rt-B")  # B authorized since
+    assert await grants.access_token() == "at-B"  # A's token was due: B's is used, not A's refreshed
+    assert store.grant is not None and store.grant.refresh_token == "rt-B" and endpoint.forms == []
+
+
+async def test_a_dropped_grant_is_not_refreshed() -> None:
+    store, endpoint = MemoryStore(grant(expires_in=30.0)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()
+    store.grant = None  # the key was revoked or the server removed
+    await grants.access_token()
+    assert store.grant is None and endpoint.forms == []

@@ -171,8 +171,21 @@ class GrantKeeper:
         if grant is not None and self._due(grant):
             async with self._lock:
                 if self._grant is grant:
-                    await self._refresh(grant)
+                    await self._refresh_latest(grant)
         return self._grant.access_token if self._grant is not None else None
+
+    async def _refresh_latest(self, held: UpstreamGrant) -> None:
+        """Refresh the stored grant: one authorized since ``held`` was loaded wins over it (refreshing
+        ``held`` would store the old account's tokens over the new ones); none left (the server was
+        removed, the key revoked): nothing to refresh."""
+        stored = await self._store.load()
+        if stored is None:
+            return
+        if stored.access_token != held.access_token:
+            self._keep(stored)
+            if not self._due(stored):
+                return
+        await self._refresh(stored)
 
     async def renewed(self, refused: str) -> str | None:
         """Another access token than ``refused``: one stored since (a new authorization), else a refreshed one."""
