@@ -211,9 +211,10 @@ class UpstreamAuthorizations:
 
     async def _keep(self, row: queries.Row, grant: UpstreamGrant, principal: str, actor: str) -> None:
         """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
-        was waiting for a grant."""
+        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile."""
         process_redactor().add(grant.secrets())
-        await save_grant(self._b.db, self._box, row["id"], grant, principal)
+        if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
+            raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
