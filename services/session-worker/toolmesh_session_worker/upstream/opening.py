@@ -44,7 +44,7 @@ class OpeningOptions:
     rest_policy: RestPolicy | None = None
     egress: EgressPolicy | None = None
     auth: httpx2.Auth | None = None
-    """Authenticates an SSE or Streamable HTTP server's requests (``BearerAuth`` for an OAuth server)."""
+    """Authenticates a network server's requests, MCP or REST (``BearerAuth`` for an OAuth server)."""
 
 
 async def open_session(
@@ -75,6 +75,7 @@ async def open_session(
             on_tools_changed=options.on_tools_changed,
             http_client=options.http_client,
             egress=options.egress,
+            auth=options.auth,
         )
     return await _open_mcp_session(server_name, transport_type, config, options)
 

@@ -13,10 +13,12 @@
 Requests go to those three paths under the base URL only (``toolmesh.egress.rest_endpoint``), to
 addresses the server's egress policy allows, following redirects on the same host only; a refusal is
 ``UpstreamMisconfigured`` (not retried). The config's ``headers`` (bearer tokens, ``${VAR}`` already
-expanded) go with every request. No connection is held between requests (the client pools keep-alive
-connections), so a request that cannot reach the server makes the session check ``/health`` once,
-and a failed check ends the session (``on_lost``), as a broken MCP transport does. To MCP clients it
-describes itself as an MCP server offering tools only.
+expanded) go with every request, and for a server registered with OAuth (``auth``) the grant's access
+token as ``Authorization: Bearer`` (``upstream.bearer.BearerAuth``: refreshed before it expires, and
+once more when the server answers 401). No connection is held between requests (the client pools
+keep-alive connections), so a request that cannot reach the server makes the session check
+``/health`` once, and a failed check ends the session (``on_lost``), as a broken MCP transport does.
+To MCP clients it describes itself as an MCP server offering tools only.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class RestSession:
         on_tools_changed: Callable[[], Awaitable[None]] | None = None,
         http_client: httpx2.AsyncClient | None = None,
         egress: EgressPolicy | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.server_name = server_name
         self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
@@ -111,6 +114,7 @@ class RestSession:
             timeout,
             upstream=url,
             egress=egress or EgressPolicy(),
+            auth=auth,
         )
         self._tools: list[str] = []  # names of the last tool list, for a 404's answer
         self._alive = False
@@ -355,9 +359,11 @@ async def open_rest_session(
     on_tools_changed: Callable[[], Awaitable[None]] | None = None,
     http_client: httpx2.AsyncClient | None = None,
     egress: EgressPolicy | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> RestSession:
     """Connect to a REST tool server (``config``: ``url``, ``headers``; validated and ``${VAR}``-expanded)
-    whose requests go only where ``egress`` allows (public addresses when None).
+    whose requests go only where ``egress`` allows (public addresses when None), each authenticated by
+    ``auth`` if given (OAuth's bearer token).
 
     Raises:
         UpstreamMisconfigured: the egress policy refuses the server's URL or address.
@@ -373,6 +379,7 @@ async def open_rest_session(
         on_tools_changed=on_tools_changed,
         http_client=http_client,
         egress=egress,
+        auth=auth,
     )
     try:
         await session.connect(connect_timeout)
