@@ -16,7 +16,7 @@ def _register(transport: str, auth: object) -> RegisterServerRequest:
     )
 
 
-@pytest.mark.parametrize("transport", ["HTTP", "SSE"])
+@pytest.mark.parametrize("transport", ["HTTP", "SSE", "REST"])
 @pytest.mark.parametrize("identity", ["shared", "per_user"])
 def test_oauth_identities_are_accepted(transport: str, identity: str) -> None:
     request = _register(transport, {"mode": "oauth", "identity": identity, "scopes": ["read"], "client_id": "c"})

@@ -37,7 +37,7 @@ CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
     TransportType.STDIO: ("command", {"args": list, "env": dict, "cwd": str, "sandbox": dict}),
     TransportType.SSE: ("url", {"headers": dict, "auth": dict}),
     TransportType.HTTP: ("base_url", {"headers": dict, "auth": dict}),
-    TransportType.REST: ("url", {"headers": dict}),
+    TransportType.REST: ("url", {"headers": dict, "auth": dict}),
 }
 
 

@@ -1,7 +1,8 @@
-"""How toolmesh authenticates to an HTTP or SSE upstream: ``connection_config.auth``.
+"""How toolmesh authenticates to an HTTP, SSE or REST upstream: ``connection_config.auth``.
 
 ``{"mode": "oauth", "identity": "shared" | "per_user", "scopes": [...], "client_id": ..., "client_secret": ...}``:
-toolmesh is an OAuth 2.1 client of the upstream (MCP authorization). ``shared``: an owner or admin
+toolmesh is an OAuth 2.1 client of the upstream (MCP authorization; a REST tool server that answers
+401 the same way takes it too). ``shared``: an owner or admin
 authorizes it once (``POST /api/v1/aggregator/servers/{id}/authorize``) and every caller acts upstream
 as that one identity. ``per_user``: every principal authorizes once for itself and its calls reach the
 upstream as its own user; the catalog is discovered with the identity of one principal that did.
@@ -29,7 +30,7 @@ class TokenExchange(BaseModel):
 
 
 class UpstreamAuth(BaseModel):
-    """The ``auth`` member of an SSE or Streamable HTTP server's ``connection_config``."""
+    """The ``auth`` member of an SSE, Streamable HTTP or REST server's ``connection_config``."""
 
     model_config = ConfigDict(extra="forbid")
 
