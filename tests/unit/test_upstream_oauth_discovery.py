@@ -18,7 +18,7 @@ async def test_discovery_refuses_what_the_egress_policy_refuses(url: str) -> Non
     limits = httpx2.Limits(max_connections=1)
     async with guarded_client(EgressPolicy(), limits, follow_redirects=False) as client:  # public targets only
         with pytest.raises(ServerConnectionFailed, match="egress policy"):
-            await discover(client, url, sse=False, scopes=None)
+            await discover(client, url, transport="HTTP", scopes=None)
 
 
 THIEF, REAL = "https://thief.example", "https://tracker.example"
@@ -48,17 +48,41 @@ async def test_metadata_of_another_resource_is_refused() -> None:
     """An upstream naming a real server's metadata would be sent the token issued for that server."""
     async with httpx2.AsyncClient(transport=_upstream(f"{THIEF}/mcp", f"{REAL}/mcp")) as client:
         with pytest.raises(ServerConnectionFailed, match=f"is for {REAL}/mcp, not for this server"):
-            await discover(client, f"{THIEF}/mcp", sse=False, scopes=None)
+            await discover(client, f"{THIEF}/mcp", transport="HTTP", scopes=None)
 
 
 async def test_metadata_of_the_server_itself_is_used() -> None:
     async with httpx2.AsyncClient(transport=_upstream(f"{REAL}/mcp", f"{REAL}/mcp", "read write")) as client:
-        found = await discover(client, f"{REAL}/mcp", sse=False, scopes=None)
+        found = await discover(client, f"{REAL}/mcp", transport="HTTP", scopes=None)
     assert (found.resource, found.issuer.rstrip("/"), found.scope) == (f"{REAL}/mcp", REAL, "read write")
 
 
 async def test_an_unusable_scope_from_the_challenge_is_left_out() -> None:
     huge = "s" * 5000
     async with httpx2.AsyncClient(transport=_upstream(f"{REAL}/mcp", f"{REAL}/mcp", huge)) as client:
-        found = await discover(client, f"{REAL}/mcp", sse=False, scopes=None)
+        found = await discover(client, f"{REAL}/mcp", transport="HTTP", scopes=None)
     assert found.scope is None
+
+
+async def test_a_rest_tool_server_is_discovered_from_the_401_of_its_tool_list() -> None:
+    """A REST tool server has no MCP endpoint to probe: its ``GET {url}/tools`` (not its possibly open
+    ``/health``) answers the 401 naming its metadata, whose resource is the server's base URL."""
+    metadata_url = f"{REAL}/.well-known/oauth-protected-resource/api"
+    asked: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        asked.append(f"{request.method} {request.url}")
+        url = str(request.url)
+        if url == f"{REAL}/api/tools":
+            return httpx2.Response(401, headers={"WWW-Authenticate": f'Bearer resource_metadata="{metadata_url}"'})
+        if url == metadata_url:
+            return httpx2.Response(200, json={"resource": f"{REAL}/api", "authorization_servers": [REAL]})
+        if url == f"{REAL}/.well-known/oauth-authorization-server":
+            server = {"issuer": REAL, "authorization_endpoint": f"{REAL}/authorize", "token_endpoint": f"{REAL}/token"}
+            return httpx2.Response(200, json={**server, "response_types_supported": ["code"]})
+        return httpx2.Response(404)
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+        found = await discover(client, f"{REAL}/api", transport="REST", scopes=None)
+    assert (found.resource, found.issuer.rstrip("/")) == (f"{REAL}/api", REAL)
+    assert asked[0] == f"GET {REAL}/api/tools"

@@ -93,7 +93,7 @@ class UpstreamAuthorizations:
             )
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
-            found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
             document = document_url(self._b.settings.public_url)
             registered = await client_for(
                 client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
@@ -170,7 +170,7 @@ class UpstreamAuthorizations:
 
     async def _exchange_token(self, row: queries.Row, url: str, auth: UpstreamAuth, caller: Caller, token: str) -> None:
         async with self._client(row) as client:
-            found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
             grant = await exchanged(client, found, auth, token)
         await self._keep(row, grant, caller.principal.key_id, caller.actor)
 

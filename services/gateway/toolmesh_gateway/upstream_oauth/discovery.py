@@ -22,6 +22,7 @@ from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
 from toolmesh.egress.http import egress_refused
+from toolmesh.egress.policy import EgressRefused, rest_endpoint
 from toolmesh.errors import ServerConnectionFailed
 from toolmesh.oauth_tokens import usable_scope
 
@@ -52,13 +53,20 @@ async def _get(client: httpx2.AsyncClient, url: str) -> httpx2.Response | None:
         return None
 
 
-async def _challenge(client: httpx2.AsyncClient, url: str, sse: bool) -> httpx2.Response | None:
-    """The upstream's answer to a request without credentials (its 401 names its metadata)."""
+async def _challenge(client: httpx2.AsyncClient, url: str, transport: str) -> httpx2.Response | None:
+    """The upstream's answer to a request without credentials (its 401 names its metadata): an SSE
+    server's stream, an MCP ``ping`` to a Streamable HTTP server, a REST tool server's ``GET /tools``
+    (the tool list is what such a server guards; its ``/health`` may well be open to anyone)."""
     try:
-        if sse:
+        if transport == "SSE":
             return await client.get(url, timeout=DISCOVERY_TIMEOUT, headers={"Accept": "text/event-stream"})
+        if transport == "REST":
+            tools = rest_endpoint(url, "/tools")
+            return await client.get(tools, timeout=DISCOVERY_TIMEOUT, headers={"Accept": "application/json"})
         headers = {"Accept": "application/json, text/event-stream"}
         return await client.post(url, json=_PROBE, timeout=DISCOVERY_TIMEOUT, headers=headers)
+    except EgressRefused:
+        raise _failed("the server's URL is refused by the egress policy") from None
     except httpx2.HTTPError as exc:
         if egress_refused(exc) is not None:
             raise _failed("the server's URL is refused by the egress policy") from None
@@ -91,16 +99,18 @@ async def _server_metadata(client: httpx2.AsyncClient, issuer: str, url: str) ->
     raise _failed("the authorization server publishes no metadata (RFC 8414 / OpenID discovery)")
 
 
-async def discover(client: httpx2.AsyncClient, url: str, *, sse: bool, scopes: list[str] | None) -> AuthorizationServer:
-    """The authorization server of the upstream at ``url`` (its protected-resource metadata must be for
-    ``url``), and the scope to ask for: ``scopes`` when configured, else the challenge's, else the
-    metadata's ``scopes_supported`` (a scope that is not one as RFC 6749 spells it, or longer than
-    ``MAX_SCOPE_CHARS``, is left out).
+async def discover(
+    client: httpx2.AsyncClient, url: str, *, transport: str, scopes: list[str] | None
+) -> AuthorizationServer:
+    """The authorization server of the upstream at ``url`` reached by ``transport`` (``SSE``, ``HTTP``
+    or ``REST``; its protected-resource metadata must be for ``url``), and the scope to ask for:
+    ``scopes`` when configured, else the challenge's, else the metadata's ``scopes_supported`` (a
+    scope that is not one as RFC 6749 spells it, or longer than ``MAX_SCOPE_CHARS``, is left out).
 
     Raises:
         ServerConnectionFailed: a step of discovery found nothing usable (its words say which).
     """
-    challenge = await _challenge(client, url, sse)
+    challenge = await _challenge(client, url, transport)
     resource = await _resource_metadata(client, url, challenge)
     expected = resource_url_from_server_url(url)
     if not check_resource_allowed(requested_resource=expected, configured_resource=str(resource.resource)):
