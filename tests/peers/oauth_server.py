@@ -1,6 +1,6 @@
 """An OAuth-protected MCP server with its own authorization server, for tests (127.0.0.1 only).
 
-    python tests/peers/oauth_server.py --port N [--user NAME] [--transport http|sse]
+    python tests/peers/oauth_server.py --port N [--user NAME] [--transport http|sse|rest] [--access-seconds S]
                                        [--client-id ID --client-secret S --redirect-uri URI --auth-method M]
 
 One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
@@ -10,17 +10,21 @@ in-memory provider that approves at once whoever is signed in at it (``--user``,
 users) — the authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and
 ``iss`` — and a Streamable HTTP MCP server at ``/mcp`` (``--transport sse``: HTTP+SSE at ``/sse``)
 behind the SDK's bearer auth and protected-resource metadata (RFC 9728), whose 401 names that
-metadata. ``--client-id`` pre-registers a confidential client (its secret, its one redirect URI,
-``client_secret_basic`` or ``client_secret_post``). ``--cimd`` advertises Client ID Metadata
-Documents (``client_id_metadata_document_supported``) and takes an ``http(s)`` client id as the URL
-of its document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token
-exchange (RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT
-signed by a key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools:
-``whoami`` (the user the token was issued for) and ``echo``. ``POST /control/expire`` makes every
-access token issued so far invalid (an expiry the client did not see coming), ``POST
-/control/revoke`` every access and refresh token (the user withdrew the grant); ``GET
-/control/stats`` counts the grants and the requests that carried a bearer token, and lists every
-access and refresh token issued (so a test can look for them where they must not be).
+metadata. ``--transport rest``: a REST tool server (the protocol of ``rest_server.py``) at ``/api``
+instead — ``GET /api/health``, ``GET /api/tools``, ``POST /api/tools/execute`` — each behind the
+same bearer auth (``/control/stats`` counts the requests it refused, ``refused``).
+``--access-seconds`` is the access tokens' lifetime (3600). ``--client-id`` pre-registers a
+confidential client (its secret, its one redirect URI, ``client_secret_basic`` or
+``client_secret_post``). ``--cimd`` advertises Client ID Metadata Documents
+(``client_id_metadata_document_supported``) and takes an ``http(s)`` client id as the URL of its
+document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token exchange
+(RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT signed by a
+key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools: ``whoami`` (the
+user the token was issued for) and ``echo``. ``POST /control/expire`` makes every access token
+issued so far invalid (an expiry the client did not see coming), ``POST /control/revoke`` every
+access and refresh token (the user withdrew the grant); ``GET /control/stats`` counts the grants and
+the requests that carried a bearer token, and lists every access and refresh token issued (so a test
+can look for them where they must not be).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import httpx
 import jwt
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -44,21 +49,33 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
+from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 ACCESS_SECONDS = 3600
+REST_TOOLS: list[dict[str, Any]] = [
+    {"name": "whoami", "description": "The user this call was authorized as"},
+    {
+        "name": "echo",
+        "description": "Echo the text back",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+]
 
 
 class MemoryProvider:
     """The SDK's ``OAuthAuthorizationServerProvider``, in memory, approving ``user`` at once."""
 
-    def __init__(self, issuer: str, user: str, cimd: bool = False) -> None:
+    def __init__(self, issuer: str, user: str, cimd: bool = False, access_seconds: int = ACCESS_SECONDS) -> None:
         self.issuer = issuer
+        self.access_seconds = access_seconds
         self.user = user
         self.cimd = cimd
         self.clients: dict[str, OAuthClientInformationFull] = {}
@@ -104,7 +121,7 @@ class MemoryProvider:
 
     def _tokens(self, client_id: str, scopes: list[str], resource: str | None, subject: str | None) -> OAuthToken:
         access, refresh = f"at-{secrets.token_urlsafe(24)}", f"rt-{secrets.token_urlsafe(24)}"
-        expires = int(time.time()) + ACCESS_SECONDS
+        expires = int(time.time()) + self.access_seconds
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource, subject=subject
         )
@@ -112,7 +129,9 @@ class MemoryProvider:
             token=refresh, client_id=client_id, scopes=scopes, resource=resource, subject=subject
         )
         self.issued += [access, refresh]
-        return OAuthToken(access_token=access, refresh_token=refresh, expires_in=ACCESS_SECONDS, scope=" ".join(scopes))
+        return OAuthToken(
+            access_token=access, refresh_token=refresh, expires_in=self.access_seconds, scope=" ".join(scopes)
+        )
 
     async def exchange_authorization_code(
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
@@ -156,6 +175,51 @@ class AdvertiseDocuments(BaseHTTPMiddleware):
         return JSONResponse(metadata)
 
 
+def rest_routes(provider: MemoryProvider, resource: str) -> list[Route]:
+    """The REST tool protocol at ``resource`` (``/health``, ``/tools``, ``/tools/execute``), every
+    request without a valid bearer token refused with the 401 naming the protected-resource metadata."""
+    metadata = build_resource_metadata_url(resource)  # type: ignore[arg-type]
+
+    class Guarded:
+        """An ASGI app (not a request handler, so Starlette passes it the scope) that counts and
+        refuses a request without a valid bearer token before ``handler`` sees it."""
+
+        def __init__(self, handler: Any) -> None:
+            async def app(scope: Scope, receive: Receive, send: Send) -> None:
+                response = await handler(Request(scope, receive))
+                await response(scope, receive, send)
+
+            self._required = RequireAuthMiddleware(app, ["mcp"], metadata)
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if not isinstance(scope.get("user"), AuthenticatedUser):
+                provider.stats["refused"] = provider.stats.get("refused", 0) + 1
+            await self._required(scope, receive, send)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def tools(request: Request) -> JSONResponse:
+        return JSONResponse({"tools": REST_TOOLS})
+
+    async def execute(request: Request) -> JSONResponse:
+        body = await request.json()
+        token = get_access_token()
+        if body.get("tool") == "whoami":
+            return JSONResponse({"user": token.subject if token is not None else None})
+        if body.get("tool") == "echo":
+            return JSONResponse({"text": (body.get("arguments") or {}).get("text")})
+        failure = {"code": "TOOL_NOT_FOUND", "message": "no such tool", "details": {"tool": body.get("tool")}}
+        return JSONResponse({"error": failure}, status_code=404)
+
+    path = resource.removeprefix(provider.issuer)
+    return [
+        Route(f"{path}/health", Guarded(health), methods=["GET"]),
+        Route(f"{path}/tools", Guarded(tools), methods=["GET"]),
+        Route(f"{path}/tools/execute", Guarded(execute), methods=["POST"]),
+    ]
+
+
 def build(
     port: int,
     user: str,
@@ -163,15 +227,17 @@ def build(
     transport: str = "http",
     cimd: bool = False,
     exchange_jwks: dict[str, Any] | None = None,
+    access_seconds: int = ACCESS_SECONDS,
 ) -> Any:
-    """The app: authorization server and MCP server on ``http://127.0.0.1:port``; ``client`` registered."""
+    """The app: authorization server and MCP (or REST tool) server on ``http://127.0.0.1:port``;
+    ``client`` registered."""
     issuer = f"http://127.0.0.1:{port}"
-    provider = MemoryProvider(issuer, user, cimd)
+    provider = MemoryProvider(issuer, user, cimd, access_seconds)
     if client is not None:
         provider.clients[str(client.client_id)] = client
     auth = AuthSettings(
         issuer_url=issuer,
-        resource_server_url=f"{issuer}/{'sse' if transport == 'sse' else 'mcp'}",
+        resource_server_url=f"{issuer}/{ {'sse': 'sse', 'rest': 'api'}.get(transport, 'mcp') }",
         client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["mcp"]),
         required_scopes=["mcp"],
         validate_token_resource=True,
@@ -241,6 +307,8 @@ def build(
         return JSONResponse({**provider.stats, "issued": provider.issued})
 
     app = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    if transport == "rest":
+        app.router.routes.extend(rest_routes(provider, f"{issuer}/api"))
     if cimd:
         app.add_middleware(AdvertiseDocuments)
     return app
@@ -251,7 +319,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="An OAuth-protected MCP server for tests")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--user", default="alice")
-    parser.add_argument("--transport", choices=["http", "sse"], default="http")
+    parser.add_argument("--transport", choices=["http", "sse", "rest"], default="http")
+    parser.add_argument("--access-seconds", type=int, default=ACCESS_SECONDS)
     parser.add_argument("--client-id")
     parser.add_argument("--client-secret")
     parser.add_argument("--redirect-uri")
@@ -271,7 +340,7 @@ def main() -> None:
             scope="mcp",
         )
     trusted = json.loads(Path(args.exchange_jwks).read_text()) if args.exchange_jwks else None
-    app = build(args.port, args.user, client, args.transport, args.cimd, trusted)
+    app = build(args.port, args.user, client, args.transport, args.cimd, trusted, args.access_seconds)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

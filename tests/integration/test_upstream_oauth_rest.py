@@ -1,0 +1,199 @@
+"""Upstream OAuth for REST tool servers (issue 25 item 1), end to end against the OAuth peer serving
+the REST tool protocol (``tests/peers/oauth_server.py --transport rest``): a REST server registered
+with ``auth`` waits for an authorization, discovery finds its authorization server from the 401 of
+its ``GET /tools``, and every request (health, tool listing, calls) then carries the grant's access
+token, so calls reach the upstream as the authorized user — one shared identity, or each principal's
+own; an access token the upstream stopped accepting is refreshed on its 401, one about to expire
+before it is sent; and no token is ever in a response, a log line, an event or a database row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import System, eventually, running_system
+from tests.oauth_peer import PEER, Peer, follow, stream_text
+from tests.peers.launch import free_port, running_process
+from toolmesh.platform.telemetry import configure_logging
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+CALL = "/api/v1/tools/call"
+SHARED = {"mode": "oauth", "identity": "shared"}
+PER_USER = {"mode": "oauth", "identity": "per_user"}
+
+
+@pytest.fixture
+async def rest_peer() -> AsyncIterator[Peer]:
+    """The OAuth peer serving the REST tool protocol at ``/api``, its signed-in user ``alice``."""
+    port = free_port()
+    argv = [sys.executable, str(PEER), "--port", str(port), "--user", "alice", "--transport", "rest"]
+    async with running_process(argv, port=port):
+        yield Peer(f"http://127.0.0.1:{port}")
+
+
+async def _waits_for_authorization(system: System, server_id: str) -> None:
+    async def waiting() -> bool:
+        detail = await system.server(server_id)
+        return detail["status"] == "ERROR" and "needs authorization" in (detail["error_message"] or "")
+
+    await eventually(waiting, what="the REST server to wait for an authorization")
+
+
+async def _authorize_as(system: System, client: httpx.AsyncClient, server_id: str, peer: Peer, user: str) -> str:
+    """``client``'s principal authorizes the server, signed in upstream as ``user``; the callback's body."""
+    await peer.control("login", {"user": user})
+    started = await client.post(f"{SERVERS}/{server_id}/authorize")
+    assert started.status_code == 200, started.text
+    assert started.json()["authorization_url"].startswith(f"{peer.origin}/authorize?")
+    _, answer = await follow(started.json()["authorization_url"])
+    callback = await client.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+    assert callback.status_code == 200, callback.text
+    return callback.text
+
+
+async def _call(client: httpx.AsyncClient, tool: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
+    return await client.post(CALL, json={"name": tool, "arguments": arguments or {}})
+
+
+def _user(called: httpx.Response) -> str:
+    assert called.status_code == 200, called.text
+    user: str = called.json()["structuredContent"]["user"]
+    return user
+
+
+class _Logs:
+    """Every log line of the test, at DEBUG (to look for tokens in)."""
+
+    def __enter__(self) -> io.StringIO:
+        self.output = io.StringIO()
+        root = logging.getLogger()
+        self._saved = (root.handlers[:], root.level)
+        configure_logging("DEBUG", stream=self.output)
+        return self.output
+
+    def __exit__(self, *exc: object) -> None:
+        root = logging.getLogger()
+        root.handlers[:] = self._saved[0]
+        root.setLevel(self._saved[1])
+
+
+async def test_shared_rest_server_is_called_with_the_grant_and_refreshed_on_401(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    bodies: list[str] = []
+    with _Logs() as logs:
+        async with running_system(nats_url, database_url) as system:
+            created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": SHARED})
+            server_id = created["id"]
+            await _waits_for_authorization(system, server_id)
+            assert (await rest_peer.stats()).get("bearer_requests", 0) == 0  # nothing without a grant
+
+            bodies.append(await _authorize_as(system, system.api, server_id, rest_peer, "alice"))
+            await system.wait_connected(server_id)  # health and the tool list went with the token
+            first = await _call(system.api, "tracker.whoami")
+            assert _user(first) == "alice"
+            bodies.append(first.text)
+
+            assert (await rest_peer.control("expire"))["expired"] >= 1
+            second = await _call(system.api, "tracker.echo", {"text": "after expiry"})
+            assert second.status_code == 200, second.text  # refreshed on the 401, the caller saw nothing
+            assert second.json()["structuredContent"] == {"text": "after expiry"}
+            bodies.append(second.text)
+            stats = await rest_peer.stats()
+            assert stats["code_grants"] == 1 and stats["refresh_grants"] == 1
+            assert stats["bearer_requests"] >= 4  # health, tools, and both calls carried a token
+
+            bodies.append(repr(await system.server(server_id)))
+            db = system.backends.db
+            rows = await db.fetch("SELECT * FROM mcp.upstream_tokens")
+            assert len(rows) == 1 and rows[0]["issuer"].rstrip("/") == rest_peer.origin
+            stored = repr([dict(r) for r in rows]) + repr(await db.fetch("SELECT * FROM mcp.external_servers"))
+            events = await stream_text(system.backends.js)
+    issued = (await rest_peer.stats())["issued"]
+    assert len(issued) == 4  # two access and two refresh tokens
+    for token in issued:
+        for where, text in (
+            ("responses", "\n".join(bodies)),
+            ("database", stored),
+            ("events", events),
+            ("logs", logs.getvalue()),
+        ):
+            assert token not in text, f"a token leaked into {where}"
+
+
+async def test_per_user_rest_server_reaches_the_upstream_as_each_callers_own_user(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    bodies: list[str] = []
+    with _Logs() as logs:
+        async with running_system(nats_url, database_url) as system:
+            created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": PER_USER})
+            server_id = created["id"]
+            await _waits_for_authorization(system, server_id)
+            ann = (await system.create_key("ann", "user"))["token"]
+            bob = (await system.create_key("bob", "user"))["token"]
+            cat = (await system.create_key("cat", "user"))["token"]
+            async with (
+                system.client_as(ann) as as_ann,
+                system.client_as(bob) as as_bob,
+                system.client_as(cat) as as_cat,
+            ):
+                bodies.append(await _authorize_as(system, as_ann, server_id, rest_peer, "alice"))
+                await system.wait_connected(server_id)  # discovered with ann's grant
+                assert _user(await _call(as_ann, "tracker.whoami")) == "alice"
+                bodies.append(await _authorize_as(system, as_bob, server_id, rest_peer, "bob"))
+                as_bob_called = await _call(as_bob, "tracker.whoami")
+                assert _user(as_bob_called) == "bob"
+                assert _user(await _call(as_ann, "tracker.whoami")) == "alice"
+                bodies.append(as_bob_called.text)
+
+                refused = await _call(as_cat, "tracker.whoami")
+                assert refused.status_code == 403, refused.text
+                assert refused.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
+                assert refused.json()["authorization_url"].startswith(f"{rest_peer.origin}/authorize?")
+
+                before = (await rest_peer.stats())["refresh_grants"]
+                assert (await rest_peer.control("expire"))["expired"] >= 2
+                assert _user(await _call(as_bob, "tracker.whoami")) == "bob"  # refreshed on the 401, unnoticed
+                assert (await rest_peer.stats())["refresh_grants"] > before
+            rows = await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")
+            assert len(rows) == 2
+            stored = repr([dict(r) for r in rows])
+            events = await stream_text(system.backends.js)
+    issued = (await rest_peer.stats())["issued"]
+    for token in issued:
+        for where, text in (
+            ("responses", "\n".join(bodies)),
+            ("database", stored),
+            ("events", events),
+            ("logs", logs.getvalue()),
+        ):
+            assert token not in text, f"a token leaked into {where}"
+
+
+async def test_an_access_token_about_to_expire_is_refreshed_before_it_is_sent(nats_url: str, database_url: str) -> None:
+    """Tokens that live 6 s are refreshed in their last half (``REFRESH_MARGIN_SECONDS`` or half the
+    lifetime): the call after 3.5 s goes out with a fresh token, and the upstream refuses nothing."""
+    port = free_port()
+    argv = [sys.executable, str(PEER), "--port", str(port), "--transport", "rest", "--access-seconds", "6"]
+    async with running_process(argv, port=port):
+        peer = Peer(f"http://127.0.0.1:{port}")
+        async with running_system(nats_url, database_url) as system:
+            created = await system.register("tracker", "REST", {"url": f"{peer.origin}/api", "auth": SHARED})
+            await _authorize_as(system, system.api, created["id"], peer, "alice")
+            await system.wait_connected(created["id"])
+            before = await peer.stats()
+            await asyncio.sleep(3.5)
+            assert _user(await _call(system.api, "tracker.whoami")) == "alice"
+            after = await peer.stats()
+    assert after["refresh_grants"] > before["refresh_grants"]
+    assert after.get("refused", 0) == before.get("refused", 0)  # no request went out with a stale token
