@@ -197,3 +197,18 @@ async def test_an_access_token_about_to_expire_is_refreshed_before_it_is_sent(na
             after = await peer.stats()
     assert after["refresh_grants"] > before["refresh_grants"]
     assert after.get("refused", 0) == before.get("refused", 0)  # no request went out with a stale token
+
+
+async def test_a_withdrawn_grant_puts_the_rest_server_back_to_needing_authorization(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    fast_health = {"health_interval_seconds": 1.0, "health_check_timeout_seconds": 0.8}
+    async with running_system(nats_url, database_url, **fast_health) as system:
+        created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": SHARED})
+        await _authorize_as(system, system.api, created["id"], rest_peer, "alice")
+        await system.wait_connected(created["id"])
+        await rest_peer.control("revoke")
+        refused = await _call(system.api, "tracker.echo", {"text": "x"})
+        assert refused.status_code >= 400
+        await _waits_for_authorization(system, created["id"])  # its /health refused even after a refresh
+        assert (await rest_peer.stats())["refresh_grants"] == 0  # tried and refused, never granted
