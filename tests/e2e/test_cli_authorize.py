@@ -80,7 +80,7 @@ def _register(up: Up, origin: str, identity: str = "shared") -> dict[str, Any]:
 
 def _needs_authorization(up: Up) -> bool:
     detail = up.cli_json("servers", "show", "saas")
-    needs = detail["status"] == "ERROR" and "needs authorization:" in str(detail["error_message"])
+    needs = detail["needs_authorization"] and "needs authorization:" in str(detail["error_message"])
     assert needs, (detail["status"], detail["error_message"])  # the last value when time runs out
     return True
 

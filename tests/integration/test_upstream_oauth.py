@@ -62,11 +62,13 @@ async def _call(system: System, name: str, arguments: dict[str, Any] | None = No
 async def _waits_for_authorization(system: System, server_id: str) -> dict[str, Any]:
     async def waiting() -> dict[str, Any] | None:
         detail = await system.server(server_id)
-        needs = detail["status"] == "ERROR" and "needs authorization" in (detail["error_message"] or "")
-        return detail if needs else None
+        return detail if detail["needs_authorization"] else None
 
     detail = await eventually(waiting, what="the server to wait for an authorization")
+    assert detail["status"] == "ERROR" and "needs authorization:" in detail["error_message"]
     assert detail["next_retry_at"] is None  # nobody reconnects in a loop: it waits for a person
+    listed = (await system.api.get(SERVERS)).json()["servers"]
+    assert [s["needs_authorization"] for s in listed if s["id"] == server_id] == [True]
     return detail
 
 
