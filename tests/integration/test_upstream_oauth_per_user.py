@@ -9,9 +9,7 @@ too, and an authorization server that takes Client ID Metadata Documents gets th
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 import sys
 from typing import Any
 
@@ -25,11 +23,11 @@ from mcp.shared.exceptions import MCPError
 from nats.aio.client import Client as NATS
 
 from tests.harness import System, eventually, running_system
+from tests.leaks import assert_nowhere, captured_logs
 from tests.mcp_client import mcp_url
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
-from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -75,12 +73,8 @@ async def _mcp_call_refused(system: System, token: str) -> MCPError:
 async def test_each_principal_reaches_the_upstream_as_its_own_user(
     nats_url: str, database_url: str, peer: Peer
 ) -> None:
-    log_output = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    configure_logging("DEBUG", stream=log_output)
     bodies: list[str] = []
-    try:
+    with captured_logs() as log_output:
         async with running_system(nats_url, database_url) as system:
             created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
             server_id = created["id"]
@@ -140,15 +134,10 @@ async def test_each_principal_reaches_the_upstream_as_its_own_user(
             assert [r["principal"] for r in left] == [ann["id"]]  # bob's grant went with his key
             assert (await _whoami(system, bob["token"])).status_code == 401
             bodies.append(repr(await system.server(server_id)))
-    finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
     issued = (await peer.stats())["issued"]
     assert len(issued) >= 6  # a grant each for alice and bob, and refreshed ones
     logs = log_output.getvalue()
-    for token in issued:
-        for where, text in (("responses", "\n".join(bodies)), ("database", stored), ("events", events), ("logs", logs)):
-            assert token not in text, f"a token leaked into {where}"
+    assert_nowhere(issued, responses="\n".join(bodies), database=stored, events=events, logs=logs)
 
 
 async def test_a_user_cannot_authorize_for_a_shared_identity_but_may_for_its_own(

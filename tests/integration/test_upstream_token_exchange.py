@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.harness import System, running_system
 from tests.integration.test_jwt_bearer import AUDIENCE, ISSUER, jwks, rsa_key, token
+from tests.leaks import assert_nowhere
 from tests.oauth_peer import PEER, Peer, stream_text
 from tests.peers.launch import free_port, running_process
 
@@ -109,6 +110,4 @@ async def test_jwt_callers_are_authorized_by_exchanging_their_tokens(
         bodies = as_alice.text + as_bob.text + started.text
     issued = (await exchanging_peer.stats())["issued"]
     assert len([t for t in issued if t.startswith("at-")]) == 2  # one access token per exchange
-    for secret in [*issued, alice, bob, CLIENT_SECRET]:
-        for where, text in (("database", stored), ("events", events), ("responses", bodies)):
-            assert secret not in text, f"a token leaked into {where}"
+    assert_nowhere([*issued, alice, bob, CLIENT_SECRET], database=stored, events=events, responses=bodies)

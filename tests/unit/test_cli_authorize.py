@@ -13,7 +13,11 @@ from toolmesh_cli.errors import CliError
 
 pytestmark = pytest.mark.unit
 
-WAITING = {"status": "ERROR", "error_message": "Connection failed: needs authorization: grant missing"}
+WAITING = {
+    "status": "ERROR",
+    "error_message": "Connection failed: needs authorization: grant missing",
+    "needs_authorization": True,
+}
 
 
 class Api:

@@ -14,7 +14,6 @@ from toolmesh_cli.client import ApiClient
 from toolmesh_cli.errors import CliError
 from toolmesh_cli.tables import as_json, console
 
-NEEDS_AUTHORIZATION = "needs authorization:"
 HEALTHY = {"CONNECTED", "DEGRADED"}
 POLL_SECONDS = 1.0
 
@@ -23,7 +22,7 @@ def _settled(detail: dict[str, Any]) -> bool:
     """Connected, or in an ERROR other than waiting for the authorization that nobody retries."""
     if detail["status"] in HEALTHY:
         return True
-    waiting = NEEDS_AUTHORIZATION in str(detail.get("error_message") or "")
+    waiting = bool(detail.get("needs_authorization"))
     return detail["status"] == "ERROR" and not waiting and detail.get("next_retry_at") is None
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import asyncpg
 import httpx2
 
-from toolmesh.contracts.upstream_auth import upstream_auth
+from toolmesh.contracts.upstream_auth import NEEDS_AUTHORIZATION, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
@@ -46,7 +46,7 @@ def needs_authorization(server_id: str, per_user: bool = False) -> str:
     """The ``error_message`` of a server waiting for someone to authorize it."""
     who = "any user of the server" if per_user else "an owner or admin"
     return (
-        "needs authorization: the upstream's OAuth grant is missing or can no longer be refreshed; "
+        f"{NEEDS_AUTHORIZATION} the upstream's OAuth grant is missing or can no longer be refreshed; "
         f"{who} authorizes it with POST /api/v1/aggregator/servers/{server_id}/authorize"
     )
 

@@ -15,6 +15,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+NEEDS_AUTHORIZATION = "needs authorization:"
+"""What the ``error_message`` of a server waiting for an authorization says (after what failed)."""
+
+
+def waits_for_authorization(status: str, error_message: str | None) -> bool:
+    """Whether a server in ``status`` with ``error_message`` waits for someone to authorize it (in
+    ERROR, and retried by nobody until then)."""
+    return status == "ERROR" and NEEDS_AUTHORIZATION in (error_message or "")
+
 
 class TokenExchange(BaseModel):
     """``auth.token_exchange``: a caller that presents a JWT of the front door's identity provider gets
