@@ -10,8 +10,6 @@ before it is sent; and no token is ever in a response, a log line, an event or a
 from __future__ import annotations
 
 import asyncio
-import io
-import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,9 +18,9 @@ import httpx
 import pytest
 
 from tests.harness import System, eventually, running_system
+from tests.leaks import assert_nowhere, captured_logs
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
-from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -43,7 +41,7 @@ async def rest_peer() -> AsyncIterator[Peer]:
 async def _waits_for_authorization(system: System, server_id: str) -> None:
     async def waiting() -> bool:
         detail = await system.server(server_id)
-        return detail["status"] == "ERROR" and "needs authorization" in (detail["error_message"] or "")
+        return bool(detail["needs_authorization"])
 
     await eventually(waiting, what="the REST server to wait for an authorization")
 
@@ -70,27 +68,11 @@ def _user(called: httpx.Response) -> str:
     return user
 
 
-class _Logs:
-    """Every log line of the test, at DEBUG (to look for tokens in)."""
-
-    def __enter__(self) -> io.StringIO:
-        self.output = io.StringIO()
-        root = logging.getLogger()
-        self._saved = (root.handlers[:], root.level)
-        configure_logging("DEBUG", stream=self.output)
-        return self.output
-
-    def __exit__(self, *exc: object) -> None:
-        root = logging.getLogger()
-        root.handlers[:] = self._saved[0]
-        root.setLevel(self._saved[1])
-
-
 async def test_shared_rest_server_is_called_with_the_grant_and_refreshed_on_401(
     nats_url: str, database_url: str, rest_peer: Peer
 ) -> None:
     bodies: list[str] = []
-    with _Logs() as logs:
+    with captured_logs() as logs:
         async with running_system(nats_url, database_url) as system:
             created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": SHARED})
             server_id = created["id"]
@@ -120,21 +102,14 @@ async def test_shared_rest_server_is_called_with_the_grant_and_refreshed_on_401(
             events = await stream_text(system.backends.js)
     issued = (await rest_peer.stats())["issued"]
     assert len(issued) == 4  # two access and two refresh tokens
-    for token in issued:
-        for where, text in (
-            ("responses", "\n".join(bodies)),
-            ("database", stored),
-            ("events", events),
-            ("logs", logs.getvalue()),
-        ):
-            assert token not in text, f"a token leaked into {where}"
+    assert_nowhere(issued, responses="\n".join(bodies), database=stored, events=events, logs=logs.getvalue())
 
 
 async def test_per_user_rest_server_reaches_the_upstream_as_each_callers_own_user(
     nats_url: str, database_url: str, rest_peer: Peer
 ) -> None:
     bodies: list[str] = []
-    with _Logs() as logs:
+    with captured_logs() as logs:
         async with running_system(nats_url, database_url) as system:
             created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": PER_USER})
             server_id = created["id"]
@@ -170,14 +145,7 @@ async def test_per_user_rest_server_reaches_the_upstream_as_each_callers_own_use
             stored = repr([dict(r) for r in rows])
             events = await stream_text(system.backends.js)
     issued = (await rest_peer.stats())["issued"]
-    for token in issued:
-        for where, text in (
-            ("responses", "\n".join(bodies)),
-            ("database", stored),
-            ("events", events),
-            ("logs", logs.getvalue()),
-        ):
-            assert token not in text, f"a token leaked into {where}"
+    assert_nowhere(issued, responses="\n".join(bodies), database=stored, events=events, logs=logs.getvalue())
 
 
 async def test_an_access_token_about_to_expire_is_refreshed_before_it_is_sent(nats_url: str, database_url: str) -> None:
