@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import replace
 from urllib.parse import urlencode
 
 import httpx2
@@ -82,7 +81,8 @@ class UpstreamAuthorizations:
         namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself
         (a JWT caller of a server registered with ``auth.token_exchange`` is authorized at once instead,
         by exchanging its token: no URL). The scope asked for includes the one an upstream's
-        insufficient_scope challenge wanted for this grant (``want_scope``)."""
+        insufficient_scope challenge wanted for this grant (``want_scope``), as the same client (a new
+        client id would be another principal to the upstream, which may bind its sessions to one)."""
         row = await self._commands.server(server_id, caller)
         url, auth = self._oauth_config(row)
         per_user = auth.identity == "per_user"
@@ -96,7 +96,7 @@ class UpstreamAuthorizations:
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
-            found = replace(found, scope=await self._scope(server_id, caller, per_user, found.scope))
+            scope = await self._scope(server_id, caller, per_user, found.scope)
             document = document_url(self._b.settings.public_url)
             registered = await client_for(
                 client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
@@ -116,7 +116,7 @@ class UpstreamAuthorizations:
             client_secret=registered.client_secret,
             auth_method=registered.auth_method,
             resource=found.resource,
-            scope=found.scope,
+            scope=scope,
             principal=caller.principal.key_id if per_user else SHARED_IDENTITY,
         )
         await self._flows.put(state, flow)
@@ -128,7 +128,7 @@ class UpstreamAuthorizations:
             "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
-            **({"scope": found.scope} if found.scope else {}),
+            **({"scope": scope} if scope else {}),
         }
         endpoint = str(found.metadata.authorization_endpoint)
         joined = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}"
