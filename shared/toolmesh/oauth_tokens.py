@@ -98,7 +98,8 @@ def usable_scope(scope: Any) -> str | None:
 
 def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = None) -> UpstreamGrant:
     """``grant`` with the tokens of a token endpoint's ``answer`` (a refresh that sends no new refresh
-    token keeps the old one)."""
+    token keeps the old one); the scope ``grant`` had before its first answer is the one asked for
+    (``requested_scope``), the answer's the one granted."""
     lifetime = _lifetime(answer.get("expires_in"))
     current = time.time() if now is None else now
     return replace(
@@ -108,6 +109,7 @@ def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = No
         expires_at=current + lifetime if lifetime is not None else None,
         lifetime=lifetime,
         scope=usable_scope(answer.get("scope")) or grant.scope,
+        requested_scope=grant.requested_scope or grant.scope,
     )
 
 

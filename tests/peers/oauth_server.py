@@ -20,7 +20,11 @@ confidential client (its secret, its one redirect URI, ``client_secret_basic`` o
 document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token exchange
 (RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT signed by a
 key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools: ``whoami`` (the
-user the token was issued for) and ``echo``. ``POST /control/expire`` makes every access token
+user the token was issued for), ``echo``, and ``admin_echo``, which needs the scope ``admin`` on top
+of ``mcp``: a call with a token lacking it is answered 403 with ``WWW-Authenticate: Bearer
+error="insufficient_scope", scope="admin"`` (MCP 2025-11-25 scope challenge; counted in
+``scope_challenges``), and the authorization server grants ``admin`` to ``alice`` only (to anyone
+else it issues the rest of the scope asked for). ``POST /control/expire`` makes every access token
 issued so far invalid (an expiry the client did not see coming), ``POST /control/revoke`` every
 access and refresh token (the user withdrew the grant); ``GET /control/stats`` counts the grants and
 the requests that carried a bearer token, and lists every access and refresh token issued (so a test
@@ -68,6 +72,12 @@ REST_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
 ]
+SCOPES = "mcp admin"
+"""Every client may ask for these (the SDK refuses a scope a client was not registered with)."""
+ADMINS = frozenset({"alice"})
+"""The users the authorization server grants ``admin``."""
+SCOPED_TOOLS = {"admin_echo": "admin"}
+"""Tools whose call needs a scope on top of ``mcp``."""
 
 
 class MemoryProvider:
@@ -83,7 +93,13 @@ class MemoryProvider:
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
         self.issued: list[str] = []
-        self.stats = {"code_grants": 0, "refresh_grants": 0, "registrations": 0, "documents_fetched": 0}
+        self.stats = {
+            "code_grants": 0,
+            "refresh_grants": 0,
+            "registrations": 0,
+            "documents_fetched": 0,
+            "scope_challenges": 0,
+        }
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         if client_id not in self.clients and self.cimd and client_id.startswith(("http://", "https://")):
@@ -93,19 +109,20 @@ class MemoryProvider:
             if document.get("client_id") != client_id:
                 return None
             # Such a client may ask for this server's one scope (the SDK refuses any scope a client lacks).
-            self.clients[client_id] = OAuthClientInformationFull.model_validate(document | {"scope": "mcp"})
+            self.clients[client_id] = OAuthClientInformationFull.model_validate(document | {"scope": SCOPES})
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
-        self.clients[client_info.client_id] = client_info
+        self.clients[client_info.client_id] = client_info.model_copy(update={"scope": SCOPES})
         self.stats["registrations"] += 1
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         code = secrets.token_urlsafe(24)
+        scopes = [scope for scope in params.scopes or ["mcp"] if scope != "admin" or self.user in ADMINS]
         self.codes[code] = AuthorizationCode(
             code=code,
-            scopes=params.scopes or ["mcp"],
+            scopes=scopes,
             expires_at=time.time() + 300,
             client_id=str(client.client_id),
             code_challenge=params.code_challenge,
@@ -161,6 +178,56 @@ class MemoryProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
+
+
+class ScopeGuard:
+    """Answers the call of a tool of ``SCOPED_TOOLS`` whose bearer token lacks the tool's scope with 403
+    ``insufficient_scope`` naming it (the SDK's own check covers the whole endpoint, not a tool)."""
+
+    def __init__(self, app: Any, provider: MemoryProvider, metadata_url: str) -> None:
+        self.app = app
+        self.provider = provider
+        self.metadata_url = metadata_url
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        needed = self._needed(body)
+        header = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = self.provider.access.get(header.removeprefix("Bearer "))
+        if needed is not None and token is not None and needed not in token.scopes:
+            self.provider.stats["scope_challenges"] += 1
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="{needed}", resource_metadata="{self.metadata_url}", '
+                f'error_description="this tool needs the scope {needed}"'
+            )
+            await JSONResponse({"error": "insufficient_scope"}, 403, {"WWW-Authenticate": challenge})(
+                scope, receive, send
+            )
+            return
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    def _needed(body: bytes) -> str | None:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return None
+        return SCOPED_TOOLS.get(str((message.get("params") or {}).get("name")))
 
 
 class AdvertiseDocuments(BaseHTTPMiddleware):
@@ -238,7 +305,7 @@ def build(
     auth = AuthSettings(
         issuer_url=issuer,
         resource_server_url=f"{issuer}/{ {'sse': 'sse', 'rest': 'api'}.get(transport, 'mcp') }",
-        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=["mcp"]),
+        client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=SCOPES.split()),
         required_scopes=["mcp"],
         validate_token_resource=True,
     )
@@ -254,6 +321,11 @@ def build(
     def echo(text: str) -> str:
         """Echo the text back."""
         return text
+
+    @server.tool()
+    def admin_echo(text: str) -> str:
+        """Echo the text back, for a token with the scope ``admin`` (``ScopeGuard``)."""
+        return f"admin: {text}"
 
     if exchange_jwks is not None:
         trusted = jwt.PyJWKSet.from_dict(exchange_jwks)
@@ -311,7 +383,8 @@ def build(
         app.router.routes.extend(rest_routes(provider, f"{issuer}/api"))
     if cimd:
         app.add_middleware(AdvertiseDocuments)
-    return app
+    path = {"sse": "sse", "rest": "api"}.get(transport, "mcp")
+    return ScopeGuard(app, provider, f"{issuer}/.well-known/oauth-protected-resource/{path}")
 
 
 def main() -> None:
@@ -337,7 +410,7 @@ def main() -> None:
             token_endpoint_auth_method=args.auth_method,
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
-            scope="mcp",
+            scope=SCOPES,
         )
     trusted = json.loads(Path(args.exchange_jwks).read_text()) if args.exchange_jwks else None
     app = build(args.port, args.user, client, args.transport, args.cimd, trusted, args.access_seconds)

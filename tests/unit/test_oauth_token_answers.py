@@ -23,6 +23,12 @@ def test_a_granted_scope_replaces_the_one_asked_for() -> None:
     assert granted(ASKED, {"access_token": "at", "scope": "read"}).scope == "read"
 
 
+def test_the_scope_asked_for_is_kept_through_refreshes() -> None:
+    first = granted(ASKED, {"access_token": "at", "scope": "read"})
+    refreshed = granted(first, {"access_token": "at-2", "scope": "read"})
+    assert (first.requested_scope, refreshed.requested_scope) == ("read write", "read write")
+
+
 @pytest.mark.parametrize(
     "scope",
     [

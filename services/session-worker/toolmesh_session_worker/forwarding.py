@@ -17,10 +17,16 @@ from toolmesh.contracts.rpc import (
     SubscribeRpcResult,
     UpstreamRequestRpc,
 )
-from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable
+from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable, UpstreamAuthorizationRequired
 from toolmesh.lifecycle import SERVING
 from toolmesh_session_worker.owned import OwnedServer
-from toolmesh_session_worker.upstream import ProgressCallback, Upstream, UpstreamError, UpstreamTimeout
+from toolmesh_session_worker.upstream import (
+    ProgressCallback,
+    Upstream,
+    UpstreamError,
+    UpstreamScopeRequired,
+    UpstreamTimeout,
+)
 
 
 def live_session(server: OwnedServer) -> Upstream:
@@ -43,8 +49,33 @@ async def caller_session(server: OwnedServer, principal: str | None) -> Upstream
     return await server.principals.session(principal)
 
 
-def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> ExecutionFailed | ServerUnavailable:
+def scope_refusal(server: OwnedServer, exc: UpstreamScopeRequired) -> UpstreamAuthorizationRequired | ExecutionFailed:
+    """An upstream's insufficient_scope answer in the error table's words: authorize again, the
+    authorization asking for the wider scope (per-user identity: the caller; shared: an owner or
+    admin), or, when the grant already asked for that scope, a failure no authorization would fix."""
+    required = exc.required or "(a scope it did not name)"
+    context = {"server_id": server.server_id, "server": server.name, "required_scope": exc.required}
+    if exc.wanted is None:
+        return ExecutionFailed(
+            f"{server.name} refused the request for want of scope {required}, which its authorization already "
+            "asked for: authorizing again would not help (the upstream account lacks that permission)",
+            context,
+        )
+    per_user = server.principals is not None
+    whose, who = ("your", "authorize again") if per_user else ("its shared", "an owner or admin authorizes it again")
+    return UpstreamAuthorizationRequired(
+        f"{server.name} requires scope {required} for this request, which {whose} authorization lacks: {who} with "
+        f"POST /api/v1/aggregator/servers/{server.server_id}/authorize (it asks for {exc.wanted})",
+        {**context, "scope": exc.wanted},
+    )
+
+
+def upstream_failure(
+    server: OwnedServer, what: str, exc: UpstreamError
+) -> ExecutionFailed | ServerUnavailable | UpstreamAuthorizationRequired:
     """The error table's view of an upstream failure; a JSON-RPC error keeps its code and data."""
+    if isinstance(exc, UpstreamScopeRequired):
+        return scope_refusal(server, exc)
     if exc.code is not None and exc.code != CONNECTION_CLOSED:
         upstream_error = {"code": exc.code, "message": exc.reason, "data": exc.data}
         return ExecutionFailed(

@@ -42,7 +42,7 @@ from toolmesh.platform.telemetry import outgoing_headers
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
-from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamTimeout
+from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamScopeRequired, UpstreamTimeout
 
 log = logging.getLogger("toolmesh.session")
 
@@ -90,6 +90,9 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
             f"Tool {server.name}.{body.tool} timed out after {body.timeout_seconds:g}s; the call was cancelled",
             {"server": server.name, "tool": body.tool, "timeout_seconds": body.timeout_seconds},
         ) from exc
+    except UpstreamScopeRequired as exc:
+        span = _failed(exc)
+        raise forwarding.scope_refusal(server, exc) from exc
     except UpstreamError as exc:
         span = _failed(exc)
         if exc.code is not None and exc.code != CONNECTION_CLOSED:

@@ -24,16 +24,18 @@ from toolmesh.contracts.upstream_auth import NEEDS_AUTHORIZATION, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
-from toolmesh.oauth_tokens import TokenRequestFailed, refreshed
+from toolmesh.oauth_tokens import TokenRequestFailed, refreshed, usable_scope
 from toolmesh.platform.store.upstream_tokens import (
     SHARED_IDENTITY,
     UpstreamGrant,
     any_grant,
     load_grant,
     update_grant,
+    want_scope,
 )
 from toolmesh.redaction import process_redactor
 from toolmesh_session_worker.upstream import UpstreamRefused
+from toolmesh_session_worker.upstream.challenges import ScopeChallenge, covers, joined
 
 log = logging.getLogger("toolmesh.session")
 REFRESH_MARGIN_SECONDS = 60.0
@@ -70,6 +72,10 @@ class GrantStore(Protocol):
         """Replace the stored grant with a refreshed one (nothing when it was dropped since)."""
         ...
 
+    async def want(self, scope: str) -> None:
+        """Record ``scope`` as what the next authorization of the grant asks for."""
+        ...
+
 
 class StoredGrant:
     """A server's grant for one principal (the shared identity by default) in ``mcp.upstream_tokens``,
@@ -88,6 +94,10 @@ class StoredGrant:
     async def save(self, grant: UpstreamGrant) -> None:
         """Store ``grant`` sealed in place of the one it refreshed."""
         await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+
+    async def want(self, scope: str) -> None:
+        """Record ``scope`` for the gateway's next authorization of this grant."""
+        await want_scope(self._db, self._server_id, self._principal, scope)
 
 
 class DiscoveryGrant:
@@ -112,6 +122,11 @@ class DiscoveryGrant:
         """Store ``grant`` sealed in place of the one it refreshed."""
         if self._principal is not None:
             await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+
+    async def want(self, scope: str) -> None:
+        """Record ``scope`` for the next authorization of the grant in use."""
+        if self._principal is not None:
+            await want_scope(self._db, self._server_id, self._principal, scope)
 
 
 def egress_client(egress: EgressPolicy) -> Callable[[], httpx2.AsyncClient]:
@@ -199,6 +214,39 @@ class GrantKeeper:
             if stored is None or stored.refresh_token == self._refused or not await self._refresh(stored):
                 return None
             return self._grant.access_token if self._grant is not None else None
+
+    async def stored_since(self, refused: str) -> str | None:
+        """Another access token than ``refused``, held or stored since (a new authorization); never a
+        refreshed one (a refresh keeps the scope)."""
+        async with self._lock:
+            if self._grant is not None and self._grant.access_token != refused:
+                return self._grant.access_token
+            stored = await self._store.load()
+            if stored is None or stored.access_token == refused:
+                return None
+            self._keep(stored)
+            return stored.access_token
+
+    async def challenged(self, required: str | None) -> ScopeChallenge:
+        """The upstream requires scope ``required`` that the grant lacks: record the scope to ask for
+        (what the grant asked for and was granted, and ``required``) where the gateway's authorize
+        reads it; when the grant already asked for ``required`` (its authorization was that step-up,
+        or the authorization server would not grant it) nothing is wanted: authorizing again would
+        not help, and asking would loop."""
+        grant = self._grant
+        if grant is None or required is None:
+            return ScopeChallenge(required, None)
+        asked = joined(grant.requested_scope, grant.scope)
+        wanted = usable_scope(joined(asked, required))
+        if covers(asked, required) or wanted is None:
+            log.warning(
+                "the upstream requires a scope the grant already asked for; not asking again",
+                extra={"server_id": self.server_id, "scope": required},
+            )
+            return ScopeChallenge(required, None)
+        await self._store.want(wanted)
+        log.info("the upstream requires a wider scope", extra={"server_id": self.server_id, "scope": wanted})
+        return ScopeChallenge(required, wanted)
 
     async def _refresh(self, grant: UpstreamGrant) -> bool:
         """Refresh ``grant`` and store the result; False when the authorization server refused."""

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import httpx2
 from mcp.client.auth import PKCEParameters
-from mcp.client.auth.utils import issuers_match
+from mcp.client.auth.utils import issuers_match, union_scopes
 
 from toolmesh.contracts.events import ServerAuthorized
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
@@ -25,7 +25,7 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
     ValidationFailed,
 )
-from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
+from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token, usable_scope
 from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
@@ -80,7 +80,9 @@ class UpstreamAuthorizations:
         """The authorization URL of ``server_id``: for a shared identity only an owner or admin of its
         namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself
         (a JWT caller of a server registered with ``auth.token_exchange`` is authorized at once instead,
-        by exchanging its token: no URL)."""
+        by exchanging its token: no URL). The scope asked for includes the one an upstream's
+        insufficient_scope challenge wanted for this grant (``want_scope``), as the same client (a new
+        client id would be another principal to the upstream, which may bind its sessions to one)."""
         row = await self._commands.server(server_id, caller)
         url, auth = self._oauth_config(row)
         per_user = auth.identity == "per_user"
@@ -94,6 +96,7 @@ class UpstreamAuthorizations:
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
+            scope = await self._scope(server_id, caller, per_user, found.scope)
             document = document_url(self._b.settings.public_url)
             registered = await client_for(
                 client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
@@ -113,7 +116,7 @@ class UpstreamAuthorizations:
             client_secret=registered.client_secret,
             auth_method=registered.auth_method,
             resource=found.resource,
-            scope=found.scope,
+            scope=scope,
             principal=caller.principal.key_id if per_user else SHARED_IDENTITY,
         )
         await self._flows.put(state, flow)
@@ -125,7 +128,7 @@ class UpstreamAuthorizations:
             "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
-            **({"scope": found.scope} if found.scope else {}),
+            **({"scope": scope} if scope else {}),
         }
         endpoint = str(found.metadata.authorization_endpoint)
         joined = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}"
@@ -136,6 +139,12 @@ class UpstreamAuthorizations:
             authorization_url=joined,
             expires_in=int(FLOW_TTL_SECONDS),
         )
+
+    async def _scope(self, server_id: str, caller: Caller, per_user: bool, found: str | None) -> str | None:
+        """``found`` with the scope a challenge wanted for the grant this authorization replaces (a step-up)."""
+        stored = await grant_record(self._b.db, server_id, caller.principal.key_id if per_user else SHARED_IDENTITY)
+        wanted = stored["wanted_scope"] if stored is not None else None
+        return usable_scope(union_scopes(found, wanted)) or found
 
     async def state(self, server_id: str, caller: Caller) -> AuthorizationState:
         """Whether ``server_id`` holds a grant for ``caller`` (per-user) or for every caller (shared)."""

@@ -6,6 +6,7 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
+    UpstreamScopeRequired,
     UpstreamTimeout,
 )
 from toolmesh_session_worker.upstream.opening import OpeningOptions, open_session
@@ -25,6 +26,7 @@ __all__ = [
     "UpstreamError",
     "UpstreamMisconfigured",
     "UpstreamRefused",
+    "UpstreamScopeRequired",
     "UpstreamSession",
     "UpstreamTimeout",
     "open_session",

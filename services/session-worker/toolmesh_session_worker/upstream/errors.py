@@ -50,6 +50,17 @@ class UpstreamRefused(UpstreamError):
     """The upstream refused toolmesh's credentials (HTTP 401 or 403): trying again cannot help."""
 
 
+class UpstreamScopeRequired(UpstreamRefused):
+    """The upstream refused a request for want of scope ``required`` (403 ``insufficient_scope``);
+    ``wanted`` is the scope a new authorization asks for, None when the grant already asked for
+    ``required`` (authorizing again would not help)."""
+
+    def __init__(self, message: str, *, required: str | None, wanted: str | None) -> None:
+        super().__init__(message, summary="HTTP 403: the upstream requires a scope the grant lacks")
+        self.required = required
+        self.wanted = wanted
+
+
 class UpstreamMisconfigured(UpstreamError):
     """The upstream cannot be started as configured (a STDIO command or working directory that does
     not exist or may not be run): trying again cannot help until the config changes."""

@@ -27,6 +27,7 @@ from toolmesh_session_worker.upstream.callbacks import (
     SessionCallbacks,
     ToolsChangedCallback,
 )
+from toolmesh_session_worker.upstream.challenges import MET, ScopeChallenge
 from toolmesh_session_worker.upstream.client_side import (
     CURRENT_CALL,
     ClientAnswers,
@@ -36,6 +37,7 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
+    UpstreamScopeRequired,
     UpstreamTimeout,
     describe,
     refused_status,
@@ -243,10 +245,18 @@ class UpstreamSession:
         # Cancelling the awaiting task makes the SDK send notifications/cancelled (shielded, bounded).
         scope = anyio.move_on_after(limit) if limit is not None else anyio.CancelScope()
         on_progress = ProgressForwarder(progress) if progress is not None else None
+        met: list[ScopeChallenge] = []  # a scope challenge this request met (see ``challenges``)
+        listening = MET.set(met)
         try:
             with scope:
                 return await session.send_request(request, result_type, progress_callback=on_progress)
         except MCPError as exc:
+            if met:
+                words = f"the upstream requires a scope the grant lacks while {what}"
+                challenge = met[-1]
+                raise UpstreamScopeRequired(
+                    f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
+                ) from exc
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._suspect_connection()
                 raise UpstreamError(
@@ -268,6 +278,8 @@ class UpstreamSession:
         except anyio.BrokenResourceError as exc:
             words = f"connection lost while {what}"
             raise UpstreamError(f"{self.server_name}: {words}", summary=words) from exc
+        finally:
+            MET.reset(listening)
         words = f"timed out after {limit}s while {what}"
         raise UpstreamTimeout(f"{self.server_name}: {words}", summary=words)
 

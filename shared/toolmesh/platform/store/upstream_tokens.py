@@ -39,6 +39,9 @@ class UpstreamGrant:
     client_secret: str | None = None
     resource: str | None = None
     scope: str | None = None
+    """The scope granted (the token endpoint's, else the one asked for)."""
+    requested_scope: str | None = None
+    """The scope the authorization asked for (``toolmesh.oauth_tokens.granted`` keeps it)."""
 
     def expires_within(self, seconds: float, now: float | None = None) -> bool:
         """Whether the access token expires within ``seconds`` (never, when no expiry is known)."""
@@ -56,14 +59,15 @@ async def save_grant(
 ) -> bool:
     """Store (or replace) the grant of ``server_id`` for ``principal``, sealed; False when the server is
     gone (removed while it was being authorized: nothing is stored). The server's row is locked until
-    the grant is in, so a removal projected meanwhile waits and then deletes the grant with it."""
+    the grant is in, so a removal projected meanwhile waits and then deletes the grant with it. A scope
+    a challenge wanted (``want_scope``) is cleared: this grant answers it."""
     expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
     status = await db.execute(
         "INSERT INTO mcp.upstream_tokens(server_id, principal, issuer, sealed_grant, expires_at, updated_at) "
         "SELECT id, $2, $3, $4, $5, now() FROM mcp.external_servers WHERE id = $1 FOR KEY SHARE "
         "ON CONFLICT (server_id, principal) DO UPDATE SET "
         "issuer = EXCLUDED.issuer, sealed_grant = EXCLUDED.sealed_grant, expires_at = EXCLUDED.expires_at, "
-        "updated_at = now()",
+        "wanted_scope = NULL, updated_at = now()",
         server_id,
         principal,
         grant.issuer,
@@ -101,10 +105,23 @@ async def update_grant(
     return bool(status == "UPDATE 1")
 
 
+async def want_scope(db: asyncpg.Pool, server_id: str, principal: str, scope: str) -> bool:
+    """Record ``scope`` as what the next authorization of the grant of ``server_id`` for ``principal``
+    asks for (an upstream's insufficient_scope challenge); False when there is no such grant."""
+    status = await db.execute(
+        "UPDATE mcp.upstream_tokens SET wanted_scope = $3 WHERE server_id = $1 AND principal = $2",
+        server_id,
+        principal,
+        scope,
+    )
+    return bool(status == "UPDATE 1")
+
+
 async def grant_record(db: asyncpg.Pool, server_id: str, principal: str = SHARED_IDENTITY) -> asyncpg.Record | None:
-    """The issuer and last write (``updated_at``) of a stored grant, never the grant; None without one."""
+    """The issuer, last write (``updated_at``) and ``wanted_scope`` (see ``want_scope``) of a stored
+    grant, never the grant; None without one."""
     return await db.fetchrow(
-        "SELECT issuer, updated_at FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2",
+        "SELECT issuer, updated_at, wanted_scope FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2",
         server_id,
         principal,
     )
