@@ -112,7 +112,9 @@ class UpstreamAuthorizations:
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
-            registered = await client_for(client, auth, found.metadata, redirect_uri, found.scope, self._registered)
+            registered = await client_for(
+                client, auth, found.metadata, redirect_uri, found.scope, self._registered, server_id=server_id
+            )
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
