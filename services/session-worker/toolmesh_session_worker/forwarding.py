@@ -19,6 +19,7 @@ from toolmesh.contracts.rpc import (
 )
 from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable
 from toolmesh.lifecycle import SERVING
+from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.upstream import ProgressCallback, Upstream, UpstreamError, UpstreamTimeout
 
@@ -34,13 +35,15 @@ def live_session(server: OwnedServer) -> Upstream:
     return session
 
 
-async def caller_session(server: OwnedServer, principal: str | None) -> Upstream:
-    """The session a caller's request goes to: the server's own, or for a server registered with
-    ``auth.identity: per_user`` the caller's (opened now when it has none)."""
+async def caller_session(server: OwnedServer, principal: str | None) -> tuple[Upstream, UpstreamClients]:
+    """The session a caller's request goes to and the client side its server → client traffic goes
+    through: the server's own, or for a server registered with ``auth.identity: per_user`` the
+    caller's (opened now when it has none), whose traffic reaches only the caller's clients."""
     session = live_session(server)
     if server.principals is None:
-        return session
-    return await server.principals.session(principal)
+        return session, server.clients
+    held = await server.principals.session(principal)
+    return held.session, held.clients
 
 
 def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> ExecutionFailed | ServerUnavailable:
@@ -60,10 +63,10 @@ def upstream_failure(server: OwnedServer, what: str, exc: UpstreamError) -> Exec
 
 async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: ProgressCallback | None) -> bytes:
     """Send the request upstream; its raw result, the JSON the upstream answered, for the reply."""
-    session = await caller_session(server, body.principal)
+    session, clients = await caller_session(server, body.principal)
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
-    server.clients.begin(body.call_id, body.client)
+    clients.begin(body.call_id, body.client)
     try:
         result = await session.request(
             body.method, body.params, timeout=body.timeout_seconds, call_id=body.call_id, progress=progress
@@ -76,7 +79,7 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
     except UpstreamError as exc:
         raise upstream_failure(server, f"{body.method} on {server.name}", exc) from exc
     finally:
-        server.clients.end(body.call_id)
+        clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
     return json.dumps(result, separators=(",", ":")).encode()

@@ -2,6 +2,10 @@
 that calls it, opened on its first request with that principal's own grant (so the upstream sees its
 own user), and closed once it has been idle for ``idle_seconds``.
 
+Each principal's session has a client side of its own (``UpstreamClients``): what its upstream sends
+to a client (sampling, elicitation, roots, log messages, resource updates) is attributed only among
+that principal's requests, subscriptions and log levels, never to another principal's client.
+
 A principal without a grant gets ``UpstreamAuthorizationRequired`` (the gateway adds the URL to
 authorize at); so does one whose grant the upstream refuses even after a refresh.
 """
@@ -17,20 +21,25 @@ from dataclasses import dataclass, field
 from toolmesh.errors import ServerUnavailable, UpstreamAuthorizationRequired
 from toolmesh.platform.metrics import record_user_sessions
 from toolmesh.platform.supervision import TaskSet
+from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import error_kind
 from toolmesh_session_worker.upstream import LostCallback, Upstream, UpstreamError
 from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, GrantKeeper
 
 log = logging.getLogger("toolmesh.session")
-Opener = Callable[[GrantKeeper, LostCallback], Awaitable[Upstream]]
-"""Opens an upstream session that authenticates with the keeper's grant and reports its loss."""
+Opener = Callable[[GrantKeeper, LostCallback, UpstreamClients], Awaitable[Upstream]]
+"""Opens an upstream session that authenticates with the keeper's grant, reports its loss and sends
+its server → client traffic to the given client side."""
 Grants = Callable[[str], Awaitable[GrantKeeper]]
 """The loaded grant keeper of a principal (``AuthorizationNeeded`` when it has none)."""
 
 
 @dataclass
-class _Held:
+class UserSession:
+    """One principal's upstream session and the client side that serves only that principal's clients."""
+
     session: Upstream
+    clients: UpstreamClients
     used: float
 
 
@@ -44,8 +53,9 @@ class PrincipalSessions:
     grants: Grants
     idle_seconds: float
     tasks: TaskSet
+    new_clients: Callable[[], UpstreamClients]
     clock: Callable[[], float] = time.monotonic
-    _held: dict[str, _Held] = field(default_factory=dict)
+    _held: dict[str, UserSession] = field(default_factory=dict)
     _opening: dict[str, asyncio.Lock] = field(default_factory=dict)
     _reaping: bool = False
 
@@ -57,7 +67,11 @@ class PrincipalSessions:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def session(self, principal: str | None) -> Upstream:
+    def held(self, principal: str | None) -> UserSession | None:
+        """The session ``principal`` holds now (open or not), if any."""
+        return self._held.get(principal) if principal else None
+
+    async def session(self, principal: str | None) -> UserSession:
         """The session of ``principal``, opened now when it has none.
 
         Raises:
@@ -75,21 +89,21 @@ class PrincipalSessions:
             if live is not None:
                 return live
             await self.close(principal)  # a session that died
-            session = await self._open(principal)
-            self._held[principal] = _Held(session, self.clock())
+            held = await self._open(principal)
+            self._held[principal] = held
         if not self._reaping:
             self._reaping = True
             self.tasks.spawn(self._reap())
-        return session
+        return held
 
-    def _live(self, principal: str) -> Upstream | None:
+    def _live(self, principal: str) -> UserSession | None:
         held = self._held.get(principal)
         if held is None or not held.session.alive:
             return None
         held.used = self.clock()
-        return held.session
+        return held
 
-    async def _open(self, principal: str) -> Upstream:
+    async def _open(self, principal: str) -> UserSession:
         try:
             keeper = await self.grants(principal)
         except AuthorizationNeeded:
@@ -99,8 +113,9 @@ class PrincipalSessions:
             log.info("a user's session ended: %s", reason, extra={"server": self.server_name})
             self.tasks.spawn(self.close(principal))
 
+        clients = self.new_clients()
         try:
-            session = await self.open_session(keeper, lost)
+            session = await self.open_session(keeper, lost, clients)
         except UpstreamError as exc:
             if error_kind(exc) == "auth":
                 raise self._required("the upstream refused your grant") from None
@@ -110,7 +125,7 @@ class PrincipalSessions:
             ) from None
         log.info("opened a user's session", extra={"server": self.server_name, "sessions": len(self._held) + 1})
         record_user_sessions("opened")
-        return session
+        return UserSession(session, clients, self.clock())
 
     def _required(self, why: str) -> UpstreamAuthorizationRequired:
         return UpstreamAuthorizationRequired(

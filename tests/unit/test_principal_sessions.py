@@ -1,0 +1,99 @@
+"""The users' own sessions of a per-user OAuth server keep their server → client traffic apart:
+what one principal's upstream session asks or tells a client (sampling, elicitation, log messages)
+goes only to that principal's clients, never to another principal's client that happens to be the
+only one with a request in flight."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from toolmesh.contracts.clients import NO_CLIENT
+from toolmesh.contracts.rpc import ClientRef
+from toolmesh.lifecycle import ServerStatus
+from toolmesh.platform.supervision import TaskSet
+from toolmesh_session_worker.clients import UpstreamClients
+from toolmesh_session_worker.forwarding import caller_session
+from toolmesh_session_worker.principal_sessions import PrincipalSessions
+
+
+class _Bus:
+    """Records what would reach a client."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def request(self, subject: str, data: bytes, timeout: float, headers: Any = None) -> bytes:
+        self.sent.append(subject)
+        return b'{"ok": true, "result": {"action": "accept"}}'
+
+    async def publish(self, subject: str, data: bytes, headers: Any = None) -> None:
+        self.sent.append(subject)
+
+
+class _Session:
+    alive = True
+    pending = 0
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def request(self, method: str, params: Any, *, timeout: float) -> dict[str, Any]:
+        self.asked.append(method)
+        return {}
+
+    async def close(self) -> None:
+        self.alive = False
+
+
+def _server(bus: _Bus) -> tuple[Any, dict[str, UpstreamClients]]:
+    sides: dict[str, UpstreamClients] = {}
+    opened: list[str] = []
+
+    async def grants(principal: str) -> Any:
+        opened.append(principal)
+        return principal
+
+    async def open_session(keeper: Any, lost: Any, clients: UpstreamClients) -> Any:
+        sides[keeper] = clients
+        return _Session()
+
+    principals = PrincipalSessions(
+        "s1", "saas", open_session, grants, 300.0, TaskSet("test"), lambda: UpstreamClients(bus, "s1", "saas", 5.0)
+    )
+    server = SimpleNamespace(
+        session=_Session(),
+        draining=False,
+        status=ServerStatus.CONNECTED,
+        server_id="s1",
+        name="saas",
+        principals=principals,
+        clients=UpstreamClients(bus, "s1", "saas", 5.0),
+    )
+    return server, sides
+
+
+async def test_another_principals_upstream_never_reaches_the_only_client_in_flight() -> None:
+    bus = _Bus()
+    server, sides = _server(bus)
+    _, ann_clients = await caller_session(server, "ann")
+    await caller_session(server, "bob")
+    ann = ClientRef(id="ann-client", sampling=True, elicitation=True)
+    ann_clients.begin("call-1", ann)  # only ann has a request in flight
+
+    asked = await sides["bob"].request("elicitation/create", {"message": "bob's account"}, None)
+    await sides["bob"].notification("notifications/message", {"level": "info", "data": "bob's data"}, None)
+    assert asked["error"]["code"] == NO_CLIENT
+    assert bus.sent == []
+
+    await sides["ann"].request("elicitation/create", {"message": "ann's account"}, None)
+    assert bus.sent == ["toolmesh.client.ann-client.request"]
+
+
+async def test_the_servers_own_session_reaches_no_users_client() -> None:
+    bus = _Bus()
+    server, _ = _server(bus)
+    _, ann_clients = await caller_session(server, "ann")
+    ann_clients.begin("call-1", ClientRef(id="ann-client", elicitation=True))
+    asked = await server.clients.request("elicitation/create", {"message": "the discovery user's"}, None)
+    assert asked["error"]["code"] == NO_CLIENT and bus.sent == []
