@@ -1,7 +1,8 @@
 """The users' own sessions of a per-user OAuth server keep their server → client traffic apart:
 what one principal's upstream session asks or tells a client (sampling, elicitation, log messages)
 goes only to that principal's clients, never to another principal's client that happens to be the
-only one with a request in flight."""
+only one with a request in flight; a client's resource subscriptions and log level are set on its
+own principal's session, never on the server's own (whose grant is another principal's)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from toolmesh.contracts.clients import NO_CLIENT
-from toolmesh.contracts.rpc import ClientRef
+from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, SetLevelRpc, SubscribeRpc
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.platform.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
-from toolmesh_session_worker.forwarding import caller_session
+from toolmesh_session_worker.forwarding import caller_session, client_gone, set_level, subscribe, unsubscribe
 from toolmesh_session_worker.principal_sessions import PrincipalSessions
 
 
@@ -46,7 +47,7 @@ class _Session:
         self.alive = False
 
 
-def _server(bus: _Bus) -> tuple[Any, dict[str, UpstreamClients]]:
+def _server(bus: Any) -> tuple[Any, dict[str, UpstreamClients]]:
     sides: dict[str, UpstreamClients] = {}
     opened: list[str] = []
 
@@ -97,3 +98,21 @@ async def test_the_servers_own_session_reaches_no_users_client() -> None:
     ann_clients.begin("call-1", ClientRef(id="ann-client", elicitation=True))
     asked = await server.clients.request("elicitation/create", {"message": "the discovery user's"}, None)
     assert asked["error"]["code"] == NO_CLIENT and bus.sent == []
+
+
+async def test_subscriptions_and_log_levels_go_to_the_callers_own_session() -> None:
+    bus = _Bus()
+    server, _ = _server(bus)
+    ann = ClientRef(id="ann-client")
+    await subscribe(server, SubscribeRpc(uri="file:///ann", client=ann, principal="ann"))
+    await set_level(server, SetLevelRpc(level="debug", client=ann, principal="ann"))
+    assert server.session.asked == []  # the discovery session acts as another principal upstream
+    ann_session = server.principals.held("ann").session
+    assert ann_session.asked == ["resources/subscribe", "logging/setLevel"]
+    server.principals.idle_seconds = 0
+    assert await server.principals.close_idle() == 0  # a session with a subscription is kept
+
+    await unsubscribe(server, SubscribeRpc(uri="file:///ann", client=ann, principal="bob"))
+    assert ann_session.asked == ["resources/subscribe", "logging/setLevel"]  # not bob's to release
+    await client_gone(server, ClientGoneRpc(client=ann))
+    assert ann_session.asked[-1] == "resources/unsubscribe"

@@ -71,6 +71,10 @@ class PrincipalSessions:
         """The session ``principal`` holds now (open or not), if any."""
         return self._held.get(principal) if principal else None
 
+    def every_session(self) -> list[tuple[Upstream, UpstreamClients]]:
+        """Every principal's session and its client side."""
+        return [(held.session, held.clients) for held in self._held.values()]
+
     async def session(self, principal: str | None) -> UserSession:
         """The session of ``principal``, opened now when it has none.
 
@@ -149,9 +153,14 @@ class PrincipalSessions:
             await one.session.close()
 
     async def close_idle(self) -> int:
-        """Close the sessions unused for ``idle_seconds`` with nothing in flight; how many."""
+        """Close the sessions unused for ``idle_seconds`` with nothing in flight and no resource
+        subscription of their clients; how many."""
         cutoff = self.clock() - self.idle_seconds
-        idle = [p for p, held in self._held.items() if held.used <= cutoff and not held.session.pending]
+        idle = [
+            p
+            for p, held in self._held.items()
+            if held.used <= cutoff and not held.session.pending and not held.clients.subscriptions
+        ]
         for principal in idle:
             await self.close(principal)
             self._opening.pop(principal, None)
