@@ -36,9 +36,12 @@ class MemoryStore:
     async def load(self) -> UpstreamGrant | None:
         return self.grant
 
-    async def save(self, grant: UpstreamGrant) -> None:
+    async def save(self, grant: UpstreamGrant) -> bool:
+        if self.grant is None:  # dropped since it was loaded: an update finds no row
+            return False
         self.grant = grant
         self.saves += 1
+        return True
 
 
 class TokenEndpoint:
@@ -173,3 +176,16 @@ async def test_a_grant_stored_during_a_failed_connect_is_noticed() -> None:
     assert not await authorized_since(TriedGrant(None), MemoryStore(None))
     assert not await authorized_since(TriedGrant("at-0"), MemoryStore(grant()))  # the very grant that failed
     assert not await authorized_since(None, MemoryStore(grant()))  # not an OAuth server
+
+
+async def test_a_grant_dropped_since_it_was_loaded_is_not_refreshed_into_use_again() -> None:
+    """A revoked key's grant (its row deleted) that a session still holds: the refresh before expiry
+    is the last use, its result is neither stored nor sent, and the session takes what is stored now."""
+    store, endpoint = MemoryStore(grant(expires_in=30)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()
+    store.grant = None  # the key was revoked: drop_principal_grants
+    assert await grants.access_token() is None
+    assert await grants.access_token() is None and len(endpoint.forms) == 1
+    store.grant = grant()  # another principal's, for a per-user server's own session
+    assert await grants.access_token() == "at-0"

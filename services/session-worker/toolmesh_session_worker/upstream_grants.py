@@ -66,8 +66,9 @@ class GrantStore(Protocol):
         """The stored grant, None when there is none."""
         ...
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Replace the stored grant with a refreshed one (nothing when it was dropped since)."""
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Replace the stored grant with a refreshed one; False (nothing stored) when it was dropped
+        since (its key revoked, its server removed)."""
         ...
 
 
@@ -85,9 +86,9 @@ class StoredGrant:
         """The stored grant."""
         return await load_grant(self._db, self._box, self._server_id, self._principal)
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Store ``grant`` sealed in place of the one it refreshed."""
-        await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Store ``grant`` sealed in place of the one it refreshed; False when that one was dropped."""
+        return await update_grant(self._db, self._box, self._server_id, grant, self._principal)
 
 
 class DiscoveryGrant:
@@ -108,10 +109,12 @@ class DiscoveryGrant:
         self._principal, grant = found
         return grant
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Store ``grant`` sealed in place of the one it refreshed."""
-        if self._principal is not None:
-            await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Store ``grant`` sealed in place of the one it refreshed; False when that one was dropped
+        (the next load takes another principal's)."""
+        if self._principal is None:
+            return False
+        return await update_grant(self._db, self._box, self._server_id, grant, self._principal)
 
 
 def egress_client(egress: EgressPolicy) -> Callable[[], httpx2.AsyncClient]:
@@ -168,7 +171,11 @@ class GrantKeeper:
     async def access_token(self) -> str | None:
         """The access token, refreshed first when it is about to expire (``REFRESH_MARGIN_SECONDS``)."""
         grant = self._grant
-        if grant is not None and self._due(grant):
+        if grant is None:  # dropped by a refresh: whatever is stored now (another principal's, or none)
+            async with self._lock:
+                if self._grant is None and (stored := await self._store.load()) is not None:
+                    self._keep(stored)
+        elif self._due(grant):
             async with self._lock:
                 if self._grant is grant:
                     await self._refresh(grant)
@@ -197,7 +204,11 @@ class GrantKeeper:
             log.warning("refreshing the upstream token failed: %s", exc.summary, extra={"server_id": self.server_id})
             return False
         self._keep(fresh)
-        await self._store.save(fresh)
+        if not await self._store.save(fresh):
+            # Dropped since it was loaded (its key revoked, its server removed): not used any more.
+            self._grant = None
+            log.info("upstream grant dropped since it was loaded; not used again", extra={"server_id": self.server_id})
+            return False
         log.info("upstream token refreshed", extra={"server_id": self.server_id})
         return True
 
