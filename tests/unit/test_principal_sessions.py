@@ -9,8 +9,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from toolmesh.contracts.clients import NO_CLIENT
 from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, SetLevelRpc, SubscribeRpc
+from toolmesh.errors import LimitExceeded
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.platform.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
@@ -47,7 +50,7 @@ class _Session:
         self.alive = False
 
 
-def _server(bus: Any) -> tuple[Any, dict[str, UpstreamClients]]:
+def _server(bus: Any, limit: int = 100) -> tuple[Any, dict[str, UpstreamClients]]:
     sides: dict[str, UpstreamClients] = {}
     opened: list[str] = []
 
@@ -60,7 +63,14 @@ def _server(bus: Any) -> tuple[Any, dict[str, UpstreamClients]]:
         return _Session()
 
     principals = PrincipalSessions(
-        "s1", "saas", open_session, grants, 300.0, TaskSet("test"), lambda: UpstreamClients(bus, "s1", "saas", 5.0)
+        "s1",
+        "saas",
+        open_session,
+        grants,
+        300.0,
+        TaskSet("test"),
+        lambda: UpstreamClients(bus, "s1", "saas", 5.0),
+        limit=limit,
     )
     server = SimpleNamespace(
         session=_Session(),
@@ -116,3 +126,16 @@ async def test_subscriptions_and_log_levels_go_to_the_callers_own_session() -> N
     assert ann_session.asked == ["resources/subscribe", "logging/setLevel"]  # not bob's to release
     await client_gone(server, ClientGoneRpc(client=ann))
     assert ann_session.asked[-1] == "resources/unsubscribe"
+
+
+async def test_a_workers_user_sessions_of_one_server_are_bounded() -> None:
+    server, _ = _server(_Bus(), limit=2)
+    await caller_session(server, "ann")
+    await caller_session(server, "bob")
+    await caller_session(server, "cat")  # ann's, used least recently, made room
+    assert server.principals.held("ann") is None and len(server.principals) == 2
+    for busy in ("bob", "cat"):
+        server.principals.held(busy).session.pending = 1
+    with pytest.raises(LimitExceeded):
+        await caller_session(server, "dan")
+    assert len(server.principals) == 2

@@ -312,6 +312,7 @@ class OwnedServer:
             self._b.settings.upstream_user_session_idle_seconds,
             self.tasks,
             new_clients,
+            limit=self._b.settings.upstream_user_sessions_per_server,
         )
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:

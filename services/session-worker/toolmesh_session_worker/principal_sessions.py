@@ -1,6 +1,8 @@
 """The upstream sessions of a server registered with ``auth.identity: per_user``: one per principal
 that calls it, opened on its first request with that principal's own grant (so the upstream sees its
-own user), and closed once it has been idle for ``idle_seconds``.
+own user), and closed once it has been idle for ``idle_seconds``. At most ``limit`` are open: a new
+one closes the least recently used one with nothing in flight and no subscription, and is refused
+(``LimitExceeded``) when every one is busy.
 
 Each principal's session has a client side of its own (``UpstreamClients``): what its upstream sends
 to a client (sampling, elicitation, roots, log messages, resource updates) is attributed only among
@@ -18,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from toolmesh.errors import ServerUnavailable, UpstreamAuthorizationRequired
+from toolmesh.errors import LimitExceeded, ServerUnavailable, UpstreamAuthorizationRequired
 from toolmesh.platform.metrics import record_user_sessions
 from toolmesh.platform.supervision import TaskSet
 from toolmesh_session_worker.clients import UpstreamClients
@@ -54,6 +56,7 @@ class PrincipalSessions:
     idle_seconds: float
     tasks: TaskSet
     new_clients: Callable[[], UpstreamClients]
+    limit: int = 100
     clock: Callable[[], float] = time.monotonic
     _held: dict[str, UserSession] = field(default_factory=dict)
     _opening: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -93,12 +96,30 @@ class PrincipalSessions:
             if live is not None:
                 return live
             await self.close(principal)  # a session that died
+            await self._make_room()
             held = await self._open(principal)
             self._held[principal] = held
         if not self._reaping:
             self._reaping = True
             self.tasks.spawn(self._reap())
         return held
+
+    async def _make_room(self) -> None:
+        """Close the least recently used idle session when ``limit`` are open; ``LimitExceeded`` when
+        every open one is busy."""
+        if len(self._held) < self.limit:
+            return
+        idle = [(held.used, p) for p, held in self._held.items() if self._closable(held)]
+        if not idle:
+            raise LimitExceeded(
+                f"{self.server_name} holds {len(self._held)} users' sessions, every one busy; try again shortly",
+                {"server_id": self.server_id, "limit": self.limit},
+            )
+        await self.close(min(idle)[1])
+
+    @staticmethod
+    def _closable(held: UserSession) -> bool:
+        return not held.session.pending and not held.clients.subscriptions
 
     def _live(self, principal: str) -> UserSession | None:
         held = self._held.get(principal)
@@ -156,11 +177,7 @@ class PrincipalSessions:
         """Close the sessions unused for ``idle_seconds`` with nothing in flight and no resource
         subscription of their clients; how many."""
         cutoff = self.clock() - self.idle_seconds
-        idle = [
-            p
-            for p, held in self._held.items()
-            if held.used <= cutoff and not held.session.pending and not held.clients.subscriptions
-        ]
+        idle = [p for p, held in self._held.items() if held.used <= cutoff and self._closable(held)]
         for principal in idle:
             await self.close(principal)
             self._opening.pop(principal, None)
