@@ -191,3 +191,26 @@ async def test_idle_user_sessions_close_and_open_again_on_the_next_call(
         again = await _whoami(system, key["token"])
         assert again.status_code == 200 and again.json()["content"][0]["text"] == "alice"
         assert _user_sessions("opened") == opened + 2  # opened again for the next call
+
+
+async def test_a_key_revoked_while_its_authorization_is_under_way_gets_no_grant(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    """The grant of an authorization that comes back after its key was revoked is not stored: revoking
+    dropped the key's grants, and none may appear for it afterwards (the server's own session would
+    take it as the grant stored last)."""
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+        )
+        key = await system.create_key("fay", "user")
+        async with system.client_as(key["token"]) as client:
+            started = await client.post(f"{SERVERS}/{created['id']}/authorize")
+        assert started.status_code == 200, started.text
+        revoked = await system.api.delete(f"/api/v1/auth/keys/{key['id']}")
+        assert revoked.status_code == 204, revoked.text
+        _, answer = await follow(started.json()["authorization_url"])
+        callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+        assert callback.status_code != 200, callback.text
+        rows = await system.backends.db.fetch("SELECT principal FROM mcp.upstream_tokens")
+        assert rows == []

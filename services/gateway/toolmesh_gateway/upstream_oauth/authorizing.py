@@ -31,11 +31,11 @@ from toolmesh.lifecycle import ServerStatus
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
 from toolmesh.platform.bus.publishing import publish_command, publish_event
 from toolmesh.platform.runtime import Backends
-from toolmesh.platform.store import queries
+from toolmesh.platform.store import principals, queries
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGrant, grant_record, save_grant
 from toolmesh.redaction import process_redactor
-from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.auth import JWT_PRINCIPAL_PREFIX, Caller
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.upstream_oauth.discovery import discover
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
@@ -198,6 +198,8 @@ class UpstreamAuthorizations:
             raise _refused("the answer names another issuer (RFC 9207)")
         if iss is None and flow.iss_required:
             raise _refused("the answer lacks the issuer its authorization server promised (RFC 9207)")
+        if not await self._principal_kept(flow.principal):
+            raise _refused("the key that started it was revoked since")
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
         process_redactor().add(grant.secrets())
@@ -219,6 +221,13 @@ class UpstreamAuthorizations:
         await self._connect_waiting(await self._row(flow.server_id), flow.actor)
         log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
         return str(row["name"])
+
+    async def _principal_kept(self, principal: str) -> bool:
+        """Whether the principal a grant is for may still have one: the shared identity and JWT
+        callers always; an API key unless it was revoked (which dropped its grants)."""
+        if principal == SHARED_IDENTITY or principal.startswith(JWT_PRINCIPAL_PREFIX):
+            return True
+        return await principals.key_exists(self._b.db, principal)
 
     async def _row(self, server_id: str) -> queries.Row:
         row = await queries.get_server(self._b.db, server_id)
