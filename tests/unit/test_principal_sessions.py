@@ -6,6 +6,7 @@ own principal's session, never on the server's own (whose grant is another princ
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -53,6 +54,7 @@ class _Session:
 def _server(bus: Any, limit: int = 100) -> tuple[Any, dict[str, UpstreamClients]]:
     sides: dict[str, UpstreamClients] = {}
     opened: list[str] = []
+    losses: dict[str, list[Any]] = {}
 
     async def grants(principal: str) -> Any:
         opened.append(principal)
@@ -60,6 +62,7 @@ def _server(bus: Any, limit: int = 100) -> tuple[Any, dict[str, UpstreamClients]
 
     async def open_session(keeper: Any, lost: Any, clients: UpstreamClients) -> Any:
         sides[keeper] = clients
+        losses.setdefault(keeper, []).append(lost)
         return _Session()
 
     principals = PrincipalSessions(
@@ -80,6 +83,7 @@ def _server(bus: Any, limit: int = 100) -> tuple[Any, dict[str, UpstreamClients]
         name="saas",
         principals=principals,
         clients=UpstreamClients(bus, "s1", "saas", 5.0),
+        losses=losses,
     )
     return server, sides
 
@@ -139,3 +143,13 @@ async def test_a_workers_user_sessions_of_one_server_are_bounded() -> None:
     with pytest.raises(LimitExceeded):
         await caller_session(server, "dan")
     assert len(server.principals) == 2
+
+
+async def test_a_lost_session_reported_late_never_closes_the_one_opened_in_its_place() -> None:
+    server, _ = _server(_Bus())
+    first: Any = (await caller_session(server, "ann"))[0]
+    first.alive = False  # the upstream dropped it; a request opens another before the loss is handled
+    second, _ = await caller_session(server, "ann")
+    await server.losses["ann"][0]("connection closed")
+    await asyncio.sleep(0)
+    assert server.principals.held("ann").session is second and second.alive

@@ -134,11 +134,12 @@ class PrincipalSessions:
         except AuthorizationNeeded:
             raise self._required("you have not authorized it yet") from None
 
+        clients = self.new_clients()
+
         async def lost(reason: str) -> None:
             log.info("a user's session ended: %s", reason, extra={"server": self.server_name})
-            self.tasks.spawn(self.close(principal))
+            self.tasks.spawn(self._close_lost(principal, clients))
 
-        clients = self.new_clients()
         try:
             session = await self.open_session(keeper, lost, clients)
         except UpstreamError as exc:
@@ -165,6 +166,13 @@ class PrincipalSessions:
         if held is not None:
             record_user_sessions("closed")
             await held.session.close()
+
+    async def _close_lost(self, principal: str, clients: UpstreamClients) -> None:
+        """Close the session of ``principal`` that was lost (known by its client side), not one a
+        request opened in its place meanwhile."""
+        held = self._held.get(principal)
+        if held is not None and held.clients is clients:
+            await self.close(principal)
 
     async def close_all(self) -> None:
         """Close every principal's session."""
