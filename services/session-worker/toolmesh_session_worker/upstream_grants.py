@@ -155,8 +155,14 @@ class GrantKeeper:
         self._keep(grant)
 
     def _keep(self, grant: UpstreamGrant) -> None:
-        process_redactor().add(grant.secrets())
-        self._grant = grant
+        """Use ``grant`` from now on; the secrets of the one it replaces are retired from the log
+        redactor (masked a while longer, then forgotten: a refresh every second adds no end of them)."""
+        previous, self._grant = self._grant, grant
+        redactor = process_redactor()
+        redactor.add(grant.secrets())
+        if previous is not None:
+            kept = {secret.value for secret in grant.secrets()}
+            redactor.retire(secret for secret in previous.secrets() if secret.value not in kept)
 
     def _due(self, grant: UpstreamGrant) -> bool:
         margin = REFRESH_MARGIN_SECONDS if grant.lifetime is None else min(REFRESH_MARGIN_SECONDS, grant.lifetime / 2)
@@ -207,6 +213,7 @@ class GrantKeeper:
         if not await self._store.save(fresh):
             # Dropped since it was loaded (its key revoked, its server removed): not used any more.
             self._grant = None
+            process_redactor().retire(fresh.secrets())
             log.info("upstream grant dropped since it was loaded; not used again", extra={"server_id": self.server_id})
             return False
         log.info("upstream token refreshed", extra={"server_id": self.server_id})
