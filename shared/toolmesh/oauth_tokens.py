@@ -8,6 +8,7 @@ Each request goes through the caller's egress-guarded client; the answer becomes
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,10 @@ MAX_TOKEN_CHARS = 16_384
 in memory, sealed in the database and masked in the log."""
 MAX_LIFETIME_SECONDS = 10 * 365 * 86400.0
 """The longest ``expires_in`` believed; past it (or not a positive finite number) the expiry is unknown."""
+MAX_SCOPE_CHARS = 2048
+"""The longest granted ``scope`` believed (it travels in the ``server.authorized`` event)."""
+_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*")
+"""RFC 6749 section 3.3: scope tokens of printable ASCII but ``"`` and ``\\``, one space apart."""
 
 
 class TokenRequestFailed(Exception):
@@ -90,6 +95,13 @@ def _lifetime(expires_in: Any) -> float | None:
     return seconds if math.isfinite(seconds) and 0 < seconds <= MAX_LIFETIME_SECONDS else None
 
 
+def usable_scope(scope: Any) -> str | None:
+    """``scope`` when it is a scope as RFC 6749 spells it and no longer than ``MAX_SCOPE_CHARS``."""
+    if not isinstance(scope, str) or len(scope) > MAX_SCOPE_CHARS or not _SCOPE.fullmatch(scope):
+        return None
+    return scope
+
+
 def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = None) -> UpstreamGrant:
     """``grant`` with the tokens of a token endpoint's ``answer`` (a refresh that sends no new refresh
     token keeps the old one)."""
@@ -101,7 +113,7 @@ def granted(grant: UpstreamGrant, answer: dict[str, Any], now: float | None = No
         refresh_token=str(answer.get("refresh_token") or grant.refresh_token or "") or None,
         expires_at=current + lifetime if lifetime is not None else None,
         lifetime=lifetime,
-        scope=str(answer["scope"]) if isinstance(answer.get("scope"), str) else grant.scope,
+        scope=usable_scope(answer.get("scope")) or grant.scope,
     )
 
 

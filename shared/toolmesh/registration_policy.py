@@ -42,7 +42,8 @@ def check_registration(request: RegisterServerRequest, role: Role, namespace: st
     """Refuse what ``role`` may not register in ``namespace``.
 
     Raises:
-        Forbidden: a STDIO server registered by a role other than owner or admin.
+        Forbidden: a STDIO server, or one exchanging callers' tokens, registered by a role other than
+            owner or admin.
         ValidationFailed: a command the deployment does not list, or a ``${VAR}`` it does not allow.
     """
     if request.transport_type is TransportType.STDIO and not role.manages:
@@ -51,6 +52,13 @@ def check_registration(request: RegisterServerRequest, role: Role, namespace: st
             {"role": str(role), "action": "register STDIO servers"},
         )
     config = request.connection_config
+    auth = config.get("auth")
+    if isinstance(auth, dict) and auth.get("token_exchange") is not None and not role.manages:
+        raise Forbidden(
+            f"Role '{role}' may not register servers that exchange callers' tokens (sending the front door's "
+            "tokens to an authorization server is for owners and admins)",
+            {"role": str(role), "action": "register token exchange"},
+        )
     problems: list[tuple[str, str]] = []
     command = config.get("command")
     if request.transport_type is TransportType.STDIO and not may_run(str(command), settings.stdio_commands):

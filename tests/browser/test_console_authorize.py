@@ -1,7 +1,8 @@
 """The console's "Connect account" for a server behind OAuth (issue 25), in a real headless Chromium
 against ``toolmesh up`` and the OAuth-protected peer: the row says "needs authorization", the button
 opens the authorization server in a new tab, which comes back to the gateway's callback, and the
-row turns CONNECTED without a reload."""
+row turns CONNECTED without a reload; for a per-user server a user's own account is shown and
+connected from the server's page."""
 
 from __future__ import annotations
 
@@ -61,4 +62,30 @@ def test_connect_account_opens_the_authorization_and_the_server_connects(
         assert tab.url.startswith(f"{toolmesh.url}/oauth/callback")
         expect(row.locator("td.status .badge")).to_have_text("CONNECTED")
         expect(row.get_by_role("button", name="Connect account saas")).to_have_count(0)
+        assert console.errors == [], console.errors
+
+
+def test_a_user_connects_its_own_account_of_a_per_user_server(
+    browser: BrowserContext, toolmesh: Toolmesh, tmp_path: Path
+) -> None:
+    console = Console(browser.new_page(), toolmesh)
+    page = console.page
+    with oauth_peer(tmp_path / "peer.log") as origin:
+        config = {"base_url": f"{origin}/mcp", "auth": {"mode": "oauth", "identity": "per_user"}}
+        created = toolmesh.register({"name": "mine", "transport_type": "HTTP", "connection_config": config})
+        with toolmesh.api() as api:
+            created_key = api.post("/api/v1/auth/keys", json={"name": "ann", "role": "user"})
+        assert created_key.status_code == 201, created_key.text
+        console.sign_in(created_key.json()["token"])
+        console.go(f"servers/{created['id']}")
+        account = page.locator("#your-account")
+        expect(account.locator(".badge")).to_have_text("not connected")
+        console.shot("server-your-account-not-connected")
+
+        with browser.expect_page() as opened:
+            account.get_by_role("button", name="Connect your account").click()
+        tab = opened.value
+        expect(tab.locator("body")).to_contain_text("Authorized")
+        expect(account.locator(".badge")).to_have_text("connected")
+        expect(account.get_by_role("button", name="Connect again")).to_be_visible()
         assert console.errors == [], console.errors

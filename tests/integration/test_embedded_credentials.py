@@ -87,3 +87,33 @@ async def test_embedded_nats_refuses_a_client_without_credentials_and_keeps_them
             await nats.connect(server.address, connect_timeout=3, allow_reconnect=False)
         assert _mode(server.data_dir) == 0o700  # tightened even when it existed before
         assert _mode(server.credentials_path) == 0o600 and _mode(server.data_dir / "nats.conf") == 0o600
+
+
+CANARIES = {
+    "TOOLMESH_ADMIN_TOKEN": "canary-owner-token-6b1f0e",
+    "MCP_CREDENTIAL_KEY": "canary-credential-key-9d2c4a",
+    "GITHUB_TOKEN": "canary-upstream-secret-3e7a51",  # an upstream secret kept for ${VAR}
+}
+
+
+def _environment_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+
+
+async def test_embedded_servers_inherit_no_secret_of_toolmesh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded Postgres (its own system user as root) and NATS start with a minimal environment:
+    the Postgres superuser (``COPY ... FROM PROGRAM``) or a compromised server learns neither the owner
+    token, nor the credential keys, nor an upstream secret of the process that started it."""
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    async with EmbeddedPostgres(tmp_path / "pg") as postgres, EmbeddedNats(tmp_path / "nats") as server:
+        conn = await asyncpg.connect(postgres.url, timeout=10)
+        try:
+            await conn.execute("CREATE TEMP TABLE seen (line text); COPY seen FROM PROGRAM 'env'")
+            lines = [row["line"] for row in await conn.fetch("SELECT line FROM seen")]
+        finally:
+            await conn.close()
+        assert server.pid is not None
+        seen = "\n".join(lines) + _environment_of(server.pid)
+    assert lines, "the Postgres environment could not be read"
+    assert not [value for value in CANARIES.values() if value in seen]

@@ -28,7 +28,7 @@ from toolmesh_cli.embedded import free_port
 from toolmesh_projector.index_projection import IndexProjection
 from toolmesh_projector.indexer import LEASE as INDEXER_LEASE
 from toolmesh_projector.vector_index.edge import EdgeIndex
-from toolmesh_projector.vector_index.factory import shared_index
+from toolmesh_projector.vector_index.factory import open_index
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -88,17 +88,14 @@ async def test_br009_br007_br008_search_follows_server_lifecycle(
             await system.wait_connected(a["id"])
             await search_until(system, lambda r: both <= found(r), "alpha to come back")
 
-            # BR-008: removal deletes its points from the index.
+            # BR-008: removal deletes its points from the index (before they leave the catalog searches read).
             assert (await system.api.delete(f"{SERVERS}/{a['id']}")).status_code == 204
             await search_until(system, lambda r: "alpha" not in {n for _, n, _ in found(r)}, "alpha removed")
-            index = shared_index(system.settings, system.backends.context.indexes)
-            assert index is not None
-
-            async def alpha_gone() -> bool:
-                hits = await index.scroll(Where(server_id=a["id"]))
-                return not hits
-
-            await eventually(alpha_gone, what="alpha's points to leave the index")
+    # The index as the indexer left it, opened as the indexer opens it (an embedded one is its process's
+    # while the indexer runs).
+    async with open_index(system.settings) as index:
+        assert await index.scroll(Where(server_id=a["id"])) == []
+        assert await index.scroll(Where(server_id=b["id"])) != []
 
 
 async def test_br004_classification_lands_and_hierarchical_search(
@@ -174,19 +171,17 @@ async def test_index_rebuilt_by_replay_answers_the_same(nats_url: str, database_
             b = await system.register("two", "STDIO", peer_b.config)
             await system.wait_connected(a["id"])
             await system.wait_connected(b["id"])
-            live = shared_index(system.settings, system.backends.context.indexes)
-            assert live is not None
 
-            async def settled() -> bool:
+            async def settled() -> int | None:
+                """The last event in the catalog searches read, once all is classified, indexed and embedded."""
                 body = (await system.api.get(f"{SERVERS}/{b['id']}/tools")).json()
-                state = await live.load_state()
                 info = await system.backends.js.stream_info(EVENTS_STREAM)
                 health = (await system.api.get("/api/v1/search/health")).json()
-                indexed = state.last_seq == info.state.last_seq and health["tools_without_vector"] == 0
-                return body["unclassified"] == 0 and indexed
+                applied = int(health["last_applied_seq"])
+                indexed = applied == info.state.last_seq and health["tools_without_vector"] == 0
+                return applied if body["unclassified"] == 0 and indexed else None
 
-            await eventually(settled, timeout=60, what="classification, indexing and embedding to settle")
-            last_seq = (await live.load_state()).last_seq
+            last_seq = await eventually(settled, timeout=60, what="classification, indexing and embedding to settle")
 
             rebuilt = EdgeIndex(tmp_path / "rebuilt", 384)
             context = system.backends.context

@@ -10,19 +10,20 @@ a response, a log line, an event or a database row in plain text.
 
 from __future__ import annotations
 
-import io
-import logging
+import base64
+import hashlib
 import sys
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
 import pytest
 
 from tests.harness import System, eventually, running_system
+from tests.leaks import assert_nowhere, captured_logs
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
 from toolmesh.credentials import CredentialBox
-from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -61,23 +62,21 @@ async def _call(system: System, name: str, arguments: dict[str, Any] | None = No
 async def _waits_for_authorization(system: System, server_id: str) -> dict[str, Any]:
     async def waiting() -> dict[str, Any] | None:
         detail = await system.server(server_id)
-        needs = detail["status"] == "ERROR" and "needs authorization" in (detail["error_message"] or "")
-        return detail if needs else None
+        return detail if detail["needs_authorization"] else None
 
     detail = await eventually(waiting, what="the server to wait for an authorization")
+    assert detail["status"] == "ERROR" and "needs authorization:" in detail["error_message"]
     assert detail["next_retry_at"] is None  # nobody reconnects in a loop: it waits for a person
+    listed = (await system.api.get(SERVERS)).json()["servers"]
+    assert [s["needs_authorization"] for s in listed if s["id"] == server_id] == [True]
     return detail
 
 
 async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
     nats_url: str, database_url: str, peer: Peer
 ) -> None:
-    log_output = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    configure_logging("DEBUG", stream=log_output)
     bodies: list[str] = []
-    try:
+    with captured_logs() as log_output:
         async with running_system(nats_url, database_url) as system:
             created = await system.register(
                 "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth", "identity": "shared"}}
@@ -126,17 +125,12 @@ async def test_shared_oauth_server_is_authorized_once_and_called_as_that_user(
             removed = await system.api.delete(f"{SERVERS}/{server_id}")
             assert removed.status_code == 204
             assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
-    finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
     assert "toolmesh.evt.server.authorized" not in events  # the subject is not in the payload...
     assert '"issuer"' in events  # ...but the authorization event is
     logs = log_output.getvalue()
     issued = (await peer.stats())["issued"]
     assert len(issued) == 4  # two access and two refresh tokens
-    for token in issued:
-        for where, text in (("responses", "\n".join(bodies)), ("database", stored), ("events", events), ("logs", logs)):
-            assert token not in text, f"a token leaked into {where}"
+    assert_nowhere(issued, responses="\n".join(bodies), database=stored, events=events, logs=logs)
 
 
 async def test_an_unknown_state_is_refused_and_no_flow_is_left_to_use(
@@ -153,6 +147,27 @@ async def test_an_unknown_state_is_refused_and_no_flow_is_left_to_use(
         assert (await system.api.get("/oauth/callback", params=wrong_issuer)).status_code == 400
         assert (await peer.stats())["code_grants"] == 0
         assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
+
+
+async def test_pkce_challenge_is_s256_of_the_verifier(nats_url: str, database_url: str, peer: Peer) -> None:
+    """RFC 7636: the challenge in the authorization URL is the S256 of the verifier the token request
+    sends; the peer's authorization server (the SDK's) refuses a code asked for with another challenge."""
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas-p", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": {"mode": "oauth"}}, auto_connect=False
+        )
+        response = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
+        url = urlsplit(response.json()["authorization_url"])
+        asked = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert asked["code_challenge_method"] == "S256" and 43 <= len(asked["code_challenge"]) <= 128
+        other = base64.urlsafe_b64encode(hashlib.sha256(b"another verifier").digest()).decode().rstrip("=")
+        _, answer = await follow(urlunsplit(url._replace(query=urlencode(asked | {"code_challenge": other}))))
+        assert (await _callback(system, answer)).status_code == 502
+        assert (await peer.stats())["code_grants"] == 0
+
+        _, answer = await _authorize(system, created["id"])
+        assert (await _callback(system, answer)).status_code == 200
+        assert (await peer.stats())["code_grants"] == 1
 
 
 async def test_a_server_without_oauth_cannot_be_authorized(nats_url: str, database_url: str, peer: Peer) -> None:
@@ -206,8 +221,7 @@ async def test_a_pre_registered_confidential_client_is_used_and_its_secret_never
             detail = await system.server(created["id"])
             stored = repr(await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens"))
             events = await stream_text(system.backends.js)
-    for where, text in (("response", repr(detail) + repr(created)), ("database", stored), ("events", events)):
-        assert secret not in text, f"the client secret leaked into {where}"
+    assert_nowhere([secret], response=repr(detail) + repr(created), database=stored, events=events)
 
 
 async def test_an_sse_server_is_authorized_the_same_way(nats_url: str, database_url: str) -> None:

@@ -138,3 +138,27 @@ async def test_a_callback_for_a_removed_server_and_concurrent_callbacks_store_on
         assert sorted(page.status_code for page in pages) == [200] + [400] * 7
         rows = await system.backends.db.fetch("SELECT server_id FROM mcp.upstream_tokens")
         assert [row["server_id"] for row in rows] == [created["id"]]
+
+
+async def test_a_server_removed_while_its_code_is_exchanged_keeps_no_grant(nats_url: str, database_url: str) -> None:
+    async with hostile("--token-hold") as base, running_system(nats_url, database_url) as system:
+        origin = base.removesuffix("/mcp")
+        created = await system.register("going", "HTTP", {"base_url": base, "auth": {"mode": "oauth"}})
+        answer = await _redirected(system, created["id"])
+        callback = asyncio.create_task(system.api.get("/oauth/callback", params=answer))
+        async with httpx.AsyncClient(base_url=origin) as control:
+
+            async def exchanging() -> bool:
+                return bool((await control.get("/control/asked")).json()["asked"])
+
+            await eventually(exchanging, what="the code to be at the token endpoint")
+            assert (await system.api.delete(f"/api/v1/aggregator/servers/{created['id']}")).status_code == 204
+
+            async def gone() -> bool:
+                return (await system.api.get(f"/api/v1/aggregator/servers/{created['id']}")).status_code == 404
+
+            await eventually(gone, what="the removal to be projected")
+            await control.post("/control/release")
+        page = await callback
+        assert page.status_code == 400 and "not found" in page.text.lower(), page.text
+        assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0

@@ -3,13 +3,14 @@ authorizes for itself and its calls reach the upstream as its own user (the peer
 server knows ``alice`` and ``bob``); a principal that has not authorized gets the URL to do so (REST)
 or a URL-mode elicitation (``/mcp``); an expired access token is refreshed without the caller
 noticing; revoking a key drops its grants; idle user sessions close; no token is ever in a
-response, a log line, an event or a database row in plain text.
+response, a log line, an event or a database row in plain text. The NATS API starts authorizations
+too, and an authorization server that takes Client ID Metadata Documents gets the gateway's own.
 """
 
 from __future__ import annotations
 
-import io
-import logging
+import json
+import sys
 from typing import Any
 
 import httpx
@@ -19,12 +20,14 @@ import pytest
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from nats.aio.client import Client as NATS
 
 from tests.harness import System, eventually, running_system
+from tests.leaks import assert_nowhere, captured_logs
 from tests.mcp_client import mcp_url
-from tests.oauth_peer import Peer, follow, stream_text
+from tests.oauth_peer import PEER, Peer, follow, stream_text
+from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
-from toolmesh.platform.telemetry import configure_logging
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -70,12 +73,8 @@ async def _mcp_call_refused(system: System, token: str) -> MCPError:
 async def test_each_principal_reaches_the_upstream_as_its_own_user(
     nats_url: str, database_url: str, peer: Peer
 ) -> None:
-    log_output = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    configure_logging("DEBUG", stream=log_output)
     bodies: list[str] = []
-    try:
+    with captured_logs() as log_output:
         async with running_system(nats_url, database_url) as system:
             created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
             server_id = created["id"]
@@ -135,15 +134,10 @@ async def test_each_principal_reaches_the_upstream_as_its_own_user(
             assert [r["principal"] for r in left] == [ann["id"]]  # bob's grant went with his key
             assert (await _whoami(system, bob["token"])).status_code == 401
             bodies.append(repr(await system.server(server_id)))
-    finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
     issued = (await peer.stats())["issued"]
     assert len(issued) >= 6  # a grant each for alice and bob, and refreshed ones
     logs = log_output.getvalue()
-    for token in issued:
-        for where, text in (("responses", "\n".join(bodies)), ("database", stored), ("events", events), ("logs", logs)):
-            assert token not in text, f"a token leaked into {where}"
+    assert_nowhere(issued, responses="\n".join(bodies), database=stored, events=events, logs=logs)
 
 
 async def test_a_user_cannot_authorize_for_a_shared_identity_but_may_for_its_own(
@@ -191,6 +185,58 @@ async def test_idle_user_sessions_close_and_open_again_on_the_next_call(
         again = await _whoami(system, key["token"])
         assert again.status_code == 200 and again.json()["content"][0]["text"] == "alice"
         assert _user_sessions("opened") == opened + 2  # opened again for the next call
+
+
+async def test_the_nats_api_starts_an_authorization_and_tells_the_state(
+    nats_url: str, database_url: str, peer: Peer, nc: NATS
+) -> None:
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+        )
+        user = await system.create_key("fay", "user")
+
+        async def ask(operation: str) -> dict[str, Any]:
+            headers = {"Authorization": f"Bearer {user['token']}"}
+            payload = json.dumps({"server_id": created["id"]}).encode()
+            reply = await nc.request(f"toolmesh.api.v1.{operation}", payload, timeout=30, headers=headers)
+            answer: dict[str, Any] = json.loads(reply.data)
+            return answer
+
+        refused = await ask("servers.authorize")  # no TOOLMESH_PUBLIC_URL: no callback URL to give
+        assert refused["ok"] is False and refused["error"]["error_code"] == "VALIDATION_ERROR"
+        assert "TOOLMESH_PUBLIC_URL" in refused["error"]["detail"]
+        state = await ask("servers.authorization")
+        assert state["ok"] is True and state["result"]["authorized"] is False
+        assert state["result"]["identity"] == "per_user"
+
+
+async def test_an_authorization_server_taking_client_documents_gets_the_gateways_own(
+    nats_url: str, database_url: str
+) -> None:
+    peer_port, port = free_port(), free_port()
+    public_url = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, str(PEER), "--port", str(peer_port), "--cimd"]
+    async with (
+        running_process(argv, port=peer_port),
+        running_system(nats_url, database_url, port=port, public_url=public_url) as system,
+    ):
+        peer = Peer(f"http://127.0.0.1:{peer_port}")
+        document = (await system.api.get("/oauth/client-metadata.json")).json()
+        assert document["client_id"] == f"{public_url}/oauth/client-metadata.json"
+        assert document["redirect_uris"] == [f"{public_url}/oauth/callback"]
+        created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
+        key = await system.create_key("gus", "user")
+        await _authorize_as(system, key["token"], created["id"], peer, "alice")
+        await system.wait_connected(created["id"])
+        assert (await _whoami(system, key["token"])).json()["content"][0]["text"] == "alice"
+        stats = await peer.stats()
+        assert stats["registrations"] == 0 and stats["documents_fetched"] == 1  # no registration, one fetch
+
+
+async def test_no_client_document_without_a_public_url(system: System) -> None:
+    answer = await system.api.get("/oauth/client-metadata.json")
+    assert answer.status_code == 404 and "TOOLMESH_PUBLIC_URL" in answer.json()["detail"]
 
 
 async def test_a_key_revoked_while_its_authorization_is_under_way_gets_no_grant(

@@ -2,7 +2,7 @@
 
     python tests/peers/hostile_oauth.py --port N [--issuer ORIGIN] [--padding BYTES]
                                         [--token-answer TEXT] [--authorization-endpoint URL]
-                                        [--resource-metadata URL]
+                                        [--resource-metadata URL] [--token-hold]
 
 ``/mcp`` answers 401 naming its protected-resource metadata at ``/prm`` (or ``--resource-metadata``),
 which names ``--issuer`` (default: this origin) as its authorization server, after ``--padding``
@@ -11,11 +11,14 @@ streamed first: a valid answer that never ends for a client that reads without a
 authorization server it registers any client, its ``/authorize`` answers 302 to the redirect URI
 with a code at once, and its ``/token`` answers ``--token-answer`` (any text, as JSON);
 ``--authorization-endpoint`` is what its metadata names as its authorization endpoint.
+``--token-hold`` keeps every token request waiting until ``POST /control/release`` (``GET
+/control/asked`` says whether one arrived), so a test can act while a code is being exchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from urllib.parse import urlencode
@@ -32,6 +35,7 @@ CHUNK = 1 << 20
 def app(origin: str, args: argparse.Namespace) -> Starlette:
     """The hostile upstream and authorization server at ``origin``."""
     issuer = args.issuer or origin
+    asked, released = asyncio.Event(), asyncio.Event()
 
     async def mcp(_: Request) -> Response:
         challenge = f'Bearer resource_metadata="{args.resource_metadata or origin + "/prm"}"'
@@ -68,7 +72,17 @@ def app(origin: str, args: argparse.Namespace) -> Starlette:
         return RedirectResponse(f"{request.query_params['redirect_uri']}?{query}", status_code=302)
 
     async def token(_: Request) -> Response:
+        asked.set()
+        if args.token_hold:
+            await released.wait()
         return Response(args.token_answer, media_type="application/json")
+
+    async def token_asked(_: Request) -> Response:
+        return JSONResponse({"asked": asked.is_set()})
+
+    async def release(_: Request) -> Response:
+        released.set()
+        return JSONResponse({"released": True})
 
     return Starlette(
         routes=[
@@ -78,6 +92,8 @@ def app(origin: str, args: argparse.Namespace) -> Starlette:
             Route("/register", register, methods=["POST"]),
             Route("/authorize", authorize),
             Route("/token", token, methods=["POST"]),
+            Route("/control/asked", token_asked),
+            Route("/control/release", release, methods=["POST"]),
         ]
     )
 
@@ -91,6 +107,7 @@ def main() -> None:
     parser.add_argument("--token-answer", default='{"access_token": "hostile-access", "token_type": "Bearer"}')
     parser.add_argument("--authorization-endpoint")
     parser.add_argument("--resource-metadata")
+    parser.add_argument("--token-hold", action="store_true")
     args = parser.parse_args()
     origin = f"http://127.0.0.1:{args.port}"
     uvicorn.run(app(origin, args), host="127.0.0.1", port=args.port, log_level="warning")

@@ -6,26 +6,35 @@
 One process, one origin: the ``mcp`` SDK's authorization-server routes (metadata, dynamic client
 registration, ``/authorize``, ``/token`` with the authorization code and refresh token grants) on an
 in-memory provider that approves at once whoever is signed in at it (``--user``, default ``alice``;
-``POST /control/login {"user": NAME}`` signs in another, ``alice`` and ``bob`` being its known users)
-— the authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and ``iss`` —
-and a Streamable HTTP MCP server at ``/mcp`` (``--transport sse``: HTTP+SSE at ``/sse``) behind the
-SDK's bearer auth and protected-resource metadata (RFC 9728), whose 401 names that metadata.
-``--client-id`` pre-registers a confidential client (its secret, its one redirect URI,
-``client_secret_basic`` or ``client_secret_post``). Tools: ``whoami`` (the user the token was issued
-for) and ``echo``. ``POST /control/expire`` makes every access token issued so far invalid (an
-expiry the client did not see coming), ``POST /control/revoke`` every access and refresh token (the
-user withdrew the grant); ``GET /control/stats`` counts the grants and the requests that carried a
-bearer token, and lists every access and refresh token issued (so a test can look for them where
-they must not be).
+``POST /control/login {"user": NAME}`` signs in another, ``alice`` and ``bob`` being its known
+users) — the authorization URL answers 302 to the client's redirect URI with ``code``, ``state`` and
+``iss`` — and a Streamable HTTP MCP server at ``/mcp`` (``--transport sse``: HTTP+SSE at ``/sse``)
+behind the SDK's bearer auth and protected-resource metadata (RFC 9728), whose 401 names that
+metadata. ``--client-id`` pre-registers a confidential client (its secret, its one redirect URI,
+``client_secret_basic`` or ``client_secret_post``). ``--cimd`` advertises Client ID Metadata
+Documents (``client_id_metadata_document_supported``) and takes an ``http(s)`` client id as the URL
+of its document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token
+exchange (RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT
+signed by a key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools:
+``whoami`` (the user the token was issued for) and ``echo``. ``POST /control/expire`` makes every
+access token issued so far invalid (an expiry the client did not see coming), ``POST
+/control/revoke`` every access and refresh token (the user withdrew the grant); ``GET
+/control/stats`` counts the grants and the requests that carried a bearer token, and lists every
+access and refresh token issued (so a test can look for them where they must not be).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -38,8 +47,9 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 ACCESS_SECONDS = 3600
 
@@ -47,17 +57,26 @@ ACCESS_SECONDS = 3600
 class MemoryProvider:
     """The SDK's ``OAuthAuthorizationServerProvider``, in memory, approving ``user`` at once."""
 
-    def __init__(self, issuer: str, user: str) -> None:
+    def __init__(self, issuer: str, user: str, cimd: bool = False) -> None:
         self.issuer = issuer
         self.user = user
+        self.cimd = cimd
         self.clients: dict[str, OAuthClientInformationFull] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
         self.issued: list[str] = []
-        self.stats = {"code_grants": 0, "refresh_grants": 0, "registrations": 0}
+        self.stats = {"code_grants": 0, "refresh_grants": 0, "registrations": 0, "documents_fetched": 0}
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if client_id not in self.clients and self.cimd and client_id.startswith(("http://", "https://")):
+            async with httpx.AsyncClient() as fetch:
+                document = (await fetch.get(client_id)).json()
+            self.stats["documents_fetched"] += 1
+            if document.get("client_id") != client_id:
+                return None
+            # Such a client may ask for this server's one scope (the SDK refuses any scope a client lacks).
+            self.clients[client_id] = OAuthClientInformationFull.model_validate(document | {"scope": "mcp"})
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
@@ -127,10 +146,29 @@ class MemoryProvider:
         self.refresh.pop(token.token, None)
 
 
-def build(port: int, user: str, client: OAuthClientInformationFull | None = None, transport: str = "http") -> Any:
+class AdvertiseDocuments(BaseHTTPMiddleware):
+    """Adds ``client_id_metadata_document_supported`` to the authorization server's metadata."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        response = await call_next(request)
+        if request.url.path != "/.well-known/oauth-authorization-server" or response.status_code != 200:
+            return response
+        body = b"".join([chunk async for chunk in response.body_iterator])  # type: ignore[attr-defined]
+        metadata = json.loads(body) | {"client_id_metadata_document_supported": True}
+        return JSONResponse(metadata)
+
+
+def build(
+    port: int,
+    user: str,
+    client: OAuthClientInformationFull | None = None,
+    transport: str = "http",
+    cimd: bool = False,
+    exchange_jwks: dict[str, Any] | None = None,
+) -> Any:
     """The app: authorization server and MCP server on ``http://127.0.0.1:port``; ``client`` registered."""
     issuer = f"http://127.0.0.1:{port}"
-    provider = MemoryProvider(issuer, user)
+    provider = MemoryProvider(issuer, user, cimd)
     if client is not None:
         provider.clients[str(client.client_id)] = client
     auth = AuthSettings(
@@ -153,6 +191,36 @@ def build(port: int, user: str, client: OAuthClientInformationFull | None = None
         """Echo the text back."""
         return text
 
+    if exchange_jwks is not None:
+        trusted = jwt.PyJWKSet.from_dict(exchange_jwks)
+
+        @server.custom_route("/exchange", methods=["POST"])
+        async def exchange(request: Request) -> JSONResponse:
+            form = await request.form()
+            known = provider.clients.get(str(form.get("client_id")))
+            basic = request.headers.get("authorization", "")
+            secret = form.get("client_secret") or (
+                base64.b64decode(basic.removeprefix("Basic ")).decode().partition(":")[2] if basic else None
+            )
+            if known is None or secret != known.client_secret:
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
+            if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange":
+                return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+            try:
+                header = jwt.get_unverified_header(str(form.get("subject_token")))
+                key = next(k for k in trusted.keys if k.key_id == header.get("kid")).key
+                claims = jwt.decode(
+                    str(form["subject_token"]), key, algorithms=["RS256"], options={"verify_aud": False}
+                )
+            except (jwt.PyJWTError, StopIteration, KeyError):
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            provider.stats["exchanges"] = provider.stats.get("exchanges", 0) + 1
+            issued = provider._tokens(
+                str(known.client_id), ["mcp"], str(form.get("resource") or ""), str(claims["sub"])
+            )
+            answer = issued.model_dump(exclude_none=True, exclude={"refresh_token"})
+            return JSONResponse({**answer, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
+
     @server.custom_route("/control/expire", methods=["POST"])
     async def expire(request: Request) -> JSONResponse:
         dropped = len(provider.access)
@@ -174,7 +242,10 @@ def build(port: int, user: str, client: OAuthClientInformationFull | None = None
     async def stats(request: Request) -> JSONResponse:
         return JSONResponse({**provider.stats, "issued": provider.issued})
 
-    return server.sse_app() if transport == "sse" else server.streamable_http_app()
+    app = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    if cimd:
+        app.add_middleware(AdvertiseDocuments)
+    return app
 
 
 def main() -> None:
@@ -187,6 +258,8 @@ def main() -> None:
     parser.add_argument("--client-secret")
     parser.add_argument("--redirect-uri")
     parser.add_argument("--auth-method", default="client_secret_basic")
+    parser.add_argument("--cimd", action="store_true", help="take Client ID Metadata Documents")
+    parser.add_argument("--exchange-jwks", help="serve token exchange for JWTs signed by this JWKS file")
     args = parser.parse_args()
     client = None
     if args.client_id:
@@ -199,7 +272,8 @@ def main() -> None:
             response_types=["code"],
             scope="mcp",
         )
-    app = build(args.port, args.user, client, args.transport)
+    trusted = json.loads(Path(args.exchange_jwks).read_text()) if args.exchange_jwks else None
+    app = build(args.port, args.user, client, args.transport, args.cimd, trusted)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

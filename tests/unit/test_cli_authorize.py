@@ -13,22 +13,36 @@ from toolmesh_cli.errors import CliError
 
 pytestmark = pytest.mark.unit
 
-WAITING = {"status": "ERROR", "error_message": "Connection failed: needs authorization: grant missing"}
+WAITING = {
+    "status": "ERROR",
+    "error_message": "Connection failed: needs authorization: grant missing",
+    "needs_authorization": True,
+}
 
 
 class Api:
     """The calls the command makes, answering each ``server`` with the next of ``states``."""
 
-    def __init__(self, *states: dict[str, Any]) -> None:
+    def __init__(self, *states: dict[str, Any], exchanged: bool = False) -> None:
         self.states = list(states)
         self.authorized: list[str] = []
+        self.exchanged = exchanged  # the caller's token is exchanged: no URL to open
 
     def resolve(self, name: str) -> str:
         return f"id-{name}"
 
+    def authorization(self, server_id: str) -> dict[str, Any]:
+        """No grant before the URL is asked for; the new one once it was."""
+        if not self.authorized:
+            return {"server_id": server_id, "authorized": False, "authorized_at": None}
+        return {"server_id": server_id, "authorized": True, "authorized_at": "2026-11-26T11:00:00Z"}
+
     def authorize(self, server_id: str) -> dict[str, Any]:
         self.authorized.append(server_id)
-        return {"server_id": server_id, "authorization_url": "https://as.test/authorize?x=1", "expires_in": 600}
+        if self.exchanged:
+            return {"server_id": server_id, "authorized": True, "authorization_url": None, "expires_in": 0}
+        url = "https://as.test/authorize?x=1"
+        return {"server_id": server_id, "authorized": False, "authorization_url": url, "expires_in": 600}
 
     def server(self, server_id: str) -> dict[str, Any]:
         return {
@@ -72,3 +86,21 @@ def test_still_waiting_when_time_runs_out_says_so() -> None:
         CliError, match=r"not connected after 0s \(status ERROR: Connection failed: needs authorization"
     ):
         run(Api(WAITING), timeout=0.0)
+
+
+def test_a_disconnected_server_is_not_waited_for(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing connects a server a person disconnected after its callback: the wait ran the URL's 600 s
+    and failed with "not connected" although the authorization had worked."""
+    api = Api({"status": "DISCONNECTED", "error_message": None})
+    assert run(api, timeout=600.0) == 0
+    out = capsys.readouterr().out
+    assert "https://as.test/authorize?x=1" in out
+    assert "saas is DISCONNECTED" in out and "toolmesh servers connect saas" in out
+
+
+def test_an_exchanged_token_needs_no_url_and_no_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    api = Api(WAITING, exchanged=True)
+    assert run(api, timeout=600.0) == 0
+    out = capsys.readouterr().out
+    assert out == "saas: authorized by exchanging your token (no browser needed)\n"
+    assert api.states == [WAITING]  # nothing was waited for

@@ -1,11 +1,14 @@
-"""Idempotency keys: what a key may be, and what makes two requests the same."""
+"""Idempotency keys: what a key may be, what makes two requests the same, and what a kept answer holds."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from toolmesh.contracts.upstream_auth import AuthorizeResponse
 from toolmesh.errors import ValidationFailed
-from toolmesh_gateway.idempotency import check_key, fingerprint
+from toolmesh_gateway.idempotency import Stored, check_key, fingerprint, kept_form
 from toolmesh_gateway.idempotent_http import _canonical
 
 
@@ -28,3 +31,17 @@ def test_fingerprints_separate_their_parts() -> None:
 def test_json_bodies_compare_by_content_not_formatting() -> None:
     assert _canonical(b'{"b": 1, "a": [1, 2]}') == _canonical(b'{"a":[1,2],"b":1}')
     assert _canonical(b"not json") == b"not json"
+
+
+def test_a_kept_authorization_answer_holds_no_state() -> None:
+    """The ``state`` of ``POST /servers/{id}/authorize`` is the capability of its callback, stored only as
+    a hash: the idempotency store (kept 24 h) keeps the answer without the URL that carries it."""
+    state = "s3cr3t-state-Zm9vYmFy"
+    url = f"https://as.example/authorize?client_id=c&state={state}&code_challenge=x"
+    answer = {"server_id": "s1", "authorization_url": url, "expires_in": 600}
+    kept = kept_form(Stored(200, json.dumps(answer)))
+    assert state not in kept.body
+    replayed = json.loads(kept.body)
+    assert replayed["authorization_url"] is None and replayed["server_id"] == "s1"
+    assert "again" in replayed["note"]
+    assert AuthorizeResponse.model_validate(replayed).note == replayed["note"]  # what a client reads

@@ -8,9 +8,10 @@ import pytest
 
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.naming import SERVER_NAME_RE
-from toolmesh_cli.client import resolve_target
+from toolmesh_cli.client import Target, resolve_target
 from toolmesh_cli.config_file import load_config, parse_config
-from toolmesh_cli.errors import ConfigError
+from toolmesh_cli.datadir import DataDirLock
+from toolmesh_cli.errors import CliError, ConfigError
 from toolmesh_cli.mcp_servers import convert, normalize_name, url_transport
 
 pytestmark = pytest.mark.unit
@@ -203,7 +204,49 @@ def test_token_comes_from_option_then_env_then_data_dir(tmp_path: Path) -> None:
     env = {"TOOLMESH_DATA_DIR": str(tmp_path)}
     assert resolve_target(None, "from-option", env).token == "from-option"
     assert resolve_target(None, None, {**env, "TOOLMESH_ADMIN_TOKEN": "from-env"}).token == "from-env"
-    target = resolve_target(None, None, env)
+    target = resolve_target("http://127.0.0.1:8081", None, env)
     assert (target.url, target.token) == ("http://127.0.0.1:8081", "from-file")
     assert resolve_target("http://h:1/", None, {"TOOLMESH_DATA_DIR": str(tmp_path / "none")}).token is None
     assert resolve_target(None, None, {"TOOLMESH_URL": "http://h:2"}).url == "http://h:2"
+
+
+def test_url_comes_from_option_then_env_then_the_running_toolmesh_up(tmp_path: Path) -> None:
+    """``toolmesh up --port 9000``: the CLI of the same data dir finds it there, as it finds the token."""
+    env = {"TOOLMESH_DATA_DIR": str(tmp_path)}
+    assert resolve_target(None, None, env).url == "http://127.0.0.1:8081"  # nothing running
+    (tmp_path / "endpoints.json").write_text('{"http": "http://127.0.0.1:9000", "pid": 1}\n')
+    lock = DataDirLock(tmp_path)
+    lock.acquire()
+    try:
+        assert resolve_target(None, None, env).url == "http://127.0.0.1:9000"
+        assert resolve_target(None, None, {**env, "TOOLMESH_URL": "http://h:2"}).url == "http://h:2"
+        assert resolve_target("http://h:1/", None, env).url == "http://h:1"
+        (tmp_path / "endpoints.json").write_text("{not json")
+        assert resolve_target(None, None, env).url == "http://127.0.0.1:8081"
+    finally:
+        lock.release()
+
+
+def test_the_data_dirs_token_goes_only_to_the_toolmesh_up_running_there(tmp_path: Path) -> None:
+    """Attack: ``toolmesh up`` is stopped (or was killed and left its endpoints.json); a local process of
+    another user listens on 127.0.0.1:8081. The CLI sent it ``<data dir>/admin-token``, the owner token."""
+    (tmp_path / "admin-token").write_text("owner\n")
+    env = {"TOOLMESH_DATA_DIR": str(tmp_path)}
+    with pytest.raises(CliError, match="toolmesh up is not running on"):
+        resolve_target(None, None, env)
+    (tmp_path / "endpoints.json").write_text('{"http": "http://127.0.0.1:9000"}')  # left by a killed run
+    with pytest.raises(CliError, match="toolmesh up is not running on"):
+        resolve_target(None, None, env)
+    lock = DataDirLock(tmp_path)
+    lock.acquire()
+    try:
+        assert resolve_target(None, None, env) == Target(
+            "http://127.0.0.1:9000", "owner", str(tmp_path / "admin-token")
+        )
+    finally:
+        lock.release()
+    named = resolve_target("http://h:1", None, env)  # a URL the user names gets the token as before
+    assert (named.url, named.token) == ("http://h:1", "owner")
+    assert resolve_target(None, None, {**env, "TOOLMESH_ADMIN_TOKEN": "t"}).url == "http://127.0.0.1:8081"
+    with pytest.raises(CliError, match="toolmesh up is not running on"):  # the README's export of that file
+        resolve_target(None, None, {**env, "TOOLMESH_ADMIN_TOKEN": "owner"})

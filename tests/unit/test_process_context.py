@@ -6,14 +6,11 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from toolmesh.embed.model import Vectors
-from toolmesh.index.base import ToolIndex
-from toolmesh.index.sharing import SharedIndexes
 from toolmesh.platform.process_context import ProcessContext
 from toolmesh.platform.telemetry import configure_logging
 from toolmesh.redaction import SecretRedactor, process_redactor
@@ -52,32 +49,6 @@ def test_a_model_that_cannot_load_is_not_tried_again_by_the_next_role() -> None:
     context = ProcessContext()
     assert context.embedder(fail) is None and context.embedder(fail) is None
     assert len(tries) == 1
-
-
-class _Index:
-    backend = "fake"
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-async def test_an_embedded_index_is_opened_once_and_closed_by_its_last_user(tmp_path: Path) -> None:
-    opened: list[_Index] = []
-
-    async def opener(path: Path) -> ToolIndex:
-        opened.append(_Index())
-        return opened[-1]
-
-    shared = SharedIndexes()
-    async with shared.use(tmp_path, opener) as indexer_view:
-        async with shared.use(tmp_path, opener) as gateway_view:
-            assert gateway_view is indexer_view is shared.get(tmp_path)
-        assert not opened[0].closed  # the indexer still uses it
-    assert opened[0].closed and shared.get(tmp_path) is None and len(opened) == 1
-    assert SharedIndexes().get(tmp_path) is None
 
 
 async def test_searches_read_the_table_their_process_lent_and_no_other_process_sees_it() -> None:

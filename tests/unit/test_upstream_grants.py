@@ -5,10 +5,8 @@ the upstream are ``httpx2.MockTransport`` handlers here; the integration test us
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import dataclasses
 import time
-from dataclasses import replace
 from urllib.parse import parse_qs
 
 import httpx2
@@ -17,7 +15,6 @@ import pytest
 from toolmesh.oauth_tokens import MAX_TOKEN_CHARS, choose_auth_method, granted
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
 from toolmesh.redaction import process_redactor
-from toolmesh_gateway.upstream_oauth.authorizing import pkce_pair
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream_grants import (
     AuthorizationNeeded,
@@ -156,13 +153,6 @@ def test_the_identity_is_read_from_the_auth_config() -> None:
     assert identity({"base_url": "x"}) is None
 
 
-def test_pkce_challenge_is_s256_of_the_verifier() -> None:
-    verifier, challenge = pkce_pair()
-    assert 43 <= len(verifier) <= 128
-    expected = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    assert challenge == expected
-
-
 def test_token_endpoint_auth_method_follows_the_metadata() -> None:
     assert choose_auth_method(["client_secret_post"], has_secret=True) == "client_secret_post"
     assert choose_auth_method(None, has_secret=True) == "client_secret_basic"
@@ -181,6 +171,24 @@ async def test_a_grant_stored_during_a_failed_connect_is_noticed() -> None:
     assert not await authorized_since(None, MemoryStore(grant()))  # not an OAuth server
 
 
+async def test_an_authorization_since_the_grant_was_loaded_wins_over_its_refresh() -> None:
+    store, endpoint = MemoryStore(grant(expires_in=30.0)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()  # the session connected with account A
+    store.grant = dataclasses.replace(grant(), access_token="at-B", refresh_token="rt-B")  # B authorized since
+    assert await grants.access_token() == "at-B"  # A's token was due: B's is used, not A's refreshed
+    assert store.grant is not None and store.grant.refresh_token == "rt-B" and endpoint.forms == []
+
+
+async def test_a_dropped_grant_is_not_refreshed() -> None:
+    store, endpoint = MemoryStore(grant(expires_in=30.0)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()
+    store.grant = None  # the key was revoked or the server removed
+    await grants.access_token()
+    assert store.grant is None and endpoint.forms == []
+
+
 async def test_a_grant_dropped_since_it_was_loaded_is_not_refreshed_into_use_again() -> None:
     """A revoked key's grant (its row deleted) that a session still holds: the refresh before expiry
     is the last use, its result is neither stored nor sent, and the session takes what is stored now."""
@@ -188,8 +196,8 @@ async def test_a_grant_dropped_since_it_was_loaded_is_not_refreshed_into_use_aga
     grants = keeper(store, endpoint)
     await grants.load()
     store.grant = None  # the key was revoked: drop_principal_grants
-    assert await grants.access_token() is None
-    assert await grants.access_token() is None and len(endpoint.forms) == 1
+    assert await grants.access_token() is None  # neither refreshed nor sent any more
+    assert await grants.access_token() is None and endpoint.forms == []
     store.grant = grant()  # another principal's, for a per-user server's own session
     assert await grants.access_token() == "at-0"
 
@@ -205,7 +213,7 @@ async def test_an_authorization_server_issuing_one_second_tokens_does_not_grow_t
     redactor = process_redactor()
     saved, redactor.retired_limit = redactor.retired_limit, 50
     try:
-        store = MemoryStore(replace(grant(lifetime=1), expires_at=clock[0] + 1))
+        store = MemoryStore(dataclasses.replace(grant(lifetime=1), expires_at=clock[0] + 1))
         transport = httpx2.MockTransport(one_second)
         grants = GrantKeeper(store, lambda: httpx2.AsyncClient(transport=transport), "s1", lambda: clock[0])
         await grants.load()

@@ -14,7 +14,7 @@ from rich.text import Text
 from toolmesh.platform.config import Settings
 from toolmesh.sandbox import runner as sandbox
 from toolmesh.secret_text import mask_url
-from toolmesh_cli.endpoints import ENDPOINTS_FILE
+from toolmesh_cli.datadir import ENDPOINTS_FILE
 from toolmesh_cli.provisioning import HEALTH, api_base
 
 ADMIN_TOKEN_FILE = "admin-token"

@@ -16,13 +16,14 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
+from toolmesh.contracts.api import AUTHORIZATION, AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.errors import ToolmeshError
-from toolmesh_cli.errors import ApiError, describe_api_error, describe_validation
+from toolmesh_cli.datadir import running_api
+from toolmesh_cli.errors import ApiError, CliError, describe_api_error, describe_validation
 
 DEFAULT_URL = "http://127.0.0.1:8081"
 PAGE = 1000  # the API's maximum page size
@@ -40,25 +41,49 @@ class Target:
 
 
 def resolve_target(url: str | None, token: str | None, environ: Mapping[str, str]) -> Target:
-    """``--url``/``TOOLMESH_URL``, and ``--token``/``TOOLMESH_ADMIN_TOKEN``/``<data dir>/admin-token``."""
-    base = (url or environ.get("TOOLMESH_URL") or DEFAULT_URL).rstrip("/")
-    if token:
-        return Target(base, token, "--token")
-    if environ.get("TOOLMESH_ADMIN_TOKEN"):
-        return Target(base, environ["TOOLMESH_ADMIN_TOKEN"], "TOOLMESH_ADMIN_TOKEN")
+    """``--url``/``TOOLMESH_URL``/the ``toolmesh up`` running on the data dir, and
+    ``--token``/``TOOLMESH_ADMIN_TOKEN``/``<data dir>/admin-token``.
+
+    The data dir's owner token (read from its file, or the same value given otherwise, as the README's
+    ``export TOOLMESH_ADMIN_TOKEN=$(cat ~/.toolmesh/admin-token)`` does) goes only to a URL the user
+    named or to the ``toolmesh up`` running there, never to the default address, where any local
+    process may listen while toolmesh is down.
+
+    Raises:
+        CliError: that token would go to the default address and no ``toolmesh up`` runs on the data dir.
+    """
     data_dir = Path(environ.get("TOOLMESH_DATA_DIR") or Path.home() / ".toolmesh").expanduser()
+    named = url or environ.get("TOOLMESH_URL") or running_api(data_dir)
+    base = (named or DEFAULT_URL).rstrip("/")
     token_file = data_dir / "admin-token"
     try:
-        return Target(base, token_file.read_text().strip() or None, str(token_file))
+        owner: str | None = token_file.read_text().strip() or None
     except OSError:
+        owner = None
+    if token:
+        target = Target(base, token, "--token")
+    elif environ.get("TOOLMESH_ADMIN_TOKEN"):
+        target = Target(base, environ["TOOLMESH_ADMIN_TOKEN"], "TOOLMESH_ADMIN_TOKEN")
+    elif owner is not None:
+        target = Target(base, owner, str(token_file))
+    else:
         return Target(base, None, f"none (no --token, TOOLMESH_ADMIN_TOKEN or {token_file})")
+    if named is None and owner is not None and target.token == owner:
+        raise CliError(
+            f"toolmesh up is not running on {data_dir}: start it, or name the API with --url or TOOLMESH_URL"
+        )
+    return target
 
 
 def api_options() -> argparse.ArgumentParser:
     """The options every API command takes (``--url``, ``--token``, ``--json``), as a parent parser."""
     common = argparse.ArgumentParser(add_help=False)
     api = common.add_argument_group("API")
-    api.add_argument("--url", help="toolmesh API (default $TOOLMESH_URL or http://127.0.0.1:8081)")
+    api.add_argument(
+        "--url",
+        help="toolmesh API (default $TOOLMESH_URL, else the toolmesh up running on $TOOLMESH_DATA_DIR, "
+        "else http://127.0.0.1:8081)",
+    )
     api.add_argument("--token", help="admin token (default $TOOLMESH_ADMIN_TOKEN or $TOOLMESH_DATA_DIR/admin-token)")
     api.add_argument("--json", action="store_true", help="print the API's JSON")
     return common
@@ -166,6 +191,12 @@ class ApiClient:
         """Start the OAuth authorization of a server: the URL to open and how long it is valid."""
         sent = self._mesh.transport.send(AUTHORIZE, ServerRef(server_id=server_id), None, self._mesh.timeout)
         result: dict[str, Any] = _json(AuthorizeResponse.model_validate(self._run(sent)))
+        return result
+
+    def authorization(self, server_id: str) -> dict[str, Any]:
+        """Whether the server holds a grant for this key (per-user identity) or for everyone (shared)."""
+        sent = self._mesh.transport.send(AUTHORIZATION, ServerRef(server_id=server_id), None, self._mesh.timeout)
+        result: dict[str, Any] = _json(AuthorizationState.model_validate(self._run(sent)))
         return result
 
     def remove(self, server_id: str) -> None:

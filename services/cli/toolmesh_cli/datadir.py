@@ -3,9 +3,42 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+LOCK_FILE = "toolmesh.lock"
+ENDPOINTS_FILE = "endpoints.json"
+"""Where a running ``toolmesh up`` says how to reach it (``toolmesh_cli.endpoints``)."""
+
+
+def _held(lock_file: Path) -> bool:
+    """Whether a live process holds ``lock_file``'s ``flock`` (a ``toolmesh up`` on its data dir)."""
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also gives back a lock taken just now
+    return False
+
+
+def running_api(data_dir: Path) -> str | None:
+    """The HTTP base URL of the ``toolmesh up`` running on ``data_dir``; None when none runs there (an
+    ``endpoints.json`` left by a killed run names a port anyone may listen on now)."""
+    if not _held(data_dir / LOCK_FILE):
+        return None
+    try:
+        found = json.loads((data_dir / ENDPOINTS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    url = found.get("http") if isinstance(found, dict) else None
+    return url if isinstance(url, str) and url else None
 
 
 class DataDirInUse(RuntimeError):
@@ -17,7 +50,7 @@ class DataDirLock:
     so a ``kill -9``'d run never blocks the next start."""
 
     def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / "toolmesh.lock"
+        self._path = data_dir / LOCK_FILE
         self._fd: int | None = None
 
     def acquire(self) -> None:

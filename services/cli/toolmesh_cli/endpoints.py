@@ -12,9 +12,8 @@ from pathlib import Path
 
 from toolmesh.contracts.api import API_PREFIX, API_VERSION
 from toolmesh.platform.config import Settings
+from toolmesh_cli.datadir import ENDPOINTS_FILE
 from toolmesh_cli.provisioning import api_base
-
-ENDPOINTS_FILE = "endpoints.json"
 
 
 def endpoints(settings: Settings) -> dict[str, object]:

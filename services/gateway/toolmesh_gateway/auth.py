@@ -10,7 +10,7 @@ per client address (``auth_failures``) on REST, ``/mcp`` and the console (which 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 from fastapi import Request
@@ -40,6 +40,9 @@ class Principal:
     role: Role
     namespace: str
     endpoints: frozenset[str] | None = None  # a key limited to these MCP endpoints (None: not limited)
+    token: str | None = field(default=None, repr=False, compare=False)
+    """The JWT a principal of the identity provider presented (exchanged for upstream tokens, RFC 8693);
+    None for an API key."""
 
     @property
     def scope(self) -> str | None:
@@ -141,7 +144,9 @@ class Authenticator:
             raise Unauthorized("Missing bearer token")
         if self._jwt is not None and looks_like_jwt(token):
             subject, role, namespace = self._jwt.identity(await self._jwt.claims(token))
-            return Principal(key_id=f"{JWT_PRINCIPAL_PREFIX}{subject}", name=subject, role=role, namespace=namespace)
+            return Principal(
+                key_id=f"{JWT_PRINCIPAL_PREFIX}{subject}", name=subject, role=role, namespace=namespace, token=token
+            )
         digest = hash_token(token)
         cached = self._cache.get(digest)
         if cached and cached[0] > time.monotonic():

@@ -8,6 +8,7 @@ Timeouts and a caller that goes away cancel the request upstream, like tool call
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -19,7 +20,7 @@ from toolmesh.contracts.rpc import (
     ClientRef,
     UpstreamRequestRpc,
 )
-from toolmesh.errors import ExecutionTimeout, UpstreamAuthorizationRequired
+from toolmesh.errors import ExecutionTimeout
 from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
@@ -63,12 +64,8 @@ class Forwarder:
             client=client,
             principal=caller.principal.key_id if caller is not None else None,
         )
-        try:
-            return await self._calls.with_session(server, lambda: self._listening(server, body, progress))
-        except UpstreamAuthorizationRequired as exc:
-            if caller is None:
-                raise
-            raise await self._calls.authorization_link(exc, caller) from None
+        attempt = functools.partial(self._calls.with_session, server, lambda: self._listening(server, body, progress))
+        return await (attempt() if caller is None else self._calls.authorized(caller, attempt))
 
     def new_call_id(self) -> str:
         """A fresh call id (to register a call with its client before sending it)."""

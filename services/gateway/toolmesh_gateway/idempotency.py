@@ -37,6 +37,11 @@ _KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _TOKEN_RE = re.compile(KEY_TOKEN_PATTERN)
 SHOWN_ONCE = "The token is shown once, in the first answer; this answer replays that request without it."
 MASK = "***"
+AUTHORIZATION_URL = "authorization_url"
+STARTED_ONCE = (
+    "The authorization URL (its state is the callback's capability) is shown once, in the first answer; "
+    "this answer replays that request without it: POST /authorize again for a new one."
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ def _without_tokens(value: Any) -> Any:
         kept = {name: _without_tokens(item) for name, item in value.items()}
         if isinstance(value.get("token"), str) and _TOKEN_RE.fullmatch(value["token"]):
             kept.update(token=None, note=SHOWN_ONCE)
+        if isinstance(value.get(AUTHORIZATION_URL), str):
+            kept.update({AUTHORIZATION_URL: None, "note": STARTED_ONCE})
         return kept
     if isinstance(value, list):
         return [_without_tokens(item) for item in value]
@@ -79,9 +86,10 @@ def _without_tokens(value: Any) -> Any:
 
 
 def kept_form(stored: Stored) -> Stored:
-    """``stored`` as the store may keep it: without any API key token. A created key's ``token``
-    becomes null with a ``note``; a token anywhere else in the body becomes ``***``."""
-    if not _TOKEN_RE.search(stored.body):
+    """``stored`` as the store may keep it: without any API key token or OAuth ``state``. A created key's
+    ``token`` and an authorization's ``authorization_url`` become null with a ``note``; a token anywhere
+    else in the body becomes ``***``."""
+    if not _TOKEN_RE.search(stored.body) and f'"{AUTHORIZATION_URL}"' not in stored.body:
         return stored
     try:
         body = json.dumps(_without_tokens(json.loads(stored.body)), separators=(",", ":"))

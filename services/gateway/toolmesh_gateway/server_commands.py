@@ -202,7 +202,9 @@ class ServerCommands:
             events: list[Event] = [registered]
             status = ServerStatus.DISCONNECTED
             if request.auto_connect:
-                events.append(self._connecting(server_id, namespace, ServerStatus.DISCONNECTED, caller, "auto_connect"))
+                events.append(
+                    self._connecting(server_id, namespace, ServerStatus.DISCONNECTED, caller.actor, "auto_connect")
+                )
                 status = ServerStatus.CONNECTING
             await self._publish_and_wait(*events)
         except BaseException:
@@ -223,13 +225,13 @@ class ServerCommands:
 
     @staticmethod
     def _connecting(
-        server_id: str, namespace: str, current: ServerStatus, caller: Caller, reason: str
+        server_id: str, namespace: str, current: ServerStatus, actor: str, reason: str
     ) -> ServerStatusChanged:
         check_transition(current, ServerStatus.CONNECTING)
         return ServerStatusChanged(
             server_id=server_id,
             namespace=namespace,
-            actor=caller.actor,
+            actor=actor,
             status=ServerStatus.CONNECTING,
             previous_status=current,
             history="CONNECT_REQUESTED",
@@ -244,9 +246,20 @@ class ServerCommands:
             return ConnectResponse(server_id=server_id, status=current, message="Server already connected")
         if current is ServerStatus.CONNECTING:
             return ConnectResponse(server_id=server_id, status=current, message="Connection already in progress")
-        await self._publish_and_wait(self._connecting(server_id, row["namespace"], current, caller, "connect"))
+        await self._publish_and_wait(self._connecting(server_id, row["namespace"], current, caller.actor, "connect"))
         await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="connect"))
         return ConnectResponse(server_id=server_id, status=ServerStatus.CONNECTING, message="Connection initiated")
+
+    async def connect_authorized(self, server_id: str, actor: str) -> None:
+        """Connect a server that stopped for want of an authorization (ERROR, nobody retrying) now that
+        ``actor`` authorized it; any other server is left as it is."""
+        row = await queries.get_server(self._b.db, server_id)
+        if row is None or ServerStatus(row["status"]) is not ServerStatus.ERROR:
+            return
+        await self._publish_and_wait(
+            self._connecting(server_id, row["namespace"], ServerStatus.ERROR, actor, "authorized")
+        )
+        await publish_command(self._b.js, ConnectServer(server_id=server_id, reason="authorized"))
 
     async def disconnect(self, server_id: str, force: bool, caller: Caller) -> DisconnectResponse:
         """BR-007: close the session (draining or cancelling calls); tools are kept."""

@@ -75,7 +75,11 @@ PROGRESS_DRAIN_SECONDS = 1.0
 
 
 class AuthorizationLinks(Protocol):
-    """Starts the authorization a caller of a per-user server lacks (``upstream_oauth``)."""
+    """Obtains or starts the authorization a caller of a per-user server lacks (``upstream_oauth``)."""
+
+    async def exchange(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> bool:
+        """Whether ``caller``'s own token was exchanged for its upstream grant (RFC 8693)."""
+        ...
 
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
         """``needed`` with the URL ``caller`` authorizes at."""
@@ -153,12 +157,10 @@ class ToolCalls:
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
         try:
             self.admit(route.server.namespace)
-            response = await self._call_routed(
-                request, route, warning, started, _Hooks(abandoned, progress, client, call_id), caller
+            hooks = _Hooks(abandoned, progress, client, call_id)
+            response = await self.authorized(
+                caller, lambda: self._call_routed(request, route, warning, started, hooks, caller)
             )
-        except UpstreamAuthorizationRequired as exc:
-            self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
-            raise await self.authorization_link(exc, caller) from None
         except ToolmeshError as exc:
             self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
             raise
@@ -168,11 +170,22 @@ class ToolCalls:
         self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
         return response
 
-    async def authorization_link(
-        self, needed: UpstreamAuthorizationRequired, caller: Caller
-    ) -> UpstreamAuthorizationRequired:
-        """``needed`` with the URL at which ``caller`` authorizes the server."""
-        return await self._links.link(needed, caller) if self._links is not None else needed
+    async def authorized(self, caller: Caller, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``; when its server needs the caller's own upstream authorization, once more after
+        exchanging the caller's token for it (RFC 8693), else ``UpstreamAuthorizationRequired`` with
+        the URL at which the caller authorizes."""
+        try:
+            return await attempt()
+        except UpstreamAuthorizationRequired as exc:
+            needed = exc
+        if self._links is None:
+            raise needed
+        if await self._links.exchange(needed, caller):
+            try:
+                return await attempt()
+            except UpstreamAuthorizationRequired as again:
+                needed = again
+        raise await self._links.link(needed, caller)
 
     def admit(self, namespace: str) -> None:
         """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""

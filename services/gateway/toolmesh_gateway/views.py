@@ -6,6 +6,7 @@ from typing import Any
 
 from toolmesh.categories import ToolCategory, categorize
 from toolmesh.contracts.servers import HeldChange, HistoryEntry, ServerDetail, ServerSummary, ToolInfo
+from toolmesh.contracts.upstream_auth import waits_for_authorization
 from toolmesh.credentials import mask_config
 from toolmesh.platform.store.queries import Row
 from toolmesh.secret_text import MASK
@@ -69,6 +70,7 @@ def server_summary(row: Row, tools: list[ToolInfo] | None = None) -> ServerSumma
         consecutive_failures=row["consecutive_failures"],
         last_response_time_ms=row["last_response_time_ms"],
         error_message=row["error_message"],
+        needs_authorization=waits_for_authorization(row["status"], row["error_message"]),
     )
 
 
@@ -107,6 +109,7 @@ def server_detail(row: Row, *, command_visible: bool = False) -> ServerDetail:
         last_error=row["last_error"],
         created_by=row["created_by"],
         next_retry_at=row["retry_at"],
+        needs_authorization=waits_for_authorization(row["status"], row["error_message"]),
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import asyncpg
 import httpx2
 
-from toolmesh.contracts.upstream_auth import upstream_auth
+from toolmesh.contracts.upstream_auth import NEEDS_AUTHORIZATION, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
@@ -46,7 +46,7 @@ def needs_authorization(server_id: str, per_user: bool = False) -> str:
     """The ``error_message`` of a server waiting for someone to authorize it."""
     who = "any user of the server" if per_user else "an owner or admin"
     return (
-        "needs authorization: the upstream's OAuth grant is missing or can no longer be refreshed; "
+        f"{NEEDS_AUTHORIZATION} the upstream's OAuth grant is missing or can no longer be refreshed; "
         f"{who} authorizes it with POST /api/v1/aggregator/servers/{server_id}/authorize"
     )
 
@@ -184,8 +184,22 @@ class GrantKeeper:
         elif self._due(grant):
             async with self._lock:
                 if self._grant is grant:
-                    await self._refresh(grant)
+                    await self._refresh_latest(grant)
         return self._grant.access_token if self._grant is not None else None
+
+    async def _refresh_latest(self, held: UpstreamGrant) -> None:
+        """Refresh the stored grant: one authorized since ``held`` was loaded wins over it (refreshing
+        ``held`` would store the old account's tokens over the new ones); none left (the server was
+        removed, the key revoked): nothing to refresh."""
+        stored = await self._store.load()
+        if stored is None:  # nor is the held one sent any more
+            self._grant = None
+            return
+        if stored.access_token != held.access_token:
+            self._keep(stored)
+            if not self._due(stored):
+                return
+        await self._refresh(stored)
 
     async def renewed(self, refused: str) -> str | None:
         """Another access token than ``refused``: one stored since (a new authorization), else a refreshed one."""

@@ -36,7 +36,7 @@ from toolmesh.contracts.servers import (
     ToolList,
 )
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
-from toolmesh.contracts.upstream_auth import AuthorizeResponse
+from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
 
@@ -179,6 +179,25 @@ SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 
+AUTHORIZE = Operation(
+    "servers.authorize",
+    ServerRef,
+    AuthorizeResponse,
+    "Start the OAuth authorization of a server (shared identity: owner or admin; per-user: for yourself)",
+    True,
+    "POST",
+    SERVER + "/authorize",
+)
+AUTHORIZATION = Operation(
+    "servers.authorization",
+    ServerRef,
+    AuthorizationState,
+    "Whether a server holds an OAuth grant for you (per-user identity) or for everyone (shared)",
+    False,
+    "GET",
+    SERVER + "/authorization",
+)
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "servers.register", RegisterServerRequest, ServerCreated, "Register a server (BR-001)", True, "POST", SERVERS
@@ -196,6 +215,8 @@ OPERATIONS: tuple[Operation, ...] = (
         SERVER + "/disconnect",
     ),
     Operation("servers.remove", ServerRef, None, "Remove a server and its tools (BR-008)", True, "DELETE", SERVER),
+    AUTHORIZE,
+    AUTHORIZATION,
     Operation(
         "servers.tools", ServerToolsRequest, ToolList, "The tools of one server", False, "GET", SERVER + "/tools"
     ),
@@ -286,15 +307,6 @@ RESEAL = Operation(
     True,
     "POST",
     "/api/v1/aggregator/credentials/reseal",
-)
-AUTHORIZE = Operation(
-    "servers.authorize",
-    ServerRef,
-    AuthorizeResponse,
-    "Start the OAuth authorization of a server (owner or admin; REST only)",
-    True,
-    "POST",
-    SERVER + "/authorize",
 )
 
 

@@ -146,6 +146,8 @@ class ServerSummary(BaseModel):
     consecutive_failures: int = 0
     last_response_time_ms: float | None = None
     error_message: str | None = None
+    needs_authorization: bool = False
+    """In ERROR waiting for an OAuth authorization (``POST .../authorize``), retried by nobody until then."""
 
 
 class ServerDetail(BaseModel):
@@ -173,6 +175,10 @@ class ServerDetail(BaseModel):
     created_by: str | None = Field(None, description="The principal (agent) that registered the server")
     next_retry_at: datetime | None = Field(
         None, description="In ERROR after a network failure: when toolmesh connects it again by itself"
+    )
+    needs_authorization: bool = Field(
+        False,
+        description="In ERROR waiting for an OAuth authorization (POST .../authorize), retried by nobody until then",
     )
 
 

@@ -14,6 +14,28 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+NEEDS_AUTHORIZATION = "needs authorization:"
+"""What the ``error_message`` of a server waiting for an authorization says (after what failed)."""
+
+
+def waits_for_authorization(status: str, error_message: str | None) -> bool:
+    """Whether a server in ``status`` with ``error_message`` waits for someone to authorize it (in
+    ERROR, and retried by nobody until then)."""
+    return status == "ERROR" and NEEDS_AUTHORIZATION in (error_message or "")
+
+
+class TokenExchange(BaseModel):
+    """``auth.token_exchange``: a caller that presents a JWT of the front door's identity provider gets
+    its upstream token by exchanging that JWT (RFC 8693) at the upstream's authorization server, with
+    no browser; callers with an API key authorize in the browser as usual."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token_endpoint: str | None = Field(default=None, min_length=1, max_length=2048, pattern=r"^https?://")
+    """Where to exchange; when absent, the ``token_endpoint`` of the authorization server's metadata."""
+    audience: str | None = Field(default=None, min_length=1, max_length=512)
+    """The ``audience`` parameter, when the authorization server wants one besides ``resource``."""
+
 
 class UpstreamAuth(BaseModel):
     """The ``auth`` member of an SSE or Streamable HTTP server's ``connection_config``."""
@@ -31,6 +53,8 @@ class UpstreamAuth(BaseModel):
     """How the pre-registered client authenticates at the token endpoint; when absent, the first of
     ``client_secret_basic``, ``client_secret_post`` the authorization server supports (``none`` without
     a secret)."""
+    token_exchange: TokenExchange | None = None
+    """Exchange a JWT caller's token for its upstream token (per-user identity, pre-registered client)."""
 
 
 def upstream_auth(config: dict[str, Any]) -> UpstreamAuth | None:
@@ -56,20 +80,30 @@ def auth_problems(value: Any) -> list[tuple[str, str]]:
         problems.append(("auth", "'auth.token_endpoint_auth_method' is for the pre-registered 'auth.client_id'"))
     if auth.client_secret is not None and auth.client_id is None:
         problems.append(("auth", "'auth.client_secret' needs the 'auth.client_id' it belongs to"))
+    if auth.token_exchange is not None and (auth.identity != "per_user" or auth.client_id is None):
+        problems.append(
+            ("auth", "'auth.token_exchange' needs 'identity': \"per_user\" and the pre-registered 'auth.client_id'")
+        )
     if auth.scopes is not None and any(not s or " " in s for s in auth.scopes):
         problems.append(("auth", "'auth.scopes' must be scope tokens (no spaces, not empty)"))
     return problems
 
 
 class AuthorizeResponse(BaseModel):
-    """``POST /servers/{id}/authorize``: where to send the user, and for how long it is valid."""
+    """``POST /servers/{id}/authorize``: where to send the user, and for how long it is valid. A replay of
+    the request by its ``Idempotency-Key`` answers ``authorization_url`` null and a ``note``: its ``state``
+    is the callback's capability, kept nowhere in clear."""
 
     server_id: str
     identity: Literal["shared", "per_user"] = "shared"
     """``per_user``: the grant will be the caller's own; ``shared``: every caller's."""
-    authorization_url: str
+    authorized: bool = False
+    """True when the caller is authorized already, by exchanging its token (``authorization_url`` is
+    then null: there is nothing to open)."""
+    authorization_url: str | None
     expires_in: int
     """Seconds until the authorization must have come back to ``/oauth/callback``."""
+    note: str | None = None
 
 
 class AuthorizationState(BaseModel):

@@ -13,7 +13,9 @@ so redirects are followed on the same host only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,6 +122,14 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+@functools.cache
+def verifying_context() -> ssl.SSLContext:
+    """The one TLS context (system CA bundle, certificates verified) of every guarded connection:
+    loading the bundle takes tens of milliseconds, too much to pay for each client (an OAuth token
+    refresh builds one)."""
+    return httpx2.create_ssl_context(trust_env=False)
+
+
 class GuardedTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a connection pool whose every connect goes through ``GuardedBackend``.
 
@@ -128,9 +138,10 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     """
 
     def __init__(self, policy: EgressPolicy, limits: httpx2.Limits) -> None:
-        super().__init__(limits=limits, trust_env=False)
+        context = verifying_context()
+        super().__init__(verify=context, limits=limits, trust_env=False)
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
+            ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

@@ -2,9 +2,9 @@
 with the process's ``Backends`` (``runtime.open_backends``) and reached through it.
 
 ``toolmesh up`` runs the indexer, the gateway and the classifier-worker in one process: they share
-one embedding model and its bulk lane, one open embedded index, and the gateway's searches read the
-catalog the indexer keeps. A process that runs one role has a context all the same, used by that
-role alone. Nothing of it lives in a module's globals: each test builds its own.
+one embedding model and its bulk lane, and the gateway's searches read the catalog the indexer keeps
+(the indexer alone opens the index). A process that runs one role has a context all the same, used
+by that role alone. Nothing of it lives in a module's globals: each test builds its own.
 
 This module loads neither the model's runtime nor an index backend, so a role that never embeds (a
 session-worker) does not pay for them.
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from toolmesh.embed.lane import EmbeddingLanes
-from toolmesh.index.sharing import SharedIndexes
 
 if TYPE_CHECKING:
     from toolmesh.embed.model import Embedder
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 class ProcessContext:
     """The state the roles of one process share.
 
-    * ``indexes``: the embedded index, open once and counted by the roles using it (``open_index``).
     * ``lanes``: the bulk embedding lane of each embedder (``EmbeddingLanes``).
     * ``lent_table``: the catalog of this process's indexer, which its gateway's searches read
       (``search.setup.lend_table``); None while no indexer runs here.
@@ -35,7 +33,6 @@ class ProcessContext:
     """
 
     def __init__(self) -> None:
-        self.indexes = SharedIndexes()
         self.lanes = EmbeddingLanes()
         self.lent_table: SearchTable | None = None
         self._embedder: Embedder | None = None

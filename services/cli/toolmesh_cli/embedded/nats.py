@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
-import os
 import secrets
 import shutil
 import signal
 import sys
 from pathlib import Path
 
+from toolmesh.loopback import is_loopback_host
 from toolmesh_cli.embedded.ports import free_port
+from toolmesh_cli.embedded.private_files import write_private
 from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers
 from toolmesh_cli.embedded.server import EmbeddedServer
 
@@ -37,23 +37,6 @@ def nats_server_binary() -> Path:
 NATS_USER = "toolmesh"
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (mode 0600)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    path.chmod(0o600)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class EmbeddedNats(EmbeddedServer):
     """A ``nats-server -js`` child process bound to loopback, storing its data in ``data_dir``.
 
@@ -68,7 +51,7 @@ class EmbeddedNats(EmbeddedServer):
     logger = logger
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int | None = None) -> None:
-        if not _is_loopback(host):
+        if not is_loopback_host(host):
             raise EmbeddedServerError(f"the embedded NATS listens on loopback only, not on {host}")
         super().__init__(data_dir, host, port)
         self.user = NATS_USER
@@ -120,12 +103,12 @@ class EmbeddedNats(EmbeddedServer):
             password: str = json.loads(path.read_text())["password"]
             return password
         password = secrets.token_urlsafe(32)
-        _write_private(path, json.dumps({"user": self.user, "password": password}) + "\n")
+        write_private(path, json.dumps({"user": self.user, "password": password}) + "\n")
         return password
 
     def _write_config(self) -> Path:
         config = self.data_dir / "nats.conf"
-        _write_private(
+        write_private(
             config,
             f'listen: "{self.host}:{self.port}"\nmax_payload: {MAX_PAYLOAD}\npid_file: "{self.data_dir / "nats.pid"}"\n'
             f'authorization {{\n  user: "{self.user}"\n  password: "{self.password}"\n}}\n',

@@ -28,8 +28,8 @@ import asyncpg
 
 from toolmesh_cli.embedded import postgres_auth
 from toolmesh_cli.embedded.ports import free_port
-from toolmesh_cli.embedded.postgres_auth import Account
-from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers
+from toolmesh_cli.embedded.private_files import Account
+from toolmesh_cli.embedded.processes import EmbeddedServerError, kill_leftovers, server_environment
 from toolmesh_cli.embedded.server import EmbeddedServer
 
 logger = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ class EmbeddedPostgres(EmbeddedServer):
             result = await asyncio.to_thread(
                 subprocess.run,
                 argv,
+                env=server_environment(),
                 cwd=self.data_dir,
                 user=uid,
                 group=gid,

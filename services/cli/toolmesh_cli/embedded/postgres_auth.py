@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
-from toolmesh_cli.embedded.processes import EmbeddedServerError
+from toolmesh_cli.embedded.private_files import Account, write_private
+from toolmesh_cli.embedded.processes import EmbeddedServerError, server_environment
 
 PASSWORD_FILE = "superuser.password"
 HBA_RULES = (
@@ -30,13 +30,6 @@ HBA_RULES = (
     "host all all ::1/128 scram-sha-256\n"
 )
 INITDB_AUTH = ("--auth-local=scram-sha-256", "--auth-host=scram-sha-256")
-
-
-class Account(NamedTuple):
-    """The user and group Postgres runs as (when we are root)."""
-
-    uid: int
-    gid: int
 
 
 def new_password() -> str:
@@ -50,16 +43,6 @@ def read_password(data_dir: Path) -> str | None:
     if not path.exists():
         return None
     return path.read_text().strip() or None
-
-
-def write_private(path: Path, text: str, account: Account | None) -> None:
-    """Write ``text`` to ``path`` with mode 0600, owned by ``account`` when given."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    path.chmod(0o600)
-    if account is not None:
-        os.chown(path, account.uid, account.gid)
 
 
 def keep_password(data_dir: Path, password: str, account: Account | None) -> None:
@@ -104,6 +87,7 @@ async def set_password(postgres: Path, data_dir: Path, user: str, password: str,
         subprocess.run,
         argv,
         input=statement.encode(),
+        env=server_environment(),
         cwd=data_dir,
         user=uid,
         group=gid,

@@ -1,4 +1,5 @@
-"""Leftovers of embedded servers: find the ones of an earlier run on a data dir and stop them."""
+"""Embedded servers' processes: the environment they start with, and the leftovers of an earlier run
+on a data dir (found and stopped)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,18 @@ class EmbeddedServerError(RuntimeError):
     """An embedded server (NATS, Postgres) could not be provisioned, started or stopped."""
 
 
+SERVER_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TMPDIR")
+"""The only variables of ``toolmesh up`` an embedded server (and ``initdb``) starts with: never the owner
+token, the credential keys or the upstream secrets kept for ``${VAR}``, which the Postgres superuser
+could read through ``COPY ... FROM PROGRAM 'env'``."""
+
 PARENT_EXIT_GRACE = 3.0
 """How long leftovers whose parent is still alive are given for that parent to finish exiting."""
+
+
+def server_environment() -> dict[str, str]:
+    """The environment of an embedded server: ``SERVER_ENVIRONMENT`` as this process has it."""
+    return {name: os.environ[name] for name in SERVER_ENVIRONMENT if name in os.environ}
 
 
 def _held_by_live_parent(pids: list[int]) -> dict[int, int]:

@@ -14,7 +14,7 @@ from typing import IO, ClassVar, Self
 
 from toolmesh.platform import processes
 from toolmesh.platform.polling import INTERVAL_SECONDS, poll_until
-from toolmesh_cli.embedded.processes import EmbeddedServerError, log_tail, port_holders
+from toolmesh_cli.embedded.processes import EmbeddedServerError, log_tail, port_holders, server_environment
 
 
 class EmbeddedServer(abc.ABC):
@@ -79,7 +79,9 @@ class EmbeddedServer(abc.ABC):
     async def _launch(self, argv: Sequence[str], user: int | None = None, group: int | None = None) -> None:
         """Spawn ``argv`` in ``data_dir`` writing ``log_path`` and wait until it is ready (stopped if not)."""
         self._log = self.log_path.open("ab")
-        self._proc = processes.spawn(argv, stdout=self._log, cwd=self.data_dir, user=user, group=group)
+        self._proc = processes.spawn(
+            argv, stdout=self._log, env=server_environment(), cwd=self.data_dir, user=user, group=group
+        )
         try:
             await self._wait_ready()
         except BaseException:

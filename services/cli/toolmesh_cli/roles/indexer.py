@@ -23,7 +23,7 @@ async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     leases = LeaseTable(await leases_bucket(b.js, b.settings.lease_ttl_seconds), b.process_id)
 
     async def index_events() -> None:
-        async with open_index(b.settings, b.context.indexes) as index:
+        async with open_index(b.settings) as index:
             projection = IndexProjection(index, embedder, skills, lanes=b.context.lanes)
             await run_indexer(b.bus, b.js, projection, b.settings, leases, stop, b.context)
 
@@ -32,5 +32,5 @@ async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
 
 async def rebuild(b: Backends) -> None:
     """Drop the vector index, so the indexer replays every event."""
-    async with open_index(b.settings, b.context.indexes) as index:
+    async with open_index(b.settings) as index:
         await reset_index(b.js, index)

@@ -25,6 +25,7 @@ from toolmesh_gateway.keys import KeyService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
+from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.views import server_detail
 
 
@@ -40,6 +41,7 @@ class GatewayServices:
     search: SearchService
     feed: CatalogFeed
     started_at: float
+    authorizations: UpstreamAuthorizations
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -54,6 +56,7 @@ class GatewayServices:
             state.search,
             state.catalog_feed,
             state.started_at,
+            state.upstream_authorizations,
         )
 
 
@@ -153,6 +156,14 @@ async def _revoke_key(s: GatewayServices, caller: Caller, body: api.KeyRef) -> N
     await s.keys.revoke(body.key_id, caller.principal, caller)
 
 
+async def _authorize(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await s.authorizations.start(body.server_id, caller)
+
+
+async def _authorization(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await s.authorizations.state(body.server_id, caller)
+
+
 async def _audit(s: GatewayServices, caller: Caller, body: api.AuditRequest) -> BaseModel:
     return await reads.audit_log(s.backends.db, caller.principal, body)
 
@@ -164,6 +175,8 @@ HANDLERS: dict[str, Handler] = {
     "servers.connect": _connect,
     "servers.disconnect": _disconnect,
     "servers.remove": _remove,
+    "servers.authorize": _authorize,
+    "servers.authorization": _authorization,
     "servers.tools": _tools,
     "servers.history": _history,
     "servers.refresh": _refresh,

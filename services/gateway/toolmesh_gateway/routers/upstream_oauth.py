@@ -7,14 +7,15 @@ import html
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import caller_of
-from toolmesh_gateway.upstream_oauth.authorizing import CALLBACK_PATH, UpstreamAuthorizations
+from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
+from toolmesh_gateway.upstream_oauth.client_urls import CALLBACK_PATH, DOCUMENT_PATH, client_document
 
 router = APIRouter(tags=["servers"])
 Auth = Annotated[Principal, Depends(require_principal)]
@@ -79,3 +80,12 @@ async def oauth_callback(
     except ToolmeshError as exc:
         return _page("Not authorized", exc.detail, 400 if exc.status < 500 else 502)
     return _page("Authorized", f"toolmesh is authorized at {name}. You may close this window.", 200)
+
+
+@router.get(DOCUMENT_PATH, include_in_schema=False)
+async def client_metadata_document(request: Request) -> JSONResponse:
+    """toolmesh's Client ID Metadata Document (404 without ``TOOLMESH_PUBLIC_URL``: no stable URL)."""
+    public_url = request.app.state.backends.settings.public_url
+    if not public_url:
+        return JSONResponse({"detail": "No client metadata document: TOOLMESH_PUBLIC_URL is not set"}, status_code=404)
+    return JSONResponse(client_document(public_url), headers={"Cache-Control": "public, max-age=300"})

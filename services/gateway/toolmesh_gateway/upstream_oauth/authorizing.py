@@ -5,17 +5,15 @@ server if it was waiting for one."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import secrets
 from urllib.parse import urlencode
 
 import httpx2
+from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match
 
-from toolmesh.contracts.commands import ConnectServer
-from toolmesh.contracts.events import ServerAuthorized, ServerStatusChanged
+from toolmesh.contracts.events import ServerAuthorized
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
@@ -27,9 +25,8 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
     ValidationFailed,
 )
-from toolmesh.lifecycle import ServerStatus
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
-from toolmesh.platform.bus.publishing import publish_command, publish_event
+from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import principals, queries
 from toolmesh.platform.store.consistency import wait_for_projection
@@ -37,37 +34,15 @@ from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGra
 from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import JWT_PRINCIPAL_PREFIX, Caller
 from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
 from toolmesh_gateway.upstream_oauth.discovery import discover
+from toolmesh_gateway.upstream_oauth.exchange import exchanged
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
 from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
 
 log = logging.getLogger("toolmesh.gateway")
 OAUTH_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=0)
 OAUTH_TIMEOUT = httpx2.Timeout(15.0)
-CALLBACK_PATH = "/oauth/callback"
-
-
-def callback_url(public_url: str | None, origin: str | None) -> str:
-    """Where the authorization server sends the browser back: ``TOOLMESH_PUBLIC_URL``, else the base
-    URL the caller reached this gateway at.
-
-    Raises:
-        ValidationFailed: neither is known (a caller of the NATS API, with no public URL set).
-    """
-    base = public_url or origin
-    if not base:
-        raise ValidationFailed(
-            "No callback URL: set TOOLMESH_PUBLIC_URL, or authorize through the gateway's HTTP API",
-            {"step": "authorize"},
-        )
-    return f"{base.rstrip('/')}{CALLBACK_PATH}"
-
-
-def pkce_pair() -> tuple[str, str]:
-    """A PKCE code verifier and its S256 challenge (RFC 7636)."""
-    verifier = secrets.token_urlsafe(64)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _refused(words: str) -> ValidationFailed:
@@ -103,26 +78,34 @@ class UpstreamAuthorizations:
 
     async def start(self, server_id: str, caller: Caller) -> AuthorizeResponse:
         """The authorization URL of ``server_id``: for a shared identity only an owner or admin of its
-        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself."""
+        namespace may ask (403 otherwise); for a per-user one any caller who sees the server, for itself
+        (a JWT caller of a server registered with ``auth.token_exchange`` is authorized at once instead,
+        by exchanging its token: no URL)."""
         row = await self._commands.server(server_id, caller)
         url, auth = self._oauth_config(row)
         per_user = auth.identity == "per_user"
         if not per_user:
             caller.principal.require_manager("authorize servers")
+        if per_user and auth.token_exchange is not None and caller.principal.token is not None:
+            await self._exchange_token(row, url, auth, caller, caller.principal.token)
+            return AuthorizeResponse(
+                server_id=server_id, identity=auth.identity, authorized=True, authorization_url=None, expires_in=0
+            )
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
             found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            document = document_url(self._b.settings.public_url)
             registered = await client_for(
-                client, auth, found.metadata, redirect_uri, found.scope, self._registered, server_id=server_id
+                client, auth, found.metadata, redirect_uri, found.scope, self._registered, document, server_id=server_id
             )
-        verifier, challenge = pkce_pair()
+        pkce = PKCEParameters.generate()  # RFC 7636: a code verifier and its S256 challenge
         state = secrets.token_urlsafe(32)
         flow = PendingFlow(
             server_id=server_id,
             namespace=row["namespace"],
             actor=caller.actor,
             redirect_uri=redirect_uri,
-            code_verifier=verifier,
+            code_verifier=pkce.code_verifier,
             issuer=found.issuer,
             iss_required=bool(found.metadata.authorization_response_iss_parameter_supported),
             token_endpoint=str(found.metadata.token_endpoint),
@@ -139,7 +122,7 @@ class UpstreamAuthorizations:
             "client_id": registered.client_id,
             "redirect_uri": redirect_uri,
             "state": state,
-            "code_challenge": challenge,
+            "code_challenge": pkce.code_challenge,
             "code_challenge_method": "S256",
             "resource": found.resource,
             **({"scope": found.scope} if found.scope else {}),
@@ -167,6 +150,29 @@ class UpstreamAuthorizations:
             issuer=stored["issuer"] if stored is not None else None,
             authorized_at=stored["updated_at"] if stored is not None else None,
         )
+
+    async def exchange(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> bool:
+        """Whether ``caller``'s own token was exchanged for its grant at the server ``needed`` names
+        (a JWT caller of a server registered with ``auth.token_exchange``; a failure is logged)."""
+        token = caller.principal.token
+        if token is None:
+            return False
+        try:
+            row = await self._commands.server(str(needed.context.get("server_id", "")), caller)
+            url, auth = self._oauth_config(row)
+            if auth.identity != "per_user" or auth.token_exchange is None:
+                return False
+            await self._exchange_token(row, url, auth, caller, token)
+        except ToolmeshError as exc:
+            log.warning("token exchange for a caller failed: %s", exc.detail, extra={"server_id": needed.context})
+            return False
+        return True
+
+    async def _exchange_token(self, row: queries.Row, url: str, auth: UpstreamAuth, caller: Caller, token: str) -> None:
+        async with self._client(row) as client:
+            found = await discover(client, url, sse=row["transport_type"] == "SSE", scopes=auth.scopes)
+            grant = await exchanged(client, found, auth, token)
+        await self._keep(row, grant, caller.principal.key_id, caller.actor)
 
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
         """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
@@ -202,25 +208,31 @@ class UpstreamAuthorizations:
             raise _refused("the key that started it was revoked since")
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
+        await self._keep(row, grant, flow.principal, flow.actor)
+        return str(row["name"])
+
+    async def _keep(self, row: queries.Row, grant: UpstreamGrant, principal: str, actor: str) -> None:
+        """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
+        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile."""
         process_redactor().add(grant.secrets())
-        await save_grant(self._b.db, self._box, flow.server_id, grant, flow.principal)
+        if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
+            raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
-                server_id=flow.server_id,
-                namespace=flow.namespace,
-                actor=flow.actor,
-                issuer=flow.issuer,
-                identity="shared" if flow.principal == SHARED_IDENTITY else "per_user",
+                server_id=row["id"],
+                namespace=row["namespace"],
+                actor=actor,
+                issuer=grant.issuer,
+                identity="shared" if principal == SHARED_IDENTITY else "per_user",
                 scope=grant.scope,
             ),
         )
         # The status as of this event: an ERROR the session-worker published before it is seen here
         # (one published after it, the worker itself follows up: it reads the grant after its ERROR).
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
-        await self._connect_waiting(await self._row(flow.server_id), flow.actor)
-        log.info("authorized", extra={"server": row["name"], "server_id": flow.server_id})
-        return str(row["name"])
+        await self._commands.connect_authorized(row["id"], actor)
+        log.info("authorized", extra={"server": row["name"], "server_id": row["id"]})
 
     async def _principal_kept(self, principal: str) -> bool:
         """Whether the principal a grant is for may still have one: the shared identity and JWT
@@ -257,22 +269,3 @@ class UpstreamAuthorizations:
                 return granted(pending, await request_token(client, pending, form))
         except TokenRequestFailed as exc:
             raise ServerConnectionFailed(f"Authorization failed: {exc.summary}", {"step": "token"}) from None
-
-    async def _connect_waiting(self, row: queries.Row, actor: str) -> None:
-        """Connect the server if it stopped for want of an authorization (ERROR, nobody retrying)."""
-        current = ServerStatus(row["status"])
-        if current is not ServerStatus.ERROR:
-            return
-        await publish_event(
-            self._b.js,
-            ServerStatusChanged(
-                server_id=row["id"],
-                namespace=row["namespace"],
-                actor=actor,
-                status=ServerStatus.CONNECTING,
-                previous_status=current,
-                history="CONNECT_REQUESTED",
-                details={"reason": "authorized"},
-            ),
-        )
-        await publish_command(self._b.js, ConnectServer(server_id=row["id"], reason="authorized"))

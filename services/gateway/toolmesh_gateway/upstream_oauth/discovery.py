@@ -19,9 +19,11 @@ from mcp.client.auth.utils import (
     issuers_match,
 )
 from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 
 from toolmesh.egress.http import egress_refused
 from toolmesh.errors import ServerConnectionFailed
+from toolmesh.oauth_tokens import usable_scope
 
 DISCOVERY_TIMEOUT = httpx2.Timeout(15.0)
 _PROBE = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
@@ -90,14 +92,21 @@ async def _server_metadata(client: httpx2.AsyncClient, issuer: str, url: str) ->
 
 
 async def discover(client: httpx2.AsyncClient, url: str, *, sse: bool, scopes: list[str] | None) -> AuthorizationServer:
-    """The authorization server of the upstream at ``url``, and the scope to ask for: ``scopes`` when
-    configured, else the challenge's, else the metadata's ``scopes_supported``.
+    """The authorization server of the upstream at ``url`` (its protected-resource metadata must be for
+    ``url``), and the scope to ask for: ``scopes`` when configured, else the challenge's, else the
+    metadata's ``scopes_supported`` (a scope that is not one as RFC 6749 spells it, or longer than
+    ``MAX_SCOPE_CHARS``, is left out).
 
     Raises:
         ServerConnectionFailed: a step of discovery found nothing usable (its words say which).
     """
     challenge = await _challenge(client, url, sse)
     resource = await _resource_metadata(client, url, challenge)
+    expected = resource_url_from_server_url(url)
+    if not check_resource_allowed(requested_resource=expected, configured_resource=str(resource.resource)):
+        # RFC 9728 section 3.3: else an upstream naming another server's metadata would be sent the
+        # token an authorization server issues for that other server.
+        raise _failed(f"the protected-resource metadata is for {resource.resource}, not for this server ({expected})")
     if not resource.authorization_servers:
         raise _failed("the protected-resource metadata names no authorization server")
     issuer = str(resource.authorization_servers[0])
@@ -106,7 +115,7 @@ async def discover(client: httpx2.AsyncClient, url: str, *, sse: bool, scopes: l
         raise _failed("the authorization server does not support PKCE S256")
     scope = " ".join(scopes) if scopes else None
     if scope is None and challenge is not None and challenge.status_code in (401, 403):
-        scope = extract_scope_from_www_auth(challenge)
+        scope = usable_scope(extract_scope_from_www_auth(challenge))
     if scope is None and resource.scopes_supported:
-        scope = " ".join(resource.scopes_supported)
+        scope = usable_scope(" ".join(resource.scopes_supported))
     return AuthorizationServer(str(resource.resource), str(metadata.issuer), metadata, scope)

@@ -1,5 +1,6 @@
 """toolmesh's client at an upstream's authorization server: the one the config names (registered in
-advance), else one registered now by dynamic client registration (RFC 7591)."""
+advance), else the gateway's Client ID Metadata Document where the authorization server takes one,
+else one registered by dynamic client registration (RFC 7591)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from dataclasses import dataclass
 
 import httpx2
 from mcp.client.auth import OAuthRegistrationError
-from mcp.client.auth.utils import create_client_registration_request, handle_registration_response
+from mcp.client.auth.utils import (
+    create_client_registration_request,
+    handle_registration_response,
+    should_use_client_metadata_url,
+)
 from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata
 from pydantic import AnyUrl
 
 from toolmesh.contracts.upstream_auth import UpstreamAuth
 from toolmesh.errors import ServerConnectionFailed
 from toolmesh.oauth_tokens import choose_auth_method
-
-CLIENT_NAME = "toolmesh"
+from toolmesh_gateway.upstream_oauth.client_urls import CLIENT_NAME
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,11 @@ async def client_for(
     redirect_uri: str,
     scope: str | None,
     registered: RegisteredClients | None = None,
+    document_url: str | None = None,
     server_id: str = "",
 ) -> OAuthClient:
-    """The client to authorize as (one ``registered`` already for ``server_id`` when it knows it).
+    """The client to authorize as (one ``registered`` already for ``server_id`` when it knows it; the
+    gateway's ``document_url`` when the authorization server takes Client ID Metadata Documents).
 
     Raises:
         ServerConnectionFailed: no client id configured and the authorization server registers none.
@@ -70,6 +76,9 @@ async def client_for(
     if auth.client_id is not None:
         method = auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None)
         return OAuthClient(auth.client_id, auth.client_secret, method)
+    if should_use_client_metadata_url(metadata, document_url):
+        assert document_url is not None
+        return OAuthClient(document_url, None, "none")
     if metadata.registration_endpoint is None:
         raise ServerConnectionFailed(
             "OAuth registration failed: the authorization server offers no dynamic client registration; "

@@ -53,12 +53,15 @@ class UpstreamGrant:
 
 async def save_grant(
     db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
-) -> None:
-    """Store (or replace) the grant of ``server_id`` for ``principal``, sealed."""
+) -> bool:
+    """Store (or replace) the grant of ``server_id`` for ``principal``, sealed; False when the server is
+    gone (removed while it was being authorized: nothing is stored). The server's row is locked until
+    the grant is in, so a removal projected meanwhile waits and then deletes the grant with it."""
     expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
-    await db.execute(
+    status = await db.execute(
         "INSERT INTO mcp.upstream_tokens(server_id, principal, issuer, sealed_grant, expires_at, updated_at) "
-        "VALUES ($1, $2, $3, $4, $5, now()) ON CONFLICT (server_id, principal) DO UPDATE SET "
+        "SELECT id, $2, $3, $4, $5, now() FROM mcp.external_servers WHERE id = $1 FOR KEY SHARE "
+        "ON CONFLICT (server_id, principal) DO UPDATE SET "
         "issuer = EXCLUDED.issuer, sealed_grant = EXCLUDED.sealed_grant, expires_at = EXCLUDED.expires_at, "
         "updated_at = now()",
         server_id,
@@ -67,6 +70,7 @@ async def save_grant(
         box.seal(asdict(grant)),
         expires,
     )
+    return bool(status == "INSERT 0 1")
 
 
 async def load_grant(

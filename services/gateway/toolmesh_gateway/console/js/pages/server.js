@@ -1,5 +1,5 @@
-// One server: its details, tools (held ones can be approved), and its connection history as a
-// timeline that grows as events arrive.
+// One server: its details, tools (held ones can be approved), its connection history as a timeline
+// that grows as events arrive, and for a server behind per-user OAuth whether your account is connected.
 
 import { ApiError } from "../api.js";
 import { announce, describe, fill, formatMs, h, notice, pageTitle, statusBadge, timeElement } from "../dom.js";
@@ -48,6 +48,7 @@ export default {
     const manages = ctx.identity.manages;
     let server = null;
     let lastShown = null;
+    let account = null; // GET .../authorization of a per-user OAuth server (null: not one, or not read yet)
 
     const heading = pageTitle("Server");
     const messages = h("div", { class: "messages" });
@@ -80,6 +81,7 @@ export default {
         ["Error", server.error_message || server.last_error || "–"],
       ];
       fill(facts, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+      if (perUser()) facts.append(h("dt", {}, "Your account"), h("dd", { id: "your-account" }, accountLine()));
       if (!manages) return;
       const connected = ["CONNECTED", "DEGRADED"].includes(server.status);
       const busy = ["CONNECTING", "DISCONNECTING"].includes(server.status);
@@ -92,6 +94,27 @@ export default {
       fill(actions, first,
         button("refresh", "Refresh tools"), button("remove", "Remove", "danger"));
       if (focused) (actions.querySelector(`[data-action="${focused}"]`) || actions.querySelector("button")).focus();
+    }
+
+    function perUser() {
+      return server.connection_config?.auth?.identity === "per_user";
+    }
+
+    /** Whether this key's own account is connected upstream, and the button that connects it. */
+    function accountLine() {
+      const connect = h("button", { type: "button", class: account?.authorized ? "secondary" : "",
+        dataset: { action: "authorize-own" }, onclick: () => run("authorize") },
+        account?.authorized ? "Connect again" : "Connect your account");
+      if (account === null) return ["…"];
+      return account.authorized
+        ? [h("span", { class: "badge ok" }, "connected"), " since ", timeElement(account.authorized_at), " ", connect]
+        : [h("span", { class: "badge held" }, "not connected"), " ", connect];
+    }
+
+    async function loadAccount() {
+      if (!perUser()) return;
+      account = await ctx.api.get(`${base}/authorization`);
+      renderServer();
     }
 
     async function run(action) {
@@ -150,6 +173,7 @@ export default {
         fill(timeline, history.map(entry));
         lastShown = history.length ? history[history.length - 1].timestamp : null;
         await loadTools();
+        await loadAccount();
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
         fill(main, pageTitle("Server not found"), notice("error", `${error.message} (${error.code})`),
@@ -173,6 +197,7 @@ export default {
         lastShown = item.timestamp;
       }
       if (type === "server.status_changed") announce(`${server.name} is ${event.data.status}`);
+      if (type === "server.authorized") loadAccount().catch(() => {});
       if (type.startsWith("tools.")) loadTools().catch(() => {});
     });
     await load();

@@ -33,6 +33,11 @@ async function authorize(ctx, server, path) {
   const tab = window.open("", "_blank");
   try {
     const reply = await ctx.api.post(`${path}/authorize`);
+    if (reply.authorized) { // the caller's own token was exchanged: nothing to open
+      if (tab) tab.close();
+      announce(`${server.name}: your account is connected`);
+      return;
+    }
     if (tab) {
       tab.opener = null;
       tab.location.href = reply.authorization_url;
