@@ -28,6 +28,7 @@ from tests.mcp_client import mcp_url
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
+from toolmesh.redaction import process_redactor
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -260,3 +261,26 @@ async def test_a_key_revoked_while_its_authorization_is_under_way_gets_no_grant(
         assert callback.status_code != 200, callback.text
         rows = await system.backends.db.fetch("SELECT principal FROM mcp.upstream_tokens")
         assert rows == []
+
+
+async def test_authorizing_again_and_again_does_not_grow_the_log_redactor(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    """Every authorization's tokens are masked in the gateway's log, then retired: a key that
+    authorizes in a loop (or a token exchange per request) does not make the redactor, and the cost of
+    every log line, grow without end."""
+    redactor = process_redactor()
+    saved, redactor.retired_limit = redactor.retired_limit, 16
+    try:
+        async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+            created = await system.register(
+                "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+            )
+            key = await system.create_key("gus", "user")
+            await _authorize_as(system, key["token"], created["id"], peer, "alice")
+            before = len(redactor)
+            for _ in range(20):
+                await _authorize_as(system, key["token"], created["id"], peer, "alice")
+            assert len(redactor) - before <= 16
+    finally:
+        redactor.retired_limit = saved

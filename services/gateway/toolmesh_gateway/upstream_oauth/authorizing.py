@@ -213,10 +213,16 @@ class UpstreamAuthorizations:
 
     async def _keep(self, row: queries.Row, grant: UpstreamGrant, principal: str, actor: str) -> None:
         """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
-        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile."""
-        process_redactor().add(grant.secrets())
-        if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
-            raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
+        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile. The gateway
+        never uses the tokens again: they are retired from the log redactor at once (masked a while,
+        then forgotten), so authorizations repeated for ever do not grow it without end."""
+        redactor = process_redactor()
+        redactor.add(grant.secrets())
+        try:
+            if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
+                raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
+        finally:
+            redactor.retire(secret for secret in grant.secrets() if secret.value != grant.client_secret)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
