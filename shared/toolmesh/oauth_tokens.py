@@ -20,6 +20,9 @@ from toolmesh.platform.store.upstream_tokens import UpstreamGrant
 TOKEN_TIMEOUT = httpx2.Timeout(15.0)
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 """Client authentication methods toolmesh uses, in its order of preference."""
+MAX_TOKEN_CHARS = 16_384
+"""The longest access or refresh token taken (a JWT with many claims is a few kilobytes); each is kept
+in memory, sealed in the database and masked in the log."""
 MAX_LIFETIME_SECONDS = 10 * 365 * 86400.0
 """The longest ``expires_in`` believed; past it (or not a positive finite number) the expiry is unknown."""
 MAX_SCOPE_CHARS = 2048
@@ -75,6 +78,9 @@ async def request_token(client: httpx2.AsyncClient, grant: UpstreamGrant, form: 
         raise TokenRequestFailed("token endpoint answered something other than JSON") from None
     if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
         raise TokenRequestFailed("token endpoint answered without an access token")
+    for field in ("access_token", "refresh_token"):
+        if isinstance(answer.get(field), str) and len(answer[field]) > MAX_TOKEN_CHARS:
+            raise TokenRequestFailed(f"token endpoint answered a {field} over {MAX_TOKEN_CHARS} characters")
     return answer
 
 

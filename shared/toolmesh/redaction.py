@@ -14,6 +14,10 @@ error message quotes it (``b'key\\r\\n'``), stripped, and line by line.
 
 Secrets of a known shape (API key tokens) are also masked by pattern, so a process that never saw
 a key's value (a session-worker, a key created on another replica) still hides it.
+
+A secret replaced by a newer one (a refreshed OAuth token) is *retired*: still masked until
+``retired_limit`` newer ones were retired, then forgotten, so a process that refreshes tokens for
+ever (an authorization server issuing tokens that live a second) does not mask ever more values.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ import contextlib
 import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 MASK = "***"
 MIN_ANYWHERE = 6
+RETIRED_LIMIT = 4096
+"""Spellings of retired secrets kept masked (the oldest are forgotten past it)."""
 TRIVIAL = frozenset({"true", "false", "yes", "null", "none", "nil", "off"})
 _SEPARATOR = r"(?:[\"']?[ \t]*[=:][ \t]*[\"']?|[ \t]+)"
 _EDGE_BEFORE, _EDGE_AFTER = r"(?<![\w-])", r"(?![\w-])"
@@ -62,8 +69,10 @@ def _is_trivial(value: str) -> bool:
 class SecretRedactor(logging.Filter):
     """A log filter that replaces every registered secret with ``***``."""
 
-    def __init__(self) -> None:
+    def __init__(self, retired_limit: int = RETIRED_LIMIT) -> None:
         super().__init__()
+        self.retired_limit = retired_limit
+        self._retired: OrderedDict[str, str | None] = OrderedDict()  # spelling -> its secret's name
         self._anywhere: set[str] = set()
         self._tokens: set[str] = set()
         self._named: dict[str, set[str]] = {}  # lower-cased name -> values
@@ -78,7 +87,31 @@ class SecretRedactor(logging.Filter):
             for value in spellings(secret.value):
                 self._add_spelling(value, secret)
 
+    def __len__(self) -> int:
+        """How many values (spellings) are masked, besides shapes."""
+        return len(self._anywhere | self._tokens | {v for group in self._named.values() for v in group})
+
+    def retire(self, secrets: Iterable[Secret | str]) -> None:
+        """These secrets were replaced by newer ones: mask them until ``retired_limit`` spellings newer
+        than theirs were retired, then forget them (unless added again meanwhile)."""
+        for secret in secrets:
+            if isinstance(secret, str):
+                secret = Secret(secret)
+            for value in spellings(secret.value):
+                self._retired[value] = secret.name
+                self._retired.move_to_end(value)
+        while len(self._retired) > self.retired_limit:
+            value, name = self._retired.popitem(last=False)
+            self._anywhere.discard(value)
+            self._tokens.discard(value)
+            if name and (group := self._named.get(name.lower())) is not None:
+                group.discard(value)
+                if not group:
+                    del self._named[name.lower()]
+            self._compiled = None
+
     def _add_spelling(self, value: str, secret: Secret) -> None:
+        self._retired.pop(value, None)  # in use again: masked for good
         if not value.strip():
             return
         if len(value) >= MIN_ANYWHERE:

@@ -28,6 +28,7 @@ from tests.mcp_client import mcp_url
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
+from toolmesh.redaction import process_redactor
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -237,3 +238,49 @@ async def test_an_authorization_server_taking_client_documents_gets_the_gateways
 async def test_no_client_document_without_a_public_url(system: System) -> None:
     answer = await system.api.get("/oauth/client-metadata.json")
     assert answer.status_code == 404 and "TOOLMESH_PUBLIC_URL" in answer.json()["detail"]
+
+
+async def test_a_key_revoked_while_its_authorization_is_under_way_gets_no_grant(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    """The grant of an authorization that comes back after its key was revoked is not stored: revoking
+    dropped the key's grants, and none may appear for it afterwards (the server's own session would
+    take it as the grant stored last)."""
+    async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+        created = await system.register(
+            "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+        )
+        key = await system.create_key("fay", "user")
+        async with system.client_as(key["token"]) as client:
+            started = await client.post(f"{SERVERS}/{created['id']}/authorize")
+        assert started.status_code == 200, started.text
+        revoked = await system.api.delete(f"/api/v1/auth/keys/{key['id']}")
+        assert revoked.status_code == 204, revoked.text
+        _, answer = await follow(started.json()["authorization_url"])
+        callback = await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})
+        assert callback.status_code != 200, callback.text
+        rows = await system.backends.db.fetch("SELECT principal FROM mcp.upstream_tokens")
+        assert rows == []
+
+
+async def test_authorizing_again_and_again_does_not_grow_the_log_redactor(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    """Every authorization's tokens are masked in the gateway's log, then retired: a key that
+    authorizes in a loop (or a token exchange per request) does not make the redactor, and the cost of
+    every log line, grow without end."""
+    redactor = process_redactor()
+    saved, redactor.retired_limit = redactor.retired_limit, 16
+    try:
+        async with running_system(nats_url, database_url, roles=["gateway", "projector"]) as system:
+            created = await system.register(
+                "saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER}, auto_connect=False
+            )
+            key = await system.create_key("gus", "user")
+            await _authorize_as(system, key["token"], created["id"], peer, "alice")
+            before = len(redactor)
+            for _ in range(20):
+                await _authorize_as(system, key["token"], created["id"], peer, "alice")
+            assert len(redactor) - before <= 16
+    finally:
+        redactor.retired_limit = saved

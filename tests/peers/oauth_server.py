@@ -173,6 +173,8 @@ class MemoryProvider:
         found = self.access.get(token)
         if found is not None:
             self.stats["bearer_requests"] = self.stats.get("bearer_requests", 0) + 1
+            key = f"bearer_requests_of_{found.subject}"
+            self.stats[key] = self.stats.get(key, 0) + 1
         return found
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:

@@ -79,3 +79,25 @@ def test_a_value_with_characters_beyond_ascii_is_masked_in_its_escaped_forms() -
     assert (
         redactor.redact("b's\\xc3\\xa9cret-\\xe2\\x98\\x83-42' or \"s\\u00e9cret-\\u2603-42\"") == "b'***' or \"***\""
     )
+
+
+def test_retired_secrets_stay_masked_a_while_then_are_forgotten() -> None:
+    redactor = SecretRedactor(retired_limit=8)
+    redactor.add(["client-secret-kept"])
+    for n in range(100):  # an access token refreshed every second, for ever
+        token = f"access-token-{n:04d}"
+        redactor.add([Secret(token, "Authorization")])
+        if n:
+            redactor.retire([Secret(f"access-token-{n - 1:04d}", "Authorization")])
+    assert len(redactor) <= 8 + 4  # the retired ones kept, the live token and the kept secret
+    assert redactor.redact("access-token-0099 access-token-0098 client-secret-kept") == "*** *** ***"
+    assert redactor.redact("access-token-0001") == "access-token-0001"
+
+
+def test_a_retired_secret_added_again_is_masked_for_good() -> None:
+    redactor = SecretRedactor(retired_limit=2)
+    redactor.add(["shared-client-secret"])
+    redactor.retire(["shared-client-secret"])
+    redactor.add(["shared-client-secret"])
+    redactor.retire([f"other-secret-{n}" for n in range(10)])
+    assert redactor.redact("shared-client-secret") == "***"

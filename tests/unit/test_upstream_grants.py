@@ -6,13 +6,15 @@ the upstream are ``httpx2.MockTransport`` handlers here; the integration test us
 from __future__ import annotations
 
 import dataclasses
+import time
 from urllib.parse import parse_qs
 
 import httpx2
 import pytest
 
-from toolmesh.oauth_tokens import choose_auth_method, granted
+from toolmesh.oauth_tokens import MAX_TOKEN_CHARS, choose_auth_method, granted
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
+from toolmesh.redaction import process_redactor
 from toolmesh_session_worker.upstream.bearer import BearerAuth
 from toolmesh_session_worker.upstream_grants import (
     AuthorizationNeeded,
@@ -34,9 +36,12 @@ class MemoryStore:
     async def load(self) -> UpstreamGrant | None:
         return self.grant
 
-    async def save(self, grant: UpstreamGrant) -> None:
+    async def save(self, grant: UpstreamGrant) -> bool:
+        if self.grant is None:  # dropped since it was loaded: an update finds no row
+            return False
         self.grant = grant
         self.saves += 1
+        return True
 
 
 class TokenEndpoint:
@@ -182,3 +187,51 @@ async def test_a_dropped_grant_is_not_refreshed() -> None:
     store.grant = None  # the key was revoked or the server removed
     await grants.access_token()
     assert store.grant is None and endpoint.forms == []
+
+
+async def test_a_grant_dropped_since_it_was_loaded_is_not_refreshed_into_use_again() -> None:
+    """A revoked key's grant (its row deleted) that a session still holds: the refresh before expiry
+    is the last use, its result is neither stored nor sent, and the session takes what is stored now."""
+    store, endpoint = MemoryStore(grant(expires_in=30)), TokenEndpoint()
+    grants = keeper(store, endpoint)
+    await grants.load()
+    store.grant = None  # the key was revoked: drop_principal_grants
+    assert await grants.access_token() is None  # neither refreshed nor sent any more
+    assert await grants.access_token() is None and endpoint.forms == []
+    store.grant = grant()  # another principal's, for a per-user server's own session
+    assert await grants.access_token() == "at-0"
+
+
+async def test_an_authorization_server_issuing_one_second_tokens_does_not_grow_the_redactor() -> None:
+    """A hostile authorization server answers every refresh with a token that lives a second: each
+    request refreshes, and the log redactor forgets the replaced tokens instead of masking ever more."""
+    clock = [time.time()]  # refreshed grants expire from the real time
+
+    def one_second(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": f"short-{clock[0]:.0f}", "expires_in": 1})
+
+    redactor = process_redactor()
+    saved, redactor.retired_limit = redactor.retired_limit, 50
+    try:
+        store = MemoryStore(dataclasses.replace(grant(lifetime=1), expires_at=clock[0] + 1))
+        transport = httpx2.MockTransport(one_second)
+        grants = GrantKeeper(store, lambda: httpx2.AsyncClient(transport=transport), "s1", lambda: clock[0])
+        await grants.load()
+        before = len(redactor)
+        for _ in range(300):
+            clock[0] += 1
+            assert (await grants.access_token() or "").startswith("short-")
+        assert store.saves == 300
+        assert len(redactor) - before <= 60
+    finally:
+        redactor.retired_limit = saved
+
+
+async def test_a_token_over_the_size_limit_is_refused() -> None:
+    def huge(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": "x" * (MAX_TOKEN_CHARS + 1), "expires_in": 3600})
+
+    store = MemoryStore(grant(expires_in=30))
+    grants = GrantKeeper(store, lambda: httpx2.AsyncClient(transport=httpx2.MockTransport(huge)), "s1", lambda: NOW)
+    await grants.load()
+    assert await grants.access_token() == "at-0" and store.saves == 0  # the refresh was refused

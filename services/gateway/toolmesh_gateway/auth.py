@@ -25,6 +25,8 @@ from toolmesh.platform.store.principals import principal_for_token_hash
 from toolmesh_gateway.auth_failures import AuthFailures
 from toolmesh_gateway.jwt_bearer import JwtVerifier, looks_like_jwt
 
+JWT_PRINCIPAL_PREFIX = "jwt:"
+"""The key id of a JWT caller is this prefix and its subject (it has no row in ``mcp.principals``)."""
 _CACHE_SECONDS = 30.0
 _MAX_CACHED = 10_000
 
@@ -142,7 +144,9 @@ class Authenticator:
             raise Unauthorized("Missing bearer token")
         if self._jwt is not None and looks_like_jwt(token):
             subject, role, namespace = self._jwt.identity(await self._jwt.claims(token))
-            return Principal(key_id=f"jwt:{subject}", name=subject, role=role, namespace=namespace, token=token)
+            return Principal(
+                key_id=f"{JWT_PRINCIPAL_PREFIX}{subject}", name=subject, role=role, namespace=namespace, token=token
+            )
         digest = hash_token(token)
         cached = self._cache.get(digest)
         if cached and cached[0] > time.monotonic():

@@ -19,6 +19,7 @@ from toolmesh.contracts.rpc import (
 )
 from toolmesh.errors import ExecutionFailed, ExecutionTimeout, ServerUnavailable, UpstreamAuthorizationRequired
 from toolmesh.lifecycle import SERVING
+from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.upstream import (
     ProgressCallback,
@@ -40,13 +41,15 @@ def live_session(server: OwnedServer) -> Upstream:
     return session
 
 
-async def caller_session(server: OwnedServer, principal: str | None) -> Upstream:
-    """The session a caller's request goes to: the server's own, or for a server registered with
-    ``auth.identity: per_user`` the caller's (opened now when it has none)."""
+async def caller_session(server: OwnedServer, principal: str | None) -> tuple[Upstream, UpstreamClients]:
+    """The session a caller's request goes to and the client side its server → client traffic goes
+    through: the server's own, or for a server registered with ``auth.identity: per_user`` the
+    caller's (opened now when it has none), whose traffic reaches only the caller's clients."""
     session = live_session(server)
     if server.principals is None:
-        return session
-    return await server.principals.session(principal)
+        return session, server.clients
+    held = await server.principals.session(principal)
+    return held.session, held.clients
 
 
 def scope_refusal(server: OwnedServer, exc: UpstreamScopeRequired) -> UpstreamAuthorizationRequired | ExecutionFailed:
@@ -91,10 +94,10 @@ def upstream_failure(
 
 async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: ProgressCallback | None) -> bytes:
     """Send the request upstream; its raw result, the JSON the upstream answered, for the reply."""
-    session = await caller_session(server, body.principal)
+    session, clients = await caller_session(server, body.principal)
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
-    server.clients.begin(body.call_id, body.client)
+    clients.begin(body.call_id, body.client)
     try:
         result = await session.request(
             body.method, body.params, timeout=body.timeout_seconds, call_id=body.call_id, progress=progress
@@ -107,43 +110,63 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
     except UpstreamError as exc:
         raise upstream_failure(server, f"{body.method} on {server.name}", exc) from exc
     finally:
-        server.clients.end(body.call_id)
+        clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
     return json.dumps(result, separators=(",", ":")).encode()
 
 
+def held_session(server: OwnedServer, principal: str | None) -> tuple[Upstream | None, UpstreamClients | None]:
+    """The session (open or not) and client side a caller's earlier requests went to, without opening
+    one: the server's own, or a per-user server's session of ``principal`` (None, None: it has none)."""
+    if server.principals is None:
+        return server.session, server.clients
+    held = server.principals.held(principal)
+    return (held.session, held.clients) if held is not None else (None, None)
+
+
 async def subscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcResult:
-    """Reference-counted ``resources/subscribe``."""
+    """Reference-counted ``resources/subscribe`` (a per-user server's on the caller's own session)."""
+    session, clients = await caller_session(server, body.principal)
     try:
-        await server.clients.subscribe(live_session(server), body.uri, body.client)
+        await clients.subscribe(session, body.uri, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"resources/subscribe on {server.name}", exc) from exc
-    return SubscribeRpcResult(holders=len(server.clients.subscriptions.get(body.uri, {})))
+    return SubscribeRpcResult(holders=len(clients.subscriptions.get(body.uri, {})))
 
 
 async def unsubscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcResult:
     """Reference-counted ``resources/unsubscribe``."""
+    session, clients = held_session(server, body.principal)
+    if clients is None:
+        return SubscribeRpcResult(holders=0)
     try:
-        await server.clients.unsubscribe(server.session, body.uri, body.client)
+        await clients.unsubscribe(session, body.uri, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"resources/unsubscribe on {server.name}", exc) from exc
-    return SubscribeRpcResult(holders=len(server.clients.subscriptions.get(body.uri, {})))
+    return SubscribeRpcResult(holders=len(clients.subscriptions.get(body.uri, {})))
 
 
 async def set_level(server: OwnedServer, body: SetLevelRpc) -> SetLevelRpcResult:
-    """A client's ``logging/setLevel``: the upstream gets the most verbose level of its clients."""
+    """A client's ``logging/setLevel``: the upstream gets the most verbose level of its clients (a
+    per-user server's session of the caller: of the caller's clients)."""
+    session, clients = await caller_session(server, body.principal)
     try:
-        await server.clients.set_level(live_session(server), body.level, body.client)
+        await clients.set_level(session, body.level, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"logging/setLevel on {server.name}", exc) from exc
-    return SetLevelRpcResult(upstream_level=server.clients.upstream_level())
+    return SetLevelRpcResult(upstream_level=clients.upstream_level())
 
 
 async def client_gone(server: OwnedServer, body: ClientGoneRpc) -> ClientGoneRpcResult:
-    """Release what a finished client session held on this upstream."""
+    """Release what a finished client session held on this upstream (on a per-user server, on the
+    session of whichever principal it belonged to)."""
+    held = [(server.session, server.clients)]
+    if server.principals is not None:
+        held += server.principals.every_session()
     try:
-        await server.clients.forget(server.session, body.client)
+        for session, clients in held:
+            await clients.forget(session, body.client)
     except UpstreamError as exc:
         raise upstream_failure(server, f"releasing a client of {server.name}", exc) from exc
     return ClientGoneRpcResult()

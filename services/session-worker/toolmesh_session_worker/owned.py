@@ -269,9 +269,12 @@ class OwnedServer:
         process_redactor().add(secret_values(config))
         return config
 
-    def _options(self, grants: GrantKeeper | None, on_lost: LostCallback, *, own: bool) -> OpeningOptions:
+    def _options(
+        self, grants: GrantKeeper | None, on_lost: LostCallback, *, own: bool, clients: UpstreamClients | None = None
+    ) -> OpeningOptions:
         """How a session of this server opens: the server's ``own`` (it discovers what the upstream
-        offers), or one of its users' (it only answers that user's requests)."""
+        offers), or one of its users' (it only answers that user's requests, and its server → client
+        traffic goes only to that user's clients, ``clients``)."""
         settings = self._b.settings
         return OpeningOptions(
             connect_timeout=settings.connection_timeout_seconds,
@@ -283,7 +286,7 @@ class OwnedServer:
             http_client=self._http.client(self.egress) if self._http is not None else None,
             egress=self.egress,
             auth=BearerAuth(grants) if grants is not None else None,
-            client_side=self.clients,
+            client_side=clients if clients is not None else self.clients,
             rest_policy=RestPolicy(
                 settings.rest_retry_attempts, settings.rest_retry_backoff_seconds, settings.rest_timeout_seconds
             ),
@@ -294,9 +297,12 @@ class OwnedServer:
             store = StoredGrant(self._b.db, self._box, self.server_id, principal)
             return await loaded_grants(store, self.egress, self.server_id, per_user=True)
 
-        async def open_for(grants: GrantKeeper, on_lost: LostCallback) -> Upstream:
-            options = self._options(grants, on_lost, own=False)
+        async def open_for(grants: GrantKeeper, on_lost: LostCallback, clients: UpstreamClients) -> Upstream:
+            options = self._options(grants, on_lost, own=False, clients=clients)
             return await open_session(self.name, self._transport, self._config(), options)
+
+        def new_clients() -> UpstreamClients:
+            return UpstreamClients(self._b.bus, self.server_id, self.name, self._b.settings.request_timeout_seconds)
 
         return PrincipalSessions(
             self.server_id,
@@ -305,6 +311,8 @@ class OwnedServer:
             grants,
             self._b.settings.upstream_user_session_idle_seconds,
             self.tasks,
+            new_clients,
+            limit=self._b.settings.upstream_user_sessions_per_server,
         )
 
     async def apply_verdict(self, verdict: HealthVerdictRpc) -> HealthVerdictResult:

@@ -1,6 +1,12 @@
 """The upstream sessions of a server registered with ``auth.identity: per_user``: one per principal
 that calls it, opened on its first request with that principal's own grant (so the upstream sees its
-own user), and closed once it has been idle for ``idle_seconds``.
+own user), and closed once it has been idle for ``idle_seconds``. At most ``limit`` are open: a new
+one closes the least recently used one with nothing in flight and no subscription, and is refused
+(``LimitExceeded``) when every one is busy.
+
+Each principal's session has a client side of its own (``UpstreamClients``): what its upstream sends
+to a client (sampling, elicitation, roots, log messages, resource updates) is attributed only among
+that principal's requests, subscriptions and log levels, never to another principal's client.
 
 A principal without a grant gets ``UpstreamAuthorizationRequired`` (the gateway adds the URL to
 authorize at); so does one whose grant the upstream refuses even after a refresh.
@@ -14,23 +20,28 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from toolmesh.errors import ServerUnavailable, UpstreamAuthorizationRequired
+from toolmesh.errors import LimitExceeded, ServerUnavailable, UpstreamAuthorizationRequired
 from toolmesh.platform.metrics import record_user_sessions
 from toolmesh.platform.supervision import TaskSet
+from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import error_kind
 from toolmesh_session_worker.upstream import LostCallback, Upstream, UpstreamError
 from toolmesh_session_worker.upstream_grants import AuthorizationNeeded, GrantKeeper
 
 log = logging.getLogger("toolmesh.session")
-Opener = Callable[[GrantKeeper, LostCallback], Awaitable[Upstream]]
-"""Opens an upstream session that authenticates with the keeper's grant and reports its loss."""
+Opener = Callable[[GrantKeeper, LostCallback, UpstreamClients], Awaitable[Upstream]]
+"""Opens an upstream session that authenticates with the keeper's grant, reports its loss and sends
+its server → client traffic to the given client side."""
 Grants = Callable[[str], Awaitable[GrantKeeper]]
 """The loaded grant keeper of a principal (``AuthorizationNeeded`` when it has none)."""
 
 
 @dataclass
-class _Held:
+class UserSession:
+    """One principal's upstream session and the client side that serves only that principal's clients."""
+
     session: Upstream
+    clients: UpstreamClients
     used: float
 
 
@@ -44,8 +55,10 @@ class PrincipalSessions:
     grants: Grants
     idle_seconds: float
     tasks: TaskSet
+    new_clients: Callable[[], UpstreamClients]
+    limit: int = 100
     clock: Callable[[], float] = time.monotonic
-    _held: dict[str, _Held] = field(default_factory=dict)
+    _held: dict[str, UserSession] = field(default_factory=dict)
     _opening: dict[str, asyncio.Lock] = field(default_factory=dict)
     _reaping: bool = False
 
@@ -57,7 +70,15 @@ class PrincipalSessions:
     def __len__(self) -> int:
         return len(self._held)
 
-    async def session(self, principal: str | None) -> Upstream:
+    def held(self, principal: str | None) -> UserSession | None:
+        """The session ``principal`` holds now (open or not), if any."""
+        return self._held.get(principal) if principal else None
+
+    def every_session(self) -> list[tuple[Upstream, UpstreamClients]]:
+        """Every principal's session and its client side."""
+        return [(held.session, held.clients) for held in self._held.values()]
+
+    async def session(self, principal: str | None) -> UserSession:
         """The session of ``principal``, opened now when it has none.
 
         Raises:
@@ -75,32 +96,52 @@ class PrincipalSessions:
             if live is not None:
                 return live
             await self.close(principal)  # a session that died
-            session = await self._open(principal)
-            self._held[principal] = _Held(session, self.clock())
+            await self._make_room()
+            held = await self._open(principal)
+            self._held[principal] = held
         if not self._reaping:
             self._reaping = True
             self.tasks.spawn(self._reap())
-        return session
+        return held
 
-    def _live(self, principal: str) -> Upstream | None:
+    async def _make_room(self) -> None:
+        """Close the least recently used idle session when ``limit`` are open; ``LimitExceeded`` when
+        every open one is busy."""
+        if len(self._held) < self.limit:
+            return
+        idle = [(held.used, p) for p, held in self._held.items() if self._closable(held)]
+        if not idle:
+            raise LimitExceeded(
+                f"{self.server_name} holds {len(self._held)} users' sessions, every one busy; try again shortly",
+                {"server_id": self.server_id, "limit": self.limit},
+            )
+        await self.close(min(idle)[1])
+
+    @staticmethod
+    def _closable(held: UserSession) -> bool:
+        return not held.session.pending and not held.clients.subscriptions
+
+    def _live(self, principal: str) -> UserSession | None:
         held = self._held.get(principal)
         if held is None or not held.session.alive:
             return None
         held.used = self.clock()
-        return held.session
+        return held
 
-    async def _open(self, principal: str) -> Upstream:
+    async def _open(self, principal: str) -> UserSession:
         try:
             keeper = await self.grants(principal)
         except AuthorizationNeeded:
             raise self._required("you have not authorized it yet") from None
 
+        clients = self.new_clients()
+
         async def lost(reason: str) -> None:
             log.info("a user's session ended: %s", reason, extra={"server": self.server_name})
-            self.tasks.spawn(self.close(principal))
+            self.tasks.spawn(self._close_lost(principal, clients))
 
         try:
-            session = await self.open_session(keeper, lost)
+            session = await self.open_session(keeper, lost, clients)
         except UpstreamError as exc:
             if error_kind(exc) == "auth":
                 raise self._required("the upstream refused your grant") from None
@@ -110,7 +151,7 @@ class PrincipalSessions:
             ) from None
         log.info("opened a user's session", extra={"server": self.server_name, "sessions": len(self._held) + 1})
         record_user_sessions("opened")
-        return session
+        return UserSession(session, clients, self.clock())
 
     def _required(self, why: str) -> UpstreamAuthorizationRequired:
         return UpstreamAuthorizationRequired(
@@ -126,6 +167,13 @@ class PrincipalSessions:
             record_user_sessions("closed")
             await held.session.close()
 
+    async def _close_lost(self, principal: str, clients: UpstreamClients) -> None:
+        """Close the session of ``principal`` that was lost (known by its client side), not one a
+        request opened in its place meanwhile."""
+        held = self._held.get(principal)
+        if held is not None and held.clients is clients:
+            await self.close(principal)
+
     async def close_all(self) -> None:
         """Close every principal's session."""
         held, self._held = list(self._held.values()), {}
@@ -134,9 +182,10 @@ class PrincipalSessions:
             await one.session.close()
 
     async def close_idle(self) -> int:
-        """Close the sessions unused for ``idle_seconds`` with nothing in flight; how many."""
+        """Close the sessions unused for ``idle_seconds`` with nothing in flight and no resource
+        subscription of their clients; how many."""
         cutoff = self.clock() - self.idle_seconds
-        idle = [p for p, held in self._held.items() if held.used <= cutoff and not held.session.pending]
+        idle = [p for p, held in self._held.items() if held.used <= cutoff and self._closable(held)]
         for principal in idle:
             await self.close(principal)
             self._opening.pop(principal, None)

@@ -71,11 +71,11 @@ def _progress_publisher(server: OwnedServer, body: CallToolRpc | UpstreamRequest
 
 async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallback | None = None) -> bytes:
     """Call the tool upstream; the result as the JSON the MCP wire uses, ready to put in the reply."""
-    session = await forwarding.caller_session(server, body.principal)
+    session, clients = await forwarding.caller_session(server, body.principal)
     started = time.perf_counter()
     if body.call_id:
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
-    server.clients.begin(body.call_id, body.client)
+    clients.begin(body.call_id, body.client)
     span: dict[str, Any] = {"status": "FAILED"}
     try:
         result = await session.call_tool(
@@ -110,7 +110,7 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
         span = _failed(exc)
         raise
     finally:
-        server.clients.end(body.call_id)
+        clients.end(body.call_id)
         if body.call_id:
             server.calls.pop(body.call_id, None)
         log.info(

@@ -68,8 +68,9 @@ class GrantStore(Protocol):
         """The stored grant, None when there is none."""
         ...
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Replace the stored grant with a refreshed one (nothing when it was dropped since)."""
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Replace the stored grant with a refreshed one; False (nothing stored) when it was dropped
+        since (its key revoked, its server removed)."""
         ...
 
     async def want(self, scope: str) -> None:
@@ -91,9 +92,9 @@ class StoredGrant:
         """The stored grant."""
         return await load_grant(self._db, self._box, self._server_id, self._principal)
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Store ``grant`` sealed in place of the one it refreshed."""
-        await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Store ``grant`` sealed in place of the one it refreshed; False when that one was dropped."""
+        return await update_grant(self._db, self._box, self._server_id, grant, self._principal)
 
     async def want(self, scope: str) -> None:
         """Record ``scope`` for the gateway's next authorization of this grant."""
@@ -118,10 +119,12 @@ class DiscoveryGrant:
         self._principal, grant = found
         return grant
 
-    async def save(self, grant: UpstreamGrant) -> None:
-        """Store ``grant`` sealed in place of the one it refreshed."""
-        if self._principal is not None:
-            await update_grant(self._db, self._box, self._server_id, grant, self._principal)
+    async def save(self, grant: UpstreamGrant) -> bool:
+        """Store ``grant`` sealed in place of the one it refreshed; False when that one was dropped
+        (the next load takes another principal's)."""
+        if self._principal is None:
+            return False
+        return await update_grant(self._db, self._box, self._server_id, grant, self._principal)
 
     async def want(self, scope: str) -> None:
         """Record ``scope`` for the next authorization of the grant in use."""
@@ -167,8 +170,14 @@ class GrantKeeper:
         self._keep(grant)
 
     def _keep(self, grant: UpstreamGrant) -> None:
-        process_redactor().add(grant.secrets())
-        self._grant = grant
+        """Use ``grant`` from now on; the secrets of the one it replaces are retired from the log
+        redactor (masked a while longer, then forgotten: a refresh every second adds no end of them)."""
+        previous, self._grant = self._grant, grant
+        redactor = process_redactor()
+        redactor.add(grant.secrets())
+        if previous is not None:
+            kept = {secret.value for secret in grant.secrets()}
+            redactor.retire(secret for secret in previous.secrets() if secret.value not in kept)
 
     def _due(self, grant: UpstreamGrant) -> bool:
         margin = REFRESH_MARGIN_SECONDS if grant.lifetime is None else min(REFRESH_MARGIN_SECONDS, grant.lifetime / 2)
@@ -183,7 +192,11 @@ class GrantKeeper:
     async def access_token(self) -> str | None:
         """The access token, refreshed first when it is about to expire (``REFRESH_MARGIN_SECONDS``)."""
         grant = self._grant
-        if grant is not None and self._due(grant):
+        if grant is None:  # dropped by a refresh: whatever is stored now (another principal's, or none)
+            async with self._lock:
+                if self._grant is None and (stored := await self._store.load()) is not None:
+                    self._keep(stored)
+        elif self._due(grant):
             async with self._lock:
                 if self._grant is grant:
                     await self._refresh_latest(grant)
@@ -194,7 +207,8 @@ class GrantKeeper:
         ``held`` would store the old account's tokens over the new ones); none left (the server was
         removed, the key revoked): nothing to refresh."""
         stored = await self._store.load()
-        if stored is None:
+        if stored is None:  # nor is the held one sent any more
+            self._grant = None
             return
         if stored.access_token != held.access_token:
             self._keep(stored)
@@ -258,7 +272,12 @@ class GrantKeeper:
             log.warning("refreshing the upstream token failed: %s", exc.summary, extra={"server_id": self.server_id})
             return False
         self._keep(fresh)
-        await self._store.save(fresh)
+        if not await self._store.save(fresh):
+            # Dropped since it was loaded (its key revoked, its server removed): not used any more.
+            self._grant = None
+            process_redactor().retire(fresh.secrets())
+            log.info("upstream grant dropped since it was loaded; not used again", extra={"server_id": self.server_id})
+            return False
         log.info("upstream token refreshed", extra={"server_id": self.server_id})
         return True
 

@@ -174,6 +174,9 @@ class SubscribeRpc(BaseModel):
 
     uri: str
     client: ClientRef
+    principal: str | None = None
+    """The client's key id: a server registered with ``auth.identity: per_user`` subscribes on this
+    principal's own upstream session."""
 
 
 class SubscribeRpcResult(BaseModel):
@@ -187,6 +190,9 @@ class SetLevelRpc(BaseModel):
 
     level: str
     client: ClientRef
+    principal: str | None = None
+    """The client's key id: a server registered with ``auth.identity: per_user`` sets the level on this
+    principal's own upstream session."""
 
 
 class SetLevelRpcResult(BaseModel):

@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     # A user's own upstream session of a server registered with ``auth.identity: per_user`` closes after
     # this long without a request (it opens again on the next one).
     upstream_user_session_idle_seconds: float = Field(300.0, gt=0)
+    # At most this many users' own sessions of one such server on a worker: a new user's session ends the
+    # least recently used one with nothing in flight and no subscription, else is refused (409).
+    upstream_user_sessions_per_server: int = Field(100, ge=1)
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.
     skills_file: Path | None = None

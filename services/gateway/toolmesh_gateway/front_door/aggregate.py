@@ -195,7 +195,8 @@ class Aggregate:
         link = self._links.link(ctx)
         link.servers.add(server.id)
         try:
-            await self._forwarder.control(server, verb, SubscribeRpc(uri=uri, client=link.ref))
+            body = SubscribeRpc(uri=uri, client=link.ref, principal=_key_of(ctx))
+            await self._forwarder.control(server, verb, body)
         except ToolmeshError as exc:
             raise mcp_error(exc) from exc
 
@@ -278,7 +279,7 @@ class Aggregate:
         link.log_level = level
         targets = [s for s, o in self._view(ctx).visible_offers() if "logging" in o.description.capabilities]
         link.servers.update(s.id for s in targets)
-        body = SetLevelRpc(level=level, client=link.ref)
+        body = SetLevelRpc(level=level, client=link.ref, principal=_key_of(ctx))
         outcomes = await asyncio.gather(
             *(self._forwarder.control(s, "set_level", body) for s in targets), return_exceptions=True
         )
@@ -286,3 +287,9 @@ class Aggregate:
             if isinstance(outcome, BaseException):
                 log.warning("logging/setLevel did not reach %s: %s", server.name, outcome)
         return {}
+
+
+def _key_of(ctx: Ctx) -> str | None:
+    """The key id of the request's caller (a per-user server answers it on that principal's session)."""
+    caller = request_caller(ctx.request)
+    return caller.principal.key_id if caller is not None else None

@@ -296,12 +296,13 @@ class Transparent:
         link = self._links.link(ctx)
         link.servers.add(server.id)
         params = ctx.params or {}
+        principal = _caller(ctx).principal.key_id
         body: SubscribeRpc | SetLevelRpc
         if verb == "set_level":
             link.log_level = str(params.get("level", "info"))
-            body = SetLevelRpc(level=link.log_level, client=link.ref)
+            body = SetLevelRpc(level=link.log_level, client=link.ref, principal=principal)
         else:
-            body = SubscribeRpc(uri=str(params.get("uri", "")), client=link.ref)
+            body = SubscribeRpc(uri=str(params.get("uri", "")), client=link.ref, principal=principal)
         try:
             await self._forwarder.control(server, verb, body)
         except ToolmeshError as exc:

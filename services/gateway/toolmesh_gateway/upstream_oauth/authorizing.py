@@ -28,11 +28,11 @@ from toolmesh.errors import (
 from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token, usable_scope
 from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
-from toolmesh.platform.store import queries
+from toolmesh.platform.store import principals, queries
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.upstream_tokens import SHARED_IDENTITY, UpstreamGrant, grant_record, save_grant
 from toolmesh.redaction import process_redactor
-from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.auth import JWT_PRINCIPAL_PREFIX, Caller
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
 from toolmesh_gateway.upstream_oauth.discovery import discover
@@ -99,7 +99,7 @@ class UpstreamAuthorizations:
             scope = await self._scope(server_id, caller, per_user, found.scope)
             document = document_url(self._b.settings.public_url)
             registered = await client_for(
-                client, auth, found.metadata, redirect_uri, found.scope, self._registered, document
+                client, auth, found.metadata, redirect_uri, found.scope, self._registered, document, server_id=server_id
             )
         pkce = PKCEParameters.generate()  # RFC 7636: a code verifier and its S256 challenge
         state = secrets.token_urlsafe(32)
@@ -213,6 +213,8 @@ class UpstreamAuthorizations:
             raise _refused("the answer names another issuer (RFC 9207)")
         if iss is None and flow.iss_required:
             raise _refused("the answer lacks the issuer its authorization server promised (RFC 9207)")
+        if not await self._principal_kept(flow.principal):
+            raise _refused("the key that started it was revoked since")
         row = await self._row(flow.server_id)
         grant = await self._exchange(row, flow, code)
         await self._keep(row, grant, flow.principal, flow.actor)
@@ -220,10 +222,16 @@ class UpstreamAuthorizations:
 
     async def _keep(self, row: queries.Row, grant: UpstreamGrant, principal: str, actor: str) -> None:
         """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
-        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile."""
-        process_redactor().add(grant.secrets())
-        if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
-            raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
+        was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile. The gateway
+        never uses the tokens again: they are retired from the log redactor at once (masked a while,
+        then forgotten), so authorizations repeated for ever do not grow it without end."""
+        redactor = process_redactor()
+        redactor.add(grant.secrets())
+        try:
+            if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
+                raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
+        finally:
+            redactor.retire(secret for secret in grant.secrets() if secret.value != grant.client_secret)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
@@ -240,6 +248,13 @@ class UpstreamAuthorizations:
         await wait_for_projection(self._b.db, seq, self._b.settings.projection_wait_seconds)
         await self._commands.connect_authorized(row["id"], actor)
         log.info("authorized", extra={"server": row["name"], "server_id": row["id"]})
+
+    async def _principal_kept(self, principal: str) -> bool:
+        """Whether the principal a grant is for may still have one: the shared identity and JWT
+        callers always; an API key unless it was revoked (which dropped its grants)."""
+        if principal == SHARED_IDENTITY or principal.startswith(JWT_PRINCIPAL_PREFIX):
+            return True
+        return await principals.key_exists(self._b.db, principal)
 
     async def _row(self, server_id: str) -> queries.Row:
         row = await queries.get_server(self._b.db, server_id)

@@ -31,19 +31,25 @@ class OAuthClient:
     auth_method: str
 
 
+ClientKey = tuple[str, str, str, str, str, str | None]
+"""Server id, issuer, token endpoint, registration endpoint, redirect URI and scope."""
+
+
 class RegisteredClients:
-    """Clients this gateway registered, by registration endpoint, redirect URI and scope: every user
-    of a per-user server authorizes as the same client instead of registering one per authorization."""
+    """Clients this gateway registered, by server and the endpoints, redirect URI and scope they were
+    registered for: every user of a per-user server authorizes as the same client instead of
+    registering one per authorization. Another server never gets the client (and its secret), even
+    when its metadata names the same registration endpoint: it could name a token endpoint of its own."""
 
     def __init__(self, limit: int = 1000) -> None:
         self._limit = limit
-        self._known: dict[tuple[str, str, str | None], OAuthClient] = {}
+        self._known: dict[ClientKey, OAuthClient] = {}
 
-    def get(self, key: tuple[str, str, str | None]) -> OAuthClient | None:
+    def get(self, key: ClientKey) -> OAuthClient | None:
         """The client registered for ``key``, if any."""
         return self._known.get(key)
 
-    def keep(self, key: tuple[str, str, str | None], registered: OAuthClient) -> None:
+    def keep(self, key: ClientKey, registered: OAuthClient) -> None:
         """Remember ``registered`` (the oldest is forgotten past the limit)."""
         if len(self._known) >= self._limit:
             self._known.pop(next(iter(self._known)))
@@ -58,9 +64,10 @@ async def client_for(
     scope: str | None,
     registered: RegisteredClients | None = None,
     document_url: str | None = None,
+    server_id: str = "",
 ) -> OAuthClient:
-    """The client to authorize as (one ``registered`` already when it knows it; the gateway's
-    ``document_url`` when the authorization server takes Client ID Metadata Documents).
+    """The client to authorize as (one ``registered`` already for ``server_id`` when it knows it; the
+    gateway's ``document_url`` when the authorization server takes Client ID Metadata Documents).
 
     Raises:
         ServerConnectionFailed: no client id configured and the authorization server registers none.
@@ -78,7 +85,14 @@ async def client_for(
             "register toolmesh there and set auth.client_id (and auth.client_secret)",
             {"step": "registration"},
         )
-    key = (str(metadata.registration_endpoint), redirect_uri, scope)
+    key = (
+        server_id,
+        str(metadata.issuer),
+        str(metadata.token_endpoint),
+        str(metadata.registration_endpoint),
+        redirect_uri,
+        scope,
+    )
     known = registered.get(key) if registered is not None else None
     if known is not None:
         return known

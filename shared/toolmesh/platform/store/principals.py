@@ -44,6 +44,11 @@ async def insert_key(
         return None
 
 
+async def key_exists(db: asyncpg.Pool, key_id: str) -> bool:
+    """Whether the API key ``key_id`` exists (it was not revoked)."""
+    return bool(await db.fetchval("SELECT EXISTS(SELECT 1 FROM mcp.principals WHERE key_id::text = $1)", key_id))
+
+
 async def list_keys(db: asyncpg.Pool, namespace: str | None, *, include_owners: bool) -> list[Row]:
     """Keys of a namespace (None: every namespace), oldest first."""
     return list(
