@@ -284,3 +284,29 @@ async def test_authorizing_again_and_again_does_not_grow_the_log_redactor(
             assert len(redactor) - before <= 16
     finally:
         redactor.retired_limit = saved
+
+
+async def test_a_user_key_does_not_choose_the_account_a_per_user_server_is_discovered_with(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    """The server's own session (discovery of tools, prompts, resources and instructions for the whole
+    namespace; health) takes an owner's or admin's grant over a user's, whoever authorized last: a
+    user-role key must not make its upstream account the one every caller's catalog is read from."""
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
+        server_id = created["id"]
+        await peer.control("login", {"user": "alice"})
+        started = await system.api.post(f"{SERVERS}/{server_id}/authorize")  # the owner
+        _, answer = await follow(started.json()["authorization_url"])
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).is_success
+        await system.wait_connected(server_id)
+        mallory = await system.create_key("mallory", "user")
+        await peer.control("login", {"user": "mallory"})
+        async with system.client_as(mallory["token"]) as client:
+            started = await client.post(f"{SERVERS}/{server_id}/authorize")
+            _, answer = await follow(started.json()["authorization_url"])
+            assert (await client.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).is_success
+        assert (await system.api.post(f"{SERVERS}/{server_id}/disconnect", json={"force": True})).is_success
+        assert (await system.api.post(f"{SERVERS}/{server_id}/connect")).is_success
+        await system.wait_connected(server_id)
+        assert (await peer.stats()).get("bearer_requests_of_mallory", 0) == 0  # mallory never called

@@ -28,7 +28,7 @@ from toolmesh.oauth_tokens import TokenRequestFailed, refreshed, usable_scope
 from toolmesh.platform.store.upstream_tokens import (
     SHARED_IDENTITY,
     UpstreamGrant,
-    any_grant,
+    discovery_grant,
     load_grant,
     update_grant,
     want_scope,
@@ -102,8 +102,8 @@ class StoredGrant:
 
 
 class DiscoveryGrant:
-    """The grant a per-user server's own session (discovery, health) uses: the one stored last,
-    whoever's it is; a refresh goes back to that principal's row."""
+    """The grant a per-user server's own session (discovery, health) uses: an owner's or admin's
+    first, else the earliest key's (``discovery_grant``); a refresh goes back to that principal's row."""
 
     def __init__(self, db: asyncpg.Pool, box: CredentialBox, server_id: str) -> None:
         self._db = db
@@ -112,8 +112,8 @@ class DiscoveryGrant:
         self._principal: str | None = None
 
     async def load(self) -> UpstreamGrant | None:
-        """The grant stored last."""
-        found = await any_grant(self._db, self._box, self._server_id)
+        """The grant discovery uses now."""
+        found = await discovery_grant(self._db, self._box, self._server_id)
         if found is None:
             return None
         self._principal, grant = found
