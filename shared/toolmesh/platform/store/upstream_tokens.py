@@ -130,14 +130,15 @@ async def grant_record(db: asyncpg.Pool, server_id: str, principal: str = SHARED
 async def discovery_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str) -> tuple[str, UpstreamGrant] | None:
     """The principal and grant a per-user server's own session (discovery, health) uses, or None when
     nobody authorized it: an owner's or admin's grant first (the one authorized or refreshed last), else
-    the grant of the earliest key (by id, not by time: a user key authorizing again or last does not
-    take the namespace's catalog over)."""
+    the grant of the key created first (a user key authorizing again or last does not take the
+    namespace's catalog over; a JWT caller, with no key, comes last)."""
     row = await db.fetchrow(
         "SELECT t.principal, t.sealed_grant FROM mcp.upstream_tokens t "
-        "LEFT JOIN mcp.principals p ON p.id::text = t.principal AND p.role IN ('owner', 'admin') "
+        "LEFT JOIN mcp.principals p ON p.key_id::text = t.principal "
         "WHERE t.server_id = $1 "
-        "ORDER BY (p.id IS NOT NULL) DESC, CASE WHEN p.id IS NOT NULL THEN t.updated_at END DESC, "
-        "length(t.principal), t.principal LIMIT 1",
+        "ORDER BY (p.role IN ('owner', 'admin')) IS TRUE DESC, "
+        "CASE WHEN p.role IN ('owner', 'admin') THEN t.updated_at END DESC, "
+        "p.created_at ASC NULLS LAST, t.principal LIMIT 1",
         server_id,
     )
     return (row["principal"], UpstreamGrant(**box.open(row["sealed_grant"]))) if row is not None else None
