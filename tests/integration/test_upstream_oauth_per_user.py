@@ -310,3 +310,22 @@ async def test_a_user_key_does_not_choose_the_account_a_per_user_server_is_disco
         assert (await system.api.post(f"{SERVERS}/{server_id}/connect")).is_success
         await system.wait_connected(server_id)
         assert (await peer.stats()).get("bearer_requests_of_mallory", 0) == 0  # mallory never called
+
+
+async def test_a_grant_withdrawn_upstream_asks_the_user_to_authorize_again(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
+        owner_grant = await system.api.post(f"{SERVERS}/{created['id']}/authorize")
+        _, answer = await follow(owner_grant.json()["authorization_url"])
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).is_success
+        await system.wait_connected(created["id"])
+        key = await system.create_key("ida", "user")
+        await _authorize_as(system, key["token"], created["id"], peer, "bob")
+        assert (await _whoami(system, key["token"])).json()["content"][0]["text"] == "bob"
+        await peer.control("revoke")  # bob withdrew toolmesh's access at the provider: no refresh either
+        refused = await _whoami(system, key["token"])
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
+        assert refused.json()["authorization_url"].startswith(f"{peer.origin}/authorize?")

@@ -25,6 +25,7 @@ from toolmesh_session_worker.upstream import (
     ProgressCallback,
     Upstream,
     UpstreamError,
+    UpstreamRefused,
     UpstreamScopeRequired,
     UpstreamTimeout,
 )
@@ -73,6 +74,21 @@ def scope_refusal(server: OwnedServer, exc: UpstreamScopeRequired) -> UpstreamAu
     )
 
 
+async def grant_refused(
+    server: OwnedServer, principal: str | None, exc: UpstreamRefused
+) -> UpstreamAuthorizationRequired | ServerUnavailable:
+    """The upstream refused the grant in the middle of a session (401, and no renewed token): a
+    per-user server's caller loses its session and authorizes again; a shared server is unavailable
+    (its own session finds out it needs an authorization when it reconnects)."""
+    if server.principals is None or not principal:
+        return ServerUnavailable(
+            f"Server unavailable: {server.name}: {exc.summary}",
+            server={"id": server.server_id, "name": server.name, "status": str(server.status)},
+        )
+    await server.principals.close(principal)
+    return server.principals.required("the upstream refused your grant")
+
+
 def upstream_failure(
     server: OwnedServer, what: str, exc: UpstreamError
 ) -> ExecutionFailed | ServerUnavailable | UpstreamAuthorizationRequired:
@@ -108,6 +124,8 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
             {"server": server.name, "method": body.method, "timeout_seconds": body.timeout_seconds},
         ) from exc
     except UpstreamError as exc:
+        if isinstance(exc, UpstreamRefused) and not isinstance(exc, UpstreamScopeRequired):
+            raise await grant_refused(server, body.principal, exc) from exc
         raise upstream_failure(server, f"{body.method} on {server.name}", exc) from exc
     finally:
         clients.end(body.call_id)

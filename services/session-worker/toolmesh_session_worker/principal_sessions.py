@@ -86,7 +86,7 @@ class PrincipalSessions:
             ServerUnavailable: the upstream could not be reached.
         """
         if not principal:
-            raise self._required("the request names no principal")
+            raise self.required("the request names no principal")
         live = self._live(principal)
         if live is not None:
             return live
@@ -132,7 +132,7 @@ class PrincipalSessions:
         try:
             keeper = await self.grants(principal)
         except AuthorizationNeeded:
-            raise self._required("you have not authorized it yet") from None
+            raise self.required("you have not authorized it yet") from None
 
         clients = self.new_clients()
 
@@ -144,7 +144,7 @@ class PrincipalSessions:
             session = await self.open_session(keeper, lost, clients)
         except UpstreamError as exc:
             if error_kind(exc) == "auth":
-                raise self._required("the upstream refused your grant") from None
+                raise self.required("the upstream refused your grant") from None
             raise ServerUnavailable(
                 f"Server unavailable: {self.server_name}: could not open your session: {exc.summary}",
                 {"server_id": self.server_id},
@@ -153,7 +153,7 @@ class PrincipalSessions:
         record_user_sessions("opened")
         return UserSession(session, clients, self.clock())
 
-    def _required(self, why: str) -> UpstreamAuthorizationRequired:
+    def required(self, why: str) -> UpstreamAuthorizationRequired:
         return UpstreamAuthorizationRequired(
             f"{self.server_name} acts as each user's own account upstream and {why}: authorize with "
             f"POST /api/v1/aggregator/servers/{self.server_id}/authorize",

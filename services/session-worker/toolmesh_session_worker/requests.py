@@ -42,7 +42,13 @@ from toolmesh.platform.telemetry import outgoing_headers
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
-from toolmesh_session_worker.upstream import ProgressCallback, UpstreamError, UpstreamScopeRequired, UpstreamTimeout
+from toolmesh_session_worker.upstream import (
+    ProgressCallback,
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamScopeRequired,
+    UpstreamTimeout,
+)
 
 log = logging.getLogger("toolmesh.session")
 
@@ -93,6 +99,9 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
     except UpstreamScopeRequired as exc:
         span = _failed(exc)
         raise forwarding.scope_refusal(server, exc) from exc
+    except UpstreamRefused as exc:
+        span = _failed(exc)
+        raise await forwarding.grant_refused(server, body.principal, exc) from exc
     except UpstreamError as exc:
         span = _failed(exc)
         if exc.code is not None and exc.code != CONNECTION_CLOSED:

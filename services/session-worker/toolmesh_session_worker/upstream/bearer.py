@@ -1,5 +1,6 @@
 """``Authorization: Bearer`` for an upstream authorized by OAuth: the access token on every request,
-and one more try with a renewed token when the upstream answers 401; a 403 ``insufficient_scope``
+and one more try with a renewed token when the upstream answers 401 (noted for the request when
+there is none, or it is refused too); a 403 ``insufficient_scope``
 is tried once more only with a grant authorized since (a refresh would not widen its scope), else
 noted for the request (``challenges``)."""
 
@@ -10,7 +11,13 @@ from typing import Protocol
 
 import httpx2
 
-from toolmesh_session_worker.upstream.challenges import ScopeChallenge, insufficient_scope, note, required_scope
+from toolmesh_session_worker.upstream.challenges import (
+    REFUSED,
+    ScopeChallenge,
+    insufficient_scope,
+    note,
+    required_scope,
+)
 
 
 class Grants(Protocol):
@@ -51,7 +58,9 @@ class BearerAuth(httpx2.Auth):
             renewed = await self._grants.renewed(token)
             if renewed is not None:
                 request.headers["Authorization"] = f"Bearer {renewed}"
-                yield request
+                response = yield request
+            if renewed is None or response.status_code == 401:
+                note(REFUSED)
             return
         if not insufficient_scope(response):
             return

@@ -1,5 +1,6 @@
 """An upstream's scope challenge (MCP authorization 2025-11-25, "Scope challenge handling"): a 403 with
-``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``.
+``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``; and its 401 to a grant that
+could not be renewed (``REFUSED``: the user withdrew it, or it can no longer be refreshed).
 
 The SDK's Streamable HTTP client turns that answer into a JSON-RPC error without its headers. The
 request's ``BearerAuth`` sees the response and notes what the grant makes of the challenge in
@@ -29,7 +30,13 @@ class ScopeChallenge:
     wanted: str | None
 
 
-MET: ContextVar[list[ScopeChallenge] | None] = ContextVar("toolmesh_scope_challenges", default=None)
+@dataclass(frozen=True)
+class GrantRefused:
+    """The upstream answered 401 to the grant, and no renewed token was to be had."""
+
+
+REFUSED = GrantRefused()
+MET: ContextVar[list[ScopeChallenge | GrantRefused] | None] = ContextVar("toolmesh_scope_challenges", default=None)
 
 
 def insufficient_scope(response: httpx2.Response) -> bool:
@@ -52,7 +59,7 @@ def covers(held: str | None, required: str) -> bool:
     return set(required.split()) <= set((held or "").split())
 
 
-def note(challenge: ScopeChallenge) -> None:
+def note(challenge: ScopeChallenge | GrantRefused) -> None:
     """Tell the request being sent (when it listens) that it met ``challenge``."""
     met = MET.get()
     if met is not None:

@@ -27,7 +27,7 @@ from toolmesh_session_worker.upstream.callbacks import (
     SessionCallbacks,
     ToolsChangedCallback,
 )
-from toolmesh_session_worker.upstream.challenges import MET, ScopeChallenge
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
 from toolmesh_session_worker.upstream.client_side import (
     CURRENT_CALL,
     ClientAnswers,
@@ -245,15 +245,18 @@ class UpstreamSession:
         # Cancelling the awaiting task makes the SDK send notifications/cancelled (shielded, bounded).
         scope = anyio.move_on_after(limit) if limit is not None else anyio.CancelScope()
         on_progress = ProgressForwarder(progress) if progress is not None else None
-        met: list[ScopeChallenge] = []  # a scope challenge this request met (see ``challenges``)
+        met: list[ScopeChallenge | GrantRefused] = []  # what this request's grant met (see ``challenges``)
         listening = MET.set(met)
         try:
             with scope:
                 return await session.send_request(request, result_type, progress_callback=on_progress)
         except MCPError as exc:
-            if met:
+            challenge = met[-1] if met else None
+            if isinstance(challenge, GrantRefused):
+                words = f"the upstream refused the grant while {what}"
+                raise UpstreamRefused(f"{self.server_name}: {words}", summary=words) from exc
+            if challenge is not None:
                 words = f"the upstream requires a scope the grant lacks while {what}"
-                challenge = met[-1]
                 raise UpstreamScopeRequired(
                     f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
                 ) from exc
