@@ -54,6 +54,16 @@ class UpstreamGrant:
         return [Secret(value, "token") for value in values if value]
 
 
+def _columns(box: CredentialBox, grant: UpstreamGrant) -> tuple[str, str, datetime | None]:
+    """The stored columns of ``grant``: its issuer, the grant sealed, and its expiry."""
+    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
+    return grant.issuer, box.seal(asdict(grant)), expires
+
+
+def _opened(box: CredentialBox, sealed: str) -> UpstreamGrant:
+    return UpstreamGrant(**box.open(sealed))
+
+
 async def save_grant(
     db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
 ) -> bool:
@@ -61,7 +71,6 @@ async def save_grant(
     gone (removed while it was being authorized: nothing is stored). The server's row is locked until
     the grant is in, so a removal projected meanwhile waits and then deletes the grant with it. A scope
     a challenge wanted (``want_scope``) is cleared: this grant answers it."""
-    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
     status = await db.execute(
         "INSERT INTO mcp.upstream_tokens(server_id, principal, issuer, sealed_grant, expires_at, updated_at) "
         "SELECT id, $2, $3, $4, $5, now() FROM mcp.external_servers WHERE id = $1 FOR KEY SHARE "
@@ -70,9 +79,7 @@ async def save_grant(
         "wanted_scope = NULL, updated_at = now()",
         server_id,
         principal,
-        grant.issuer,
-        box.seal(asdict(grant)),
-        expires,
+        *_columns(box, grant),
     )
     return bool(status == "INSERT 0 1")
 
@@ -84,7 +91,7 @@ async def load_grant(
     sealed = await db.fetchval(
         "SELECT sealed_grant FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2", server_id, principal
     )
-    return UpstreamGrant(**box.open(sealed)) if sealed is not None else None
+    return _opened(box, sealed) if sealed is not None else None
 
 
 async def update_grant(
@@ -92,15 +99,12 @@ async def update_grant(
 ) -> bool:
     """Replace the stored grant of ``server_id`` for ``principal`` with a refreshed one; False when there
     is none any more (the server was removed or the principal's key revoked since: nothing is stored)."""
-    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
     status = await db.execute(
         "UPDATE mcp.upstream_tokens SET issuer = $3, sealed_grant = $4, expires_at = $5, updated_at = now() "
         "WHERE server_id = $1 AND principal = $2",
         server_id,
         principal,
-        grant.issuer,
-        box.seal(asdict(grant)),
-        expires,
+        *_columns(box, grant),
     )
     return bool(status == "UPDATE 1")
 
@@ -141,7 +145,7 @@ async def discovery_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str) 
         "p.created_at ASC NULLS LAST, t.principal LIMIT 1",
         server_id,
     )
-    return (row["principal"], UpstreamGrant(**box.open(row["sealed_grant"]))) if row is not None else None
+    return (row["principal"], _opened(box, row["sealed_grant"])) if row is not None else None
 
 
 async def drop_principal_grants(db: Db, principal: str) -> int:
