@@ -72,9 +72,10 @@ async def client_for(
     metadata: OAuthMetadata,
     redirect_uri: str,
     scope: str | None,
-    registered: RegisteredClients | None = None,
+    registered: RegisteredClients,
     document_url: str | None = None,
-    server_id: str = "",
+    *,
+    server_id: str,
 ) -> OAuthClient:
     """The client to authorize as (one ``registered`` already for ``server_id`` when it knows it; the
     gateway's ``document_url`` when the authorization server takes Client ID Metadata Documents).
@@ -101,7 +102,7 @@ async def client_for(
         redirect_uri,
         scope,
     )
-    known = registered.get(key) if registered is not None else None
+    known = registered.get(key)
     if known is not None:
         return known
     wanted = OAuthClientMetadata(
@@ -122,6 +123,5 @@ async def client_for(
         ) from None
     method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
     made = OAuthClient(str(info.client_id), info.client_secret, method)
-    if registered is not None:
-        registered.keep(key, made)
+    registered.keep(key, made)
     return made
