@@ -65,7 +65,7 @@ def _opened(box: CredentialBox, sealed: str) -> UpstreamGrant:
 
 
 async def save_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str
 ) -> bool:
     """Store (or replace) the grant of ``server_id`` for ``principal``, sealed; False when the server is
     gone (removed while it was being authorized: nothing is stored). The server's row is locked until
@@ -84,9 +84,7 @@ async def save_grant(
     return bool(status == "INSERT 0 1")
 
 
-async def load_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str = SHARED_IDENTITY
-) -> UpstreamGrant | None:
+async def load_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str) -> UpstreamGrant | None:
     """The grant of ``server_id`` for ``principal``, or None when it was never authorized."""
     sealed = await db.fetchval(
         "SELECT sealed_grant FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2", server_id, principal
@@ -95,7 +93,7 @@ async def load_grant(
 
 
 async def update_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str
 ) -> bool:
     """Replace the stored grant of ``server_id`` for ``principal`` with a refreshed one; False when there
     is none any more (the server was removed or the principal's key revoked since: nothing is stored)."""
@@ -121,7 +119,7 @@ async def want_scope(db: asyncpg.Pool, server_id: str, principal: str, scope: st
     return bool(status == "UPDATE 1")
 
 
-async def grant_record(db: asyncpg.Pool, server_id: str, principal: str = SHARED_IDENTITY) -> asyncpg.Record | None:
+async def grant_record(db: asyncpg.Pool, server_id: str, principal: str) -> asyncpg.Record | None:
     """The issuer, last write (``updated_at``) and ``wanted_scope`` (see ``want_scope``) of a stored
     grant, never the grant; None without one."""
     return await db.fetchrow(
