@@ -107,7 +107,7 @@ class ToolCalls:
         feed: CatalogFeed,
         settings: Settings,
         audit: CallAudit,
-        links: AuthorizationLinks | None = None,
+        links: AuthorizationLinks,
     ) -> None:
         self._bus = bus
         self._links = links
@@ -178,8 +178,6 @@ class ToolCalls:
             return await attempt()
         except UpstreamAuthorizationRequired as exc:
             needed = exc
-        if self._links is None:
-            raise needed
         if await self._links.exchange(needed, caller):
             try:
                 return await attempt()
