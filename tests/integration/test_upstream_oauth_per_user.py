@@ -24,7 +24,7 @@ from nats.aio.client import Client as NATS
 
 from tests.harness import System, eventually, running_system
 from tests.leaks import assert_nowhere, captured_logs
-from tests.mcp_client import mcp_url
+from tests.mcp_client import mcp_url, text_of
 from tests.oauth_peer import PEER, Peer, follow, stream_text
 from tests.peers.launch import free_port, running_process
 from toolmesh.platform import metrics
@@ -329,3 +329,25 @@ async def test_a_grant_withdrawn_upstream_asks_the_user_to_authorize_again(
         assert refused.status_code == 403, refused.text
         assert refused.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
         assert refused.json()["authorization_url"].startswith(f"{peer.origin}/authorize?")
+
+
+async def test_a_log_level_on_a_withdrawn_grant_asks_the_user_to_authorize_again(
+    nats_url: str, database_url: str, peer: Peer
+) -> None:
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("saas", "HTTP", {"base_url": f"{peer.origin}/mcp", "auth": PER_USER})
+        key = await system.create_key("joe", "user")
+        await _authorize_as(system, key["token"], created["id"], peer, "alice")
+        await system.wait_connected(created["id"])
+        headers = {"Authorization": f"Bearer {key['token']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            streamable_http_client(mcp_url(system, path="/mcp/saas"), http_client=http) as (read, write),
+            ClientSession(read, write, elicitation_callback=_elicit_nothing) as session,
+        ):
+            await session.initialize()
+            assert text_of(await session.call_tool("whoami", {})) == "alice"  # its own session is open
+            await peer.control("revoke")
+            with pytest.raises(MCPError) as refused:
+                await session.set_logging_level("debug")
+        assert refused.value.error.code == mcp_types.URL_ELICITATION_REQUIRED, refused.value.error

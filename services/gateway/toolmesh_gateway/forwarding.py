@@ -71,8 +71,15 @@ class Forwarder:
         """A fresh call id (to register a call with its client before sending it)."""
         return self._calls.new_call_id()
 
-    async def control(self, server: ServerRoute, verb: str, body: BaseModel) -> dict[str, Any]:
-        """One of ``subscribe``, ``unsubscribe``, ``set_level``, ``client_gone``, asking for a session if needed."""
+    async def control(
+        self, server: ServerRoute, verb: str, body: BaseModel, caller: Caller | None = None
+    ) -> dict[str, Any]:
+        """One of ``subscribe``, ``unsubscribe``, ``set_level``, ``client_gone``, asking for a session if
+        needed; a per-user server's refusal comes with the URL at which ``caller`` authorizes."""
+        attempt = functools.partial(self._control, server, verb, body)
+        return await (attempt() if caller is None else self._calls.authorized(caller, attempt))
+
+    async def _control(self, server: ServerRoute, verb: str, body: BaseModel) -> dict[str, Any]:
         try:
             return await ask_owner(self._bus, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
         except NoOwner:

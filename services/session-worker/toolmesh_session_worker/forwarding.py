@@ -89,6 +89,16 @@ async def grant_refused(
     return server.principals.required("the upstream refused your grant")
 
 
+async def request_failure(
+    server: OwnedServer, principal: str | None, what: str, exc: UpstreamError
+) -> UpstreamAuthorizationRequired | ExecutionFailed | ServerUnavailable:
+    """The error table's view of an upstream failure of a caller's request: a grant the upstream
+    refused (``grant_refused``), else ``upstream_failure``."""
+    if isinstance(exc, UpstreamRefused) and not isinstance(exc, UpstreamScopeRequired):
+        return await grant_refused(server, principal, exc)
+    return upstream_failure(server, what, exc)
+
+
 def upstream_failure(
     server: OwnedServer, what: str, exc: UpstreamError
 ) -> ExecutionFailed | ServerUnavailable | UpstreamAuthorizationRequired:
@@ -124,9 +134,7 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
             {"server": server.name, "method": body.method, "timeout_seconds": body.timeout_seconds},
         ) from exc
     except UpstreamError as exc:
-        if isinstance(exc, UpstreamRefused) and not isinstance(exc, UpstreamScopeRequired):
-            raise await grant_refused(server, body.principal, exc) from exc
-        raise upstream_failure(server, f"{body.method} on {server.name}", exc) from exc
+        raise await request_failure(server, body.principal, f"{body.method} on {server.name}", exc) from exc
     finally:
         clients.end(body.call_id)
         if body.call_id:
@@ -149,7 +157,7 @@ async def subscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcResu
     try:
         await clients.subscribe(session, body.uri, body.client)
     except UpstreamError as exc:
-        raise upstream_failure(server, f"resources/subscribe on {server.name}", exc) from exc
+        raise await request_failure(server, body.principal, f"resources/subscribe on {server.name}", exc) from exc
     return SubscribeRpcResult(holders=len(clients.subscriptions.get(body.uri, {})))
 
 
@@ -161,7 +169,7 @@ async def unsubscribe(server: OwnedServer, body: SubscribeRpc) -> SubscribeRpcRe
     try:
         await clients.unsubscribe(session, body.uri, body.client)
     except UpstreamError as exc:
-        raise upstream_failure(server, f"resources/unsubscribe on {server.name}", exc) from exc
+        raise await request_failure(server, body.principal, f"resources/unsubscribe on {server.name}", exc) from exc
     return SubscribeRpcResult(holders=len(clients.subscriptions.get(body.uri, {})))
 
 
@@ -172,7 +180,7 @@ async def set_level(server: OwnedServer, body: SetLevelRpc) -> SetLevelRpcResult
     try:
         await clients.set_level(session, body.level, body.client)
     except UpstreamError as exc:
-        raise upstream_failure(server, f"logging/setLevel on {server.name}", exc) from exc
+        raise await request_failure(server, body.principal, f"logging/setLevel on {server.name}", exc) from exc
     return SetLevelRpcResult(upstream_level=clients.upstream_level())
 
 

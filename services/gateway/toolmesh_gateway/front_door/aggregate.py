@@ -196,9 +196,9 @@ class Aggregate:
         link.servers.add(server.id)
         try:
             body = SubscribeRpc(uri=uri, client=link.ref, principal=_key_of(ctx))
-            await self._forwarder.control(server, verb, body)
+            await self._forwarder.control(server, verb, body, request_caller(ctx.request))
         except ToolmeshError as exc:
-            raise mcp_error(exc) from exc
+            raise mcp_error(exc, ctx.session.client_capabilities) from exc
 
     # -- prompts ---------------------------------------------------------------------------------
 

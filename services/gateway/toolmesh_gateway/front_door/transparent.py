@@ -304,9 +304,9 @@ class Transparent:
         else:
             body = SubscribeRpc(uri=str(params.get("uri", "")), client=link.ref, principal=principal)
         try:
-            await self._forwarder.control(server, verb, body)
+            await self._forwarder.control(server, verb, body, request_caller(ctx.request))
         except ToolmeshError as exc:
-            raise mcp_error(exc) from exc
+            raise mcp_error(exc, ctx.session.client_capabilities) from exc
         return for_client(ctx, {})
 
 
