@@ -111,3 +111,33 @@ async def test_jwt_callers_are_authorized_by_exchanging_their_tokens(
     issued = (await exchanging_peer.stats())["issued"]
     assert len([t for t in issued if t.startswith("at-")]) == 2  # one access token per exchange
     assert_nowhere([*issued, alice, bob, CLIENT_SECRET], database=stored, events=events, responses=bodies)
+
+
+async def test_a_jwt_callers_step_up_exchanges_for_the_wider_scope_once(
+    nats_url: str, database_url: str, trusted_keys: Path, signing_key: rsa.RSAPrivateKey, exchanging_peer: Peer
+) -> None:
+    """``admin_echo`` needs ``admin``: the exchange after the scope challenge asks for it (alice is granted
+    it and served in the same call); bob, never granted it, gets EXECUTION_FAILED, not an endless
+    UPSTREAM_AUTHORIZATION_REQUIRED whose re-authorization exchanges for the old scope again."""
+    front_door = {"jwt_jwks_file": trusted_keys, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+    async with running_system(nats_url, database_url, **front_door) as system:
+        created = await system.register("xsaas", "HTTP", _config(exchanging_peer))
+        alice, bob = _jwt(signing_key, "alice@example.test"), _jwt(signing_key, "bob@example.test")
+        assert (await _as(system, alice, "POST", f"{SERVERS}/{created['id']}/authorize")).status_code == 200
+        await system.wait_connected(created["id"])
+        call = {"name": "xsaas.admin_echo", "arguments": {"text": "hi"}}
+
+        stepped = await _as(system, alice, "POST", CALL, json=call)
+        assert stepped.status_code == 200, stepped.text
+        assert stepped.json()["content"][0]["text"] == "admin: hi"
+        assert (await exchanging_peer.stats())["exchange_scopes"][-1] == "mcp admin"
+
+        refused = await _as(system, bob, "POST", CALL, json=call)
+        assert refused.status_code == 502, refused.text
+        assert refused.json()["error_code"] == "EXECUTION_FAILED" and "would not help" in refused.json()["detail"]
+        before = await exchanging_peer.stats()
+        again = await _as(system, bob, "POST", CALL, json=call)
+        assert again.json()["error_code"] == "EXECUTION_FAILED", again.text
+        after = await exchanging_peer.stats()
+        assert after["exchanges"] == before["exchanges"]  # nothing asked again
+        assert after["scope_challenges"] == before["scope_challenges"] + 1

@@ -19,7 +19,8 @@ confidential client (its secret, its one redirect URI, ``client_secret_basic`` o
 (``client_id_metadata_document_supported``) and takes an ``http(s)`` client id as the URL of its
 document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token exchange
 (RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT signed by a
-key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools: ``whoami`` (the
+key of that JWKS gives an access token (no refresh token) for its ``sub`` with the scope asked for
+(``admin`` only for a ``sub`` whose local part is ``alice``). Tools: ``whoami`` (the
 user the token was issued for), ``echo``, and ``admin_echo``, which needs the scope ``admin`` on top
 of ``mcp``: a call with a token lacking it is answered 403 with ``WWW-Authenticate: Bearer
 error="insufficient_scope", scope="admin"`` (MCP 2025-11-25 scope challenge; counted in
@@ -353,9 +354,11 @@ def build(
             except (jwt.PyJWTError, StopIteration, KeyError):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             provider.stats["exchanges"] = provider.stats.get("exchanges", 0) + 1
-            issued = provider._tokens(
-                str(known.client_id), ["mcp"], str(form.get("resource") or ""), str(claims["sub"])
-            )
+            provider.stats.setdefault("exchange_scopes", []).append(str(form.get("scope") or ""))
+            subject = str(claims["sub"])
+            asked = str(form.get("scope") or "mcp").split()
+            scopes = [s for s in asked if s in SCOPES.split() and (s != "admin" or subject.partition("@")[0] in ADMINS)]
+            issued = provider._tokens(str(known.client_id), scopes or ["mcp"], str(form.get("resource") or ""), subject)
             answer = issued.model_dump(exclude_none=True, exclude={"refresh_token"})
             return JSONResponse({**answer, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
 

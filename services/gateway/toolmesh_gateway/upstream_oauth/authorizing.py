@@ -178,9 +178,12 @@ class UpstreamAuthorizations:
         return True
 
     async def _exchange_token(self, row: queries.Row, url: str, auth: UpstreamAuth, caller: Caller, token: str) -> None:
+        """Exchange ``token`` for ``caller``'s grant, asking for the scope a challenge wanted for the grant
+        it replaces as a browser authorization would (else a step-up never gets the wider scope)."""
         async with self._client(row) as client:
             found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
-            grant = await exchanged(client, found, auth, token)
+            scope = await self._scope(row["id"], caller, True, found.scope)
+            grant = await exchanged(client, found, auth, token, scope)
         await self._keep(row, grant, caller.principal.key_id, caller.actor)
 
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
