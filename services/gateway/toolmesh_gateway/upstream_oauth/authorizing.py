@@ -227,14 +227,17 @@ class UpstreamAuthorizations:
         """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
         was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile. The gateway
         never uses the tokens again: they are retired from the log redactor at once (masked a while,
-        then forgotten), so authorizations repeated for ever do not grow it without end."""
+        then forgotten), and so is a client secret the authorization server registered (each
+        authorization may bring a new one), so authorizations repeated for ever do not grow it without
+        end; the config's own ``auth.client_secret`` stays."""
         redactor = process_redactor()
         redactor.add(grant.secrets())
+        configured = self._oauth_config(row)[1].client_secret
         try:
             if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
                 raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
         finally:
-            redactor.retire(secret for secret in grant.secrets() if secret.value != grant.client_secret)
+            redactor.retire(secret for secret in grant.secrets() if configured is None or secret.value != configured)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(
