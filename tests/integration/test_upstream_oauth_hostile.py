@@ -17,6 +17,7 @@ import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import free_port, running_process
+from toolmesh.oauth_tokens import MAX_TOKEN_CHARS
 from toolmesh.redaction import process_redactor
 
 pytestmark = pytest.mark.integration
@@ -187,3 +188,17 @@ async def test_registered_client_secrets_do_not_grow_the_log_redactor(nats_url: 
             assert len(redactor) - before <= 16
     finally:
         redactor.retired_limit = saved
+
+
+async def test_a_registered_client_too_large_to_keep_is_refused(nats_url: str, database_url: str) -> None:
+    """A client id or secret is kept in memory for every later authorization and sealed in each flow:
+    one over ``MAX_TOKEN_CHARS`` (an answer may hold 1 MiB) is refused, not kept."""
+    async with (
+        hostile("--client-secret-bytes", str(MAX_TOKEN_CHARS + 1)) as base,
+        running_system(nats_url, database_url, roles=["gateway", "projector"]) as system,
+    ):
+        per_user = {"mode": "oauth", "identity": "per_user"}
+        created = await system.register("hostile", "HTTP", {"base_url": base, "auth": per_user}, auto_connect=False)
+        started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+        assert started.status_code == 503, started.text
+        assert "registration failed" in started.json()["detail"]
