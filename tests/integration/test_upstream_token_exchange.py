@@ -141,3 +141,32 @@ async def test_a_jwt_callers_step_up_exchanges_for_the_wider_scope_once(
         after = await exchanging_peer.stats()
         assert after["exchanges"] == before["exchanges"]  # nothing asked again
         assert after["scope_challenges"] == before["scope_challenges"] + 1
+
+
+async def test_a_refused_exchange_says_why_in_the_callers_error(
+    nats_url: str,
+    database_url: str,
+    tmp_path: Path,
+    trusted_keys: Path,
+    signing_key: rsa.RSAPrivateKey,
+    exchanging_peer: Peer,
+) -> None:
+    """A JWT caller has no URL to open: when the authorization server refuses its exchange (bob's JWT is
+    signed by a key the front door trusts and it does not), its error says why, not only "authorize with
+    POST .../authorize" (which would be refused the same way)."""
+    other = rsa_key()
+    both = tmp_path / "front-door-jwks.json"
+    both.write_text(json.dumps({"keys": jwks(signing_key, "k1")["keys"] + jwks(other, "k2")["keys"]}))
+    front_door = {"jwt_jwks_file": both, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+    async with running_system(nats_url, database_url, **front_door) as system:
+        created = await system.register("xsaas", "HTTP", _config(exchanging_peer))
+        alice = _jwt(signing_key, "alice@example.test")
+        assert (await _as(system, alice, "POST", f"{SERVERS}/{created['id']}/authorize")).status_code == 200
+        await system.wait_connected(created["id"])
+        bob = token(other, kid="k2", sub="bob@example.test", toolmesh_role="user", toolmesh_namespace="default")
+        refused = await _as(system, bob, "POST", CALL, json={"name": "xsaas.whoami", "arguments": {}})
+    assert refused.status_code == 403, refused.text
+    body = refused.json()
+    assert body["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED" and body.get("authorization_url") is None
+    assert "Token exchange failed: token endpoint answered HTTP 400" in body["detail"], body["detail"]
+    assert bob not in refused.text

@@ -19,6 +19,7 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import (
+    Forbidden,
     ServerConnectionFailed,
     ServerNotFound,
     ToolmeshError,
@@ -188,13 +189,17 @@ class UpstreamAuthorizations:
 
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
         """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
-        ``expires_in``); as it was when no authorization could be started (it names the endpoint)."""
+        ``expires_in``); when no authorization could be started, with why (a JWT caller whose token
+        exchange was refused has no URL to open, and its ``authorize`` would be refused the same way)."""
         server_id = str(needed.context.get("server_id", ""))
         try:
             started = await self.start(server_id, caller)
         except ToolmeshError as exc:
             log.warning("could not start an authorization for a caller: %s", exc.detail, extra={"server_id": server_id})
-            return needed
+            if isinstance(exc, Forbidden):  # a shared server's: ``needed`` names who authorizes it
+                return needed
+            why = f"{needed.detail} (which failed just now: {exc.detail})"
+            return UpstreamAuthorizationRequired(why, needed.context)
         return UpstreamAuthorizationRequired(
             needed.detail,
             needed.context,
