@@ -202,3 +202,24 @@ async def test_a_grant_withdrawn_from_a_per_user_rest_server_asks_the_user_to_au
         assert refused.status_code == 403, refused.text
         assert refused.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
         assert refused.json()["authorization_url"].startswith(f"{rest_peer.origin}/authorize?")
+
+
+async def test_a_per_user_rest_servers_scope_challenge_asks_for_the_wider_scope(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    """``admin_echo`` answers 403 insufficient_scope to a token without ``admin``: the caller gets its URL
+    asking for ``mcp admin`` (as on an MCP server), and once authorized with it is served."""
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": PER_USER})
+        await _authorize_as(system, system.api, created["id"], rest_peer, "alice")
+        await system.wait_connected(created["id"])
+        refused = await _call(system.api, "tracker.admin_echo", {"text": "hi"})
+        assert refused.status_code == 403, refused.text
+        body = refused.json()
+        assert body["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED" and body["context"]["required_scope"] == "admin"
+        assert "scope=mcp+admin" in body["authorization_url"]
+        _, answer = await follow(body["authorization_url"])
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).is_success
+        stepped = await _call(system.api, "tracker.admin_echo", {"text": "hi"})
+        assert stepped.status_code == 200, stepped.text
+        assert stepped.json()["structuredContent"] == {"text": "admin: hi"}

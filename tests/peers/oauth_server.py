@@ -72,6 +72,11 @@ REST_TOOLS: list[dict[str, Any]] = [
         "description": "Echo the text back",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
+    {
+        "name": "admin_echo",
+        "description": "Echo the text back, for a token with the scope admin",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
 ]
 SCOPES = "mcp admin"
 """Every client may ask for these (the SDK refuses a scope a client was not registered with)."""
@@ -279,6 +284,12 @@ def rest_routes(provider: MemoryProvider, resource: str) -> list[Route]:
             return JSONResponse({"user": token.subject if token is not None else None})
         if body.get("tool") == "echo":
             return JSONResponse({"text": (body.get("arguments") or {}).get("text")})
+        if body.get("tool") == "admin_echo":
+            if token is None or "admin" not in token.scopes:
+                provider.stats["scope_challenges"] += 1
+                challenge = f'Bearer error="insufficient_scope", scope="admin", resource_metadata="{metadata}"'
+                return JSONResponse({"error": "insufficient_scope"}, 403, {"WWW-Authenticate": challenge})
+            return JSONResponse({"text": f"admin: {(body.get('arguments') or {}).get('text')}"})
         failure = {"code": "TOOL_NOT_FOUND", "message": "no such tool", "details": {"tool": body.get("tool")}}
         return JSONResponse({"error": failure}, status_code=404)
 
