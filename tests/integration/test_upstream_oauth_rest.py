@@ -177,7 +177,9 @@ async def test_a_withdrawn_grant_puts_the_rest_server_back_to_needing_authorizat
         await system.wait_connected(created["id"])
         await rest_peer.control("revoke")
         refused = await _call(system.api, "tracker.echo", {"text": "x"})
-        assert refused.status_code >= 400
+        assert refused.status_code == 503, refused.text  # a shared grant refused: unavailable, said once
+        said = "Server unavailable: tracker: the upstream refused the grant while calling echo"
+        assert refused.json()["detail"] == said
         await _waits_for_authorization(system, created["id"])  # its /health refused even after a refresh
         assert (await rest_peer.stats())["refresh_grants"] == 0  # tried and refused, never granted
 

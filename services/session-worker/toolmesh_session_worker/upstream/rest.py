@@ -343,12 +343,14 @@ class RestSession:
         finally:
             MET.reset(listening)
         challenge = met[-1] if met else None
-        if isinstance(challenge, GrantRefused):
-            words = f"{self.server_name}: the upstream refused the grant while {what}"
-            raise UpstreamRefused(words, summary=words)
+        if isinstance(challenge, GrantRefused):  # the summary without the name, as an MCP session's
+            words = f"the upstream refused the grant while {what}"
+            raise UpstreamRefused(f"{self.server_name}: {words}", summary=words)
         if challenge is not None:
-            words = f"{self.server_name}: the upstream requires a scope the grant lacks while {what}"
-            raise UpstreamScopeRequired(words, required=challenge.required, wanted=challenge.wanted)
+            words = f"the upstream requires a scope the grant lacks while {what}"
+            raise UpstreamScopeRequired(
+                f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
+            )
         return response
 
     async def _probe(self) -> None:
