@@ -170,3 +170,35 @@ async def test_a_refused_exchange_says_why_in_the_callers_error(
     assert body["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED" and body.get("authorization_url") is None
     assert "Token exchange failed: token endpoint answered HTTP 400" in body["detail"], body["detail"]
     assert bob not in refused.text
+
+
+async def test_a_jwt_callers_expired_token_is_exchanged_again_on_a_rest_server(
+    nats_url: str, database_url: str, trusted_keys: Path, signing_key: rsa.RSAPrivateKey
+) -> None:
+    """Exchanged tokens come without a refresh token: once the REST server refuses one, the call is
+    exchanged for anew and served."""
+    port = free_port()
+    argv = [sys.executable, str(PEER), "--port", str(port), "--client-id", CLIENT_ID, "--transport", "rest"]
+    argv += ["--client-secret", CLIENT_SECRET, "--redirect-uri", "http://127.0.0.1:1/oauth/callback"]
+    argv += ["--exchange-jwks", str(trusted_keys)]
+    front_door = {"jwt_jwks_file": trusted_keys, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+    quiet = {"health_interval_seconds": 600.0}  # the server's own session finds out nothing meanwhile
+    async with (
+        running_process(argv, port=port),
+        running_system(nats_url, database_url, **front_door, **quiet) as system,
+    ):
+        peer = Peer(f"http://127.0.0.1:{port}")
+        config = {"url": f"{peer.origin}/api", "auth": _config(peer)["auth"]}
+        created = await system.register("xrest", "REST", config)
+        alice = _jwt(signing_key, "alice@example.test")
+        assert (await _as(system, alice, "POST", f"{SERVERS}/{created['id']}/authorize")).status_code == 200
+        await system.wait_connected(created["id"])
+        call = {"name": "xrest.whoami", "arguments": {}}
+        assert (await _as(system, alice, "POST", CALL, json=call)).json()["structuredContent"]["user"] == (
+            "alice@example.test"
+        )
+        await peer.control("expire")
+        again = await _as(system, alice, "POST", CALL, json=call)
+        assert again.status_code == 200, again.text
+        assert again.json()["structuredContent"]["user"] == "alice@example.test"
+        assert (await peer.stats())["exchanges"] == 2
