@@ -140,6 +140,12 @@ async def test_per_user_rest_server_reaches_the_upstream_as_each_callers_own_use
                 assert (await rest_peer.control("expire"))["expired"] >= 2
                 assert _user(await _call(as_bob, "tracker.whoami")) == "bob"  # refreshed on the 401, unnoticed
                 assert (await rest_peer.stats())["refresh_grants"] > before
+
+                await rest_peer.control("revoke")  # the users withdrew toolmesh's access at the provider
+                withdrawn = await _call(as_bob, "tracker.whoami")
+                assert withdrawn.status_code == 403, withdrawn.text  # authorize again, not a 502
+                assert withdrawn.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
+                assert withdrawn.json()["authorization_url"].startswith(f"{rest_peer.origin}/authorize?")
             rows = await system.backends.db.fetch("SELECT * FROM mcp.upstream_tokens")
             assert len(rows) == 2
             stored = repr([dict(r) for r in rows])

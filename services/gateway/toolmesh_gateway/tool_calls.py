@@ -110,7 +110,7 @@ class ToolCalls:
         feed: CatalogFeed,
         settings: Settings,
         audit: CallAudit,
-        links: AuthorizationLinks | None = None,
+        links: AuthorizationLinks,
     ) -> None:
         self._bus = bus
         self._links = links
@@ -183,8 +183,6 @@ class ToolCalls:
                 return await attempt()
             except UpstreamAuthorizationRequired as exc:
                 needed = exc
-            if self._links is None:
-                raise needed
             if exchanges == MAX_EXCHANGES or not await self._links.exchange(needed, caller):
                 raise await self._links.link(needed, caller)
             exchanges += 1

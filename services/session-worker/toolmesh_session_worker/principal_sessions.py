@@ -154,6 +154,7 @@ class PrincipalSessions:
         return UserSession(session, clients, self.clock())
 
     def required(self, why: str) -> UpstreamAuthorizationRequired:
+        """The error that asks the caller to authorize its own account (``why``: what it lacks)."""
         return UpstreamAuthorizationRequired(
             f"{self.server_name} acts as each user's own account upstream and {why}: authorize with "
             f"POST /api/v1/aggregator/servers/{self.server_id}/authorize",

@@ -174,7 +174,8 @@ class UpstreamAuthorizations:
                 return False
             await self._exchange_token(row, url, auth, caller, token)
         except ToolmeshError as exc:
-            log.warning("token exchange for a caller failed: %s", exc.detail, extra={"server_id": needed.context})
+            where = {"server_id": needed.context.get("server_id")}
+            log.warning("token exchange for a caller failed: %s", exc.detail, extra=where)
             return False
         return True
 
@@ -224,7 +225,7 @@ class UpstreamAuthorizations:
         if not await self._principal_kept(flow.principal):
             raise _refused("the key that started it was revoked since")
         row = await self._row(flow.server_id)
-        grant = await self._exchange(row, flow, code)
+        grant = await self._redeem_code(row, flow, code)
         await self._keep(row, grant, flow.principal, flow.actor)
         return str(row["name"])
 
@@ -273,7 +274,8 @@ class UpstreamAuthorizations:
             raise ServerNotFound(f"Server not found: {server_id}", {"server_id": server_id})
         return row
 
-    async def _exchange(self, row: queries.Row, flow: PendingFlow, code: str) -> UpstreamGrant:
+    async def _redeem_code(self, row: queries.Row, flow: PendingFlow, code: str) -> UpstreamGrant:
+        """The grant the token endpoint gives for the authorization's ``code`` (with its PKCE verifier)."""
         pending = UpstreamGrant(
             issuer=flow.issuer,
             token_endpoint=flow.token_endpoint,

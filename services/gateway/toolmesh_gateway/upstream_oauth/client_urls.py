@@ -48,7 +48,7 @@ def client_document(public_url: str) -> dict[str, Any]:
     return {
         "client_id": document_url(public_url),
         "client_name": CLIENT_NAME,
-        "redirect_uris": [f"{public_url.rstrip('/')}{CALLBACK_PATH}"],
+        "redirect_uris": [callback_url(public_url, None)],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",

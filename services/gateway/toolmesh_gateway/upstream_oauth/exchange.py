@@ -8,9 +8,10 @@ import httpx2
 
 from toolmesh.contracts.upstream_auth import UpstreamAuth
 from toolmesh.errors import ServerConnectionFailed
-from toolmesh.oauth_tokens import TokenRequestFailed, choose_auth_method, granted, request_token
+from toolmesh.oauth_tokens import TokenRequestFailed, granted, request_token
 from toolmesh.platform.store.upstream_tokens import UpstreamGrant
 from toolmesh_gateway.upstream_oauth.discovery import AuthorizationServer
+from toolmesh_gateway.upstream_oauth.registration import preregistered
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
@@ -26,15 +27,15 @@ async def exchanged(
     Raises:
         ServerConnectionFailed: the authorization server refused the exchange, or could not be reached.
     """
-    assert auth.token_exchange is not None and auth.client_id is not None  # auth_problems made sure
-    supported = found.metadata.token_endpoint_auth_methods_supported
+    named = preregistered(auth, found.metadata)
+    assert auth.token_exchange is not None and named is not None  # auth_problems made sure
     pending = UpstreamGrant(
         issuer=found.issuer,
         token_endpoint=auth.token_exchange.token_endpoint or str(found.metadata.token_endpoint),
         access_token="",
-        client_id=auth.client_id,
-        auth_method=auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None),
-        client_secret=auth.client_secret,
+        client_id=named.client_id,
+        auth_method=named.auth_method,
+        client_secret=named.client_secret,
         resource=found.resource,
         scope=scope,
     )

@@ -31,6 +31,16 @@ class OAuthClient:
     auth_method: str
 
 
+def preregistered(auth: UpstreamAuth, metadata: OAuthMetadata) -> OAuthClient | None:
+    """The client the config names (``auth.client_id``, registered in advance), authenticating as the
+    config says, else as ``choose_auth_method`` picks; None when it names none."""
+    if auth.client_id is None:
+        return None
+    supported = metadata.token_endpoint_auth_methods_supported
+    method = auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None)
+    return OAuthClient(auth.client_id, auth.client_secret, method)
+
+
 ClientKey = tuple[str, str, str, str, str, str | None]
 """Server id, issuer, token endpoint, registration endpoint, redirect URI and scope."""
 
@@ -62,9 +72,10 @@ async def client_for(
     metadata: OAuthMetadata,
     redirect_uri: str,
     scope: str | None,
-    registered: RegisteredClients | None = None,
+    registered: RegisteredClients,
     document_url: str | None = None,
-    server_id: str = "",
+    *,
+    server_id: str,
 ) -> OAuthClient:
     """The client to authorize as (one ``registered`` already for ``server_id`` when it knows it; the
     gateway's ``document_url`` when the authorization server takes Client ID Metadata Documents).
@@ -72,10 +83,8 @@ async def client_for(
     Raises:
         ServerConnectionFailed: no client id configured and the authorization server registers none.
     """
-    supported = metadata.token_endpoint_auth_methods_supported
-    if auth.client_id is not None:
-        method = auth.token_endpoint_auth_method or choose_auth_method(supported, auth.client_secret is not None)
-        return OAuthClient(auth.client_id, auth.client_secret, method)
+    if (named := preregistered(auth, metadata)) is not None:
+        return named
     if should_use_client_metadata_url(metadata, document_url):
         assert document_url is not None
         return OAuthClient(document_url, None, "none")
@@ -93,7 +102,7 @@ async def client_for(
         redirect_uri,
         scope,
     )
-    known = registered.get(key) if registered is not None else None
+    known = registered.get(key)
     if known is not None:
         return known
     wanted = OAuthClientMetadata(
@@ -120,6 +129,5 @@ async def client_for(
         )
     method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
     made = OAuthClient(str(info.client_id), info.client_secret, method)
-    if registered is not None:
-        registered.keep(key, made)
+    registered.keep(key, made)
     return made

@@ -270,6 +270,7 @@ class RestSession:
             response = await self._send("POST", "/tools/execute", timeout, f"calling {name}", body=body)
         finally:
             self._pending -= 1
+        self._refuse_credentials(response, f"POST /tools/execute ({name})")
         if response.status_code == 404:
             stale = name in self._tools
             with contextlib.suppress(UpstreamError):  # what it has now; else what it listed last
@@ -289,15 +290,21 @@ class RestSession:
         except UpstreamError as exc:
             log.info("GET /health failed: %s", exc.reason, extra={"server": self.server_name})
             raise MCPConnectionError(f"GET /health failed: {exc.summary}") from exc
-        if response.status_code in REFUSED:
-            words = f"{self.server_name}: GET /health refused our credentials (HTTP {response.status_code})"
-            raise UpstreamRefused(words, summary=words)
+        self._refuse_credentials(response, "GET /health")
         if response.status_code != 200:
             raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
+
+    def _refuse_credentials(self, response: httpx2.Response, what: str) -> None:
+        """``UpstreamRefused`` when the server refused our credentials (401 or 403, after the bearer
+        auth's one retry with a renewed token): trying again cannot help."""
+        if response.status_code in REFUSED:
+            words = f"{self.server_name}: {what} refused our credentials (HTTP {response.status_code})"
+            raise UpstreamRefused(words, summary=words)
 
     async def _answer(self, method: str, path: str, *, timeout: float, what: str) -> Any:
         """The JSON of a 200 answer; ``UpstreamError`` (a protocol error) for anything else."""
         response = await self._send(method, path, timeout, what)
+        self._refuse_credentials(response, f"{method} {path}")
         if response.status_code != 200:
             words = f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
             raise UpstreamError(words, summary=words)

@@ -54,14 +54,23 @@ class UpstreamGrant:
         return [Secret(value, "token") for value in values if value]
 
 
+def _columns(box: CredentialBox, grant: UpstreamGrant) -> tuple[str, str, datetime | None]:
+    """The stored columns of ``grant``: its issuer, the grant sealed, and its expiry."""
+    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
+    return grant.issuer, box.seal(asdict(grant)), expires
+
+
+def _opened(box: CredentialBox, sealed: str) -> UpstreamGrant:
+    return UpstreamGrant(**box.open(sealed))
+
+
 async def save_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str
 ) -> bool:
     """Store (or replace) the grant of ``server_id`` for ``principal``, sealed; False when the server is
     gone (removed while it was being authorized: nothing is stored). The server's row is locked until
     the grant is in, so a removal projected meanwhile waits and then deletes the grant with it. A scope
     a challenge wanted (``want_scope``) is cleared: this grant answers it."""
-    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
     status = await db.execute(
         "INSERT INTO mcp.upstream_tokens(server_id, principal, issuer, sealed_grant, expires_at, updated_at) "
         "SELECT id, $2, $3, $4, $5, now() FROM mcp.external_servers WHERE id = $1 FOR KEY SHARE "
@@ -70,37 +79,30 @@ async def save_grant(
         "wanted_scope = NULL, updated_at = now()",
         server_id,
         principal,
-        grant.issuer,
-        box.seal(asdict(grant)),
-        expires,
+        *_columns(box, grant),
     )
     return bool(status == "INSERT 0 1")
 
 
-async def load_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str = SHARED_IDENTITY
-) -> UpstreamGrant | None:
+async def load_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str, principal: str) -> UpstreamGrant | None:
     """The grant of ``server_id`` for ``principal``, or None when it was never authorized."""
     sealed = await db.fetchval(
         "SELECT sealed_grant FROM mcp.upstream_tokens WHERE server_id = $1 AND principal = $2", server_id, principal
     )
-    return UpstreamGrant(**box.open(sealed)) if sealed is not None else None
+    return _opened(box, sealed) if sealed is not None else None
 
 
 async def update_grant(
-    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str = SHARED_IDENTITY
+    db: asyncpg.Pool, box: CredentialBox, server_id: str, grant: UpstreamGrant, principal: str
 ) -> bool:
     """Replace the stored grant of ``server_id`` for ``principal`` with a refreshed one; False when there
     is none any more (the server was removed or the principal's key revoked since: nothing is stored)."""
-    expires = datetime.fromtimestamp(grant.expires_at, UTC) if grant.expires_at is not None else None
     status = await db.execute(
         "UPDATE mcp.upstream_tokens SET issuer = $3, sealed_grant = $4, expires_at = $5, updated_at = now() "
         "WHERE server_id = $1 AND principal = $2",
         server_id,
         principal,
-        grant.issuer,
-        box.seal(asdict(grant)),
-        expires,
+        *_columns(box, grant),
     )
     return bool(status == "UPDATE 1")
 
@@ -117,7 +119,7 @@ async def want_scope(db: asyncpg.Pool, server_id: str, principal: str, scope: st
     return bool(status == "UPDATE 1")
 
 
-async def grant_record(db: asyncpg.Pool, server_id: str, principal: str = SHARED_IDENTITY) -> asyncpg.Record | None:
+async def grant_record(db: asyncpg.Pool, server_id: str, principal: str) -> asyncpg.Record | None:
     """The issuer, last write (``updated_at``) and ``wanted_scope`` (see ``want_scope``) of a stored
     grant, never the grant; None without one."""
     return await db.fetchrow(
@@ -141,7 +143,7 @@ async def discovery_grant(db: asyncpg.Pool, box: CredentialBox, server_id: str) 
         "p.created_at ASC NULLS LAST, t.principal LIMIT 1",
         server_id,
     )
-    return (row["principal"], UpstreamGrant(**box.open(row["sealed_grant"]))) if row is not None else None
+    return (row["principal"], _opened(box, row["sealed_grant"])) if row is not None else None
 
 
 async def drop_principal_grants(db: Db, principal: str) -> int:
