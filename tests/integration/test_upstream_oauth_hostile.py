@@ -17,6 +17,8 @@ import pytest
 
 from tests.harness import System, eventually, running_system
 from tests.peers.launch import free_port, running_process
+from toolmesh.oauth_tokens import MAX_TOKEN_CHARS
+from toolmesh.redaction import process_redactor
 
 pytestmark = pytest.mark.integration
 PEERS = Path(__file__).parents[1] / "peers"
@@ -162,3 +164,41 @@ async def test_a_server_removed_while_its_code_is_exchanged_keeps_no_grant(nats_
         page = await callback
         assert page.status_code == 400 and "not found" in page.text.lower(), page.text
         assert await system.backends.db.fetchval("SELECT count(*) FROM mcp.upstream_tokens") == 0
+
+
+async def test_registered_client_secrets_do_not_grow_the_log_redactor(nats_url: str, database_url: str) -> None:
+    """An authorization server that registers a new client with a new (large) secret for every
+    authorization (its upstream names another scope each time): a key authorizing in a loop does not
+    make the gateway's redactor, and the cost of every log line, grow without end."""
+    redactor = process_redactor()
+    saved, redactor.retired_limit = redactor.retired_limit, 16
+    try:
+        async with (
+            hostile("--client-secret-bytes", "4096") as base,
+            running_system(nats_url, database_url, roles=["gateway", "projector"]) as system,
+        ):
+            per_user = {"mode": "oauth", "identity": "per_user"}
+            created = await system.register("hostile", "HTTP", {"base_url": base, "auth": per_user}, auto_connect=False)
+            callback = await system.api.get("/oauth/callback", params=await _redirected(system, created["id"]))
+            assert callback.status_code == 200, callback.text
+            before = len(redactor)
+            for _ in range(20):
+                callback = await system.api.get("/oauth/callback", params=await _redirected(system, created["id"]))
+                assert callback.status_code == 200, callback.text
+            assert len(redactor) - before <= 16
+    finally:
+        redactor.retired_limit = saved
+
+
+async def test_a_registered_client_too_large_to_keep_is_refused(nats_url: str, database_url: str) -> None:
+    """A client id or secret is kept in memory for every later authorization and sealed in each flow:
+    one over ``MAX_TOKEN_CHARS`` (an answer may hold 1 MiB) is refused, not kept."""
+    async with (
+        hostile("--client-secret-bytes", str(MAX_TOKEN_CHARS + 1)) as base,
+        running_system(nats_url, database_url, roles=["gateway", "projector"]) as system,
+    ):
+        per_user = {"mode": "oauth", "identity": "per_user"}
+        created = await system.register("hostile", "HTTP", {"base_url": base, "auth": per_user}, auto_connect=False)
+        started = await system.api.post(f"/api/v1/aggregator/servers/{created['id']}/authorize")
+        assert started.status_code == 503, started.text
+        assert "registration failed" in started.json()["detail"]

@@ -183,6 +183,51 @@ async def test_a_withdrawn_grant_puts_the_rest_server_back_to_needing_authorizat
         await system.wait_connected(created["id"])
         await rest_peer.control("revoke")
         refused = await _call(system.api, "tracker.echo", {"text": "x"})
-        assert refused.status_code >= 400
+        assert refused.status_code == 503, refused.text  # a shared grant refused: unavailable, said once
+        said = "Server unavailable: tracker: the upstream refused the grant while calling echo"
+        assert refused.json()["detail"] == said
         await _waits_for_authorization(system, created["id"])  # its /health refused even after a refresh
         assert (await rest_peer.stats())["refresh_grants"] == 0  # tried and refused, never granted
+
+
+async def test_a_grant_withdrawn_from_a_per_user_rest_server_asks_the_user_to_authorize_again(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    """As for an MCP server: the 401 to a call (no refresh either) is 403 UPSTREAM_AUTHORIZATION_REQUIRED
+    with the URL to authorize again, not 502 EXECUTION_FAILED (nor, for a JWT caller of a server with
+    ``token_exchange``, a call that fails for good once its exchanged token expires)."""
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": PER_USER})
+        server_id = created["id"]
+        await _authorize_as(system, system.api, server_id, rest_peer, "alice")
+        await system.wait_connected(server_id)
+        ida = (await system.create_key("ida", "user"))["token"]
+        async with system.client_as(ida) as as_ida:
+            await _authorize_as(system, as_ida, server_id, rest_peer, "bob")
+            assert _user(await _call(as_ida, "tracker.whoami")) == "bob"
+            await rest_peer.control("revoke")  # bob withdrew toolmesh's access at the provider: no refresh either
+            refused = await _call(as_ida, "tracker.whoami")
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED"
+        assert refused.json()["authorization_url"].startswith(f"{rest_peer.origin}/authorize?")
+
+
+async def test_a_per_user_rest_servers_scope_challenge_asks_for_the_wider_scope(
+    nats_url: str, database_url: str, rest_peer: Peer
+) -> None:
+    """``admin_echo`` answers 403 insufficient_scope to a token without ``admin``: the caller gets its URL
+    asking for ``mcp admin`` (as on an MCP server), and once authorized with it is served."""
+    async with running_system(nats_url, database_url) as system:
+        created = await system.register("tracker", "REST", {"url": f"{rest_peer.origin}/api", "auth": PER_USER})
+        await _authorize_as(system, system.api, created["id"], rest_peer, "alice")
+        await system.wait_connected(created["id"])
+        refused = await _call(system.api, "tracker.admin_echo", {"text": "hi"})
+        assert refused.status_code == 403, refused.text
+        body = refused.json()
+        assert body["error_code"] == "UPSTREAM_AUTHORIZATION_REQUIRED" and body["context"]["required_scope"] == "admin"
+        assert "scope=mcp+admin" in body["authorization_url"]
+        _, answer = await follow(body["authorization_url"])
+        assert (await system.api.get("/oauth/callback", params={k: v[0] for k, v in answer.items()})).is_success
+        stepped = await _call(system.api, "tracker.admin_echo", {"text": "hi"})
+        assert stepped.status_code == 200, stepped.text
+        assert stepped.json()["structuredContent"] == {"text": "admin: hi"}

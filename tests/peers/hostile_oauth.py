@@ -3,6 +3,7 @@
     python tests/peers/hostile_oauth.py --port N [--issuer ORIGIN] [--padding BYTES]
                                         [--token-answer TEXT] [--authorization-endpoint URL]
                                         [--resource-metadata URL] [--token-hold]
+                                        [--client-secret-bytes N]
 
 ``/mcp`` answers 401 naming its protected-resource metadata at ``/prm`` (or ``--resource-metadata``),
 which names ``--issuer`` (default: this origin) as its authorization server, after ``--padding``
@@ -13,13 +14,17 @@ with a code at once, and its ``/token`` answers ``--token-answer`` (any text, as
 ``--authorization-endpoint`` is what its metadata names as its authorization endpoint.
 ``--token-hold`` keeps every token request waiting until ``POST /control/release`` (``GET
 /control/asked`` says whether one arrived), so a test can act while a code is being exchanged.
+``--client-secret-bytes N`` gives each registered client a fresh secret of ``N`` characters, and its
+``/mcp`` challenge names another scope each time (so no client registered before fits).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import secrets
 from collections.abc import AsyncIterator
 from urllib.parse import urlencode
 
@@ -36,9 +41,12 @@ def app(origin: str, args: argparse.Namespace) -> Starlette:
     """The hostile upstream and authorization server at ``origin``."""
     issuer = args.issuer or origin
     asked, released = asyncio.Event(), asyncio.Event()
+    challenges = itertools.count(1)
 
     async def mcp(_: Request) -> Response:
         challenge = f'Bearer resource_metadata="{args.resource_metadata or origin + "/prm"}"'
+        if args.client_secret_bytes:
+            challenge += f', scope="s{next(challenges)}"'
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": challenge})
 
     async def prm(_: Request) -> Response:
@@ -65,7 +73,11 @@ def app(origin: str, args: argparse.Namespace) -> Starlette:
 
     async def register(request: Request) -> Response:
         asked = await request.json()
-        return JSONResponse({**asked, "client_id": "hostile-client"}, status_code=201)
+        made = {"client_id": "hostile-client"}
+        if args.client_secret_bytes:
+            made["client_secret"] = secrets.token_urlsafe(args.client_secret_bytes)[: args.client_secret_bytes]
+            made["token_endpoint_auth_method"] = "client_secret_post"
+        return JSONResponse({**asked, **made}, status_code=201)
 
     async def authorize(request: Request) -> Response:
         query = urlencode({"code": "hostile-code", "state": request.query_params["state"]})
@@ -108,6 +120,7 @@ def main() -> None:
     parser.add_argument("--authorization-endpoint")
     parser.add_argument("--resource-metadata")
     parser.add_argument("--token-hold", action="store_true")
+    parser.add_argument("--client-secret-bytes", type=int, default=0)
     args = parser.parse_args()
     origin = f"http://127.0.0.1:{args.port}"
     uvicorn.run(app(origin, args), host="127.0.0.1", port=args.port, log_level="warning")

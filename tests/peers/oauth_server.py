@@ -19,7 +19,8 @@ confidential client (its secret, its one redirect URI, ``client_secret_basic`` o
 (``client_id_metadata_document_supported``) and takes an ``http(s)`` client id as the URL of its
 document, fetched when the client first shows up. ``--exchange-jwks FILE`` serves token exchange
 (RFC 8693) at ``POST /exchange`` for the pre-registered client: a ``subject_token`` JWT signed by a
-key of that JWKS gives an access token (no refresh token) for its ``sub``. Tools: ``whoami`` (the
+key of that JWKS gives an access token (no refresh token) for its ``sub`` with the scope asked for
+(``admin`` only for a ``sub`` whose local part is ``alice``). Tools: ``whoami`` (the
 user the token was issued for), ``echo``, and ``admin_echo``, which needs the scope ``admin`` on top
 of ``mcp``: a call with a token lacking it is answered 403 with ``WWW-Authenticate: Bearer
 error="insufficient_scope", scope="admin"`` (MCP 2025-11-25 scope challenge; counted in
@@ -69,6 +70,11 @@ REST_TOOLS: list[dict[str, Any]] = [
     {
         "name": "echo",
         "description": "Echo the text back",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {
+        "name": "admin_echo",
+        "description": "Echo the text back, for a token with the scope admin",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
 ]
@@ -278,6 +284,12 @@ def rest_routes(provider: MemoryProvider, resource: str) -> list[Route]:
             return JSONResponse({"user": token.subject if token is not None else None})
         if body.get("tool") == "echo":
             return JSONResponse({"text": (body.get("arguments") or {}).get("text")})
+        if body.get("tool") == "admin_echo":
+            if token is None or "admin" not in token.scopes:
+                provider.stats["scope_challenges"] += 1
+                challenge = f'Bearer error="insufficient_scope", scope="admin", resource_metadata="{metadata}"'
+                return JSONResponse({"error": "insufficient_scope"}, 403, {"WWW-Authenticate": challenge})
+            return JSONResponse({"text": f"admin: {(body.get('arguments') or {}).get('text')}"})
         failure = {"code": "TOOL_NOT_FOUND", "message": "no such tool", "details": {"tool": body.get("tool")}}
         return JSONResponse({"error": failure}, status_code=404)
 
@@ -353,9 +365,11 @@ def build(
             except (jwt.PyJWTError, StopIteration, KeyError):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             provider.stats["exchanges"] = provider.stats.get("exchanges", 0) + 1
-            issued = provider._tokens(
-                str(known.client_id), ["mcp"], str(form.get("resource") or ""), str(claims["sub"])
-            )
+            provider.stats.setdefault("exchange_scopes", []).append(str(form.get("scope") or ""))
+            subject = str(claims["sub"])
+            asked = str(form.get("scope") or "mcp").split()
+            scopes = [s for s in asked if s in SCOPES.split() and (s != "admin" or subject.partition("@")[0] in ADMINS)]
+            issued = provider._tokens(str(known.client_id), scopes or ["mcp"], str(form.get("resource") or ""), subject)
             answer = issued.model_dump(exclude_none=True, exclude={"refresh_token"})
             return JSONResponse({**answer, "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
 

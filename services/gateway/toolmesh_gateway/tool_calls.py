@@ -70,6 +70,9 @@ class CallAbandoned(Exception):
 Abandoned = Callable[[], Awaitable[object]]
 ProgressSink = Callable[[ToolProgress], Awaitable[None]]
 T = TypeVar("T")
+MAX_EXCHANGES = 2
+"""Token exchanges in one call at most: one for a caller without a grant, one more for the wider scope
+an upstream's insufficient_scope challenge then wants (step-up)."""
 PROGRESS_DRAIN_SECONDS = 1.0
 """How long progress already sent by the owner may take to arrive before the result is returned."""
 
@@ -172,18 +175,17 @@ class ToolCalls:
 
     async def authorized(self, caller: Caller, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()``; when its server needs the caller's own upstream authorization, once more after
-        exchanging the caller's token for it (RFC 8693), else ``UpstreamAuthorizationRequired`` with
-        the URL at which the caller authorizes."""
-        try:
-            return await attempt()
-        except UpstreamAuthorizationRequired as exc:
-            needed = exc
-        if await self._links.exchange(needed, caller):
+        each exchange of the caller's token for it (RFC 8693; ``MAX_EXCHANGES``), else
+        ``UpstreamAuthorizationRequired`` with the URL at which the caller authorizes."""
+        exchanges = 0
+        while True:
             try:
                 return await attempt()
-            except UpstreamAuthorizationRequired as again:
-                needed = again
-        raise await self._links.link(needed, caller)
+            except UpstreamAuthorizationRequired as exc:
+                needed = exc
+            if exchanges == MAX_EXCHANGES or not await self._links.exchange(needed, caller):
+                raise await self._links.link(needed, caller)
+            exchanges += 1
 
     def admit(self, namespace: str) -> None:
         """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""

@@ -19,6 +19,7 @@ from toolmesh.credentials import CredentialBox
 from toolmesh.egress.bounded import bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import (
+    Forbidden,
     ServerConnectionFailed,
     ServerNotFound,
     ToolmeshError,
@@ -179,20 +180,27 @@ class UpstreamAuthorizations:
         return True
 
     async def _exchange_token(self, row: queries.Row, url: str, auth: UpstreamAuth, caller: Caller, token: str) -> None:
+        """Exchange ``token`` for ``caller``'s grant, asking for the scope a challenge wanted for the grant
+        it replaces as a browser authorization would (else a step-up never gets the wider scope)."""
         async with self._client(row) as client:
             found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
-            grant = await exchanged(client, found, auth, token)
+            scope = await self._scope(row["id"], caller, True, found.scope)
+            grant = await exchanged(client, found, auth, token, scope)
         await self._keep(row, grant, caller.principal.key_id, caller.actor)
 
     async def link(self, needed: UpstreamAuthorizationRequired, caller: Caller) -> UpstreamAuthorizationRequired:
         """``needed`` with the URL at which ``caller`` authorizes (``authorization_url``,
-        ``expires_in``); as it was when no authorization could be started (it names the endpoint)."""
+        ``expires_in``); when no authorization could be started, with why (a JWT caller whose token
+        exchange was refused has no URL to open, and its ``authorize`` would be refused the same way)."""
         server_id = str(needed.context.get("server_id", ""))
         try:
             started = await self.start(server_id, caller)
         except ToolmeshError as exc:
             log.warning("could not start an authorization for a caller: %s", exc.detail, extra={"server_id": server_id})
-            return needed
+            if isinstance(exc, Forbidden):  # a shared server's: ``needed`` names who authorizes it
+                return needed
+            why = f"{needed.detail} (which failed just now: {exc.detail})"
+            return UpstreamAuthorizationRequired(why, needed.context)
         return UpstreamAuthorizationRequired(
             needed.detail,
             needed.context,
@@ -225,14 +233,17 @@ class UpstreamAuthorizations:
         """Store ``grant`` sealed for ``principal``, say so in an event and connect the server if it
         was waiting for a grant; ``ServerNotFound`` when the server was removed meanwhile. The gateway
         never uses the tokens again: they are retired from the log redactor at once (masked a while,
-        then forgotten), so authorizations repeated for ever do not grow it without end."""
+        then forgotten), and so is a client secret the authorization server registered (each
+        authorization may bring a new one), so authorizations repeated for ever do not grow it without
+        end; the config's own ``auth.client_secret`` stays."""
         redactor = process_redactor()
         redactor.add(grant.secrets())
+        configured = self._oauth_config(row)[1].client_secret
         try:
             if not await save_grant(self._b.db, self._box, row["id"], grant, principal):
                 raise ServerNotFound(f"Server not found: {row['id']} (removed while it was being authorized)")
         finally:
-            redactor.retire(secret for secret in grant.secrets() if secret.value != grant.client_secret)
+            redactor.retire(secret for secret in grant.secrets() if configured is None or secret.value != configured)
         seq = await publish_event(
             self._b.js,
             ServerAuthorized(

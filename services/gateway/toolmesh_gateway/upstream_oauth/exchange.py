@@ -19,9 +19,10 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 
 
 async def exchanged(
-    client: httpx2.AsyncClient, found: AuthorizationServer, auth: UpstreamAuth, subject_token: str
+    client: httpx2.AsyncClient, found: AuthorizationServer, auth: UpstreamAuth, subject_token: str, scope: str | None
 ) -> UpstreamGrant:
-    """The upstream grant ``subject_token`` (a JWT) is exchanged for, as ``auth``'s pre-registered client.
+    """The upstream grant ``subject_token`` (a JWT) is exchanged for, as ``auth``'s pre-registered client,
+    asking for ``scope`` (the discovered one, widened by a step-up).
 
     Raises:
         ServerConnectionFailed: the authorization server refused the exchange, or could not be reached.
@@ -36,14 +37,14 @@ async def exchanged(
         auth_method=named.auth_method,
         client_secret=named.client_secret,
         resource=found.resource,
-        scope=found.scope,
+        scope=scope,
     )
     form = {
         "grant_type": GRANT_TYPE,
         "subject_token": subject_token,
         "subject_token_type": JWT_TOKEN_TYPE,
         "requested_token_type": ACCESS_TOKEN_TYPE,
-        **({"scope": found.scope} if found.scope else {}),
+        **({"scope": scope} if scope else {}),
         **({"audience": auth.token_exchange.audience} if auth.token_exchange.audience else {}),
     }
     try:

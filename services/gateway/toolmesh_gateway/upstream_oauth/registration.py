@@ -18,7 +18,7 @@ from pydantic import AnyUrl
 
 from toolmesh.contracts.upstream_auth import UpstreamAuth
 from toolmesh.errors import ServerConnectionFailed
-from toolmesh.oauth_tokens import choose_auth_method
+from toolmesh.oauth_tokens import MAX_TOKEN_CHARS, choose_auth_method
 from toolmesh_gateway.upstream_oauth.client_urls import CLIENT_NAME
 
 
@@ -121,6 +121,12 @@ async def client_for(
         raise ServerConnectionFailed(
             f"OAuth registration failed ({type(exc).__name__})", {"step": "registration"}
         ) from None
+    if max(len(str(info.client_id)), len(info.client_secret or "")) > MAX_TOKEN_CHARS:
+        # Kept in memory for every later authorization and sealed in each flow: an answer may hold 1 MiB.
+        raise ServerConnectionFailed(
+            f"OAuth registration failed: the client id or secret is over {MAX_TOKEN_CHARS} characters",
+            {"step": "registration"},
+        )
     method = info.token_endpoint_auth_method or ("client_secret_basic" if info.client_secret else "none")
     made = OAuthClient(str(info.client_id), info.client_secret, method)
     registered.keep(key, made)

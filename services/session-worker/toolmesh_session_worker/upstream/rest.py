@@ -40,11 +40,13 @@ from toolmesh.egress.http import egress_refused
 from toolmesh.egress.policy import EgressPolicy, EgressRefused, rest_endpoint
 from toolmesh.platform.supervision import TaskSet
 from toolmesh.secret_text import mask_url
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
 from toolmesh_session_worker.upstream.errors import (
     REFUSED,
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
+    UpstreamScopeRequired,
     UpstreamTimeout,
     describe,
     summarize,
@@ -283,8 +285,8 @@ class RestSession:
             response = await self._send("GET", "/health", timeout, "checking health", probe=False)
         except UpstreamTimeout as exc:
             raise MCPConnectionError(f"GET /health: no answer within {timeout:g}s") from exc
-        except UpstreamMisconfigured:
-            raise  # refused by the egress policy: no retry can help
+        except (UpstreamMisconfigured, UpstreamRefused):
+            raise  # refused by the egress policy, or the grant refused: no retry can help
         except UpstreamError as exc:
             log.info("GET /health failed: %s", exc.reason, extra={"server": self.server_name})
             raise MCPConnectionError(f"GET /health failed: {exc.summary}") from exc
@@ -318,11 +320,15 @@ class RestSession:
         self, method: str, path: str, timeout: float, what: str, *, probe: bool = True, body: Any = None
     ) -> httpx2.Response:
         """One request within ``timeout`` in all; an unreachable server is ``UpstreamError`` (and a probe),
-        one the egress policy refuses (another path, a refused address or redirect) ``UpstreamMisconfigured``."""
+        one the egress policy refuses (another path, a refused address or redirect) ``UpstreamMisconfigured``,
+        one whose grant was refused with no renewed token ``UpstreamRefused``, and a scope challenge the grant
+        cannot meet ``UpstreamScopeRequired`` (``BearerAuth`` notes both, as for MCP sessions)."""
+        met: list[ScopeChallenge | GrantRefused] = []  # what this request's grant met (see ``challenges``)
+        listening = MET.set(met)
         try:
             url = rest_endpoint(self._base, path)
             async with asyncio.timeout(timeout):
-                return await self._client.request(method, url, json=body, timeout=timeout)
+                response = await self._client.request(method, url, json=body, timeout=timeout)
         except EgressRefused as exc:
             words = f"{self.server_name}: refused by the egress policy while {what}"
             raise UpstreamMisconfigured(f"{words}: {exc}", summary=words) from exc
@@ -341,6 +347,18 @@ class RestSession:
                 reason=reason,
                 summary=f"{self.server_name}: cannot reach the server while {what}: {summarize(exc)}",
             ) from exc
+        finally:
+            MET.reset(listening)
+        challenge = met[-1] if met else None
+        if isinstance(challenge, GrantRefused):  # the summary without the name, as an MCP session's
+            words = f"the upstream refused the grant while {what}"
+            raise UpstreamRefused(f"{self.server_name}: {words}", summary=words)
+        if challenge is not None:
+            words = f"the upstream requires a scope the grant lacks while {what}"
+            raise UpstreamScopeRequired(
+                f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
+            )
+        return response
 
     async def _probe(self) -> None:
         """A request could not reach the server: give it up (``on_lost``) unless ``/health`` still answers."""
