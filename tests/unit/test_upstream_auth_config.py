@@ -34,6 +34,9 @@ def test_oauth_identities_are_accepted(transport: str, identity: str) -> None:
         {"mode": "oauth", "client_id": "c", "token_endpoint_auth_method": "private_key_jwt"},
         {"mode": "oauth", "scopes": ["two words"]},
         {"mode": "oauth", "identity": "per_principal"},
+        {"mode": "oauth", "identity": "per_user", "client_id": "c", "token_exchange": {}},
+        {"mode": "oauth", "identity": "shared", "client_id": "c", "token_exchange": {"token_endpoint": "https://a/t"}},
+        {"mode": "oauth", "identity": "per_user", "token_exchange": {"token_endpoint": "https://a/t"}},
         "oauth",
     ],
 )
@@ -53,3 +56,14 @@ def test_client_secret_is_masked_and_redacted() -> None:
     config = {"base_url": "https://x/mcp", "auth": {"mode": "oauth", "client_id": "c", "client_secret": "s3cr3t-val"}}
     assert mask_config(config)["auth"] == {"mode": "oauth", "client_id": "c", "client_secret": "***"}
     assert "s3cr3t-val" in {secret.value for secret in secret_values(config)}
+
+
+def test_token_exchange_names_its_token_endpoint() -> None:
+    """The callers' tokens go only where the registration says, never where the upstream points."""
+    auth = {
+        "mode": "oauth",
+        "identity": "per_user",
+        "client_id": "c",
+        "token_exchange": {"token_endpoint": "https://idp/t"},
+    }
+    assert _register("HTTP", auth).connection_config["auth"]["token_exchange"]["token_endpoint"] == "https://idp/t"

@@ -32,8 +32,9 @@ class TokenExchange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    token_endpoint: str | None = Field(default=None, min_length=1, max_length=2048, pattern=r"^https?://")
-    """Where to exchange; when absent, the ``token_endpoint`` of the authorization server's metadata."""
+    token_endpoint: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+    """Where to exchange, named by the owner or admin who registers the server: never taken from the
+    metadata the upstream points to, which could otherwise send every JWT caller's token elsewhere."""
     audience: str | None = Field(default=None, min_length=1, max_length=512)
     """The ``audience`` parameter, when the authorization server wants one besides ``resource``."""
 

@@ -31,7 +31,7 @@ async def exchanged(
     assert auth.token_exchange is not None and named is not None  # auth_problems made sure
     pending = UpstreamGrant(
         issuer=found.issuer,
-        token_endpoint=auth.token_exchange.token_endpoint or str(found.metadata.token_endpoint),
+        token_endpoint=auth.token_exchange.token_endpoint,
         access_token="",
         client_id=named.client_id,
         auth_method=named.auth_method,
