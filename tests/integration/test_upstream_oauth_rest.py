@@ -141,6 +141,10 @@ async def test_per_user_rest_server_reaches_the_upstream_as_each_callers_own_use
                 assert _user(await _call(as_bob, "tracker.whoami")) == "bob"  # refreshed on the 401, unnoticed
                 assert (await rest_peer.stats())["refresh_grants"] > before
 
+                forbidden = await _call(as_bob, "tracker.forbidden")  # the application says no: no re-authorizing
+                assert forbidden.status_code == 502 and forbidden.json()["error_code"] == "EXECUTION_FAILED"
+                assert _user(await _call(as_bob, "tracker.whoami")) == "bob"  # its session still serves it
+
                 await rest_peer.control("revoke")  # the users withdrew toolmesh's access at the provider
                 withdrawn = await _call(as_bob, "tracker.whoami")
                 assert withdrawn.status_code == 403, withdrawn.text  # authorize again, not a 502

@@ -77,6 +77,7 @@ REST_TOOLS: list[dict[str, Any]] = [
         "description": "Echo the text back, for a token with the scope admin",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
+    {"name": "forbidden", "description": "Always answers a plain 403: the application forbids it"},
 ]
 SCOPES = "mcp admin"
 """Every client may ask for these (the SDK refuses a scope a client was not registered with)."""
@@ -290,6 +291,8 @@ def rest_routes(provider: MemoryProvider, resource: str) -> list[Route]:
                 challenge = f'Bearer error="insufficient_scope", scope="admin", resource_metadata="{metadata}"'
                 return JSONResponse({"error": "insufficient_scope"}, 403, {"WWW-Authenticate": challenge})
             return JSONResponse({"text": f"admin: {(body.get('arguments') or {}).get('text')}"})
+        if body.get("tool") == "forbidden":
+            return JSONResponse({"error": {"code": "FORBIDDEN", "message": "not for you"}}, status_code=403)
         failure = {"code": "TOOL_NOT_FOUND", "message": "no such tool", "details": {"tool": body.get("tool")}}
         return JSONResponse({"error": failure}, status_code=404)
 

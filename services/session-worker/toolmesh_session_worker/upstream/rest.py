@@ -270,7 +270,7 @@ class RestSession:
             response = await self._send("POST", "/tools/execute", timeout, f"calling {name}", body=body)
         finally:
             self._pending -= 1
-        self._refuse_credentials(response, f"POST /tools/execute ({name})")
+        self._refuse_credentials(response, f"POST /tools/execute ({name})", statuses=(401,))
         if response.status_code == 404:
             stale = name in self._tools
             with contextlib.suppress(UpstreamError):  # what it has now; else what it listed last
@@ -294,10 +294,13 @@ class RestSession:
         if response.status_code != 200:
             raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
 
-    def _refuse_credentials(self, response: httpx2.Response, what: str) -> None:
-        """``UpstreamRefused`` when the server refused our credentials (401 or 403, after the bearer
-        auth's one retry with a renewed token): trying again cannot help."""
-        if response.status_code in REFUSED:
+    def _refuse_credentials(
+        self, response: httpx2.Response, what: str, statuses: tuple[int, ...] = REFUSED
+    ) -> None:
+        """``UpstreamRefused`` when the server refused our credentials (``statuses``, after the bearer
+        auth's one retry with a renewed token): trying again cannot help. A call answered a plain 403
+        is the application forbidding it, not our credentials (callers pass 401 alone)."""
+        if response.status_code in statuses:
             words = f"{self.server_name}: {what} refused our credentials (HTTP {response.status_code})"
             raise UpstreamRefused(words, summary=words)
 
