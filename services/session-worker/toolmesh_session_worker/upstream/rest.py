@@ -294,9 +294,7 @@ class RestSession:
         if response.status_code != 200:
             raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
 
-    def _refuse_credentials(
-        self, response: httpx2.Response, what: str, statuses: tuple[int, ...] = REFUSED
-    ) -> None:
+    def _refuse_credentials(self, response: httpx2.Response, what: str, statuses: tuple[int, ...] = REFUSED) -> None:
         """``UpstreamRefused`` when the server refused our credentials (``statuses``, after the bearer
         auth's one retry with a renewed token): trying again cannot help. A call answered a plain 403
         is the application forbidding it, not our credentials (callers pass 401 alone)."""
