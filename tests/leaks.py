@@ -12,12 +12,13 @@ from toolmesh.platform.telemetry import configure_logging
 
 
 @contextlib.contextmanager
-def captured_logs() -> Iterator[io.StringIO]:
-    """Every log line of this process while the block runs, as a toolmesh process writes it (DEBUG)."""
+def captured_logs(level: str = "DEBUG") -> Iterator[io.StringIO]:
+    """Every log line of this process from ``level`` up while the block runs, as a toolmesh process
+    writes it."""
     output = io.StringIO()
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
-    configure_logging("DEBUG", stream=output)
+    configure_logging(level, stream=output)
     try:
         yield output
     finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import io
-import logging
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +23,7 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, CREDENTIAL_KEY, System, running_system
 from tests.integration.test_secrets import _stream_bytes
-from toolmesh.platform.telemetry import configure_logging
+from tests.leaks import captured_logs
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
@@ -36,15 +35,8 @@ read) and exits: the values themselves are in no config, so only what the child 
 @pytest.fixture
 def log_output() -> Iterator[io.StringIO]:
     """What the process logs, through the handler every toolmesh process installs."""
-    output = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    configure_logging("INFO", stream=output)
-    try:
+    with captured_logs("INFO") as output:
         yield output
-    finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
 
 
 @pytest.fixture
