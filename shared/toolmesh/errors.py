@@ -128,8 +128,15 @@ class Unauthorized(ToolmeshError):
     error_code = "UNAUTHORIZED"
     status = 401
 
+    def __init__(
+        self, detail: str, context: dict[str, Any] | None = None, *, challenge: str = "Bearer", **extra: Any
+    ) -> None:
+        super().__init__(detail, context, **extra)
+        self.challenge = challenge
+        """The ``WWW-Authenticate`` value (an MCP endpoint names its protected-resource metadata)."""
+
     def headers(self) -> dict[str, str]:
-        return {"WWW-Authenticate": "Bearer"}
+        return {"WWW-Authenticate": self.challenge}
 
 
 class RequestTooLarge(ToolmeshError):
@@ -194,6 +201,20 @@ class KeyNotFound(ToolmeshError):
 class KeyAlreadyExists(ToolmeshError):
     error_code = "KEY_ALREADY_EXISTS"
     status = 409
+
+
+class AuthorizationRequestNotFound(ToolmeshError):
+    """An OAuth authorization request waiting for consent is unknown, decided already, or expired."""
+
+    error_code = "AUTHORIZATION_REQUEST_NOT_FOUND"
+    status = 404
+
+
+class AppNotFound(ToolmeshError):
+    """No connected app (an MCP client signed in with OAuth) of that id is the caller's to see."""
+
+    error_code = "APP_NOT_FOUND"
+    status = 404
 
 
 class ValidationFailed(ToolmeshError):
@@ -263,6 +284,8 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         ToolChanged,
         KeyNotFound,
         KeyAlreadyExists,
+        AuthorizationRequestNotFound,
+        AppNotFound,
         NamespaceNotFound,
         EndpointNotFound,
         EndpointAlreadyExists,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import httpx2
 from fastapi import FastAPI
 
 from toolmesh.credentials import CredentialBox
@@ -12,6 +13,11 @@ from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
 from toolmesh_gateway.auth import Authenticator
+from toolmesh_gateway.authorization_server.clients import ClientDirectory
+from toolmesh_gateway.authorization_server.consent import Consents
+from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
+from toolmesh_gateway.authorization_server.revocation import AppRevocations
+from toolmesh_gateway.authorization_server.routes import AuthorizationRoutes
 from toolmesh_gateway.body_limit import BodyLimit
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -28,6 +34,7 @@ from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
     audit,
+    connected_apps,
     endpoints,
     events,
     identity,
@@ -44,6 +51,9 @@ from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore
+
+OAUTH_CLIENT_LIMITS = httpx2.Limits(max_connections=8, max_keepalive_connections=0)
+"""Connections for fetching Client ID Metadata Documents (one short request each)."""
 
 
 async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
@@ -72,6 +82,10 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         backends.bus, backends.js, feed, backends.settings, call_audit, app.state.upstream_authorizations
     )
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
+    revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
+    clients = ClientDirectory(backends.db, box, settings, OAUTH_CLIENT_LIMITS)
+    provider = AuthorizationProvider(backends.db, settings, clients, revocations)
+    app.state.consents = Consents(provider, revocations, feed.catalog)
     app.state.search = await build_search(backends)
     app.state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     app.state.event_hub = EventHub(backends.js)
@@ -96,6 +110,8 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(identity.router)
     app.include_router(events.router)
     app.include_router(upstream_oauth.router)
+    app.include_router(connected_apps.router)
+    app.router.routes.extend(AuthorizationRoutes(provider, settings).routes())
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app

@@ -9,20 +9,24 @@ per client address (``auth_failures``) on REST, ``/mcp`` and the console (which 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import asyncpg
 from fastapi import Request
 
 from toolmesh.contracts.events import Event
 from toolmesh.contracts.keys import Role
-from toolmesh.contracts.namespace_events import KeyRevoked
+from toolmesh.contracts.namespace_events import AppDisconnected, KeyRevoked
 from toolmesh.credentials import hash_token
 from toolmesh.errors import Forbidden, Unauthorized
 from toolmesh.platform.config import Settings
 from toolmesh.platform.store.principals import principal_for_token_hash
 from toolmesh_gateway.auth_failures import AuthFailures
+from toolmesh_gateway.authorization_server.provider import ACCESS_PREFIX
+from toolmesh_gateway.authorization_server.store import grant_by_access
 from toolmesh_gateway.jwt_bearer import JwtVerifier, looks_like_jwt
 
 JWT_PRINCIPAL_PREFIX = "jwt:"
@@ -43,6 +47,11 @@ class Principal:
     token: str | None = field(default=None, repr=False, compare=False)
     """The JWT a principal of the identity provider presented (exchanged for upstream tokens, RFC 8693);
     None for an API key."""
+    audience: str | None = None
+    """The one MCP endpoint (``/mcp`` or ``/mcp/{name}``) an OAuth access token of this gateway is
+    for; None for an API key or a JWT."""
+    grant_id: str | None = None
+    """The connected app an OAuth access token belongs to."""
 
     @property
     def scope(self) -> str | None:
@@ -60,7 +69,10 @@ class Principal:
             raise Forbidden(f"Role '{self.role}' may not {action}", {"role": str(self.role), "action": action})
 
     def require_api_access(self) -> None:
-        """``Forbidden`` for a key limited to MCP endpoints: it may use nothing else (REST, NATS API)."""
+        """``Forbidden`` for a key limited to MCP endpoints, or an OAuth token (it is for one MCP
+        endpoint): they may use nothing else (REST, NATS API)."""
+        if self.audience is not None:
+            raise Forbidden(f"This token is for the MCP endpoint {self.audience} only", {"endpoints": [self.audience]})
         if self.endpoints is not None:
             raise Forbidden(
                 "This key may only use its MCP endpoints: " + ", ".join(f"/mcp/{n}" for n in sorted(self.endpoints)),
@@ -120,6 +132,7 @@ class Authenticator:
 
     def __init__(self, db: asyncpg.Pool, settings: Settings) -> None:
         self._db = db
+        self.public_url = settings.public_url
         self._jwt = JwtVerifier.configured(settings)
         self._cache: dict[str, tuple[float, Principal]] = {}
         self._revoked: set[str] = set()  # a lookup that raced a revocation must not cache the key again
@@ -151,37 +164,58 @@ class Authenticator:
         cached = self._cache.get(digest)
         if cached and cached[0] > time.monotonic():
             return cached[1]
-        row = await principal_for_token_hash(self._db, digest)
-        if row is None:
-            raise Unauthorized("Invalid bearer token")
-        limited = row["endpoints"]
-        principal = Principal(
-            key_id=row["id"],
-            name=row["name"],
-            role=Role(row["role"]),
-            namespace=row["namespace"],
-            endpoints=frozenset(limited) if limited is not None else None,
-        )
-        if principal.key_id in self._revoked:
+        lifetime = _CACHE_SECONDS
+        if token.startswith(ACCESS_PREFIX):
+            grant = await grant_by_access(self._db, digest)
+            if grant is None:
+                raise Unauthorized("Invalid or expired access token")
+            principal = _principal(grant, grant["key_id"], grant["key_name"])
+            principal = dataclasses.replace(principal, audience=_path(grant["resource"]), grant_id=grant["grant_id"])
+            lifetime = min(lifetime, grant["access_expires_at"].timestamp() - time.time())
+        else:
+            row = await principal_for_token_hash(self._db, digest)
+            if row is None:
+                raise Unauthorized("Invalid bearer token")
+            principal = _principal(row, row["id"], row["name"])
+        if principal.key_id in self._revoked or principal.grant_id in self._revoked:
             raise Unauthorized("Invalid bearer token")
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[digest] = (time.monotonic() + _CACHE_SECONDS, principal)
+        self._cache[digest] = (time.monotonic() + lifetime, principal)
         return principal
 
     def forget(self, key_id: str) -> None:
-        """Drop a key from the cache (it was revoked)."""
+        """Drop a key, or a connected app's grant, from the cache (it was revoked): its tokens are
+        refused from now on."""
         if len(self._revoked) >= _MAX_CACHED:
             self._revoked.clear()
         self._revoked.add(key_id)
         for digest, (_, principal) in list(self._cache.items()):
-            if principal.key_id == key_id:
+            if key_id in (principal.key_id, principal.grant_id):
                 del self._cache[digest]
 
     def on_event(self, event: Event) -> None:
-        """Follow the event stream: a revoked key is refused from now on."""
+        """Follow the event stream: a revoked key or connected app is refused from now on."""
         if isinstance(event, KeyRevoked):
             self.forget(event.key_id)
+        elif isinstance(event, AppDisconnected):
+            self.forget(event.grant_id)
+
+
+def _principal(row: asyncpg.Record, key_id: str, name: str) -> Principal:
+    limited = row["endpoints"]
+    return Principal(
+        key_id=key_id,
+        name=name,
+        role=Role(row["role"]),
+        namespace=row["namespace"],
+        endpoints=frozenset(limited) if limited is not None else None,
+    )
+
+
+def _path(resource: str) -> str:
+    """The endpoint path of a token's resource URL (checked against the request's path)."""
+    return urlsplit(resource).path.rstrip("/") or "/"
 
 
 async def require_principal(request: Request) -> Principal:

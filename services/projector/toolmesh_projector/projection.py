@@ -29,7 +29,15 @@ from toolmesh.contracts.events import (
     ToolsDiscovered,
     ToolsUnclassified,
 )
-from toolmesh.contracts.namespace_events import CallsRecorded, EndpointDeleted, EndpointSaved, KeyCreated, KeyRevoked
+from toolmesh.contracts.namespace_events import (
+    AppConnected,
+    AppDisconnected,
+    CallsRecorded,
+    EndpointDeleted,
+    EndpointSaved,
+    KeyCreated,
+    KeyRevoked,
+)
 from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
 from toolmesh.platform.store.queries import PROJECTOR
@@ -218,6 +226,16 @@ async def _key_changed(conn: Conn, event: KeyCreated | KeyRevoked) -> None:
     await audit(conn, event, None, {"key_id": event.key_id, "name": event.name, "role": event.role})
 
 
+async def _app_changed(conn: Conn, event: AppConnected | AppDisconnected) -> None:
+    details: dict[str, str | None] = {"grant_id": event.grant_id, "key_id": event.key_id, "client_id": event.client_id}
+    details["client_name"] = event.client_name
+    if isinstance(event, AppConnected):
+        details["resource"] = event.resource
+    else:
+        details["reason"] = event.reason
+    await audit(conn, event, None, details)
+
+
 async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
     await conn.executemany(
         "INSERT INTO mcp.audit_log(event, event_id, server_id, server_name, actor, ip_address, details, timestamp, "
@@ -286,6 +304,8 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerConfigResealed: _config_resealed,
     KeyCreated: _key_changed,
     KeyRevoked: _key_changed,
+    AppConnected: _app_changed,
+    AppDisconnected: _app_changed,
     CallsRecorded: _calls_recorded,
     ServerDescribed: server_described,
     ResourcesDiscovered: resources_discovered,

@@ -25,6 +25,8 @@ from toolmesh.contracts.events import (
     ToolsUnclassified,
 )
 from toolmesh.contracts.namespace_events import (
+    AppConnected,
+    AppDisconnected,
     CallsRecorded,
     EndpointDeleted,
     EndpointSaved,
@@ -48,6 +50,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         HealthChecked,
         KeyCreated,
         KeyRevoked,
+        AppConnected,
+        AppDisconnected,
         CallsRecorded,
         ResourcesDiscovered,
         PromptsDiscovered,

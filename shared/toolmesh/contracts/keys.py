@@ -10,9 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_RE
 
 KEY_TOKEN_PREFIX = "tm_"
-KEY_TOKEN_PATTERN = r"(?<![\w-])tm_[A-Za-z0-9_-]{43}(?![\w-])"
-"""The form of an API key token (``tm_`` and 256 random bits in base64url): logs mask it wherever
-it appears, whoever created it."""
+KEY_TOKEN_PATTERN = r"(?<![\w-])tm[or]?_[A-Za-z0-9_-]{43}(?![\w-])"
+"""The form of an API key token (``tm_`` and 256 random bits in base64url), and of the OAuth access
+(``tmo_``) and refresh (``tmr_``) tokens of the gateway's authorization server: logs mask them
+wherever they appear, whoever created them."""
 
 
 class Role(StrEnum):

@@ -31,6 +31,29 @@ class KeyRevoked(Event):
     ip_address: str | None = None
 
 
+class AppConnected(Event):
+    """A person allowed an MCP client (a "connected app") to act as their key at one MCP endpoint."""
+
+    subject: ClassVar[str] = "toolmesh.evt.app.connected"
+    grant_id: str
+    key_id: str
+    client_id: str
+    client_name: str | None = None
+    resource: str
+
+
+class AppDisconnected(Event):
+    """A connected app's tokens were revoked: every gateway refuses them from this event on."""
+
+    subject: ClassVar[str] = "toolmesh.evt.app.disconnected"
+    grant_id: str
+    key_id: str
+    client_id: str
+    client_name: str | None = None
+    reason: str
+    ip_address: str | None = None
+
+
 class CallRecord(BaseModel):
     """One tool call as the audit log keeps it: who, what, where, how it ended, how long (no arguments)."""
 

@@ -5,6 +5,7 @@ per-read timeout), is cut off with an error instead of read whole or waited for 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -86,9 +87,10 @@ def bounded_client(
     limits: httpx2.Limits,
     max_bytes: int = DOCUMENT_MAX_BYTES,
     seconds: float = DOCUMENT_DEADLINE_SECONDS,
+    context: ssl.SSLContext | None = None,
     **options: Any,
 ) -> httpx2.AsyncClient:
     """A client like ``guarded_client`` whose every answer is at most ``max_bytes`` long and done
-    within ``seconds``."""
-    transport = BoundedTransport(GuardedTransport(policy, limits), max_bytes, seconds)
+    within ``seconds`` (``context``: TLS trust other than the system's)."""
+    transport = BoundedTransport(GuardedTransport(policy, limits, context), max_bytes, seconds)
     return httpx2.AsyncClient(transport=transport, trust_env=False, **options)

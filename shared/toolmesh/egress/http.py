@@ -130,6 +130,15 @@ def verifying_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context(trust_env=False)
 
 
+@functools.cache
+def trusting_context(ca_file: str) -> ssl.SSLContext:
+    """A verifying context that also trusts the certificate authorities in ``ca_file`` (an operator's
+    internal CA, ``TOOLMESH_EGRESS_CA_FILE``)."""
+    context = httpx2.create_ssl_context(trust_env=False)
+    context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class GuardedTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a connection pool whose every connect goes through ``GuardedBackend``.
 
@@ -137,8 +146,8 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     ours (``handle_async_request`` and ``aclose`` only use that pool).
     """
 
-    def __init__(self, policy: EgressPolicy, limits: httpx2.Limits) -> None:
-        context = verifying_context()
+    def __init__(self, policy: EgressPolicy, limits: httpx2.Limits, context: ssl.SSLContext | None = None) -> None:
+        context = context or verifying_context()
         super().__init__(verify=context, limits=limits, trust_env=False)
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=context,

@@ -12,8 +12,9 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.keys import Role
-from toolmesh.errors import NamespaceNotFound, ToolmeshError
+from toolmesh.errors import NamespaceNotFound, ToolmeshError, Unauthorized
 from toolmesh_gateway.auth import Authenticator, Caller, Principal
+from toolmesh_gateway.authorization_server.addresses import MCP_PATH, challenge, endpoint_path
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.scope_headers import header
 
@@ -43,13 +44,24 @@ def session_namespace(principal: Principal, requested: str | None) -> str:
 
 
 async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope: Scope) -> Caller:
-    """The caller of an MCP HTTP request: bearer auth, the rate limit, and its one namespace."""
+    """The caller of an MCP HTTP request: bearer auth (an OAuth token only at the endpoint it is
+    for), the rate limit, and its one namespace. A 401 names the endpoint's protected-resource
+    metadata (RFC 9728), where an MCP client finds how to sign in."""
     client = scope.get("client")
     source = client[0] if client else None
-    principal = await authenticator.principal_from(header(scope, "authorization"), source)
+    origin = str(Request(scope).base_url)
+    endpoint = endpoint_path(scope["path"]) or MCP_PATH
+    try:
+        principal = await authenticator.principal_from(header(scope, "authorization"), source)
+        if principal.audience is not None and principal.audience != endpoint:
+            raise Unauthorized(f"This token is for {principal.audience}, not {endpoint}", {"endpoint": endpoint})
+    except Unauthorized as exc:
+        base = (authenticator.public_url or origin).rstrip("/")
+        error = "invalid_token" if header(scope, "authorization") else None
+        raise Unauthorized(exc.detail, exc.context, challenge=challenge(base, endpoint, error)) from exc
     limiter.check(principal.key_id)
     namespace = session_namespace(principal, query_of(scope).get("namespace"))
-    return Caller(principal, source, namespace, origin=str(Request(scope).base_url))
+    return Caller(principal, source, namespace, origin=origin)
 
 
 def request_caller(request: object) -> Caller | None:

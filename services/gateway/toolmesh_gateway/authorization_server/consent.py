@@ -1,0 +1,164 @@
+"""The person's side of the authorization server: what a waiting request asks for, the decision
+(taken once, as the API key signed in on the consent page), and the connected apps it leaves.
+
+The token a decision leads to acts as the deciding key: its role, namespace and endpoint limits are
+looked up on every use, never taken from the client. A key limited to some endpoints may allow only
+those; a name must be an endpoint or server of the key's own namespace."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from mcp.server.auth.provider import construct_redirect_uri
+
+from toolmesh.contracts.connected_apps import ConnectedApp, ConnectedAppList, ConsentDecision, ConsentRequest
+from toolmesh.contracts.keys import Role
+from toolmesh.errors import AppNotFound, AuthorizationRequestNotFound, EndpointNotFound, Forbidden
+from toolmesh_gateway import lookup
+from toolmesh_gateway.auth import JWT_PRINCIPAL_PREFIX, Caller, Principal
+from toolmesh_gateway.authorization_server import store
+from toolmesh_gateway.authorization_server.addresses import MCP_PATH, resource_path
+from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
+from toolmesh_gateway.authorization_server.revocation import AppRevocations
+from toolmesh_gateway.catalog import Catalog
+
+
+class Consents:
+    """Consent decisions and the connected apps they make."""
+
+    def __init__(self, provider: AuthorizationProvider, revocations: AppRevocations, catalog: Catalog) -> None:
+        self._provider = provider
+        self._revocations = revocations
+        self._catalog = catalog
+        self._db = provider.db
+
+    async def describe(self, request_id: str) -> ConsentRequest:
+        """What a waiting request asks for (its id is the secret that reaches the consent page)."""
+        row = await store.pending_request(self._db, request_id)
+        if row is None:
+            raise _unknown(request_id)
+        params = json.loads(row["params"])
+        return ConsentRequest(
+            request_id=request_id,
+            client_id=row["client_id"],
+            client_name=row["client_name"],
+            client_uri=params.get("client_uri"),
+            redirect_uri=params["redirect_uri"],
+            resource=params["resource"],
+            endpoint=resource_path(params["resource"], row["issuer"]) or MCP_PATH,
+            scopes=params["scopes"],
+            expires_at=row["expires_at"],
+        )
+
+    async def decide(self, request_id: str, allow: bool, principal: Principal) -> ConsentDecision:
+        """Allow (a code for the client) or deny (``access_denied``); either way the request is used up.
+
+        Raises:
+            Forbidden: the key may not use the endpoint asked for, or is not an API key.
+            EndpointNotFound: the endpoint is not in the key's namespace.
+            AuthorizationRequestNotFound: unknown, decided already, or expired.
+        """
+        if principal.key_id.startswith(JWT_PRINCIPAL_PREFIX):
+            raise Forbidden("Sign in with an API key to allow an MCP client", {"action": "consent"})
+        pending = await store.pending_request(self._db, request_id)
+        if pending is None:
+            raise _unknown(request_id)
+        params = json.loads(pending["params"])
+        endpoint = resource_path(params["resource"], pending["issuer"]) or MCP_PATH
+        if allow:
+            self._check_endpoint(principal, endpoint)
+        row = await store.take_request(self._db, request_id)
+        if row is None:
+            raise _unknown(request_id)
+        answer: dict[str, str] = {"iss": pending["issuer"]}
+        if params.get("state") is not None:
+            answer["state"] = params["state"]
+        if not allow:
+            answer |= {"error": "access_denied", "error_description": "The person denied the request"}
+        else:
+            answer["code"] = await self._provider.issue_code(row["client_id"], principal.key_id, params)
+        return ConsentDecision(redirect_to=construct_redirect_uri(params["redirect_uri"], **answer))
+
+    def _check_endpoint(self, principal: Principal, endpoint: str) -> None:
+        name = endpoint.removeprefix(MCP_PATH).lstrip("/") or None
+        if principal.endpoints is not None and (name is None or name not in principal.endpoints):
+            raise Forbidden(
+                f"This key may not use {endpoint}; its endpoints: {', '.join(sorted(principal.endpoints)) or '(none)'}",
+                {"endpoints": sorted(principal.endpoints)},
+            )
+        if name is None:
+            return
+        namespace = principal.namespace
+        if (
+            self._catalog.bundle(namespace, name) is None
+            and lookup.server_by_name(self._catalog.view(namespace), name) is None
+        ):
+            raise EndpointNotFound(f"No endpoint or server {name} in namespace {namespace}", {"endpoint": endpoint})
+
+    async def apps(self, principal: Principal) -> ConnectedAppList:
+        """The caller's own connected apps; an admin's: its namespace's; the owner's: every one."""
+        if principal.manages:
+            rows = await store.grants(self._db, key_id=None, namespace=_scope(principal))
+        else:
+            rows = await store.grants(self._db, key_id=principal.key_id, namespace=None)
+        apps = [_app(r) for r in rows]
+        return ConnectedAppList(apps=apps, total=len(apps))
+
+    async def disconnect(self, grant_id: str, caller: Caller) -> None:
+        """Revoke a connected app (its tokens stop working on every gateway).
+
+        Raises:
+            AppNotFound: no such app the caller may see.
+        """
+        principal = caller.principal
+        row = await store.grant(self._db, grant_id) if _is_uuid(grant_id) else None
+        if row is None or not _may_manage(principal, row):
+            raise AppNotFound(f"Connected app not found: {grant_id}", {"app_id": grant_id})
+        await self._revocations.revoke(
+            grant_id, actor=caller.actor, reason="disconnected", ip_address=caller.ip_address
+        )
+
+
+def _scope(principal: Principal) -> str | None:
+    return None if principal.role is Role.OWNER else principal.namespace
+
+
+def _may_manage(principal: Principal, row: store.Row) -> bool:
+    if row["key_id"] == principal.key_id:
+        return True
+    if not principal.manages or (principal.role is not Role.OWNER and row["namespace"] != principal.namespace):
+        return False
+    return principal.role is Role.OWNER or row["role"] != str(Role.OWNER)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _unknown(request_id: str) -> AuthorizationRequestNotFound:
+    return AuthorizationRequestNotFound(
+        "Authorization request not found: unknown, decided already or expired", {"request_id": request_id[:16]}
+    )
+
+
+def _app(row: store.Row) -> ConnectedApp:
+    return ConnectedApp(
+        id=row["grant_id"],
+        client_id=row["client_id"],
+        client_name=row["client_name"],
+        key_id=row["key_id"],
+        key_name=row["key_name"],
+        role=Role(row["role"]),
+        namespace=row["namespace"],
+        resource=row["resource"],
+        scopes=list(row["scopes"]),
+        created_at=row["created_at"],
+        refreshed_at=row["refreshed_at"],
+        access_expires_at=row["access_expires_at"],
+        refresh_expires_at=row["refresh_expires_at"],
+    )

@@ -1,0 +1,137 @@
+"""The authorization server's HTTP surface: RFC 8414 metadata, RFC 9728 protected-resource metadata
+of every MCP endpoint, and the SDK's ``/authorize``, ``/token``, ``/register`` (RFC 7591, limited per
+client address) and ``/revoke`` (RFC 7009) handlers over ``AuthorizationProvider``. The issuer is
+``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenHandler
+from mcp.server.auth.middleware.client_auth import ClientAuthenticator
+from mcp.server.auth.routes import build_metadata
+from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from pydantic import AnyHttpUrl
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route, request_response
+from starlette.types import ASGIApp
+
+from toolmesh.errors import RateLimited
+from toolmesh.platform.config import Settings
+from toolmesh_gateway.authorization_server.addresses import (
+    AUTHORIZATION_SERVER_METADATA_PATH,
+    MCP_PATH,
+    OFFLINE_SCOPE,
+    RESOURCE_METADATA_PATH,
+    SCOPE,
+    base_url,
+    endpoint_path,
+)
+from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
+from toolmesh_gateway.rate_limit import RateLimiter
+
+CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+_REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE])
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def server_metadata(base: str) -> dict[str, Any]:
+    """RFC 8414 metadata of the authorization server whose issuer is ``base``."""
+    metadata = build_metadata(AnyHttpUrl(base), None, _REGISTRATION, RevocationOptions(enabled=True))
+    document: dict[str, Any] = metadata.model_dump(mode="json", exclude_none=True)
+    document |= {
+        "issuer": base,
+        "token_endpoint_auth_methods_supported": CLIENT_AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": CLIENT_AUTH_METHODS,
+        "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
+    }
+    return document
+
+
+def resource_metadata(base: str, endpoint: str, settings: Settings) -> dict[str, Any]:
+    """RFC 9728 metadata of one MCP endpoint: the built-in authorization server (when on) and the
+    identity provider whose JWTs the gateway accepts (when one is configured)."""
+    servers = [base] if settings.oauth_server else []
+    if settings.jwt_issuer:
+        servers.append(settings.jwt_issuer)
+    return {
+        "resource": f"{base}{endpoint}",
+        "authorization_servers": servers,
+        "scopes_supported": [SCOPE],
+        "bearer_methods_supported": ["header"],
+        "resource_name": f"toolmesh {endpoint}",
+    }
+
+
+def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
+    return CORSMiddleware(app, allow_origins="*", allow_methods=methods, allow_headers=["mcp-protocol-version"])
+
+
+class AuthorizationRoutes:
+    """The routes, over one provider and the registration limit of this gateway."""
+
+    def __init__(self, provider: AuthorizationProvider, settings: Settings) -> None:
+        self._provider = provider
+        self._settings = settings
+        self._clients = ClientAuthenticator(provider)
+        self._registrations = RateLimiter(settings.oauth_registrations_per_minute / 60.0, 5)
+
+    def routes(self) -> list[BaseRoute]:
+        """Metadata always; the authorization server's endpoints when it is on."""
+        found: list[BaseRoute] = [
+            Route(
+                RESOURCE_METADATA_PATH + "{path:path}",
+                _cors(request_response(self._resource_metadata), ["GET", "OPTIONS"]),
+                methods=["GET", "OPTIONS"],
+            ),
+        ]
+        if not self._settings.oauth_server:
+            return found
+        return [
+            *found,
+            Route(
+                AUTHORIZATION_SERVER_METADATA_PATH,
+                _cors(request_response(self._server_metadata), ["GET", "OPTIONS"]),
+                methods=["GET", "OPTIONS"],
+            ),
+            Route("/authorize", self._authorize, methods=["GET", "POST"]),
+            Route("/token", _cors(request_response(self._token), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
+            Route(
+                "/register", _cors(request_response(self._register), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]
+            ),
+            Route("/revoke", _cors(request_response(self._revoke), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
+        ]
+
+    async def _server_metadata(self, request: Request) -> Response:
+        return JSONResponse(server_metadata(base_url(self._settings, request)))
+
+    async def _resource_metadata(self, request: Request) -> Response:
+        path = request.path_params.get("path", "") or MCP_PATH
+        endpoint = endpoint_path(path if path.startswith("/") else f"/{path}")
+        if endpoint is None:
+            return JSONResponse({"error": "not_found", "error_description": "Not an MCP endpoint"}, status_code=404)
+        return JSONResponse(resource_metadata(base_url(self._settings, request), endpoint, self._settings))
+
+    async def _authorize(self, request: Request) -> Response:
+        provider = self._provider.at(base_url(self._settings, request))
+        return await AuthorizationHandler(provider).handle(request)
+
+    async def _token(self, request: Request) -> Response:
+        return await TokenHandler(self._provider, self._clients).handle(request)
+
+    async def _register(self, request: Request) -> Response:
+        try:
+            self._registrations.check(request.client.host if request.client else "-")
+        except RateLimited as exc:
+            body = {"error": "slow_down", "error_description": exc.detail}
+            return JSONResponse(body, status_code=429, headers={**exc.headers(), **_NO_STORE})
+        return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
+
+    async def _revoke(self, request: Request) -> Response:
+        return await RevocationHandler(self._provider, self._clients).handle(request)

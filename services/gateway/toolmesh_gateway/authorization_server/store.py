@@ -1,0 +1,208 @@
+"""The authorization server's rows in Postgres (migration 0019): registered clients, requests waiting
+for consent, single-use codes, and grants ("connected apps") with their hashed tokens. Every
+replica reads and writes the same rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+Row = asyncpg.Record
+_GRANT = (
+    "g.grant_id::text AS grant_id, g.key_id::text AS key_id, g.client_id, g.client_name, g.resource, g.scopes, "
+    "g.access_expires_at, g.refresh_expires_at, g.created_at, g.refreshed_at, "
+    "p.name AS key_name, p.role, p.namespace, p.endpoints"
+)
+_FROM_GRANT = "FROM mcp.oauth_grants g JOIN mcp.principals p ON p.key_id = g.key_id"
+
+
+async def save_client(
+    db: asyncpg.Pool, client_id: str, metadata: dict[str, Any], sealed_secret: str | None, source: str | None
+) -> None:
+    """Store a dynamically registered client."""
+    await db.execute(
+        "INSERT INTO mcp.oauth_clients(client_id, metadata, sealed_secret, registered_from) VALUES ($1, $2, $3, $4)",
+        client_id,
+        json.dumps(metadata),
+        sealed_secret,
+        source,
+    )
+
+
+async def client(db: asyncpg.Pool, client_id: str) -> Row | None:
+    """A registered client's metadata and secret hash."""
+    return await db.fetchrow("SELECT metadata, sealed_secret FROM mcp.oauth_clients WHERE client_id = $1", client_id)
+
+
+async def save_request(
+    db: asyncpg.Pool,
+    request_id: str,
+    client_id: str,
+    client_name: str | None,
+    issuer: str,
+    params: dict[str, Any],
+    expires_at: datetime,
+) -> None:
+    """Keep an authorization request until the person decides (or it expires)."""
+    await db.execute("DELETE FROM mcp.oauth_requests WHERE expires_at < now()")
+    await db.execute(
+        "INSERT INTO mcp.oauth_requests(request_id, client_id, client_name, issuer, params, expires_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6)",
+        request_id,
+        client_id,
+        client_name,
+        issuer,
+        json.dumps(params),
+        expires_at,
+    )
+
+
+async def pending_request(db: asyncpg.Pool, request_id: str) -> Row | None:
+    """An authorization request that has not expired."""
+    return await db.fetchrow(
+        "SELECT client_id, client_name, issuer, params, expires_at FROM mcp.oauth_requests "
+        "WHERE request_id = $1 AND expires_at > now()",
+        request_id,
+    )
+
+
+async def take_request(db: asyncpg.Pool, request_id: str) -> Row | None:
+    """Remove an unexpired authorization request and return it (a decision is taken once)."""
+    return await db.fetchrow(
+        "DELETE FROM mcp.oauth_requests WHERE request_id = $1 AND expires_at > now() "
+        "RETURNING client_id, client_name, issuer, params",
+        request_id,
+    )
+
+
+async def save_code(
+    db: asyncpg.Pool, code_hash: str, client_id: str, key_id: str, params: dict[str, Any], expires_at: datetime
+) -> None:
+    """Store a code the consent gave."""
+    await db.execute("DELETE FROM mcp.oauth_codes WHERE expires_at < now() - interval '1 day'")
+    await db.execute(
+        "INSERT INTO mcp.oauth_codes(code_hash, client_id, key_id, params, expires_at) "
+        "VALUES ($1, $2, $3::uuid, $4, $5)",
+        code_hash,
+        client_id,
+        key_id,
+        json.dumps(params),
+        expires_at,
+    )
+
+
+async def code(db: asyncpg.Pool, code_hash: str, client_id: str) -> Row | None:
+    """A code of ``client_id`` (used or not: ``grant_id`` is set once it was exchanged)."""
+    return await db.fetchrow(
+        "SELECT key_id::text AS key_id, params, extract(epoch FROM expires_at) AS expires_at, "
+        "grant_id::text AS grant_id FROM mcp.oauth_codes WHERE code_hash = $1 AND client_id = $2",
+        code_hash,
+        client_id,
+    )
+
+
+async def redeem_code(db: asyncpg.Pool, code_hash: str, grant: dict[str, Any]) -> bool:
+    """Mark a code used and create the grant it yields, in one transaction; False when the code was
+    already used (a replay) or is gone."""
+    async with db.acquire() as conn, conn.transaction():
+        used = await conn.fetchval(
+            "UPDATE mcp.oauth_codes SET grant_id = $2::uuid WHERE code_hash = $1 AND grant_id IS NULL "
+            "AND expires_at > now() RETURNING 1",
+            code_hash,
+            grant["grant_id"],
+        )
+        if used is None:
+            return False
+        await conn.execute(
+            "INSERT INTO mcp.oauth_grants(grant_id, key_id, client_id, client_name, resource, scopes, access_hash, "
+            "access_expires_at, refresh_hash, refresh_expires_at) "
+            "VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10)",
+            grant["grant_id"],
+            grant["key_id"],
+            grant["client_id"],
+            grant["client_name"],
+            grant["resource"],
+            grant["scopes"],
+            grant["access_hash"],
+            grant["access_expires_at"],
+            grant["refresh_hash"],
+            grant["refresh_expires_at"],
+        )
+        return True
+
+
+async def grant_by_access(db: asyncpg.Pool, access_hash: str) -> Row | None:
+    """The grant an unexpired access token belongs to, with the principal that consented."""
+    return await db.fetchrow(
+        f"SELECT {_GRANT} {_FROM_GRANT} WHERE g.access_hash = $1 AND g.access_expires_at > now()", access_hash
+    )
+
+
+async def grant_by_refresh(db: asyncpg.Pool, refresh_hash: str, client_id: str) -> Row | None:
+    """The grant an unexpired refresh token of ``client_id`` belongs to."""
+    return await db.fetchrow(
+        f"SELECT {_GRANT} {_FROM_GRANT} "
+        "WHERE g.refresh_hash = $1 AND g.client_id = $2 AND g.refresh_expires_at > now()",
+        refresh_hash,
+        client_id,
+    )
+
+
+async def grant_by_rotated_refresh(db: asyncpg.Pool, refresh_hash: str) -> str | None:
+    """The grant whose previous (rotated) refresh token this is: presented again, it was stolen."""
+    value = await db.fetchval(
+        "SELECT grant_id::text FROM mcp.oauth_grants WHERE previous_refresh_hash = $1", refresh_hash
+    )
+    return str(value) if value is not None else None
+
+
+async def rotate(
+    db: asyncpg.Pool,
+    grant_id: str,
+    old_refresh_hash: str,
+    tokens: dict[str, Any],
+) -> bool:
+    """Replace a grant's tokens (refresh-token rotation); False when ``old_refresh_hash`` is no longer
+    its refresh token (a concurrent refresh won)."""
+    updated = await db.fetchval(
+        "UPDATE mcp.oauth_grants SET access_hash = $3, access_expires_at = $4, refresh_hash = $5, "
+        "refresh_expires_at = $6, previous_refresh_hash = $2, refreshed_at = now() "
+        "WHERE grant_id = $1::uuid AND refresh_hash = $2 RETURNING 1",
+        grant_id,
+        old_refresh_hash,
+        tokens["access_hash"],
+        tokens["access_expires_at"],
+        tokens["refresh_hash"],
+        tokens["refresh_expires_at"],
+    )
+    return updated is not None
+
+
+async def delete_grant(db: asyncpg.Pool, grant_id: str) -> Row | None:
+    """Remove a grant (its tokens stop working); the removed row, None when there was none."""
+    return await db.fetchrow(
+        "DELETE FROM mcp.oauth_grants g USING mcp.principals p WHERE g.grant_id = $1::uuid AND p.key_id = g.key_id "
+        "RETURNING g.grant_id::text AS grant_id, g.key_id::text AS key_id, g.client_id, g.client_name, g.resource, "
+        "p.name AS key_name, p.namespace",
+        grant_id,
+    )
+
+
+async def grants(db: asyncpg.Pool, *, key_id: str | None, namespace: str | None) -> list[Row]:
+    """Connected apps, newest first: of one key, else of a namespace (None: every namespace)."""
+    return list(
+        await db.fetch(
+            f"SELECT {_GRANT} {_FROM_GRANT} WHERE ($1::text IS NULL OR g.key_id::text = $1) "
+            "AND ($2::text IS NULL OR p.namespace = $2) ORDER BY g.created_at DESC",
+            key_id,
+            namespace,
+        )
+    )
+
+
+async def grant(db: asyncpg.Pool, grant_id: str) -> Row | None:
+    """One connected app."""
+    return await db.fetchrow(f"SELECT {_GRANT} {_FROM_GRANT} WHERE g.grant_id::text = $1", grant_id)

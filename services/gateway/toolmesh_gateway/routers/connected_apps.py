@@ -1,0 +1,55 @@
+"""MCP clients signing in with OAuth: the consent page's API (``/api/v1/oauth/requests/{id}``) and
+the connected apps (``/api/v1/auth/apps``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response, status
+
+from toolmesh.contracts.aggregator import ErrorBody
+from toolmesh.contracts.connected_apps import ConnectedAppList, ConsentDecision, ConsentDecisionRequest, ConsentRequest
+from toolmesh_gateway.auth import Principal, require_principal
+from toolmesh_gateway.authorization_server.consent import Consents
+from toolmesh_gateway.dependencies import caller_of
+
+router = APIRouter(tags=["connected apps"])
+Auth = Annotated[Principal, Depends(require_principal)]
+RequestId = Annotated[str, Path(min_length=16, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
+_REFUSALS: dict[int | str, dict[str, Any]] = {403: {"model": ErrorBody}, 404: {"model": ErrorBody}}
+
+
+async def consents(request: Request) -> Consents:
+    """The gateway's consent service."""
+    result: Consents = request.app.state.consents
+    return result
+
+
+ConsentService = Annotated[Consents, Depends(consents)]
+
+
+@router.get("/api/v1/oauth/requests/{request_id}", responses=_REFUSALS)
+async def consent_request(request_id: RequestId, principal: Auth, service: ConsentService) -> ConsentRequest:
+    """What an MCP client asks for: its name, redirect URI, the endpoint and scopes."""
+    return await service.describe(request_id)
+
+
+@router.post("/api/v1/oauth/requests/{request_id}/decision", responses=_REFUSALS)
+async def decide(
+    request_id: RequestId, body: ConsentDecisionRequest, principal: Auth, service: ConsentService
+) -> ConsentDecision:
+    """Allow or deny the request as the calling key; send the browser to ``redirect_to``."""
+    return await service.decide(request_id, body.allow, principal)
+
+
+@router.get("/api/v1/auth/apps", responses=_REFUSALS)
+async def list_apps(principal: Auth, service: ConsentService) -> ConnectedAppList:
+    """Connected apps: the caller's own (an admin: its namespace's; the owner: all)."""
+    return await service.apps(principal)
+
+
+@router.delete("/api/v1/auth/apps/{app_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_REFUSALS)
+async def disconnect_app(app_id: str, request: Request, principal: Auth, service: ConsentService) -> Response:
+    """Revoke a connected app: its tokens are refused at once by every gateway."""
+    await service.disconnect(app_id, caller_of(request, principal))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
