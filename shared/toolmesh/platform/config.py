@@ -143,13 +143,15 @@ class Settings(BaseSettings):
 
     # The gateway's own OAuth authorization server for MCP clients (issue 26): on by default; off,
     # MCP clients bring API keys or the identity provider's JWTs above. Access tokens live an hour,
-    # refresh tokens (rotated on each use) 30 days; dynamic client registration is limited per
-    # client address; Client ID Metadata Documents are fetched under the upstream egress rules.
+    # refresh tokens (rotated on each use) 30 days; dynamic client registration and authorization
+    # requests are limited per client address; Client ID Metadata Documents are fetched under the
+    # upstream egress rules.
     oauth_server: bool = True
     oauth_access_token_seconds: int = Field(3600, ge=60)
     oauth_refresh_token_seconds: int = Field(30 * 86400, ge=300)
     oauth_consent_seconds: int = Field(600, ge=30)
     oauth_registrations_per_minute: float = Field(10.0, ge=0)
+    oauth_authorizations_per_minute: float = Field(60.0, ge=0)
     # Extra certificate authorities (PEM) that outgoing TLS of the authorization server trusts, e.g.
     # an internal CA that signed the hosts of Client ID Metadata Documents.
     egress_ca_file: Path | None = None

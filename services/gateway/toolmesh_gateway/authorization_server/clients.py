@@ -29,6 +29,9 @@ DOCUMENT_MAX_BYTES = 5 * 1024
 DOCUMENT_SECONDS = 5.0
 """How long fetching one document may take."""
 DOCUMENT_CACHE_SECONDS = 300.0
+"""How long a fetched document is used before it is fetched again."""
+REFUSED_CACHE_SECONDS = 30.0
+"""How long an unusable document (or a failed fetch) is remembered: short, a client may fix it."""
 MAX_CACHED_DOCUMENTS = 1000
 CLIENT_SCOPES = f"{SCOPE} {OFFLINE_SCOPE}"
 
@@ -102,7 +105,7 @@ class ClientDirectory:
         client = await self._fetch(url)
         if len(self._documents) >= MAX_CACHED_DOCUMENTS:
             self._documents.clear()
-        self._documents[url] = (now + DOCUMENT_CACHE_SECONDS, client)
+        self._documents[url] = (now + (DOCUMENT_CACHE_SECONDS if client else REFUSED_CACHE_SECONDS), client)
         return client
 
     async def _fetch(self, url: str) -> GatewayClient | None:

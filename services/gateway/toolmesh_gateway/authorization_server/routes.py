@@ -81,6 +81,7 @@ class AuthorizationRoutes:
         self._settings = settings
         self._clients = ClientAuthenticator(provider)
         self._registrations = RateLimiter(settings.oauth_registrations_per_minute / 60.0, 5)
+        self._authorizations = RateLimiter(settings.oauth_authorizations_per_minute / 60.0, 20)
 
     def routes(self) -> list[BaseRoute]:
         """Metadata always; the authorization server's endpoints when it is on."""
@@ -119,6 +120,8 @@ class AuthorizationRoutes:
         return JSONResponse(resource_metadata(base_url(self._settings, request), endpoint, self._settings))
 
     async def _authorize(self, request: Request) -> Response:
+        if (refused := _limited(self._authorizations, request)) is not None:
+            return refused
         provider = self._provider.at(base_url(self._settings, request))
         return await AuthorizationHandler(provider).handle(request)
 
@@ -126,12 +129,19 @@ class AuthorizationRoutes:
         return await TokenHandler(self._provider, self._clients).handle(request)
 
     async def _register(self, request: Request) -> Response:
-        try:
-            self._registrations.check(request.client.host if request.client else "-")
-        except RateLimited as exc:
-            body = {"error": "slow_down", "error_description": exc.detail}
-            return JSONResponse(body, status_code=429, headers={**exc.headers(), **_NO_STORE})
+        if (refused := _limited(self._registrations, request)) is not None:
+            return refused
         return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
 
     async def _revoke(self, request: Request) -> Response:
         return await RevocationHandler(self._provider, self._clients).handle(request)
+
+
+def _limited(limiter: RateLimiter, request: Request) -> Response | None:
+    """429 ``slow_down`` when the client address is past ``limiter``'s rate, else None."""
+    try:
+        limiter.check(request.client.host if request.client else "-")
+    except RateLimited as exc:
+        body = {"error": "slow_down", "error_description": exc.detail}
+        return JSONResponse(body, status_code=429, headers={**exc.headers(), **_NO_STORE})
+    return None
