@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
+
 from toolmesh.contracts.keys import KEY_TOKEN_PATTERN, KEY_TOKEN_PREFIX
 from toolmesh.platform.config import Settings
 from toolmesh.platform.deployment_secrets import deployment_secrets
@@ -49,6 +51,15 @@ def test_an_api_key_token_is_masked_by_its_form_alone() -> None:
     line = f"child said: Authorization: Bearer {token}; token={token}."
     assert token not in redactor.redact(line)
     assert redactor.redact("tm_short and stm_" + "x" * 43) == "tm_short and stm_" + "x" * 43
+
+
+@pytest.mark.parametrize("prefix", ["tmo_", "tmr_"])
+def test_an_oauth_token_of_the_gateway_is_masked_by_its_form_alone(prefix: str) -> None:
+    redactor = SecretRedactor()
+    redactor.add_shape(KEY_TOKEN_PATTERN)
+    token = prefix + secrets.token_urlsafe(32)
+    assert token not in redactor.redact(f"refresh_token={token}&client_id=c")
+    assert redactor.redact("tmx_" + "y" * 43) == "tmx_" + "y" * 43
 
 
 def test_the_shells_working_directory_is_no_password() -> None:
