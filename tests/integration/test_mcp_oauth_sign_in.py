@@ -4,48 +4,16 @@ with the token — and only ``/mcp``: the REST API refuses it."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
-import secrets
-from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
 
 from tests.harness import ADMIN_TOKEN, System
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
+from tests.oauth_sign_in import sign_in
 
 pytestmark = pytest.mark.integration
-REDIRECT = "http://127.0.0.1:9/callback"
-
-
-async def sign_in(api: httpx.AsyncClient, resource: str | None = None) -> dict[str, str]:
-    """Register a client, authorize it, allow it as the owner, exchange the code: the token answer."""
-    registered = await api.post("/register", json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
-    assert registered.status_code == 201, registered.text
-    client_id = registered.json()["client_id"]
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    query = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "s",
-    } | ({"resource": resource} if resource else {})
-    consent = await api.get("/authorize", params=query)
-    assert consent.status_code == 302, consent.text
-    request_id = consent.headers["location"].rsplit("/", 1)[1]
-    decided = await api.post(f"/api/v1/oauth/requests/{request_id}/decision", json={"allow": True})
-    assert decided.status_code == 200, decided.text
-    code = dict(parse_qsl(urlsplit(decided.json()["redirect_to"]).query))["code"]
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "code_verifier": verifier}
-    tokens = await api.post("/token", data=form | {"client_id": client_id})
-    assert tokens.status_code == 200, tokens.text
-    answer: dict[str, str] = tokens.json()
-    return answer
 
 
 async def test_a_client_discovers_the_authorization_server_from_the_401(system: System) -> None:
@@ -65,7 +33,7 @@ async def test_a_client_discovers_the_authorization_server_from_the_401(system: 
 
 
 async def test_the_token_opens_the_aggregate_and_nothing_else(system: System) -> None:
-    tokens = await sign_in(system.api)
+    tokens = await sign_in(system.api, ADMIN_TOKEN)
     assert tokens["access_token"] != ADMIN_TOKEN
     headers = {"Authorization": f"Bearer {tokens['access_token']}"}
     async with httpx.AsyncClient(base_url=system.api.base_url, timeout=30) as client:
