@@ -73,6 +73,11 @@ class Principal:
         endpoint): they may use nothing else (REST, NATS API)."""
         if self.audience is not None:
             raise Forbidden(f"This token is for the MCP endpoint {self.audience} only", {"endpoints": [self.audience]})
+        self.require_unlimited()
+
+    def require_unlimited(self) -> None:
+        """``Forbidden`` for a key limited to MCP endpoints (or an OAuth token of such a key): it may
+        not use the aggregate ``/mcp``."""
         if self.endpoints is not None:
             raise Forbidden(
                 "This key may only use its MCP endpoints: " + ", ".join(f"/mcp/{n}" for n in sorted(self.endpoints)),

@@ -170,12 +170,13 @@ class FrontDoor:
     # -- ASGI ------------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """``/mcp``: authenticate and serve the aggregate (a key limited to endpoints may not)."""
+        """``/mcp``: authenticate and serve the aggregate (a key limited to endpoints may not; an
+        OAuth token passes ``authenticate`` here only when it is for ``/mcp``)."""
         if scope["type"] != "http":
             return
         try:
             caller = await authenticate(self._auth, self._limiter, scope)
-            caller.principal.require_api_access()
+            caller.principal.require_unlimited()
         except ToolmeshError as exc:
             await refuse(exc, scope, receive, send)
             return
