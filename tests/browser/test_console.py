@@ -183,7 +183,7 @@ def test_keys_show_the_token_once_a_user_sees_less_and_revoking_signs_it_out(
     user = Console(browser.new_page(), toolmesh)
     try:
         user.sign_in(token)
-        assert user.nav() == ["Servers", "Tools", "Playground", "Endpoints"]
+        assert user.nav() == ["Servers", "Tools", "Playground", "Endpoints", "Connected apps"]
         expect(user.page.get_by_role("button", name="Register a server")).to_have_count(0)
         user.go("keys")
         expect(user.page.locator("main")).to_contain_text("may not open this page")

@@ -60,8 +60,14 @@ async function render(focus) {
   if (!ctx) {
     fill(nav);
     fill(who);
-    document.title = "Sign in · toolmesh";
     fill(main);
+    const open = route();
+    if (open && open.page.public) {
+      document.title = `${open.page.title} · toolmesh`;
+      await open.page.mount(main, { params: open.params, query: open.query, signIn: start });
+      return;
+    }
+    document.title = "Sign in · toolmesh";
     signIn.mount(main, { signIn: start });
     return;
   }
