@@ -192,9 +192,12 @@ def test_unknown_and_refused_requests_say_why(
         limited.page.goto(request.location)
         limited.page.get_by_label("API key", exact=True).fill(user_key(toolmesh, "docs-only", ["docs"]))
         limited.page.get_by_role("button", name="Sign in").click()
-        # a key limited to MCP endpoints may not use the REST API, so it may not consent either
-        expect(limited.page.locator("#token-error")).to_contain_text("This key may only use its MCP endpoints")
-        expect(limited.page.get_by_role("button", name="Allow", exact=True)).to_have_count(0)
+        # a key limited to MCP endpoints signs the consent in, but may allow only its endpoints
+        expect(limited.page.locator("#consent-endpoint")).to_have_text("/mcp")
+        limited.page.get_by_role("button", name="Allow", exact=True).click()
+        alert = limited.page.get_by_role("main").get_by_role("alert")
+        expect(alert).to_contain_text("This key may not use /mcp; its endpoints: docs")
+        expect(limited.page.get_by_role("button", name="Allow", exact=True)).to_be_disabled()
         limited.shot("consent-forbidden")
         assert limited.errors == []
     finally:

@@ -225,9 +225,18 @@ def _path(resource: str) -> str:
 
 async def require_principal(request: Request) -> Principal:
     """FastAPI dependency guarding every REST endpoint (a key limited to MCP endpoints may not use them)."""
+    principal = await require_signer(request)
+    principal.require_aggregate_access()
+    return principal
+
+
+async def require_signer(request: Request) -> Principal:
+    """FastAPI dependency of what a person signed in with any key does for itself (who it is, an MCP
+    client's consent): a key limited to MCP endpoints may, an OAuth token may not."""
     authenticator: Authenticator = request.app.state.authenticator
     source = request.client.host if request.client else None
     principal = await authenticator.principal_from(request.headers.get("authorization"), source)
     request.app.state.rate_limiter.check(principal.key_id)
-    principal.require_api_access()
+    if principal.audience is not None:
+        principal.require_api_access()
     return principal
