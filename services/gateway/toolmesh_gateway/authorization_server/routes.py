@@ -9,9 +9,8 @@ from typing import Any
 
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
-from mcp.server.auth.handlers.revoke import RevocationHandler
 from mcp.server.auth.handlers.token import TokenHandler
-from mcp.server.auth.middleware.client_auth import ClientAuthenticator
+from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
 from mcp.server.auth.routes import build_metadata
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from pydantic import AnyHttpUrl
@@ -134,7 +133,21 @@ class AuthorizationRoutes:
         return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
 
     async def _revoke(self, request: Request) -> Response:
-        return await RevocationHandler(self._provider, self._clients).handle(request)
+        """RFC 7009 for every client. (The SDK's handler requires a ``client_secret`` form field,
+        which neither a public client nor one authenticating with HTTP Basic sends.)"""
+        try:
+            client = await self._clients.authenticate_request(request)
+        except AuthenticationError as exc:
+            body = {"error": "invalid_client", "error_description": exc.message}
+            return JSONResponse(body, status_code=401, headers=_NO_STORE)
+        token = (await request.form()).get("token")
+        if not isinstance(token, str) or not token:
+            body = {"error": "invalid_request", "error_description": "token is required"}
+            return JSONResponse(body, status_code=400, headers=_NO_STORE)
+        found = await self._provider.load_access_token(token) or await self._provider.load_refresh_token(client, token)
+        if found is not None and found.client_id == client.client_id:
+            await self._provider.revoke_token(found)
+        return Response(status_code=200, headers=_NO_STORE)  # unknown tokens too (RFC 7009 §2.2)
 
 
 def _limited(limiter: RateLimiter, request: Request) -> Response | None:
