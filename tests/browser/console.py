@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,12 @@ class Toolmesh:
         raise AssertionError(f"{server_id} did not connect:\n{self.log.read_text()[-3000:]}")
 
 
-def start_toolmesh(data_dir: Path, log: Path) -> Toolmesh:
-    """``toolmesh up`` on a free port with its own data dir; returns once the API answers."""
+def start_toolmesh(data_dir: Path, log: Path, settings: Mapping[str, str] | None = None) -> Toolmesh:
+    """``toolmesh up`` on a free port with its own data dir (and ``settings``, ``TOOLMESH_*``
+    variables); returns once the API answers."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
+    env.update(settings or {})
     env.update(TOOLMESH_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
     with log.open("ab") as out:
         process = processes.spawn(

@@ -8,7 +8,7 @@ import base64
 import hashlib
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +39,8 @@ class Loopback:
     port: int
     seen: list[str] = field(default_factory=list)
     framed: str = ""
+    arrived: Callable[[str], None] | None = None
+    """Called (on the server's thread) with each path asked for, once it is in ``seen``."""
 
     @property
     def redirect_uri(self) -> str:
@@ -53,6 +55,8 @@ def loopback() -> Iterator[Loopback]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.seen.append(self.path)
+            if state.arrived is not None:
+                state.arrived(self.path)
             if self.path == "/frame":
                 frame = f'<iframe src="{state.framed}" width="900" height="600"></iframe>'
                 body = f"<!doctype html><title>framing</title>{frame}"

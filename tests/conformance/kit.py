@@ -56,6 +56,16 @@ class Kit:
         """The command that runs the server scenarios against ``url``."""
         return [str(self.node), str(self.suite), "server", "--url", url]
 
+    def authorization_argv(self, issuer: str, client_id: str, port: int, output: Path) -> list[str]:
+        """The command that runs the 2026 suite's authorization-server scenarios against ``issuer``
+        as the public client ``client_id``, its callback on ``port``, its results under ``output``."""
+        return [
+            str(self.node),
+            str(self.client_suite),
+            "authorization",
+            *("--url", issuer, "--client-id", client_id, "--port", str(port), "--output-dir", str(output)),
+        ]
+
     def client_argv(self, command: str, *options: str) -> list[str]:
         """The command that runs the 2026 suite's client scenarios with ``command`` as the client."""
         return [str(self.node), str(self.client_suite), "client", "--command", command, *options]
