@@ -5,7 +5,8 @@ From the 401 of ``/mcp`` alone the client discovers the protected-resource and a
 metadata, gets a client id (dynamic registration, or the URL of its Client ID Metadata Document
 served over HTTPS), sends the browser to ``/authorize``; the person signs the consent page with an
 API key and allows; the loopback callback catches the code; the client lists and calls tools, its
-tokens are refreshed (the old ones stop working), and a revocation makes the next request 401.
+tokens are refreshed (the old refresh token stops working), and a revocation makes the next request
+401. At one server's endpoint (``/mcp/demo``) the same sign-in gives a token for that endpoint only.
 """
 
 from __future__ import annotations
@@ -82,11 +83,13 @@ class Recorder:
         self.paths.append(request.url.path)
 
 
-async def use_tools(url: str, provider: OAuthClientProvider, recorder: Recorder) -> mcp_types.CallToolResult:
-    """A session at ``url``/mcp through ``provider``: ``tools/list`` names the demo's echo, which is called."""
+async def use_tools(
+    url: str, provider: OAuthClientProvider, recorder: Recorder, endpoint: str = "/mcp"
+) -> mcp_types.CallToolResult:
+    """A session at ``endpoint`` through ``provider``: ``tools/list`` names the demo's echo, which is called."""
     async with (
         httpx2.AsyncClient(auth=provider, timeout=60, event_hooks={"request": [recorder.saw]}) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        streamable_http_client(f"{url}{endpoint}", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -96,11 +99,11 @@ async def use_tools(url: str, provider: OAuthClientProvider, recorder: Recorder)
         return await session.call_tool(echo, {"text": "signed in"})
 
 
-async def mcp_status(url: str, access_token: str) -> httpx2.Response:
-    """One ``initialize`` POST to ``/mcp`` with ``access_token`` (the answer's status tells whether it works)."""
+async def mcp_status(url: str, access_token: str, endpoint: str = "/mcp") -> httpx2.Response:
+    """One ``initialize`` POST to ``endpoint`` with ``access_token`` (the answer's status tells whether it works)."""
     headers = {"Authorization": f"Bearer {access_token}", "Accept": "application/json, text/event-stream"}
     async with httpx2.AsyncClient(timeout=30) as http:
-        return await http.post(f"{url}/mcp", json=INITIALIZE, headers=headers)
+        return await http.post(f"{url}{endpoint}", json=INITIALIZE, headers=headers)
 
 
 def refused(response: httpx2.Response) -> bool:
@@ -211,6 +214,28 @@ async def test_the_sdk_client_signs_in_with_a_client_id_metadata_document(
         assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant", replayed.text
         assert refused(await mcp_status(url, second.access_token))
         assert connected_apps(toolmesh) == []
+
+
+async def test_the_sdk_client_signs_in_at_one_servers_endpoint_and_only_there(
+    browser: BrowserContext, tmp_path: Path
+) -> None:
+    with running_toolmesh(tmp_path) as toolmesh:
+        url, storage, recorder = toolmesh.url, MemoryStorage(), Recorder()
+        person = ConsentBrowser(browser, toolmesh.token)
+        async with callback() as client:
+            endpoint = "/mcp/demo"
+            provider = OAuthClientProvider(
+                f"{url}{endpoint}", client_metadata(client), storage, person.allow, client.code
+            )
+            result = await use_tools(url, provider, recorder, endpoint)
+        assert not result.is_error and "signed in" in text_of(result)
+        assert "/.well-known/oauth-protected-resource/mcp/demo" in recorder.paths, recorder.paths
+        assert parse_qs(urlsplit(person.opened[0]).query)["resource"] == [f"{url}{endpoint}"]
+        [app] = connected_apps(toolmesh)
+        assert app["resource"] == f"{url}{endpoint}"
+        token = storage.tokens[-1].access_token
+        assert (await mcp_status(url, token, endpoint)).status_code == 200
+        assert refused(await mcp_status(url, token))
 
 
 def authorization_url(url: str, client_id: str, redirect_uri: str) -> str:
