@@ -73,6 +73,11 @@ class Principal:
         endpoint): they may use nothing else (REST, NATS API)."""
         if self.audience is not None:
             raise Forbidden(f"This token is for the MCP endpoint {self.audience} only", {"endpoints": [self.audience]})
+        self.require_every_endpoint()
+
+    def require_every_endpoint(self) -> None:
+        """``Forbidden`` for a key limited to some MCP endpoints (``/mcp/{name}``): the aggregate ``/mcp``
+        is none of them. An OAuth token passes: its endpoint was matched against the path already."""
         if self.endpoints is not None:
             raise Forbidden(
                 "This key may only use its MCP endpoints: " + ", ".join(f"/mcp/{n}" for n in sorted(self.endpoints)),

@@ -175,7 +175,7 @@ class FrontDoor:
             return
         try:
             caller = await authenticate(self._auth, self._limiter, scope)
-            caller.principal.require_api_access()
+            caller.principal.require_every_endpoint()
         except ToolmeshError as exc:
             await refuse(exc, scope, receive, send)
             return
