@@ -71,9 +71,14 @@ class Principal:
     def require_api_access(self) -> None:
         """``Forbidden`` for a key limited to MCP endpoints, or an OAuth token (it is for one MCP
         endpoint): they may use nothing else (REST, NATS API)."""
+        self.require_own_credentials()
+        self.require_every_endpoint()
+
+    def require_own_credentials(self) -> None:
+        """``Forbidden`` for an OAuth access token of this gateway: it is for one MCP endpoint only,
+        never a sign-in of its own (an API key or a JWT is)."""
         if self.audience is not None:
             raise Forbidden(f"This token is for the MCP endpoint {self.audience} only", {"endpoints": [self.audience]})
-        self.require_every_endpoint()
 
     def require_every_endpoint(self) -> None:
         """``Forbidden`` for a key limited to some MCP endpoints (``/mcp/{name}``): the aggregate ``/mcp``
@@ -223,11 +228,24 @@ def _path(resource: str) -> str:
     return urlsplit(resource).path.rstrip("/") or "/"
 
 
-async def require_principal(request: Request) -> Principal:
-    """FastAPI dependency guarding every REST endpoint (a key limited to MCP endpoints may not use them)."""
+async def _authenticated(request: Request) -> Principal:
     authenticator: Authenticator = request.app.state.authenticator
     source = request.client.host if request.client else None
     principal = await authenticator.principal_from(request.headers.get("authorization"), source)
     request.app.state.rate_limiter.check(principal.key_id)
+    return principal
+
+
+async def require_principal(request: Request) -> Principal:
+    """FastAPI dependency guarding every REST endpoint (a key limited to MCP endpoints may not use them)."""
+    principal = await _authenticated(request)
     principal.require_api_access()
+    return principal
+
+
+async def require_signer(request: Request) -> Principal:
+    """FastAPI dependency of the consent page's API: an API key or JWT, a key limited to MCP endpoints
+    included (it may allow MCP clients at its own endpoints); never an OAuth access token."""
+    principal = await _authenticated(request)
+    principal.require_own_credentials()
     return principal

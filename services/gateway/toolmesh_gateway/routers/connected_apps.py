@@ -9,12 +9,14 @@ from fastapi import APIRouter, Depends, Path, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.connected_apps import ConnectedAppList, ConsentDecision, ConsentDecisionRequest, ConsentRequest
-from toolmesh_gateway.auth import Principal, require_principal
+from toolmesh_gateway.auth import Principal, require_principal, require_signer
 from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.dependencies import caller_of
 
 router = APIRouter(tags=["connected apps"])
 Auth = Annotated[Principal, Depends(require_principal)]
+Signer = Annotated[Principal, Depends(require_signer)]
+"""The key signed in on the consent page: an endpoint-limited key may allow clients at its endpoints."""
 RequestId = Annotated[str, Path(min_length=16, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
 _REFUSALS: dict[int | str, dict[str, Any]] = {403: {"model": ErrorBody}, 404: {"model": ErrorBody}}
 
@@ -29,14 +31,14 @@ ConsentService = Annotated[Consents, Depends(consents)]
 
 
 @router.get("/api/v1/oauth/requests/{request_id}", responses=_REFUSALS)
-async def consent_request(request_id: RequestId, principal: Auth, service: ConsentService) -> ConsentRequest:
+async def consent_request(request_id: RequestId, principal: Signer, service: ConsentService) -> ConsentRequest:
     """What an MCP client asks for: its name, redirect URI, the endpoint and scopes."""
     return await service.describe(request_id)
 
 
 @router.post("/api/v1/oauth/requests/{request_id}/decision", responses=_REFUSALS)
 async def decide(
-    request_id: RequestId, body: ConsentDecisionRequest, principal: Auth, service: ConsentService
+    request_id: RequestId, body: ConsentDecisionRequest, principal: Signer, service: ConsentService
 ) -> ConsentDecision:
     """Allow or deny the request as the calling key; send the browser to ``redirect_to``."""
     return await service.decide(request_id, body.allow, principal)
