@@ -14,7 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-CONSENT_PREFIX = "/console/#/consent/"
+from toolmesh_gateway.authorization_server.addresses import CONSENT_PAGE
+
+CONSENT_PREFIX = CONSENT_PAGE
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 """A loopback redirect URI (RFC 8252): nothing listens there, the tests read the code off the URL."""
 
