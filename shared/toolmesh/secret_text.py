@@ -45,10 +45,10 @@ _BEARER = re.compile(r"(?P<name>(?<![\w-])(?i:bearer|basic))(?P<sep>[ \t]+)(?P<v
 _URL = re.compile(r"(?<![\w.+-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 # Tokens recognisable by their form alone, wherever they stand: OpenAI/Anthropic-style ``sk-``, GitHub
 # ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, Slack ``xoxb-``/``xoxp-``, AWS access key ids,
-# toolmesh keys ``tm_``.
+# toolmesh keys ``tm_`` and OAuth tokens ``tmo_``/``tmr_``.
 _TOKEN = re.compile(
     r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{16,}|gh[opusr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
-    r"|xox[bpars]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|tm_[A-Za-z0-9_-]{16,})"
+    r"|xox[bpars]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|tm[or]?_[A-Za-z0-9_-]{16,})"
 )
 _SPACED_FLAG = re.compile(r"(?P<name>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>[ \t]+)(?P<value>[^\s\"'-][^\s\"']*)")
 

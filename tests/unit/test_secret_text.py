@@ -23,6 +23,8 @@ from toolmesh.secret_text import args_secrets, is_secret_name, mask_args, mask_u
         (["--url=https://h/mcp?key=v"], ["--url=https://h/mcp?***"]),
         (["sh", "-c", "node srv.js --api-key abc TOKEN=x"], ["sh", "-c", "node srv.js --api-key *** TOKEN=***"]),
         (["--config", '{"apiKey": "abc", "port": 1}'], ["--config", '{"apiKey": "***", "port": 1}']),
+        (["serve", "tmo_" + "a" * 43], ["serve", "***"]),
+        (["serve", "tmr_" + "b" * 43], ["serve", "***"]),
     ],
 )
 def test_secrets_in_args_are_masked(args: list[str], masked: list[str]) -> None:

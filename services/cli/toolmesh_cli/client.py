@@ -16,7 +16,15 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import AUTHORIZATION, AUTHORIZE, RESEAL, ListServersRequest, NoArguments, ServerRef
+from toolmesh.contracts.api import (
+    AUTHORIZATION,
+    AUTHORIZE,
+    RESEAL,
+    AppRef,
+    ListServersRequest,
+    NoArguments,
+    ServerRef,
+)
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
@@ -213,7 +221,7 @@ class ApiClient:
         result: dict[str, Any] = _json(self._run(self._mesh.tools(server_id)))
         return result
 
-    # Search, keys, credentials
+    # Search, keys, connected apps, credentials
 
     def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Hybrid search over the caller's tools."""
@@ -233,6 +241,15 @@ class ApiClient:
     def revoke_key(self, key_id: str) -> None:
         """Revoke an API key."""
         self._run(self._mesh.revoke_key(key_id))
+
+    def apps(self) -> list[dict[str, Any]]:
+        """The connected apps (MCP clients signed in with OAuth) the caller sees."""
+        result: list[dict[str, Any]] = _json(self._run(self._mesh.apps()))["apps"]
+        return result
+
+    def disconnect_app(self, app_id: str) -> None:
+        """Revoke a connected app."""
+        self._run(self._mesh.disconnect_app(_valid(AppRef, {"app_id": app_id}).app_id))
 
     def reseal(self) -> dict[str, Any]:
         """Seal every server's config again under the deployment's current credential key."""

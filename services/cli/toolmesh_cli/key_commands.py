@@ -1,4 +1,5 @@
-"""``toolmesh keys ...``: API keys (create, list, revoke) and rotation of the credential key."""
+"""``toolmesh keys ...``: API keys (create, list, revoke), the connected apps acting as them (MCP
+clients signed in with OAuth: list, disconnect), and rotation of the credential key."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolmesh.credentials import new_key
 from toolmesh_cli.client import ApiClient, api_options
@@ -49,6 +51,35 @@ def keys_revoke(args: argparse.Namespace, api: ApiClient) -> int:
             key_id = key["id"]
     api.revoke_key(key_id)
     print(as_json({"id": key_id, "revoked": True}) if args.json else f"revoked {args.key}")
+    return 0
+
+
+def keys_apps(args: argparse.Namespace, api: ApiClient) -> int:
+    """The connected apps the caller sees: which client acts as which key, at which MCP endpoint."""
+    apps = api.apps()
+    if args.json:
+        print(as_json(apps))
+        return 0
+    rows = [
+        [
+            a.get("client_name") or a["client_id"],
+            a["key_name"],
+            a["namespace"],
+            urlsplit(a["resource"]).path or a["resource"],
+            when(a["created_at"]),
+            when(a.get("refreshed_at")),
+            a["id"],
+        ]
+        for a in apps
+    ]
+    show(table(["CLIENT", "KEY", "NAMESPACE", "ENDPOINT", "CREATED", "REFRESHED", "ID"], rows))
+    return 0
+
+
+def keys_disconnect(args: argparse.Namespace, api: ApiClient) -> int:
+    """Revoke a connected app; every gateway refuses its tokens at once."""
+    api.disconnect_app(args.app)
+    print(as_json({"id": args.app, "disconnected": True}) if args.json else f"disconnected app {args.app}")
     return 0
 
 
@@ -104,7 +135,9 @@ def _write_private(path: Path, text: str) -> None:
 def add_parser(sub: Any) -> None:
     """Add ``keys`` to the top-level subcommands."""
     common = [api_options()]
-    keys = sub.add_parser("keys", help="API keys and the credential key").add_subparsers(dest="action", required=True)
+    keys = sub.add_parser("keys", help="API keys, connected apps and the credential key").add_subparsers(
+        dest="action", required=True
+    )
     create = keys.add_parser("create", parents=common, help="create an API key (its token is shown once)")
     create.add_argument("name")
     create.add_argument("--role", choices=["owner", "admin", "agent", "user"], default="user")
@@ -116,6 +149,13 @@ def add_parser(sub: Any) -> None:
     revoke.add_argument("key", metavar="ID_OR_NAME")
     revoke.add_argument("--namespace", help="which namespace's key of that name")
     revoke.set_defaults(run=keys_revoke)
+    apps = keys.add_parser("apps", parents=common, help="list connected apps (MCP clients signed in with OAuth)")
+    apps.set_defaults(run=keys_apps)
+    disconnect = keys.add_parser(
+        "disconnect", parents=common, help="revoke a connected app (its tokens stop working at once)"
+    )
+    disconnect.add_argument("app", metavar="APP_ID", help="the ID column of `toolmesh keys apps`")
+    disconnect.set_defaults(run=keys_disconnect)
     reseal = keys.add_parser(
         "reseal", parents=common, help="reseal every server config under the deployment's current credential key"
     )

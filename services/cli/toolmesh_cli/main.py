@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "servers": ("toolmesh_cli.commands:add_parsers", "register and manage upstream MCP servers"),
     "tools": ("toolmesh_cli.commands:add_parsers", "discovered tools"),
     "import": ("toolmesh_cli.import_command:add_parser", 'register the "mcpServers" of a desktop MCP client config'),
-    "keys": ("toolmesh_cli.key_commands:add_parser", "API keys and the credential key"),
+    "keys": ("toolmesh_cli.key_commands:add_parser", "API keys, connected apps and the credential key"),
     "search": ("toolmesh_cli.search_command:add_parser", "search tools of connected servers (BM25 + embeddings)"),
     "mcp": ("toolmesh_cli.mcp_bridge:add_parser", "serve the gateway's MCP tools over stdio (for desktop MCP clients)"),
     "probe": (

@@ -13,6 +13,7 @@ from toolmesh.client.transports import HttpTransport, Transport
 from toolmesh.contracts import api
 from toolmesh.contracts.aggregator import AggregatorState
 from toolmesh.contracts.audit import AuditPage
+from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
@@ -181,3 +182,13 @@ class ToolmeshClient:
     async def revoke_key(self, key_id: str, *, idempotency_key: str | None = None) -> None:
         """Revoke an API key."""
         await self.request("keys.revoke", api.KeyRef(key_id=key_id), idempotency_key=idempotency_key)
+
+    async def apps(self) -> ConnectedAppList:
+        """Connected apps (MCP clients signed in with OAuth): the caller's own; an admin's namespace's;
+        the owner's every one."""
+        result: ConnectedAppList = await self.request("apps.list", api.NoArguments())
+        return result
+
+    async def disconnect_app(self, app_id: str, *, idempotency_key: str | None = None) -> None:
+        """Revoke a connected app: its tokens are refused at once by every gateway."""
+        await self.request("apps.disconnect", api.AppRef(app_id=app_id), idempotency_key=idempotency_key)

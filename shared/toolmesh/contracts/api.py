@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
 from toolmesh.contracts.audit import AuditPage
+from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.search import SearchRequest, SearchResponse
@@ -124,6 +125,12 @@ class KeyRef(_Strict):
     key_id: str = Field(min_length=1, max_length=64)
 
 
+class AppRef(_Strict):
+    """``apps.disconnect``: one connected app (an MCP client signed in with OAuth) the caller sees, by id."""
+
+    app_id: str = Field(min_length=1, max_length=64)
+
+
 class AuditRequest(_Strict):
     """``audit.list``: audited operations and tool calls, newest first."""
 
@@ -178,6 +185,7 @@ SERVERS = "/api/v1/aggregator/servers"
 SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
+APPS = "/api/v1/auth/apps"
 
 AUTHORIZE = Operation(
     "servers.authorize",
@@ -293,6 +301,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
     Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
     Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),
+    Operation(
+        "apps.list",
+        NoArguments,
+        ConnectedAppList,
+        "Connected apps (MCP clients signed in with OAuth): your own; an admin's namespace's; the owner's all",
+        False,
+        "GET",
+        APPS,
+    ),
+    Operation("apps.disconnect", AppRef, None, "Revoke a connected app's tokens", True, "DELETE", APPS + "/{app_id}"),
     Operation("audit.list", AuditRequest, AuditPage, "The audit log", False, "GET", "/api/v1/audit"),
 )
 OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}

@@ -97,12 +97,13 @@ class Consents:
             raise EndpointNotFound(f"No endpoint or server {name} in namespace {namespace}", {"endpoint": endpoint})
 
     async def apps(self, principal: Principal) -> ConnectedAppList:
-        """The caller's own connected apps; an admin's: its namespace's; the owner's: every one."""
+        """The caller's own connected apps; an admin's: its namespace's (but those of owner keys, as it
+        does not see owner keys); the owner's: every one."""
         if principal.manages:
             rows = await store.grants(self._db, key_id=None, namespace=_scope(principal))
         else:
             rows = await store.grants(self._db, key_id=principal.key_id, namespace=None)
-        apps = [_app(r) for r in rows]
+        apps = [_app(r) for r in rows if _may_manage(principal, r)]
         return ConnectedAppList(apps=apps, total=len(apps))
 
     async def disconnect(self, grant_id: str, caller: Caller) -> None:

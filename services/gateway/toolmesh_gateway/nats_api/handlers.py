@@ -19,6 +19,7 @@ from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
@@ -42,6 +43,7 @@ class GatewayServices:
     feed: CatalogFeed
     started_at: float
     authorizations: UpstreamAuthorizations
+    consents: Consents
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -57,6 +59,7 @@ class GatewayServices:
             state.catalog_feed,
             state.started_at,
             state.upstream_authorizations,
+            state.consents,
         )
 
 
@@ -156,6 +159,14 @@ async def _revoke_key(s: GatewayServices, caller: Caller, body: api.KeyRef) -> N
     await s.keys.revoke(body.key_id, caller.principal, caller)
 
 
+async def _list_apps(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.consents.apps(caller.principal)
+
+
+async def _disconnect_app(s: GatewayServices, caller: Caller, body: api.AppRef) -> None:
+    await s.consents.disconnect(body.app_id, caller)
+
+
 async def _authorize(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
     return await s.authorizations.start(body.server_id, caller)
 
@@ -193,5 +204,7 @@ HANDLERS: dict[str, Handler] = {
     "keys.create": _create_key,
     "keys.list": _list_keys,
     "keys.revoke": _revoke_key,
+    "apps.list": _list_apps,
+    "apps.disconnect": _disconnect_app,
     "audit.list": _audit,
 }

@@ -1,0 +1,63 @@
+"""``toolmesh keys apps`` and ``toolmesh keys disconnect`` against a real ``toolmesh up``: an MCP client
+signs in through the gateway's own authorization server (``/register``, ``/authorize``, the consent
+page's decision as a user's API key, ``/token`` with the PKCE verifier), the CLI lists it as a
+connected app, disconnects it, and its access token is refused at ``/mcp`` from then on."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.connected_apps import connect_app, mcp_status
+from tests.e2e.test_cli import START_SECONDS, Up, _start, _wait_for
+from toolmesh.platform import processes
+
+pytestmark = pytest.mark.e2e
+HEADERS = ["CLIENT", "KEY", "NAMESPACE", "ENDPOINT", "CREATED", "REFRESHED", "ID"]
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    config = tmp_path / "toolmesh.yaml"
+    config.write_text(json.dumps({"servers": []}))
+    running = _start(tmp_path / "data", config, tmp_path / "up.log")
+    try:
+        _wait_for(
+            "toolmesh up to answer",
+            lambda: running.cli("servers", "list", expect=None).returncode == 0,
+            running,
+            START_SECONDS,
+        )
+        yield running
+    finally:
+        processes.stop_sync(running.process, signal.SIGKILL, 0)
+
+
+async def test_keys_apps_lists_a_signed_in_client_and_disconnect_revokes_it(up: Up) -> None:
+    url = up.env["TOOLMESH_URL"]
+    user = up.cli_json("keys", "create", "ide-user", "--role", "user")
+    app = await connect_app(url, user["token"], client_name="Zed")
+    assert await mcp_status(url, app.access_token) == 200
+
+    listed = up.cli("keys", "apps").stdout.splitlines()
+    assert listed[0].split() == HEADERS
+    (row,) = [line.split() for line in listed[1:]]
+    (shown,) = up.cli_json("keys", "apps")
+    assert row[:4] == ["Zed", "ide-user", "default", "/mcp"] and row[6:] == ["-", shown["id"]]
+    assert (shown["client_id"], shown["key_id"], shown["resource"]) == (app.client_id, user["id"], f"{url}/mcp")
+    as_user = up.cli_json("keys", "apps", "--token", user["token"])  # a user sees its own apps
+    assert [a["id"] for a in as_user] == [shown["id"]]
+
+    done = up.cli("keys", "disconnect", shown["id"])
+    assert done.stdout.strip() == f"disconnected app {shown['id']}"
+    assert await mcp_status(url, app.access_token) == 401
+    assert up.cli_json("keys", "apps") == []
+    assert [line.split() for line in up.cli("keys", "apps").stdout.splitlines()] == [HEADERS]
+
+    again = up.cli("keys", "disconnect", shown["id"], expect=1)
+    assert again.stdout == ""
+    assert again.stderr.strip() == f"toolmesh: Connected app not found: {shown['id']} (APP_NOT_FOUND)"
