@@ -50,10 +50,11 @@ async def authenticate(authenticator: Authenticator, limiter: RateLimiter, scope
     client = scope.get("client")
     source = client[0] if client else None
     origin = str(Request(scope).base_url)
-    endpoint = endpoint_path(scope["path"]) or MCP_PATH
+    named = endpoint_path(scope["path"])  # None: a path no token can be for
+    endpoint = named or MCP_PATH
     try:
         principal = await authenticator.principal_from(header(scope, "authorization"), source)
-        if principal.audience is not None and principal.audience != endpoint:
+        if principal.audience is not None and principal.audience != named:
             raise Unauthorized(f"This token is for {principal.audience}, not {endpoint}", {"endpoint": endpoint})
     except Unauthorized as exc:
         base = (authenticator.public_url or origin).rstrip("/")
