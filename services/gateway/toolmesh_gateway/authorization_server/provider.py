@@ -185,7 +185,10 @@ class AuthorizationProvider:
                 **self._token_rows(access, refresh),
             },
         )
-        if not redeemed:
+        if not redeemed:  # a concurrent exchange of the same code won: a replay all the same
+            used = await store.code(self._db, hash_token(authorization_code.code), client.client_id)
+            if used is not None and used["grant_id"] is not None:
+                await self._revocations.revoke(used["grant_id"], actor=None, reason="code replayed")
             raise TokenError("invalid_grant", "authorization code was already used or has expired")
         await self._revocations.connected(grant_id)
         return self._answer(access, refresh, authorization_code.scopes)
@@ -218,7 +221,11 @@ class AuthorizationProvider:
         """New access and refresh tokens; the old refresh token stops working."""
         access, refresh = _new(ACCESS_PREFIX), _new(REFRESH_PREFIX)
         rotated = await store.rotate(
-            self._db, refresh_token.grant_id, hash_token(refresh_token.token), self._token_rows(access, refresh)
+            self._db,
+            refresh_token.grant_id,
+            hash_token(refresh_token.token),
+            self._token_rows(access, refresh),
+            self._settings.oauth_refresh_token_seconds,
         )
         if not rotated:
             raise TokenError("invalid_grant", "refresh token was already used")

@@ -1,4 +1,4 @@
-"""The authorization server's rows in Postgres (migration 0019): registered clients, requests waiting
+"""The authorization server's rows in Postgres (migrations 0019, 0020): registered clients, requests waiting
 for consent, single-use codes, and grants ("connected apps") with their hashed tokens. Every
 replica reads and writes the same rows."""
 
@@ -152,9 +152,9 @@ async def grant_by_refresh(db: asyncpg.Pool, refresh_hash: str, client_id: str) 
 
 
 async def grant_by_rotated_refresh(db: asyncpg.Pool, refresh_hash: str) -> str | None:
-    """The grant whose previous (rotated) refresh token this is: presented again, it was stolen."""
+    """The grant that rotated this refresh token away: presented again, it was stolen."""
     value = await db.fetchval(
-        "SELECT grant_id::text FROM mcp.oauth_grants WHERE previous_refresh_hash = $1", refresh_hash
+        "SELECT grant_id::text FROM mcp.oauth_spent_refresh WHERE refresh_hash = $1", refresh_hash
     )
     return str(value) if value is not None else None
 
@@ -164,21 +164,37 @@ async def rotate(
     grant_id: str,
     old_refresh_hash: str,
     tokens: dict[str, Any],
+    keep_spent_seconds: int,
 ) -> bool:
-    """Replace a grant's tokens (refresh-token rotation); False when ``old_refresh_hash`` is no longer
-    its refresh token (a concurrent refresh won)."""
-    updated = await db.fetchval(
-        "UPDATE mcp.oauth_grants SET access_hash = $3, access_expires_at = $4, refresh_hash = $5, "
-        "refresh_expires_at = $6, previous_refresh_hash = $2, refreshed_at = now() "
-        "WHERE grant_id = $1::uuid AND refresh_hash = $2 RETURNING 1",
-        grant_id,
-        old_refresh_hash,
-        tokens["access_hash"],
-        tokens["access_expires_at"],
-        tokens["refresh_hash"],
-        tokens["refresh_expires_at"],
-    )
-    return updated is not None
+    """Replace a grant's tokens (refresh-token rotation) and remember the spent refresh token (for
+    ``keep_spent_seconds``, the longest it could have stayed valid); False when ``old_refresh_hash``
+    is no longer its refresh token (a concurrent refresh won)."""
+    async with db.acquire() as conn, conn.transaction():
+        updated = await conn.fetchval(
+            "UPDATE mcp.oauth_grants SET access_hash = $3, access_expires_at = $4, refresh_hash = $5, "
+            "refresh_expires_at = $6, refreshed_at = now() "
+            "WHERE grant_id = $1::uuid AND refresh_hash = $2 RETURNING 1",
+            grant_id,
+            old_refresh_hash,
+            tokens["access_hash"],
+            tokens["access_expires_at"],
+            tokens["refresh_hash"],
+            tokens["refresh_expires_at"],
+        )
+        if updated is None:
+            return False
+        await conn.execute(
+            "DELETE FROM mcp.oauth_spent_refresh WHERE grant_id = $1::uuid "
+            "AND spent_at < now() - make_interval(secs => $2)",
+            grant_id,
+            float(keep_spent_seconds),
+        )
+        await conn.execute(
+            "INSERT INTO mcp.oauth_spent_refresh(refresh_hash, grant_id) VALUES ($1, $2::uuid)",
+            old_refresh_hash,
+            grant_id,
+        )
+        return True
 
 
 async def delete_grant(db: asyncpg.Pool, grant_id: str) -> Row | None:
