@@ -1,7 +1,7 @@
 """The authorization server's HTTP surface: RFC 8414 metadata, RFC 9728 protected-resource metadata
-of every MCP endpoint, and the SDK's ``/authorize``, ``/token``, ``/register`` (RFC 7591, limited per
-client address) and ``/revoke`` (RFC 7009) handlers over ``AuthorizationProvider``. The issuer is
-``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
+of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591, limited per
+client address and in size) handlers, and ``/revoke`` (RFC 7009), over ``AuthorizationProvider``.
+The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
 from toolmesh_gateway.rate_limit import RateLimiter
 
 CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+REGISTRATION_MAX_BYTES = 16 * 1024
+"""A registration (RFC 7591) larger than this is refused: client metadata is a few hundred bytes, and
+each registration is a row kept in Postgres."""
 _REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE])
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -130,6 +133,9 @@ class AuthorizationRoutes:
     async def _register(self, request: Request) -> Response:
         if (refused := _limited(self._registrations, request)) is not None:
             return refused
+        if len(await request.body()) > REGISTRATION_MAX_BYTES:
+            body = {"error": "invalid_client_metadata", "error_description": "Client metadata too large"}
+            return JSONResponse(body, status_code=413, headers=_NO_STORE)
         return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
 
     async def _revoke(self, request: Request) -> Response:
