@@ -173,3 +173,14 @@ async def test_registration_accepts_https_loopback_and_app_schemes(gateway: Gate
     ):
         response = await register(gw.http, uris, **fields)
         assert response.status_code == 201, (uris, response.text)
+
+
+async def test_authorize_requires_a_s256_pkce_challenge(gateway: Gateway) -> None:
+    gw = gateway
+    client = await registered(gw.http)
+    base = {"response_type": "code", "client_id": client.client_id, "redirect_uri": client.redirect_uri, "state": "s"}
+    for extra in ({}, {"code_challenge": client.verifier, "code_challenge_method": "plain"}):
+        response = await gw.http.get("/authorize", params={**base, **extra})
+        assert response.status_code == 302, response.text
+        location = response.headers["location"]
+        assert location.startswith(client.redirect_uri) and "error=invalid_request" in location, location
