@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from tests.harness import RoleProcess, System, eventually, running_system
-from tests.oauth_client_flow import mcp_status, signed_in
+from tests.oauth_client_flow import mcp_status, refresh, registered, signed_in
 from toolmesh_cli.embedded import free_port
+from toolmesh_cli.roles import seed_owner_key
 
 pytestmark = pytest.mark.integration
 REVOCATION_BOUND_SECONDS = 5.0
@@ -132,3 +133,15 @@ async def test_an_app_ended_on_one_gateway_is_refused_by_another_at_once(gateway
             await eventually(lambda: refused(by_key.access), timeout=REVOCATION_BOUND_SECONDS, what="B to refuse")
     finally:
         b.terminate()
+
+
+async def test_a_new_admin_token_ends_the_apps_the_old_one_allowed(gateway: Gateway) -> None:
+    gw = gateway
+    client = await registered(gw.http)
+    old = await signed_in(gw.http, gw.system.settings.admin_token or "", client=client)
+    await seed_owner_key(gw.system.backends, "rotated-admin-token")  # what start-up does with a new token
+    assert await mcp_status(gw.http, old.access) == 401
+    assert (await refresh(gw.http, client.client_id, old.refresh)).status_code == 400
+    kept = await signed_in(gw.http, "rotated-admin-token", client=client)
+    await seed_owner_key(gw.system.backends, "rotated-admin-token")  # a restart with the same token
+    assert await mcp_status(gw.http, kept.access) == 200

@@ -76,12 +76,25 @@ async def delete_key(db: asyncpg.Pool, key_id: str, namespace: str | None, *, in
 
 
 async def seed_owner(db: asyncpg.Pool, *, name: str, token_hash: str, namespace: str) -> None:
-    """Make ``token_hash`` the key of the bootstrap owner ``name`` (created, or re-keyed at start-up)."""
-    await db.execute(
-        "INSERT INTO mcp.principals(key_id, name, token_hash, role, namespace) "
-        "VALUES (gen_random_uuid(), $1, $2, 'owner', $3) "
-        "ON CONFLICT (namespace, name) DO UPDATE SET token_hash = EXCLUDED.token_hash, role = 'owner'",
-        name,
-        token_hash,
-        namespace,
-    )
+    """Make ``token_hash`` the key of the bootstrap owner ``name`` (created, or re-keyed at start-up).
+
+    Re-keyed, the owner's connected apps and unused OAuth codes go with the old token: they were
+    allowed by whoever held it, and rotating a leaked admin token must end them too."""
+    async with db.acquire() as conn, conn.transaction():
+        old = await conn.fetchval(
+            "SELECT key_id FROM mcp.principals WHERE namespace = $1 AND name = $2 AND token_hash <> $3 FOR UPDATE",
+            namespace,
+            name,
+            token_hash,
+        )
+        if old is not None:
+            await conn.execute("DELETE FROM mcp.oauth_grants WHERE key_id = $1", old)
+            await conn.execute("DELETE FROM mcp.oauth_codes WHERE key_id = $1", old)
+        await conn.execute(
+            "INSERT INTO mcp.principals(key_id, name, token_hash, role, namespace) "
+            "VALUES (gen_random_uuid(), $1, $2, 'owner', $3) "
+            "ON CONFLICT (namespace, name) DO UPDATE SET token_hash = EXCLUDED.token_hash, role = 'owner'",
+            name,
+            token_hash,
+            namespace,
+        )
