@@ -4,6 +4,7 @@ secret reaches a log line or a row in clear."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -81,6 +82,16 @@ async def test_any_earlier_refresh_token_presented_again_ends_the_grant(gateway:
     _invalid_grant(await refresh(gw.http, client.client_id, first.refresh))
     assert await mcp_status(gw.http, third.access) == 401
     _invalid_grant(await refresh(gw.http, client.client_id, third.refresh))
+
+
+async def test_a_refresh_token_used_twice_at_once_ends_the_grant(gateway: Gateway) -> None:
+    gw = gateway
+    client, first = await _signed_in(gw)
+    answers = await asyncio.gather(*(refresh(gw.http, client.client_id, first.refresh) for _ in range(2)))
+    assert sorted(a.status_code for a in answers) == [200, 400], [a.text for a in answers]
+    won = next(tokens_of(a) for a in answers if a.status_code == 200)
+    assert await mcp_status(gw.http, won.access) == 401
+    _invalid_grant(await refresh(gw.http, client.client_id, won.refresh))
 
 
 async def test_a_refresh_token_is_bound_to_its_client(gateway: Gateway) -> None:

@@ -227,7 +227,8 @@ class AuthorizationProvider:
             self._token_rows(access, refresh),
             self._settings.oauth_refresh_token_seconds,
         )
-        if not rotated:
+        if not rotated:  # a concurrent refresh with the same token won: a replay all the same
+            await self._revocations.revoke(refresh_token.grant_id, actor=None, reason="refresh token replayed")
             raise TokenError("invalid_grant", "refresh token was already used")
         return self._answer(access, refresh, scopes)
 
