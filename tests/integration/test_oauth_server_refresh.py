@@ -25,6 +25,7 @@ from tests.oauth_client_flow import (
     signed_in,
     tokens_of,
 )
+from toolmesh.credentials import hash_token
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +119,7 @@ async def _rows(gw: Gateway) -> str:
     conn = await asyncpg.connect(gw.system.settings.database_url)
     try:
         texts = []
-        for table in ("oauth_clients", "oauth_requests", "oauth_codes", "oauth_grants"):
+        for table in ("oauth_clients", "oauth_requests", "oauth_codes", "oauth_grants", "oauth_spent_refresh"):
             texts += [str(dict(r)) for r in await conn.fetch(f"SELECT * FROM mcp.{table}")]
         return "\n".join(texts)
     finally:
@@ -166,3 +167,4 @@ async def test_tokens_codes_and_secrets_are_in_no_log_line_and_stored_only_hashe
     secrets = [secret, code, first.access, first.refresh, second.access, second.refresh, client.verifier]
     assert_nowhere(secrets, logs=logs.getvalue(), rows=rows)
     assert logs.getvalue(), "no log line was captured"
+    assert all(hash_token(t) in rows for t in (second.access, second.refresh, first.refresh, code)), "not stored hashed"
