@@ -97,6 +97,20 @@ async def test_no_token_opens_the_rest_api(gateway: Gateway) -> None:
     request_id = request_id_of(await authorize(gw.http, client))
     by_token = await decide(gw.http, request_id, owner.access)
     assert by_token.status_code == 403, by_token.text
+    assert (await gw.system.api.get("/metrics")).status_code == 200
+    metrics = await gw.http.get("/metrics", headers={"Authorization": f"Bearer {owner.access}"})
+    assert metrics.status_code == 403, metrics.text[:200]
+
+
+async def test_a_token_replays_no_stored_answer_of_its_keys_writes(gateway: Gateway) -> None:
+    gw = gateway
+    owner = await signed_in(gw.http, gw.system.settings.admin_token or "")
+    write = {"json": {"name": "made-once", "role": "user"}, "headers": {"Idempotency-Key": "k-1"}}
+    made = await gw.system.api.post("/api/v1/auth/keys", **write)
+    assert made.status_code == 201, made.text
+    as_token = {**write["headers"], "Authorization": f"Bearer {owner.access}"}
+    replayed = await gw.http.post("/api/v1/auth/keys", json=write["json"], headers=as_token)
+    assert replayed.status_code == 403 and made.json()["token"] not in replayed.text, replayed.text
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.contracts.api import IDEMPOTENCY_HEADER, REPLAYED_HEADER
-from toolmesh.errors import RateLimited, ToolmeshError, Unauthorized
+from toolmesh.errors import Forbidden, RateLimited, ToolmeshError, Unauthorized
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.errors import error_response
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
@@ -76,7 +76,9 @@ class IdempotencyMiddleware:
         client = scope.get("client")
         try:  # counted against the client's address like every other authentication
             principal = await authenticator.principal_from(headers.get("authorization"), client[0] if client else None)
-        except (Unauthorized, RateLimited) as exc:
+            if principal.audience is not None:  # an OAuth token: its key's stored answers are not for it
+                principal.require_api_access()
+        except (Unauthorized, RateLimited, Forbidden) as exc:
             await error_response(exc)(scope, receive, send)
             return
         body = await _read_body(receive)

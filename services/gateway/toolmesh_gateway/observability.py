@@ -50,6 +50,7 @@ async def prometheus_metrics(request: Request) -> Response:
         authenticator: Authenticator = request.app.state.authenticator
         source = request.client.host if request.client else None
         principal = await authenticator.principal_from(authorization, source)
+        principal.require_api_access()  # not an owner's OAuth token (for one MCP endpoint) nor a limited key
         if principal.role is not Role.OWNER:
             raise Forbidden("Metrics are for the owner and the metrics token", {"role": str(principal.role)})
     await _refresh_inventory(b)
