@@ -178,3 +178,16 @@ async def initialize(http: httpx.AsyncClient, token: str, path: str = "/mcp") ->
 async def mcp_status(http: httpx.AsyncClient, token: str, path: str = "/mcp") -> int:
     """The status an ``initialize`` at ``path`` gets with ``token``."""
     return (await initialize(http, token, path)).status_code
+
+
+async def connected(base: str, api_key: str, client_name: str = "Test client") -> tuple[Client, Tokens]:
+    """A client named ``client_name`` signed in at ``base``'s ``/mcp`` as ``api_key``, with its own HTTP client."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        client = await registered(http, client_name=client_name)
+        return client, await signed_in(http, api_key, client=client)
+
+
+async def status_at(base: str, token: str, path: str = "/mcp") -> int:
+    """``mcp_status`` at ``base`` with an HTTP client of its own."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        return await mcp_status(http, token, path)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.connected_apps import connect_app, mcp_status
 from tests.e2e.test_cli import START_SECONDS, Up, _start, _wait_for
+from tests.oauth_client_flow import connected, status_at
 from toolmesh.platform import processes
 
 pytestmark = pytest.mark.e2e
@@ -40,21 +40,21 @@ def up(tmp_path: Path) -> Iterator[Up]:
 async def test_keys_apps_lists_a_signed_in_client_and_disconnect_revokes_it(up: Up) -> None:
     url = up.env["TOOLMESH_URL"]
     user = up.cli_json("keys", "create", "ide-user", "--role", "user")
-    app = await connect_app(url, user["token"], client_name="Zed")
-    assert await mcp_status(url, app.access_token) == 200
+    client, tokens = await connected(url, user["token"], client_name="Zed")
+    assert await status_at(url, tokens.access) == 200
 
     listed = up.cli("keys", "apps").stdout.splitlines()
     assert listed[0].split() == HEADERS
     (row,) = [line.split() for line in listed[1:]]
     (shown,) = up.cli_json("keys", "apps")
     assert row[:4] == ["Zed", "ide-user", "default", "/mcp"] and row[6:] == ["-", shown["id"]]
-    assert (shown["client_id"], shown["key_id"], shown["resource"]) == (app.client_id, user["id"], f"{url}/mcp")
+    assert (shown["client_id"], shown["key_id"], shown["resource"]) == (client.client_id, user["id"], f"{url}/mcp")
     as_user = up.cli_json("keys", "apps", "--token", user["token"])  # a user sees its own apps
     assert [a["id"] for a in as_user] == [shown["id"]]
 
     done = up.cli("keys", "disconnect", shown["id"])
     assert done.stdout.strip() == f"disconnected app {shown['id']}"
-    assert await mcp_status(url, app.access_token) == 401
+    assert await status_at(url, tokens.access) == 401
     assert up.cli_json("keys", "apps") == []
     assert [line.split() for line in up.cli("keys", "apps").stdout.splitlines()] == [HEADERS]
 

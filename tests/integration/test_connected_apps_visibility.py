@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.harness import ADMIN_TOKEN, System
-from tests.oauth_sign_in import sign_in
+from tests.oauth_client_flow import signed_in
 
 pytestmark = pytest.mark.integration
 
@@ -23,9 +23,9 @@ async def test_an_admin_neither_sees_nor_disconnects_an_owners_app(system: Syste
     admin = await system.create_key("ops", "admin")
     user = await system.create_key("ann", "user")
     async with anonymous, system.client_as(admin["token"]) as as_admin, system.client_as(user["token"]) as as_user:
-        await sign_in(anonymous, ADMIN_TOKEN)
-        await sign_in(anonymous, admin["token"])
-        await sign_in(anonymous, user["token"])
+        await signed_in(anonymous, ADMIN_TOKEN)
+        await signed_in(anonymous, admin["token"])
+        await signed_in(anonymous, user["token"])
         everyone = (await system.api.get("/api/v1/auth/apps")).json()["apps"]
         by_key = {app["key_name"]: app["id"] for app in everyone}
         assert set(by_key) == {"admin", "ops", "ann"}

@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests import oauth_sign_in
 from tests.harness import ADMIN_TOKEN, RoleProcess, eventually, running_system
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
+from tests.oauth_client_flow import authorize as authorize_at
+from tests.oauth_client_flow import decide, exchange, query_of, refresh, registered, request_id_of, tokens_of
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
@@ -56,25 +57,23 @@ async def test_each_step_of_a_sign_in_may_reach_another_replica(nats_url: str, d
     async with two_replicas(nats_url, database_url) as (a, b):
         b_metadata = (await b.get("/.well-known/oauth-authorization-server")).json()
         assert b_metadata["issuer"] == str(a.base_url).rstrip("/")  # one issuer, whichever replica answers
-        pending = await oauth_sign_in.authorize(b, await oauth_sign_in.register(a))
-        code = await oauth_sign_in.allow(a, pending, ADMIN_TOKEN)
-        tokens = await oauth_sign_in.exchange(b, pending, code)
-        assert tokens.status_code == 200, tokens.text
-        first = tokens.json()
-        assert await opens(a, first["access_token"]) == 200
-        assert await opens(b, first["access_token"]) == 200
+        client = await registered(a)
+        request_id = request_id_of(await authorize_at(b, client))
+        decision = await decide(a, request_id, ADMIN_TOKEN)
+        assert decision.status_code == 200, decision.text
+        first = tokens_of(await exchange(b, client, query_of(decision.json()["redirect_to"])["code"]))
+        assert await opens(a, first.access) == 200
+        assert await opens(b, first.access) == 200
 
-        rotated = await oauth_sign_in.refresh(a, pending.client_id, first["refresh_token"])
-        assert rotated.status_code == 200, rotated.text
-        second = rotated.json()
-        assert await opens(a, second["access_token"]) == 200  # now in both replicas' caches
-        assert await opens(b, second["access_token"]) == 200
+        second = tokens_of(await refresh(a, client.client_id, first.refresh))
+        assert await opens(a, second.access) == 200  # now in both replicas' caches
+        assert await opens(b, second.access) == 200
 
-        replayed = await oauth_sign_in.refresh(b, pending.client_id, first["refresh_token"])
+        replayed = await refresh(b, client.client_id, first.refresh)
         assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
-        assert await opens(b, second["access_token"]) == 401  # the replay revoked the grant: B's own cache...
+        assert await opens(b, second.access) == 401  # the replay revoked the grant: B's own cache...
 
         async def refused_on_a() -> bool:  # ...and A's, through the event stream
-            return await opens(a, second["access_token"]) == 401
+            return await opens(a, second.access) == 401
 
         await eventually(refused_on_a, timeout=5, what="replica A to refuse the revoked token")

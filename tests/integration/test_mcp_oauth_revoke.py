@@ -8,22 +8,25 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
-from tests.oauth_sign_in import sign_in
+from tests.oauth_client_flow import Client, registered, signed_in
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("kind", ["access_token", "refresh_token"])
+@pytest.mark.parametrize("kind", ["access", "refresh"])
 async def test_a_public_client_revokes_its_grant_with_its_client_id_alone(system: System, kind: str) -> None:
-    tokens = await sign_in(system.api, ADMIN_TOKEN)
-    bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
+    registration: Client = await registered(system.api)
+    tokens = await signed_in(system.api, ADMIN_TOKEN, client=registration)
+    bearer = {"Authorization": f"Bearer {tokens.access}"}
     async with httpx.AsyncClient(base_url=system.api.base_url, timeout=30) as client:
-        revoked = await client.post("/revoke", data={"token": tokens[kind], "client_id": tokens["client_id"]})
+        revoked = await client.post(
+            "/revoke", data={"token": getattr(tokens, kind), "client_id": registration.client_id}
+        )
         assert revoked.status_code == 200, revoked.text
         assert revoked.headers["cache-control"] == "no-store"
         refused = await client.post("/mcp", json=INITIALIZE, headers=bearer | MCP_ACCEPT)
         assert refused.status_code == 401
-        unknown = await client.post("/revoke", data={"token": "tmo_unknown", "client_id": tokens["client_id"]})
+        unknown = await client.post("/revoke", data={"token": "tmo_unknown", "client_id": registration.client_id})
         assert unknown.status_code == 200
 
 

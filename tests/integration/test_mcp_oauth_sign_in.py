@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
-from tests.oauth_sign_in import sign_in
+from tests.oauth_client_flow import signed_in
 
 pytestmark = pytest.mark.integration
 
@@ -33,9 +33,9 @@ async def test_a_client_discovers_the_authorization_server_from_the_401(system: 
 
 
 async def test_the_token_opens_the_aggregate_and_nothing_else(system: System) -> None:
-    tokens = await sign_in(system.api, ADMIN_TOKEN)
-    assert tokens["access_token"] != ADMIN_TOKEN
-    headers = {"Authorization": f"Bearer {tokens['access_token']}"}
+    tokens = await signed_in(system.api, ADMIN_TOKEN)
+    assert tokens.access != ADMIN_TOKEN
+    headers = {"Authorization": f"Bearer {tokens.access}"}
     async with httpx.AsyncClient(base_url=system.api.base_url, timeout=30) as client:
         opened = await client.post("/mcp", json=INITIALIZE, headers=headers | MCP_ACCEPT)
         assert opened.status_code == 200, opened.text

@@ -19,9 +19,9 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from tests.connected_apps import connect_app, mcp_status
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
+from tests.oauth_client_flow import connected, status_at
 from tests.peers.launch import PeerInfo, launch_peer
 
 pytestmark = pytest.mark.integration
@@ -285,23 +285,23 @@ async def test_connected_apps_are_listed_and_disconnected_over_nats(service: Ser
     user = (await service.ok("keys.create", {"name": "ide-user", "role": "user", "namespace": "team-a"}))["token"]
     peer = (await service.ok("keys.create", {"name": "peer-user", "role": "user", "namespace": "team-a"}))["token"]
     admin_b = (await service.ok("keys.create", {"name": "admin-b", "role": "admin", "namespace": "team-b"}))["token"]
-    app = await connect_app(base, user, client_name="Zed")
-    async with mcp_session(service.system, token=app.access_token) as session:  # it acts as the user's key
+    client, tokens = await connected(base, user, client_name="Zed")
+    async with mcp_session(service.system, token=tokens.access) as session:  # it acts as the user's key
         assert text_of(await session.call_tool("demo__echo", {"text": "as ide-user"})) == "as ide-user"
 
     (listed,) = (await service.ok("apps.list", {}, token=user))["apps"]
     assert (listed["client_name"], listed["key_name"], listed["namespace"]) == ("Zed", "ide-user", "team-a")
-    assert (listed["resource"], listed["client_id"]) == (f"{base}/mcp", app.client_id)
+    assert (listed["resource"], listed["client_id"]) == (f"{base}/mcp", client.client_id)
     assert [a["id"] for a in (await service.ok("apps.list", {}))["apps"]] == [listed["id"]]  # the owner: all
     for other in (peer, admin_b):  # another user of its namespace, an admin of another one: not theirs
         assert await service.ok("apps.list", {}, token=other) == {"apps": [], "total": 0}
         refused = await service.error("apps.disconnect", {"app_id": listed["id"]}, token=other)
         assert refused["error_code"] == "APP_NOT_FOUND"
     # the app's own token is for its MCP endpoint only
-    assert (await service.error("apps.list", {}, token=app.access_token))["error_code"] == "FORBIDDEN"
+    assert (await service.error("apps.list", {}, token=tokens.access))["error_code"] == "FORBIDDEN"
 
     assert await service.ok("apps.disconnect", {"app_id": listed["id"]}, token=user) is None
-    assert await mcp_status(base, app.access_token) == 401
+    assert await status_at(base, tokens.access) == 401
     assert (await service.ok("apps.list", {}, token=user))["total"] == 0
     for gone in (listed["id"], "not-a-uuid"):
         error = await service.error("apps.disconnect", {"app_id": gone}, token=user)
