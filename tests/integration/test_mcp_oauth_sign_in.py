@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System
 from tests.mcp_raw import INITIALIZE, MCP_ACCEPT
-from tests.oauth_client_flow import signed_in
+from tests.oauth_client_flow import CONSENT_MARK, REDIRECT, Client, authorize, signed_in
 
 pytestmark = pytest.mark.integration
 
@@ -42,3 +42,13 @@ async def test_the_token_opens_the_aggregate_and_nothing_else(system: System) ->
         refused = await client.get("/api/v1/aggregator/servers", headers=headers)
     assert refused.status_code == 403
     assert refused.json()["error_code"] == "FORBIDDEN"
+
+
+async def test_a_client_registered_without_a_scope_may_ask_for_offline_access(system: System) -> None:
+    """Clients commonly register naming no scope and ask for ``mcp offline_access`` at ``/authorize``."""
+    async with httpx.AsyncClient(base_url=system.api.base_url, timeout=30) as http:
+        answer = await http.post("/register", json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
+        assert answer.status_code == 201, answer.text
+        client = Client(answer.json()["client_id"])
+        asked = await authorize(http, client, scope="mcp offline_access")
+    assert asked.status_code == 302 and CONSENT_MARK in asked.headers["location"], asked.headers.get("location")

@@ -88,6 +88,16 @@ def test_a_loopback_redirect_uri_may_change_nothing_else(uri: str) -> None:
         _client("http://127.0.0.1:33418/cb").validate_redirect_uri(AnyUrl(uri))
 
 
+def test_a_localhost_redirect_uri_may_change_its_port_too() -> None:
+    """Many desktop clients register ``http://localhost:<port>/...`` (RFC 8252 §8.3 discourages it,
+    but it is loopback all the same): its port may change, its host may not become an address."""
+    client = _client("http://localhost:33418/callback")
+    uri = "http://localhost:50123/callback"
+    assert str(client.validate_redirect_uri(AnyUrl(uri))) == uri
+    with pytest.raises(InvalidRedirectUriError):
+        client.validate_redirect_uri(AnyUrl("http://127.0.0.1:50123/callback"))
+
+
 def test_a_non_loopback_redirect_uri_must_match_exactly() -> None:
     client = _client("https://app.example/cb")
     with pytest.raises(InvalidRedirectUriError):

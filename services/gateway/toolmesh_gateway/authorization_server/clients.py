@@ -40,8 +40,9 @@ class GatewayClient(OAuthClientInformationFull):
     """A client as the SDK's handlers see it, with loopback redirect URIs matching on any port."""
 
     def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
-        """The registered redirect URI ``redirect_uri`` is; a loopback one (``http://127.0.0.1`` or
-        ``[::1]``) may come back on another port (RFC 8252 §7.3), never another scheme, host or path."""
+        """The registered redirect URI ``redirect_uri`` is; a loopback one (``http://127.0.0.1``,
+        ``[::1]`` or ``localhost``) may come back on another port (RFC 8252 §7.3), never another
+        scheme, host or path."""
         if redirect_uri is not None and _is_loopback(redirect_uri):
             for registered in self.redirect_uris or []:
                 if _is_loopback(registered) and _without_port(registered) == _without_port(redirect_uri):
@@ -50,7 +51,7 @@ class GatewayClient(OAuthClientInformationFull):
 
 
 def _is_loopback(uri: AnyUrl) -> bool:
-    return uri.scheme == "http" and uri.host in ("127.0.0.1", "[::1]", "::1")
+    return uri.scheme == "http" and uri.host in ("127.0.0.1", "[::1]", "::1", "localhost")
 
 
 def _without_port(uri: AnyUrl) -> tuple[str, str | None, str | None, str | None]:

@@ -38,7 +38,10 @@ CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 REGISTRATION_MAX_BYTES = 16 * 1024
 """A registration (RFC 7591) larger than this is refused: client metadata is a few hundred bytes, and
 each registration is a row kept in Postgres."""
-_REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE])
+_REGISTRATION = ClientRegistrationOptions(
+    enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE, OFFLINE_SCOPE]
+)
+"""A client that registers naming no scope may ask for both later (``offline_access`` included)."""
 _NO_STORE = {"Cache-Control": "no-store"}
 
 
