@@ -1,7 +1,7 @@
 """The authorization server's HTTP surface: RFC 8414 metadata, RFC 9728 protected-resource metadata
-of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591, limited per
-client address and in size) handlers, and ``/revoke`` (RFC 7009), over ``AuthorizationProvider``.
-The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
+of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591) handlers
+(``/authorize`` and ``/register`` limited per client address and in size), and ``/revoke`` (RFC 7009),
+over ``AuthorizationProvider``. The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 REGISTRATION_MAX_BYTES = 16 * 1024
 """A registration (RFC 7591) larger than this is refused: client metadata is a few hundred bytes, and
 each registration is a row kept in Postgres."""
+AUTHORIZATION_MAX_BYTES = 8 * 1024
+"""An authorization request (query and form together) larger than this is refused: its ``state`` and
+PKCE challenge are kept in Postgres until the person decides, and a client needs a few hundred bytes."""
 _REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE])
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -124,6 +127,9 @@ class AuthorizationRoutes:
     async def _authorize(self, request: Request) -> Response:
         if (refused := _limited(self._authorizations, request)) is not None:
             return refused
+        if len(request.url.query) + len(await request.body()) > AUTHORIZATION_MAX_BYTES:
+            body = {"error": "invalid_request", "error_description": "Authorization request too large"}
+            return JSONResponse(body, status_code=400, headers=_NO_STORE)
         provider = self._provider.at(base_url(self._settings, request))
         return await AuthorizationHandler(provider).handle(request)
 
