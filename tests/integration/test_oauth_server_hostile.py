@@ -1,5 +1,6 @@
 """The gateway's authorization server against an anonymous caller: what ``/authorize`` keeps for the
-consent page is bounded in size, whatever the request carries."""
+consent page is bounded in size, whatever the request carries, and naming Client ID Metadata
+Documents at ``/token`` or ``/revoke`` does not make the gateway fetch without limit."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import httpx
 import pytest
 
 from tests.harness import running_system
+from tests.integration.test_oauth_server_documents import Documents, documents
 from tests.oauth_client_flow import challenge_of, registered
 
 pytestmark = pytest.mark.integration
+__all__ = ["documents"]  # the fixture
 
 
 async def test_an_oversized_authorization_request_is_refused_and_not_kept(nats_url: str, database_url: str) -> None:
@@ -37,3 +40,30 @@ async def test_an_oversized_authorization_request_is_refused_and_not_kept(nats_u
         finally:
             await conn.close()
         assert kept == 0, kept
+
+
+async def test_documents_named_at_token_and_revoke_are_fetched_within_the_authorization_limit(
+    nats_url: str, database_url: str, documents: Documents
+) -> None:
+    async with (
+        running_system(
+            nats_url,
+            database_url,
+            egress_ca_file=documents.ca_file,
+            upstream_private_networks=("127.0.0.0/8",),
+            oauth_authorizations_per_minute=1,
+        ) as system,
+        httpx.AsyncClient(base_url=str(system.api.base_url), timeout=30) as http,
+    ):
+        answers = []
+        for i in range(30):
+            form = {"client_id": documents.url(f"made-up-{i}")}
+            if i % 2:
+                answers.append(await http.post("/revoke", data={**form, "token": "tmr_x"}))
+            else:
+                answers.append(
+                    await http.post("/token", data={**form, "grant_type": "refresh_token", "refresh_token": "x"})
+                )
+        assert len(documents.seen) <= 20, len(documents.seen)  # the burst of /authorize's limit
+        assert {a.status_code for a in answers[20:]} == {429}, [a.text for a in answers[20:]]
+        assert answers[-1].json()["error"] == "slow_down"

@@ -85,6 +85,11 @@ class ClientDirectory:
         secret = self._box.open(row["sealed_secret"])["secret"] if row["sealed_secret"] else None
         return GatewayClient.model_validate({**metadata, "client_id": client_id, "client_secret": secret})
 
+    def needs_fetch(self, client_id: str) -> bool:
+        """Whether finding ``client_id`` would fetch its document (a URL not cached, or cached too long)."""
+        cached = self._documents.get(client_id)
+        return is_document_url(client_id) and (cached is None or cached[0] <= time.monotonic())
+
     async def register(self, client: OAuthClientInformationFull, source: str | None) -> None:
         """Keep a client that registered (RFC 7591); its secret is sealed with the credential key.
 

@@ -96,6 +96,10 @@ class AuthorizationProvider:
         """A registered client, or the one a Client ID Metadata Document describes."""
         return await self._clients.get(client_id)
 
+    def needs_fetch(self, client_id: str) -> bool:
+        """Whether finding ``client_id`` would fetch its Client ID Metadata Document."""
+        return self._clients.needs_fetch(client_id)
+
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         """Keep a dynamically registered client (``RegistrationError`` for unusable redirect URIs)."""
         try:

@@ -134,6 +134,8 @@ class AuthorizationRoutes:
         return await AuthorizationHandler(provider).handle(request)
 
     async def _token(self, request: Request) -> Response:
+        if (refused := await self._fetch_limited(request)) is not None:
+            return refused
         return await TokenHandler(self._provider, self._clients).handle(request)
 
     async def _register(self, request: Request) -> Response:
@@ -147,6 +149,8 @@ class AuthorizationRoutes:
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009 for every client. (The SDK's handler requires a ``client_secret`` form field,
         which neither a public client nor one authenticating with HTTP Basic sends.)"""
+        if (refused := await self._fetch_limited(request)) is not None:
+            return refused
         try:
             client = await self._clients.authenticate_request(request)
         except AuthenticationError as exc:
@@ -160,6 +164,14 @@ class AuthorizationRoutes:
         if found is not None and found.client_id == client.client_id:
             await self._provider.revoke_token(found)
         return Response(status_code=200, headers=_NO_STORE)  # unknown tokens too (RFC 7009 §2.2)
+
+    async def _fetch_limited(self, request: Request) -> Response | None:
+        """A client named by a document URL not cached makes the gateway fetch it: as often per client
+        address as ``/authorize`` may be asked (429 ``slow_down`` past that), at ``/token`` and ``/revoke`` too."""
+        client_id = (await request.form()).get("client_id")
+        if isinstance(client_id, str) and self._provider.needs_fetch(client_id):
+            return _limited(self._authorizations, request)
+        return None
 
 
 def _limited(limiter: RateLimiter, request: Request) -> Response | None:
