@@ -1,6 +1,7 @@
 """The gateway's authorization server against an anonymous caller: what ``/authorize`` keeps for the
 consent page is bounded in size, whatever the request carries, and naming Client ID Metadata
-Documents at ``/token`` or ``/revoke`` does not make the gateway fetch without limit."""
+Documents at ``/token`` or ``/revoke`` does not make the gateway fetch without limit; each
+registration keeps the address it came from."""
 
 from __future__ import annotations
 
@@ -67,3 +68,19 @@ async def test_documents_named_at_token_and_revoke_are_fetched_within_the_author
         assert len(documents.seen) <= 20, len(documents.seen)  # the burst of /authorize's limit
         assert {a.status_code for a in answers[20:]} == {429}, [a.text for a in answers[20:]]
         assert answers[-1].json()["error"] == "slow_down"
+
+
+async def test_a_registration_keeps_the_address_it_came_from(nats_url: str, database_url: str) -> None:
+    async with (
+        running_system(nats_url, database_url, oauth_registrations_per_minute=0) as system,
+        httpx.AsyncClient(base_url=str(system.api.base_url), timeout=30) as http,
+    ):
+        client = await registered(http)
+        conn = await asyncpg.connect(system.settings.database_url)
+        try:
+            source = await conn.fetchval(
+                "SELECT registered_from FROM mcp.oauth_clients WHERE client_id = $1", client.client_id
+            )
+        finally:
+            await conn.close()
+        assert source == "127.0.0.1", source

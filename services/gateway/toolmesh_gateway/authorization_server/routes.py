@@ -144,7 +144,8 @@ class AuthorizationRoutes:
         if len(await request.body()) > REGISTRATION_MAX_BYTES:
             body = {"error": "invalid_client_metadata", "error_description": "Client metadata too large"}
             return JSONResponse(body, status_code=413, headers=_NO_STORE)
-        return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
+        provider = self._provider.at(base_url(self._settings, request), _address(request))
+        return await RegistrationHandler(provider, _REGISTRATION).handle(request)
 
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009 for every client. (The SDK's handler requires a ``client_secret`` form field,
@@ -177,8 +178,12 @@ class AuthorizationRoutes:
 def _limited(limiter: RateLimiter, request: Request) -> Response | None:
     """429 ``slow_down`` when the client address is past ``limiter``'s rate, else None."""
     try:
-        limiter.check(request.client.host if request.client else "-")
+        limiter.check(_address(request))
     except RateLimited as exc:
         body = {"error": "slow_down", "error_description": exc.detail}
         return JSONResponse(body, status_code=429, headers={**exc.headers(), **_NO_STORE})
     return None
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "-"
