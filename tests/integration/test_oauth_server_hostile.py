@@ -1,7 +1,8 @@
 """The gateway's authorization server against an anonymous caller: what ``/authorize`` keeps for the
 consent page is bounded in size, whatever the request carries, and naming Client ID Metadata
 Documents at ``/token`` or ``/revoke`` does not make the gateway fetch without limit; each
-registration keeps the address it came from."""
+registration keeps the address it came from. A key limited to MCP endpoints, which may consent,
+sees and ends the apps it connected (its own only)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.harness import running_system
 from tests.integration.test_oauth_server_documents import Documents, documents
-from tests.oauth_client_flow import challenge_of, registered
+from tests.oauth_client_flow import challenge_of, mcp_status, registered, signed_in
 
 pytestmark = pytest.mark.integration
 __all__ = ["documents"]  # the fixture
@@ -84,3 +85,31 @@ async def test_a_registration_keeps_the_address_it_came_from(nats_url: str, data
         finally:
             await conn.close()
         assert source == "127.0.0.1", source
+
+
+async def test_an_endpoint_limited_key_sees_and_ends_only_the_apps_it_connected(
+    nats_url: str, database_url: str
+) -> None:
+    async with (
+        running_system(nats_url, database_url, oauth_registrations_per_minute=0) as system,
+        httpx.AsyncClient(base_url=str(system.api.base_url), timeout=30) as http,
+    ):
+        base = str(system.api.base_url).rstrip("/")
+        endpoint = {"name": "dev", "include": ["alpha.*"]}
+        assert (await system.api.post("/api/v1/endpoints", json=endpoint)).status_code == 201
+        limited = (await system.create_key("dev-admin", "admin", endpoints=["dev"]))["token"]
+        owner = system.settings.admin_token or ""
+        mine = await signed_in(http, limited, f"{base}/mcp/dev")
+        await signed_in(http, owner, f"{base}/mcp")
+        auth = {"Authorization": f"Bearer {limited}"}
+        as_token = await http.get("/api/v1/auth/apps", headers={"Authorization": f"Bearer {mine.access}"})
+        assert as_token.status_code == 403, as_token.text
+        listed = await http.get("/api/v1/auth/apps", headers=auth)
+        assert listed.status_code == 200, listed.text
+        apps = listed.json()["apps"]
+        assert [a["resource"] for a in apps] == [f"{base}/mcp/dev"], apps
+        everyone = (await system.api.get("/api/v1/auth/apps")).json()["apps"]
+        other = next(a["id"] for a in everyone if a["id"] != apps[0]["id"])
+        assert (await http.delete(f"/api/v1/auth/apps/{other}", headers=auth)).status_code == 404
+        assert (await http.delete(f"/api/v1/auth/apps/{apps[0]['id']}", headers=auth)).status_code == 204
+        assert await mcp_status(http, mine.access, "/mcp/dev") == 401
