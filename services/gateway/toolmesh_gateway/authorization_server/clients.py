@@ -86,8 +86,14 @@ class ClientDirectory:
         secret = self._box.open(row["sealed_secret"])["secret"] if row["sealed_secret"] else None
         return GatewayClient.model_validate({**metadata, "client_id": client_id, "client_secret": secret})
 
+    def needs_fetch(self, client_id: str) -> bool:
+        """Whether finding ``client_id`` would fetch its document (a URL not cached, or cached too long)."""
+        cached = self._documents.get(client_id)
+        return is_document_url(client_id) and (cached is None or cached[0] <= time.monotonic())
+
     async def register(self, client: OAuthClientInformationFull, source: str | None) -> None:
-        """Keep a client that registered (RFC 7591); its secret is sealed with the credential key.
+        """Keep a client that registered (RFC 7591) from address ``source``; its secret is sealed with
+        the credential key.
 
         Raises:
             ValueError: a redirect URI is neither https nor a loopback/app address, or a ``web``
@@ -135,8 +141,9 @@ class ClientDirectory:
 
 
 def _check_redirects(client: OAuthClientInformationFull) -> None:
-    """Refuse redirect URIs an attacker could use to collect codes: plain http on a non-loopback host,
-    and (for a ``web`` client) anything but https."""
+    """Refuse redirect URIs an attacker could use to collect codes or run script: plain http on a
+    non-loopback host, (for a ``web`` client) anything but https, a fragment, and script or local
+    schemes (``javascript:``, ``data:``, ``file:``, ``vbscript:``)."""
     uris = client.redirect_uris or []
     if not uris:
         raise ValueError("redirect_uris must name at least one redirect URI")

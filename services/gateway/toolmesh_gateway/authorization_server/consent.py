@@ -98,8 +98,8 @@ class Consents:
 
     async def apps(self, principal: Principal) -> ConnectedAppList:
         """The caller's own connected apps; an admin's: its namespace's (but those of owner keys, as it
-        does not see owner keys); the owner's: every one."""
-        if principal.manages:
+        does not see owner keys); the owner's: every one (a key limited to MCP endpoints: its own)."""
+        if _manages_apps(principal):
             rows = await store.grants(self._db, key_id=None, namespace=_scope(principal))
         else:
             rows = await store.grants(self._db, key_id=principal.key_id, namespace=None)
@@ -125,10 +125,16 @@ def _scope(principal: Principal) -> str | None:
     return None if principal.role is Role.OWNER else principal.namespace
 
 
+def _manages_apps(principal: Principal) -> bool:
+    """Whether ``principal`` manages others' apps: an owner or admin key not limited to MCP endpoints
+    (a limited one manages only the apps it connected)."""
+    return principal.manages and principal.endpoints is None
+
+
 def _may_manage(principal: Principal, row: store.Row) -> bool:
     if row["key_id"] == principal.key_id:
         return True
-    if not principal.manages or (principal.role is not Role.OWNER and row["namespace"] != principal.namespace):
+    if not _manages_apps(principal) or (principal.role is not Role.OWNER and row["namespace"] != principal.namespace):
         return False
     return principal.role is Role.OWNER or row["role"] != str(Role.OWNER)
 

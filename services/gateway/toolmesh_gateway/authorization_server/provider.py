@@ -67,7 +67,7 @@ def _at(seconds: float) -> datetime:
 
 class AuthorizationProvider:
     """``OAuthAuthorizationServerProvider`` over the shared stores, at ``base`` (the gateway's address
-    as the client reached it: ``at`` gives the provider of one request)."""
+    as the client reached it) for a caller at ``source``: ``at`` gives the provider of one request."""
 
     def __init__(
         self,
@@ -76,30 +76,37 @@ class AuthorizationProvider:
         clients: ClientDirectory,
         revocations: AppRevocations,
         base: str = "",
+        source: str | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
         self._clients = clients
         self._revocations = revocations
         self._base = base
+        self._source = source
 
     @property
     def db(self) -> asyncpg.Pool:
         """The shared store's pool."""
         return self._db
 
-    def at(self, base: str) -> AuthorizationProvider:
-        """This provider for a request that reached the gateway at ``base``."""
-        return AuthorizationProvider(self._db, self._settings, self._clients, self._revocations, base)
+    def at(self, base: str, source: str | None = None) -> AuthorizationProvider:
+        """This provider for a request that reached the gateway at ``base`` from client address ``source``."""
+        return AuthorizationProvider(self._db, self._settings, self._clients, self._revocations, base, source)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         """A registered client, or the one a Client ID Metadata Document describes."""
         return await self._clients.get(client_id)
 
+    def needs_fetch(self, client_id: str) -> bool:
+        """Whether finding ``client_id`` would fetch its Client ID Metadata Document."""
+        return self._clients.needs_fetch(client_id)
+
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
-        """Keep a dynamically registered client (``RegistrationError`` for unusable redirect URIs)."""
+        """Keep a dynamically registered client with the address it registered from
+        (``RegistrationError`` for unusable redirect URIs)."""
         try:
-            await self._clients.register(client_info, None)
+            await self._clients.register(client_info, self._source)
         except ValueError as exc:
             raise RegistrationError("invalid_redirect_uri", str(exc)) from exc
 

@@ -1,7 +1,7 @@
 """The authorization server's HTTP surface: RFC 8414 metadata, RFC 9728 protected-resource metadata
-of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591, limited per
-client address and in size) handlers, and ``/revoke`` (RFC 7009), over ``AuthorizationProvider``.
-The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
+of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591) handlers
+(``/authorize`` and ``/register`` limited per client address and in size), and ``/revoke`` (RFC 7009),
+over ``AuthorizationProvider``. The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 REGISTRATION_MAX_BYTES = 16 * 1024
 """A registration (RFC 7591) larger than this is refused: client metadata is a few hundred bytes, and
 each registration is a row kept in Postgres."""
+AUTHORIZATION_MAX_BYTES = 8 * 1024
+"""An authorization request (query and form together) larger than this is refused: its ``state`` and
+PKCE challenge are kept in Postgres until the person decides, and a client needs a few hundred bytes."""
 _REGISTRATION = ClientRegistrationOptions(
     enabled=True, valid_scopes=[SCOPE, OFFLINE_SCOPE], default_scopes=[SCOPE, OFFLINE_SCOPE]
 )
@@ -127,10 +130,15 @@ class AuthorizationRoutes:
     async def _authorize(self, request: Request) -> Response:
         if (refused := _limited(self._authorizations, request)) is not None:
             return refused
+        if len(request.url.query) + len(await request.body()) > AUTHORIZATION_MAX_BYTES:
+            body = {"error": "invalid_request", "error_description": "Authorization request too large"}
+            return JSONResponse(body, status_code=400, headers=_NO_STORE)
         provider = self._provider.at(base_url(self._settings, request))
         return await AuthorizationHandler(provider).handle(request)
 
     async def _token(self, request: Request) -> Response:
+        if (refused := await self._fetch_limited(request)) is not None:
+            return refused
         return await TokenHandler(self._provider, self._clients).handle(request)
 
     async def _register(self, request: Request) -> Response:
@@ -139,11 +147,14 @@ class AuthorizationRoutes:
         if len(await request.body()) > REGISTRATION_MAX_BYTES:
             body = {"error": "invalid_client_metadata", "error_description": "Client metadata too large"}
             return JSONResponse(body, status_code=413, headers=_NO_STORE)
-        return await RegistrationHandler(self._provider, _REGISTRATION).handle(request)
+        provider = self._provider.at(base_url(self._settings, request), _address(request))
+        return await RegistrationHandler(provider, _REGISTRATION).handle(request)
 
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009 for every client. (The SDK's handler requires a ``client_secret`` form field,
         which neither a public client nor one authenticating with HTTP Basic sends.)"""
+        if (refused := await self._fetch_limited(request)) is not None:
+            return refused
         try:
             client = await self._clients.authenticate_request(request)
         except AuthenticationError as exc:
@@ -158,12 +169,24 @@ class AuthorizationRoutes:
             await self._provider.revoke_token(found)
         return Response(status_code=200, headers=_NO_STORE)  # unknown tokens too (RFC 7009 §2.2)
 
+    async def _fetch_limited(self, request: Request) -> Response | None:
+        """A client named by a document URL not cached makes the gateway fetch it: as often per client
+        address as ``/authorize`` may be asked (429 ``slow_down`` past that), at ``/token`` and ``/revoke`` too."""
+        client_id = (await request.form()).get("client_id")
+        if isinstance(client_id, str) and self._provider.needs_fetch(client_id):
+            return _limited(self._authorizations, request)
+        return None
+
 
 def _limited(limiter: RateLimiter, request: Request) -> Response | None:
     """429 ``slow_down`` when the client address is past ``limiter``'s rate, else None."""
     try:
-        limiter.check(request.client.host if request.client else "-")
+        limiter.check(_address(request))
     except RateLimited as exc:
         body = {"error": "slow_down", "error_description": exc.detail}
         return JSONResponse(body, status_code=429, headers={**exc.headers(), **_NO_STORE})
     return None
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "-"

@@ -22,7 +22,7 @@ _FROM_GRANT = "FROM mcp.oauth_grants g JOIN mcp.principals p ON p.key_id = g.key
 async def save_client(
     db: asyncpg.Pool, client_id: str, metadata: dict[str, Any], sealed_secret: str | None, source: str | None
 ) -> None:
-    """Store a dynamically registered client."""
+    """Store a dynamically registered client (``source``: the client address it registered from)."""
     await db.execute(
         "INSERT INTO mcp.oauth_clients(client_id, metadata, sealed_secret, registered_from) VALUES ($1, $2, $3, $4)",
         client_id,
@@ -33,7 +33,7 @@ async def save_client(
 
 
 async def client(db: asyncpg.Pool, client_id: str) -> Row | None:
-    """A registered client's metadata and secret hash."""
+    """A registered client's metadata and sealed secret."""
     return await db.fetchrow("SELECT metadata, sealed_secret FROM mcp.oauth_clients WHERE client_id = $1", client_id)
 
 

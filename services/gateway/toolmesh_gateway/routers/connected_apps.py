@@ -9,14 +9,14 @@ from fastapi import APIRouter, Depends, Path, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.connected_apps import ConnectedAppList, ConsentDecision, ConsentDecisionRequest, ConsentRequest
-from toolmesh_gateway.auth import Principal, require_principal, require_signer
+from toolmesh_gateway.auth import Principal, require_signer
 from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.dependencies import caller_of
 
 router = APIRouter(tags=["connected apps"])
-Auth = Annotated[Principal, Depends(require_principal)]
 Signer = Annotated[Principal, Depends(require_signer)]
-"""The consent is a person's own: a key limited to MCP endpoints may give it (for those endpoints)."""
+"""The consent is a person's own: a key limited to MCP endpoints may give it (for those endpoints), and
+see and end the apps it connected."""
 RequestId = Annotated[str, Path(min_length=16, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
 _REFUSALS: dict[int | str, dict[str, Any]] = {403: {"model": ErrorBody}, 404: {"model": ErrorBody}}
 
@@ -45,13 +45,13 @@ async def decide(
 
 
 @router.get("/api/v1/auth/apps", responses=_REFUSALS)
-async def list_apps(principal: Auth, service: ConsentService) -> ConnectedAppList:
+async def list_apps(principal: Signer, service: ConsentService) -> ConnectedAppList:
     """Connected apps: the caller's own (an admin: its namespace's; the owner: all)."""
     return await service.apps(principal)
 
 
 @router.delete("/api/v1/auth/apps/{app_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_REFUSALS)
-async def disconnect_app(app_id: str, request: Request, principal: Auth, service: ConsentService) -> Response:
+async def disconnect_app(app_id: str, request: Request, principal: Signer, service: ConsentService) -> Response:
     """Revoke a connected app: its tokens are refused at once by every gateway."""
     await service.disconnect(app_id, caller_of(request, principal))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
