@@ -154,7 +154,12 @@ async def test_unauthenticated_and_invalid_mode_are_refused(system: System) -> N
             response = await http.post(mcp_url(system), json=init, headers={**MCP_ACCEPT, **extra})
             assert response.status_code == 401, response.text
             assert response.json()["error_code"] == "UNAUTHORIZED"
-            assert response.headers["www-authenticate"] == "Bearer"
+            base = str(system.api.base_url).rstrip("/")
+            metadata = f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+            expected = f'Bearer {metadata}, scope="mcp"'
+            if extra:  # credentials were sent and refused (RFC 6750 §3.1)
+                expected = f'Bearer error="invalid_token", {metadata}, scope="mcp"'
+            assert response.headers["www-authenticate"] == expected
         auth = {**MCP_ACCEPT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
         response = await http.post(mcp_url(system, "everything"), json=init, headers=auth)
         assert response.status_code == 400 and response.json()["context"] == {"mode": "everything"}
