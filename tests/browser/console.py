@@ -71,6 +71,18 @@ class Toolmesh:
                 return server
         raise AssertionError(f"{server_id} did not connect:\n{self.log.read_text()[-3000:]}")
 
+    def wait_searchable(self, query: str, tool: str) -> None:
+        """Poll until a search for ``query`` finds ``tool`` (its namespaced name) with the skills the classifier gave it."""
+        with self.api() as api:
+
+            def found() -> bool:
+                hits: dict[str, Any] = api.post("/api/v1/search", json={"query": query, "limit": 50}).json()
+                return any(t["name"] == tool and t["skill_ids"] for t in hits.get("tools") or [])
+
+            if wait_until(found, START_SECONDS, interval=0.2):
+                return
+        raise AssertionError(f"a search for {query!r} never found {tool} with skills:\n{self.log.read_text()[-3000:]}")
+
 
 def start_toolmesh(data_dir: Path, log: Path, settings: Mapping[str, str] | None = None) -> Toolmesh:
     """``toolmesh up`` on a free port with its own data dir (and ``settings``, ``TOOLMESH_*``

@@ -128,6 +128,7 @@ def test_sign_in_register_a_server_and_watch_it_connect(console: Console, toolme
 def test_search_and_call_a_tool_from_the_playground(console: Console, toolmesh: Toolmesh) -> None:
     server = toolmesh.register(demo("calc"))
     toolmesh.wait_connected(server["id"])
+    toolmesh.wait_searchable("add two numbers", "calc.add")  # skills come from the classifier, after the connect
     page = console.page
     console.sign_in(toolmesh.token)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Tools").click()

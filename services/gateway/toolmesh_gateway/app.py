@@ -15,6 +15,7 @@ from toolmesh_gateway import observability
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.authorization_server.clients import ClientDirectory
 from toolmesh_gateway.authorization_server.consent import Consents
+from toolmesh_gateway.authorization_server.identity_provider import IdentityProvider
 from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
 from toolmesh_gateway.authorization_server.revocation import AppRevocations
 from toolmesh_gateway.authorization_server.routes import AuthorizationRoutes
@@ -85,7 +86,8 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
     clients = ClientDirectory(backends.db, box, settings, OAUTH_CLIENT_LIMITS)
     provider = AuthorizationProvider(backends.db, settings, clients, revocations)
-    app.state.consents = Consents(provider, revocations, feed.catalog)
+    identity_provider = IdentityProvider.configured(settings)
+    app.state.consents = Consents(provider, revocations, feed.catalog, identity_provider)
     app.state.search = await build_search(backends)
     app.state.rate_limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     app.state.event_hub = EventHub(backends.js)
@@ -111,7 +113,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(events.router)
     app.include_router(upstream_oauth.router)
     app.include_router(connected_apps.router)
-    app.router.routes.extend(AuthorizationRoutes(provider, settings).routes())
+    app.router.routes.extend(AuthorizationRoutes(provider, settings, identity_provider).routes())
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
     return app

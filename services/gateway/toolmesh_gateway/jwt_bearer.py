@@ -74,10 +74,16 @@ class JwtVerifier:
 
     def identity(self, claims: dict[str, Any]) -> tuple[str, Role, str]:
         """``(subject, role, namespace)`` from the configured claims."""
-        role = str(claims.get(self._settings.jwt_role_claim, ""))
-        namespace = str(claims.get(self._settings.jwt_namespace_claim, ""))
-        if role not in (Role.ADMIN, Role.AGENT, Role.USER):
-            raise Unauthorized(f"Token claim {self._settings.jwt_role_claim!r} must be 'admin', 'agent' or 'user'")
-        if not _NAMESPACE.match(namespace):
-            raise Unauthorized(f"Token claim {self._settings.jwt_namespace_claim!r} is not a valid namespace")
-        return str(claims["sub"]), Role(role), namespace
+        return identity_of(claims, self._settings)
+
+
+def identity_of(claims: dict[str, Any], settings: Settings) -> tuple[str, Role, str]:
+    """``(subject, role, namespace)`` of verified claims, read from the configured role and namespace
+    claims; ``Unauthorized`` when they are missing or not a role a token may carry (never ``owner``)."""
+    role = str(claims.get(settings.jwt_role_claim, ""))
+    namespace = str(claims.get(settings.jwt_namespace_claim, ""))
+    if role not in (Role.ADMIN, Role.AGENT, Role.USER):
+        raise Unauthorized(f"Token claim {settings.jwt_role_claim!r} must be 'admin', 'agent' or 'user'")
+    if not _NAMESPACE.match(namespace):
+        raise Unauthorized(f"Token claim {settings.jwt_namespace_claim!r} is not a valid namespace")
+    return str(claims["sub"]), Role(role), namespace

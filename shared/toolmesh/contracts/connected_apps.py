@@ -10,6 +10,14 @@ from pydantic import BaseModel, ConfigDict
 from toolmesh.contracts.keys import Role
 
 
+class ConsentPerson(BaseModel):
+    """Who answers a request after signing in at the identity provider (the ID token named them)."""
+
+    name: str
+    role: Role
+    namespace: str
+
+
 class ConsentRequest(BaseModel):
     """What a client asks for, shown on the consent page before the person allows or denies it."""
 
@@ -22,6 +30,17 @@ class ConsentRequest(BaseModel):
     endpoint: str
     scopes: list[str]
     expires_at: datetime
+    signed_in_as: ConsentPerson | None = None
+    """Set when the caller is the person who signed in at the identity provider for this request."""
+
+
+class SignInOptions(BaseModel):
+    """``GET /api/v1/oauth/sign-in``: how a signed-out person may answer a request besides an API key."""
+
+    identity_provider: str | None = None
+    """The name of the identity provider they may sign in with (None: API keys only)."""
+    sign_in_path: str | None = None
+    """Where to send the browser, with ``?request=<id>`` (None: API keys only)."""
 
 
 class ConsentDecisionRequest(BaseModel):

@@ -140,6 +140,12 @@ class Settings(BaseSettings):
     jwt_algorithms: tuple[str, ...] = ("RS256", "ES256")
     jwt_role_claim: str = "toolmesh_role"
     jwt_namespace_claim: str = "toolmesh_namespace"
+    # Sign-in with that identity provider (OpenID Connect) on the consent page of the authorization
+    # server below, as a client registered there: on when a client id is set (and the issuer above).
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    oidc_scopes: str = "openid profile email"
+    oidc_name: str | None = None  # how the consent page names the provider (default: its host)
 
     # The gateway's own OAuth authorization server for MCP clients (issue 26): on by default; off,
     # MCP clients bring API keys or the identity provider's JWTs above. Access tokens live an hour,

@@ -38,10 +38,17 @@ CODE_SECONDS = 60
 
 
 class GatewayCode(AuthorizationCode):
-    """A code as stored: who consented (``key_id``) and, once exchanged, the grant it gave."""
+    """A code as stored: who consented (an API key's ``key_id``, or a person's ``identity``) and, once
+    exchanged, the grant it gave."""
 
-    key_id: str
+    key_id: str | None
+    identity: dict[str, str] | None = None
     grant_id: str | None = None
+
+    @property
+    def consenter(self) -> store.Consenter:
+        """Who consented, as the grant keeps it."""
+        return store.Consenter(key_id=self.key_id, identity=self.identity)
 
 
 class GatewayRefreshToken(RefreshToken):
@@ -142,10 +149,10 @@ class AuthorizationProvider:
         )
         return f"{base}{CONSENT_PAGE}{request_id}"
 
-    async def issue_code(self, client_id: str, key_id: str, params: dict[str, Any]) -> str:
+    async def issue_code(self, client_id: str, consenter: store.Consenter, params: dict[str, Any]) -> str:
         """A single-use code for what the person allowed."""
         code = secrets.token_urlsafe(32)
-        await store.save_code(self._db, hash_token(code), client_id, key_id, params, _at(CODE_SECONDS))
+        await store.save_code(self._db, hash_token(code), client_id, consenter, params, _at(CODE_SECONDS))
         return code
 
     async def load_authorization_code(
@@ -156,6 +163,7 @@ class AuthorizationProvider:
         if row is None:
             return None
         params = json.loads(row["params"])
+        consenter = store.Consenter(row["key_id"], json.loads(row["identity"]) if row["identity"] else None)
         return GatewayCode(
             code=authorization_code,
             scopes=params["scopes"],
@@ -165,8 +173,9 @@ class AuthorizationProvider:
             redirect_uri=params["redirect_uri"],
             redirect_uri_provided_explicitly=params["redirect_uri_provided_explicitly"],
             resource=params["resource"],
-            subject=row["key_id"],
-            key_id=row["key_id"],
+            subject=consenter.principal_id,
+            key_id=consenter.key_id,
+            identity=consenter.identity,
             grant_id=row["grant_id"],
         )
 
@@ -184,7 +193,7 @@ class AuthorizationProvider:
             hash_token(authorization_code.code),
             {
                 "grant_id": grant_id,
-                "key_id": authorization_code.key_id,
+                "consenter": authorization_code.consenter,
                 "client_id": client.client_id,
                 "client_name": client.client_name,
                 "resource": authorization_code.resource,

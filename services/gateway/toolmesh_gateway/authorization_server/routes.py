@@ -1,7 +1,8 @@
 """The authorization server's HTTP surface: RFC 8414 metadata, RFC 9728 protected-resource metadata
 of every MCP endpoint, the SDK's ``/authorize``, ``/token`` and ``/register`` (RFC 7591) handlers
-(``/authorize`` and ``/register`` limited per client address and in size), and ``/revoke`` (RFC 7009),
-over ``AuthorizationProvider``. The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
+(``/authorize`` and ``/register`` limited per client address and in size), ``/revoke`` (RFC 7009),
+and the consent page's sign-in at the identity provider when one is configured (``sign_in``), over
+``AuthorizationProvider``. The issuer is ``TOOLMESH_PUBLIC_URL``, else the address the request reached."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ from toolmesh_gateway.authorization_server.addresses import (
     base_url,
     endpoint_path,
 )
+from toolmesh_gateway.authorization_server.identity_provider import IdentityProvider
 from toolmesh_gateway.authorization_server.provider import AuthorizationProvider
+from toolmesh_gateway.authorization_server.sign_in import SignInRoutes
 from toolmesh_gateway.rate_limit import RateLimiter
 
 CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
@@ -84,12 +87,19 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
 class AuthorizationRoutes:
     """The routes, over one provider and the registration limit of this gateway."""
 
-    def __init__(self, provider: AuthorizationProvider, settings: Settings) -> None:
+    def __init__(
+        self, provider: AuthorizationProvider, settings: Settings, identity_provider: IdentityProvider | None = None
+    ) -> None:
         self._provider = provider
         self._settings = settings
         self._clients = ClientAuthenticator(provider)
         self._registrations = RateLimiter(settings.oauth_registrations_per_minute / 60.0, 5)
         self._authorizations = RateLimiter(settings.oauth_authorizations_per_minute / 60.0, 20)
+        self._sign_in = (
+            SignInRoutes(identity_provider, provider.db, settings, self._authorizations)
+            if identity_provider is not None
+            else None
+        )
 
     def routes(self) -> list[BaseRoute]:
         """Metadata always; the authorization server's endpoints when it is on."""
@@ -115,6 +125,7 @@ class AuthorizationRoutes:
                 "/register", _cors(request_response(self._register), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]
             ),
             Route("/revoke", _cors(request_response(self._revoke), ["POST", "OPTIONS"]), methods=["POST", "OPTIONS"]),
+            *(self._sign_in.routes() if self._sign_in is not None else []),
         ]
 
     async def _server_metadata(self, request: Request) -> Response:

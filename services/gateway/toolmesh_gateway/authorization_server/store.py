@@ -5,18 +5,42 @@ replica reads and writes the same rows."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 Row = asyncpg.Record
+
+
+@dataclass(frozen=True)
+class Consenter:
+    """Who allowed a client: an API key (``key_id``), or a person of the identity provider, who has no
+    key (``identity``: ``principal_id``, ``name``, ``role``, ``namespace`` as its ID token gave them)."""
+
+    key_id: str | None = None
+    identity: dict[str, str] | None = None
+
+    @property
+    def principal_id(self) -> str:
+        """The consenting principal's id: its key's, or ``jwt:<sub>``."""
+        return self.key_id or (self.identity or {})["principal_id"]
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
 _GRANT = (
-    "g.grant_id::text AS grant_id, g.key_id::text AS key_id, g.client_id, g.client_name, g.resource, g.scopes, "
-    "g.access_expires_at, g.refresh_expires_at, g.created_at, g.refreshed_at, "
-    "p.name AS key_name, p.role, p.namespace, p.endpoints"
+    "g.grant_id::text AS grant_id, COALESCE(g.key_id::text, g.identity->>'principal_id') AS key_id, g.client_id, "
+    "g.client_name, g.resource, g.scopes, g.access_expires_at, g.refresh_expires_at, g.created_at, g.refreshed_at, "
+    "COALESCE(p.name, g.identity->>'name') AS key_name, COALESCE(p.role, g.identity->>'role') AS role, "
+    "COALESCE(p.namespace, g.identity->>'namespace') AS namespace, p.endpoints"
 )
-_FROM_GRANT = "FROM mcp.oauth_grants g JOIN mcp.principals p ON p.key_id = g.key_id"
+"""A grant with the principal that consented: an API key's row, or the identity it keeps (no key)."""
+_FROM_GRANT = "FROM mcp.oauth_grants g LEFT JOIN mcp.principals p ON p.key_id = g.key_id"
+_PRINCIPAL_ID = "COALESCE(g.key_id::text, g.identity->>'principal_id')"
 
 
 async def save_client(
@@ -61,11 +85,44 @@ async def save_request(
 
 
 async def pending_request(db: asyncpg.Pool, request_id: str) -> Row | None:
-    """An authorization request that has not expired."""
+    """An authorization request that has not expired, with whoever signed in at the identity provider for it."""
     return await db.fetchrow(
-        "SELECT client_id, client_name, issuer, params, expires_at FROM mcp.oauth_requests "
-        "WHERE request_id = $1 AND expires_at > now()",
+        "SELECT client_id, client_name, issuer, params, expires_at, identity, identity_secret_hash "
+        "FROM mcp.oauth_requests WHERE request_id = $1 AND expires_at > now()",
         request_id,
+    )
+
+
+async def start_sign_in(db: asyncpg.Pool, request_id: str, state_hash: str, sign_in: dict[str, str]) -> bool:
+    """Keep a sign-in at the identity provider for a waiting request (its ``state``, hashed, finds it
+    again; ``sign_in``: nonce and PKCE verifier); False when the request is gone."""
+    done = await db.fetchval(
+        "UPDATE mcp.oauth_requests SET sign_in_state_hash = $2, sign_in = $3 "
+        "WHERE request_id = $1 AND expires_at > now() RETURNING 1",
+        request_id,
+        state_hash,
+        json.dumps(sign_in),
+    )
+    return done is not None
+
+
+async def take_sign_in(db: asyncpg.Pool, state_hash: str) -> Row | None:
+    """The waiting request a sign-in's ``state`` belongs to, with the sign-in (used once: cleared)."""
+    return await db.fetchrow(
+        "UPDATE mcp.oauth_requests r SET sign_in_state_hash = NULL, sign_in = NULL "
+        "FROM (SELECT request_id, sign_in FROM mcp.oauth_requests WHERE sign_in_state_hash = $1 FOR UPDATE) old "
+        "WHERE r.request_id = old.request_id AND r.expires_at > now() RETURNING r.request_id, old.sign_in",
+        state_hash,
+    )
+
+
+async def sign_in_as(db: asyncpg.Pool, request_id: str, identity: dict[str, str], secret_hash: str) -> None:
+    """Who signed in for a waiting request, and the hash of the secret the browser shows to decide it."""
+    await db.execute(
+        "UPDATE mcp.oauth_requests SET identity = $2, identity_secret_hash = $3 WHERE request_id = $1",
+        request_id,
+        json.dumps(identity),
+        secret_hash,
     )
 
 
@@ -79,16 +136,22 @@ async def take_request(db: asyncpg.Pool, request_id: str) -> Row | None:
 
 
 async def save_code(
-    db: asyncpg.Pool, code_hash: str, client_id: str, key_id: str, params: dict[str, Any], expires_at: datetime
+    db: asyncpg.Pool,
+    code_hash: str,
+    client_id: str,
+    consenter: Consenter,
+    params: dict[str, Any],
+    expires_at: datetime,
 ) -> None:
     """Store a code the consent gave."""
     await db.execute("DELETE FROM mcp.oauth_codes WHERE expires_at < now() - interval '1 day'")
     await db.execute(
-        "INSERT INTO mcp.oauth_codes(code_hash, client_id, key_id, params, expires_at) "
-        "VALUES ($1, $2, $3::uuid, $4, $5)",
+        "INSERT INTO mcp.oauth_codes(code_hash, client_id, key_id, identity, params, expires_at) "
+        "VALUES ($1, $2, $3::uuid, $4, $5, $6)",
         code_hash,
         client_id,
-        key_id,
+        consenter.key_id,
+        _json(consenter.identity),
         json.dumps(params),
         expires_at,
     )
@@ -97,7 +160,7 @@ async def save_code(
 async def code(db: asyncpg.Pool, code_hash: str, client_id: str) -> Row | None:
     """A code of ``client_id`` (used or not: ``grant_id`` is set once it was exchanged)."""
     return await db.fetchrow(
-        "SELECT key_id::text AS key_id, params, extract(epoch FROM expires_at) AS expires_at, "
+        "SELECT key_id::text AS key_id, identity, params, extract(epoch FROM expires_at) AS expires_at, "
         "grant_id::text AS grant_id FROM mcp.oauth_codes WHERE code_hash = $1 AND client_id = $2",
         code_hash,
         client_id,
@@ -117,11 +180,12 @@ async def redeem_code(db: asyncpg.Pool, code_hash: str, grant: dict[str, Any]) -
         if used is None:
             return False
         await conn.execute(
-            "INSERT INTO mcp.oauth_grants(grant_id, key_id, client_id, client_name, resource, scopes, access_hash, "
-            "access_expires_at, refresh_hash, refresh_expires_at) "
-            "VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO mcp.oauth_grants(grant_id, key_id, identity, client_id, client_name, resource, scopes, "
+            "access_hash, access_expires_at, refresh_hash, refresh_expires_at) "
+            "VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             grant["grant_id"],
-            grant["key_id"],
+            grant["consenter"].key_id,
+            _json(grant["consenter"].identity),
             grant["client_id"],
             grant["client_name"],
             grant["resource"],
@@ -200,19 +264,20 @@ async def rotate(
 async def delete_grant(db: asyncpg.Pool, grant_id: str) -> Row | None:
     """Remove a grant (its tokens stop working); the removed row, None when there was none."""
     return await db.fetchrow(
-        "DELETE FROM mcp.oauth_grants g USING mcp.principals p WHERE g.grant_id = $1::uuid AND p.key_id = g.key_id "
-        "RETURNING g.grant_id::text AS grant_id, g.key_id::text AS key_id, g.client_id, g.client_name, g.resource, "
-        "p.name AS key_name, p.namespace",
+        "WITH g AS (DELETE FROM mcp.oauth_grants WHERE grant_id = $1::uuid RETURNING *) "
+        f"SELECT {_GRANT} FROM g LEFT JOIN mcp.principals p ON p.key_id = g.key_id",
         grant_id,
     )
 
 
 async def grants(db: asyncpg.Pool, *, key_id: str | None, namespace: str | None) -> list[Row]:
-    """Connected apps, newest first: of one key, else of a namespace (None: every namespace)."""
+    """Connected apps, newest first: of one principal (a key's id, or ``jwt:<sub>``), else of a namespace
+    (None: every namespace)."""
     return list(
         await db.fetch(
-            f"SELECT {_GRANT} {_FROM_GRANT} WHERE ($1::text IS NULL OR g.key_id::text = $1) "
-            "AND ($2::text IS NULL OR p.namespace = $2) ORDER BY g.created_at DESC",
+            f"SELECT {_GRANT} {_FROM_GRANT} WHERE ($1::text IS NULL OR {_PRINCIPAL_ID} = $1) "
+            "AND ($2::text IS NULL OR COALESCE(p.namespace, g.identity->>'namespace') = $2) "
+            "ORDER BY g.created_at DESC",
             key_id,
             namespace,
         )

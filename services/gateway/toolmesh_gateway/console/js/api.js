@@ -29,14 +29,15 @@ export class ApiError extends Error {
 }
 
 export class Api {
-  /** ``onUnauthorized`` runs when the key stops working (revoked, or never valid). */
+  /** ``onUnauthorized`` runs when the key stops working (revoked, or never valid). Without a token,
+   * requests carry only what the browser adds itself (the consent page's sign-in cookie). */
   constructor(token, onUnauthorized = () => {}) {
     this.token = token;
     this.onUnauthorized = onUnauthorized;
   }
 
   get headers() {
-    return { Authorization: `Bearer ${this.token}` };
+    return this.token ? { Authorization: `Bearer ${this.token}` } : {};
   }
 
   async request(method, path, body = undefined) {
