@@ -1,0 +1,73 @@
+"""The OpenID Connect identity provider peer (``tests/peers/oidc_provider.py``) as tests use it: started
+on a free loopback port for one client, signed-in user switched, next ID token spoiled, requests
+counted."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.peers.launch import running_process
+from toolmesh_cli.embedded import free_port
+
+PROVIDER = Path(__file__).parent / "peers" / "oidc_provider.py"
+
+
+@dataclass
+class OidcPeer:
+    """A running identity provider at ``url`` (its issuer), knowing one client."""
+
+    url: str
+    client_id: str
+    client_secret: str
+    redirect_uri: str
+
+    @property
+    def discovery_url(self) -> str:
+        """Where its OpenID Provider metadata is."""
+        return f"{self.url}/.well-known/openid-configuration"
+
+    async def login(self, user: str) -> None:
+        """Sign ``user`` in (``alice``, ``bob`` or ``mallory``): the next authorization is theirs."""
+        await self._control("login", {"user": user})
+
+    async def next(self, **knobs: Any) -> None:
+        """Spoil the next ID token only: ``issuer``, ``audience``, ``nonce``, ``expired``,
+        ``unsigned_kid``, ``claims``."""
+        await self._control("next", knobs)
+
+    async def stats(self) -> dict[str, int]:
+        """The ``authorize`` and ``token`` requests counted so far."""
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(f"{self.url}/control/stats")
+            answer.raise_for_status()
+            counts: dict[str, int] = answer.json()
+            return counts
+
+    async def _control(self, action: str, body: dict[str, Any]) -> None:
+        async with httpx.AsyncClient() as client:
+            (await client.post(f"{self.url}/control/{action}", json=body)).raise_for_status()
+
+
+@asynccontextmanager
+async def running_oidc_provider(
+    *, client_id: str, client_secret: str, redirect_uri: str, user: str = "alice"
+) -> AsyncIterator[OidcPeer]:
+    """The identity provider on a free loopback port, serving its discovery document, for one
+    confidential client; stopped (its whole process tree) on exit."""
+    port = free_port()
+    argv = [sys.executable, str(PROVIDER), "--port", str(port), "--client-id", client_id]
+    argv += ["--client-secret", client_secret, "--redirect-uri", redirect_uri, "--user", user]
+    async with running_process(argv, port=port):
+        peer = OidcPeer(f"http://127.0.0.1:{port}", client_id, client_secret, redirect_uri)
+        async with httpx.AsyncClient() as client:
+            metadata = (await client.get(peer.discovery_url)).json()
+        if metadata.get("issuer") != peer.url:
+            raise RuntimeError(f"port {port} answered a discovery document for {metadata.get('issuer')!r}")
+        yield peer
