@@ -4,9 +4,10 @@ counted."""
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import httpx
 
 from tests.peers.launch import running_process
+from toolmesh.platform import processes
+from toolmesh.platform.polling import wait_until
 from toolmesh_cli.embedded import free_port
 
 PROVIDER = Path(__file__).parent / "peers" / "oidc_provider.py"
@@ -55,6 +58,33 @@ class OidcPeer:
             (await client.post(f"{self.url}/control/{action}", json=body)).raise_for_status()
 
 
+def _argv(port: int, client_id: str, client_secret: str, redirect_uri: str, user: str) -> list[str]:
+    argv = [sys.executable, str(PROVIDER), "--port", str(port), "--client-id", client_id]
+    return [*argv, "--client-secret", client_secret, "--redirect-uri", redirect_uri, "--user", user]
+
+
+@contextmanager
+def oidc_provider_process(
+    *, client_id: str, client_secret: str, redirect_uri: str, user: str = "alice"
+) -> Iterator[str]:
+    """The same identity provider for synchronous tests (the browser's): its URL, once its discovery
+    document answers; stopped by its pid on exit."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = processes.spawn(_argv(port, client_id, client_secret, redirect_uri, user))
+    try:
+        found = wait_until(
+            lambda: httpx.get(f"{url}/.well-known/openid-configuration").is_success,
+            30,
+            interval=0.1,
+            retry_on=(httpx.TransportError,),
+        )
+        assert found, f"the identity provider did not answer at {url}"
+        yield url
+    finally:
+        processes.stop_sync(process, signal.SIGTERM, 10)
+
+
 @asynccontextmanager
 async def running_oidc_provider(
     *, client_id: str, client_secret: str, redirect_uri: str, user: str = "alice"
@@ -62,9 +92,7 @@ async def running_oidc_provider(
     """The identity provider on a free loopback port, serving its discovery document, for one
     confidential client; stopped (its whole process tree) on exit."""
     port = free_port()
-    argv = [sys.executable, str(PROVIDER), "--port", str(port), "--client-id", client_id]
-    argv += ["--client-secret", client_secret, "--redirect-uri", redirect_uri, "--user", user]
-    async with running_process(argv, port=port):
+    async with running_process(_argv(port, client_id, client_secret, redirect_uri, user), port=port):
         peer = OidcPeer(f"http://127.0.0.1:{port}", client_id, client_secret, redirect_uri)
         async with httpx.AsyncClient() as client:
             metadata = (await client.get(peer.discovery_url)).json()

@@ -72,7 +72,8 @@ class Toolmesh:
         raise AssertionError(f"{server_id} did not connect:\n{self.log.read_text()[-3000:]}")
 
     def wait_searchable(self, query: str, tool: str) -> None:
-        """Poll until a search for ``query`` finds ``tool`` (its namespaced name) with the skills the classifier gave it."""
+        """Poll until a search for ``query`` finds ``tool`` (its namespaced name) with the skills the
+        classifier gave it."""
         with self.api() as api:
 
             def found() -> bool:
@@ -84,10 +85,12 @@ class Toolmesh:
         raise AssertionError(f"a search for {query!r} never found {tool} with skills:\n{self.log.read_text()[-3000:]}")
 
 
-def start_toolmesh(data_dir: Path, log: Path, settings: Mapping[str, str] | None = None) -> Toolmesh:
-    """``toolmesh up`` on a free port with its own data dir (and ``settings``, ``TOOLMESH_*``
-    variables); returns once the API answers."""
-    port = free_port()
+def start_toolmesh(
+    data_dir: Path, log: Path, settings: Mapping[str, str] | None = None, port: int | None = None
+) -> Toolmesh:
+    """``toolmesh up`` on ``port`` (default: a free one) with its own data dir (and ``settings``,
+    ``TOOLMESH_*`` variables); returns once the API answers."""
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
     env.update(settings or {})
     env.update(TOOLMESH_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")

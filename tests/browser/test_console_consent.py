@@ -19,11 +19,14 @@ from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_p
 
 from tests.browser.console import Console, Toolmesh, launch_chromium, start_toolmesh, stop_toolmesh
 from tests.browser.oauth_client import Loopback, authorize, exchange, loopback, mcp_initialize, register
+from tests.oidc_peer import oidc_provider_process
 from toolmesh.platform.polling import wait_until
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 60_000
 CLIENT = "Browser Test Client"
+SSO_SECRET = "secret-of-the-gateway-at-the-provider"
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +224,52 @@ def test_the_consent_page_cannot_be_framed(
     frame.wait_for_load_state()
     assert not frame.url.startswith(toolmesh.url), frame.url  # blocked: an error page, not the console
     assert frame.get_by_role("button", name="Sign in").count() == 0
+
+
+@pytest.fixture(scope="module")
+def sso_toolmesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toolmesh]:
+    """A ``toolmesh up`` whose consent page signs people in at an OpenID Connect provider."""
+    port = free_port()
+    callback = f"http://127.0.0.1:{port}/oauth/sign-in/callback"
+    with oidc_provider_process(client_id="toolmesh", client_secret=SSO_SECRET, redirect_uri=callback) as issuer:
+        work = tmp_path_factory.mktemp("consent-sso")
+        settings = {"TOOLMESH_JWT_ISSUER": issuer, "TOOLMESH_JWT_JWKS_URL": f"{issuer}/jwks"}
+        settings |= {"TOOLMESH_OIDC_CLIENT_ID": "toolmesh", "TOOLMESH_OIDC_CLIENT_SECRET": SSO_SECRET}
+        running = start_toolmesh(work / "data", work / "up.log", settings | {"TOOLMESH_OIDC_NAME": "Example SSO"}, port)
+        try:
+            yield running
+        finally:
+            stop_toolmesh(running)
+
+
+def test_allow_after_signing_in_at_the_identity_provider(
+    browser: BrowserContext, sso_toolmesh: Toolmesh, client: Loopback
+) -> None:
+    client_id = register(sso_toolmesh, client.redirect_uri, CLIENT)
+    request = authorize(sso_toolmesh, client_id, client.redirect_uri)
+    console = Console(browser.new_page(), sso_toolmesh)
+    try:
+        page = console.page
+        page.goto(request.location)
+        expect(page.get_by_label("API key", exact=True)).to_be_visible()  # a key still works
+        page.get_by_role("link", name="Sign in with Example SSO").click()
+
+        expect(page.get_by_role("heading", name=f"Allow {CLIENT} to use toolmesh as you?")).to_be_visible()
+        expect(page.locator("#consent-identity")).to_have_text("alice@example.test · admin · default")
+        expect(page.get_by_role("button", name="Sign out")).to_have_count(0)  # signed in for this request only
+        assert console.unlabelled() == []
+        console.shot("consent-identity-provider")
+        page.get_by_role("button", name="Allow", exact=True).click()
+
+        got = answer(page, client)
+        assert got["state"] == request.state and got["code"], got
+        token = exchange(sso_toolmesh, client_id, client.redirect_uri, got["code"], request.verifier)
+        answered = mcp_initialize(sso_toolmesh, token)
+        assert answered.status_code == 200, answered.text
+        with sso_toolmesh.api() as api:
+            apps = api.get("/api/v1/auth/apps").json()["apps"]
+        people = [(a["key_name"], a["role"], a["namespace"]) for a in apps]
+        assert people == [("alice@example.test", "admin", "default")]
+        assert console.errors == []
+    finally:
+        console.page.close()

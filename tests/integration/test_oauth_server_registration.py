@@ -18,10 +18,13 @@ from tests.oauth_client_flow import (
     CONSENT_MARK,
     authorize,
     decide,
+    exchange,
+    mcp_status,
     query_of,
     register,
     registered,
     request_id_of,
+    tokens_of,
 )
 
 pytestmark = pytest.mark.integration
@@ -118,7 +121,11 @@ async def test_only_the_random_request_id_reaches_the_consent_page(nats_url: str
         assert anonymous.status_code == 401
 
 
-async def test_a_jwt_principal_cannot_consent(nats_url: str, database_url: str, tmp_path: Path) -> None:
+async def test_a_jwt_principal_consents_as_the_identity_its_token_names(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    """A person of the identity provider has no key: the grant keeps who their JWT named (role and
+    namespace of its claims), and the token acts as them."""
     key = rsa_key()
     keys = tmp_path / "jwks.json"
     keys.write_text(json.dumps(jwks(key, "k1")))
@@ -128,6 +135,11 @@ async def test_a_jwt_principal_cannot_consent(nats_url: str, database_url: str, 
     ):
         client = await registered(http)
         request_id = request_id_of(await authorize(http, client))
-        refused = await decide(http, request_id, token(key))
-        assert refused.status_code == 403 and refused.json()["error_code"] == "FORBIDDEN", refused.text
-        assert (await system.api.get(f"/api/v1/oauth/requests/{request_id}")).status_code == 200  # still waiting
+        allowed = await decide(http, request_id, token(key, toolmesh_role="user"))
+        assert allowed.status_code == 200, allowed.text
+        tokens = tokens_of(await exchange(http, client, query_of(allowed.json()["redirect_to"])["code"]))
+        assert await mcp_status(http, tokens.access) == 200
+        (app,) = (await system.api.get("/api/v1/auth/apps")).json()["apps"]
+        assert (app["key_id"], app["role"], app["namespace"]) == ("jwt:alice@example.test", "user", "team-j")
+        mine = await http.get("/api/v1/auth/apps", headers={"Authorization": f"Bearer {token(key)}"})
+        assert [a["id"] for a in mine.json()["apps"]] == [app["id"]]

@@ -69,7 +69,7 @@ class Consents:
             or not secrets.compare_digest(row["identity_secret_hash"], hash_token(secret))
         ):
             raise Unauthorized("Sign in to answer this request")
-        identity = json.loads(row["identity"])
+        identity = row["identity"]
         return Principal(
             key_id=identity["principal_id"],
             name=identity["name"],

@@ -163,7 +163,7 @@ class AuthorizationProvider:
         if row is None:
             return None
         params = json.loads(row["params"])
-        consenter = store.Consenter(row["key_id"], json.loads(row["identity"]) if row["identity"] else None)
+        consenter = store.Consenter(row["key_id"], row["identity"])
         return GatewayCode(
             code=authorization_code,
             scopes=params["scopes"],

@@ -6,7 +6,6 @@ PKCE verifier wait in Postgres with the request, so the callback may reach anoth
 
 from __future__ import annotations
 
-import json
 import secrets
 from urllib.parse import quote
 
@@ -80,7 +79,7 @@ class SignInRoutes:
             identity = await self._provider.finish(
                 request.query_params.get("code", ""),
                 request.query_params.get("iss"),
-                _sign_in(row["sign_in"]),
+                row["sign_in"],
                 base + CALLBACK_PATH,
             )
         except Unauthorized as exc:
@@ -101,11 +100,6 @@ class SignInRoutes:
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
-
-
-def _sign_in(value: str) -> dict[str, str]:
-    kept: dict[str, str] = json.loads(value)
-    return kept
 
 
 def _back(base: str, request_id: str, error: str | None) -> RedirectResponse:

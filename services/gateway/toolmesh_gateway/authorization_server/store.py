@@ -28,10 +28,6 @@ class Consenter:
         return self.key_id or (self.identity or {})["principal_id"]
 
 
-def _json(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value)
-
-
 _GRANT = (
     "g.grant_id::text AS grant_id, COALESCE(g.key_id::text, g.identity->>'principal_id') AS key_id, g.client_id, "
     "g.client_name, g.resource, g.scopes, g.access_expires_at, g.refresh_expires_at, g.created_at, g.refreshed_at, "
@@ -101,7 +97,7 @@ async def start_sign_in(db: asyncpg.Pool, request_id: str, state_hash: str, sign
         "WHERE request_id = $1 AND expires_at > now() RETURNING 1",
         request_id,
         state_hash,
-        json.dumps(sign_in),
+        sign_in,
     )
     return done is not None
 
@@ -121,7 +117,7 @@ async def sign_in_as(db: asyncpg.Pool, request_id: str, identity: dict[str, str]
     await db.execute(
         "UPDATE mcp.oauth_requests SET identity = $2, identity_secret_hash = $3 WHERE request_id = $1",
         request_id,
-        json.dumps(identity),
+        identity,
         secret_hash,
     )
 
@@ -151,7 +147,7 @@ async def save_code(
         code_hash,
         client_id,
         consenter.key_id,
-        _json(consenter.identity),
+        consenter.identity,
         json.dumps(params),
         expires_at,
     )
@@ -185,7 +181,7 @@ async def redeem_code(db: asyncpg.Pool, code_hash: str, grant: dict[str, Any]) -
             "VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             grant["grant_id"],
             grant["consenter"].key_id,
-            _json(grant["consenter"].identity),
+            grant["consenter"].identity,
             grant["client_id"],
             grant["client_name"],
             grant["resource"],
