@@ -5,11 +5,13 @@ without stickiness picks; its session works on both and outlives the replica tha
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -126,6 +128,36 @@ async def test_a_session_opened_on_one_replica_lists_and_calls_tools_on_the_othe
             assert {"echo", "add"} <= {tool.name for tool in (await session.list_tools()).tools}
             asked = await session.call_tool("ask", {"question": "and here?"})
             assert text_of(asked) == "model said: echo of and here?"
+
+
+class RoundRobin(Balancer):
+    """A load balancer without stickiness sending each request to the next replica in turn."""
+
+    def __init__(self, ports: list[int]) -> None:
+        super().__init__(ports[0])
+        self._turns = itertools.cycle(ports)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.port = next(self._turns)
+        return await super().handle_async_request(request)
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/remote"])
+async def test_the_answer_to_a_sampling_request_reaches_the_replica_whose_call_waits(
+    nats_url: str, database_url: str, path: str
+) -> None:
+    """Each request to the next replica: the client's answer to the upstream's sampling request is
+    posted to the replica that did not ask, which hands it over (before: the call never ended)."""
+    tool = "remote__ask" if path == "/mcp" else "ask"
+    async with replicas(nats_url, database_url) as r:
+        balancer = RoundRobin([r.port_a, r.port_b])
+        async with session_through(balancer, sampling=True, path=path) as session:
+            for question in ("first", "second", "third"):
+                with anyio.fail_after(60):
+                    asked = await session.call_tool(tool, {"question": question})
+                assert text_of(asked) == f"model said: echo of {question}", asked
+        posts = [port for method, port in balancer.served if method == "POST"]
+        assert {r.port_a, r.port_b} <= set(posts)
 
 
 async def test_a_session_survives_the_sigkill_of_the_replica_that_opened_it(nats_url: str, database_url: str) -> None:

@@ -32,12 +32,22 @@ class Recording:
 async def test_a_served_session_has_its_connections_channel_until_it_ends() -> None:
     channels, outbound = SessionChannels(), Recording()
     connection = Connection.for_loop(outbound, session_id="s1")
-    channels.add("s1", connection)
+    delivered: list[dict[str, Any]] = []
+
+    async def deliver(message: dict[str, Any]) -> bool:
+        delivered.append(message)
+        return True
+
+    channels.add("s1", connection, deliver)
     assert channels.connection("s1") is connection
     await channels.standalone("s1").send_raw_request("roots/list", None)
     assert outbound.sent == ["roots/list"]
+    answer = {"jsonrpc": "2.0", "id": "tm-0123456789ab-1", "result": {}}
+    assert await channels.deliver("s1", answer) is True and delivered == [answer]
+    assert await channels.deliver("s2", answer) is False
     channels.remove("s1")
     assert channels.connection("s1") is None and channels.standalone("s1") is NO_CHANNEL
+    assert await channels.deliver("s1", answer) is False and delivered == [answer]
 
 
 async def test_a_request_without_a_session_here_cannot_reach_its_client_outside_the_request() -> None:

@@ -3,11 +3,13 @@
 Each MCP client session has one subject, ``toolmesh.client.<replica>.<session>.<kind>``: the gateway
 replica holding the session subscribes to ``toolmesh.client.<replica>.>`` once and finds the session
 by id. ``request`` (sampling, elicitation, roots) is NATS request/reply; ``notify`` (log messages,
-progress, resource updates) is a plain publish.
+progress, resource updates) is a plain publish; ``answer`` carries a client's answer to one replica's
+request from the replica its POST reached (a load balancer without stickiness picks any).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,6 +29,21 @@ def client_id(replica: str, session: str) -> str:
     return f"{replica}.{session}"
 
 
+_ASKED_BY = re.compile(r"^tm-([0-9a-f]{12})-[0-9]+$")
+
+
+def asking_id(replica: str, number: int) -> str:
+    """The JSON-RPC id of a request a gateway replica sends a client: it names the replica, so the
+    client's answer, whichever replica it reaches, finds the one whose call waits for it."""
+    return f"tm-{replica}-{number}"
+
+
+def asked_by(request_id: object) -> str | None:
+    """The replica that sent the request a client's answer is for (None: not one of ``asking_id``'s)."""
+    found = _ASKED_BY.match(request_id) if isinstance(request_id, str) else None
+    return found.group(1) if found else None
+
+
 class ClientRequest(BaseModel):
     """An upstream's request for a client (``sampling/createMessage``, ``elicitation/create``, ``roots/list``).
 
@@ -43,6 +60,13 @@ class ClientRequest(BaseModel):
     call_id: str | None = None
     timeout_seconds: float
     request_id: str
+
+
+class ClientAnswer(BaseModel):
+    """A client's answer (a JSON-RPC response or error) to a request of another replica, relayed by the
+    replica the client's POST reached to the one that asked (``toolmesh.client.<replica>.<session>.answer``)."""
+
+    message: dict[str, Any]
 
 
 class ClientNotification(BaseModel):

@@ -23,15 +23,24 @@ import anyio
 import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from mcp.shared.dispatcher import Outbound
+from mcp.shared.dispatcher import CallOptions, Outbound
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Scope
 
-from toolmesh.contracts.clients import FORWARDED_REQUESTS, NO_CLIENT, ClientNotification, ClientRequest, client_id
+from toolmesh.contracts.clients import (
+    FORWARDED_REQUESTS,
+    NO_CLIENT,
+    ClientAnswer,
+    ClientNotification,
+    ClientRequest,
+    asked_by,
+    asking_id,
+    client_id,
+)
 from toolmesh.contracts.rpc import ClientGoneRpc, ClientRef, RpcReply
 from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
-from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus import dispatch, verbs
 from toolmesh.platform.bus.dispatch import Dispatcher
 from toolmesh.platform.bus.interface import Bus, Message, Subscription
 from toolmesh.platform.supervision import TaskSet
@@ -97,10 +106,15 @@ class ClientLinks:
         self._links: dict[str, ClientLink] = {}
         self._sub: Subscription | None = None
         self._local = itertools.count(1)
+        self._asked = itertools.count(1)  # the ids of the requests sent to clients (``asking_id``)
         self._answers = TaskSet("client requests")  # one per request: a slow client holds up no other
         self._dispatcher = Dispatcher(
             verbs.CLIENT,
-            {verbs.CLIENT_REQUEST: self._request, verbs.CLIENT_NOTIFY: self._notified},
+            {
+                verbs.CLIENT_REQUEST: self._request,
+                verbs.CLIENT_NOTIFY: self._notified,
+                verbs.CLIENT_ANSWER: self._answered,
+            },
             span_name="client",
             errors=_bus_error,
         )
@@ -160,6 +174,17 @@ class ClientLinks:
         """Forget a session that ended; returns its link (to release what it held upstream)."""
         return self._links.pop(client_id(self.replica, session), None)
 
+    async def relay(self, session: str, answer: dict[str, Any]) -> bool:
+        """Hand a session's client's answer to the replica whose request it answers (the client's POST
+        reached this one); False when this replica asked, or no replica did (the SDK's own handling)."""
+        replica = asked_by(answer.get("id"))
+        if replica is None or replica == self.replica:
+            return False
+        await dispatch.publish(
+            self._bus, verbs.CLIENT_ANSWER, client_id(replica, session), ClientAnswer(message=answer)
+        )
+        return True
+
     # -- the bus side ----------------------------------------------------------------------------
 
     async def _on_message(self, msg: Message) -> None:
@@ -191,11 +216,18 @@ class ClientLinks:
         if link is not None:
             await self._notify(link, note)
 
+    async def _answered(self, key: str, answer: ClientAnswer) -> None:
+        """A client's answer to a request of this replica, relayed by the replica its POST reached."""
+        session = key.partition(".")[2]
+        if not await self._channels.deliver(session, answer.message):
+            log.debug("answer for MCP session %s dropped: not served here", session[:16])
+
     async def _ask(self, link: ClientLink, request: ClientRequest) -> RpcReply:
         channel = link.calls.get(request.call_id or "") or link.standalone
+        opts: CallOptions = {"request_id": asking_id(self.replica, next(self._asked))}
         try:
             with anyio.fail_after(request.timeout_seconds):
-                result = await channel.send_raw_request(request.method, request.params)
+                result = await channel.send_raw_request(request.method, request.params, opts)
         except MCPError as exc:
             return _error_reply(exc.code, exc.message, exc.error.data)
         except TimeoutError:

@@ -7,12 +7,15 @@ of the request: when it is the result, it is the JSON body; when anything comes 
 a log message, a server → client request such as sampling), the stream opens with it and carries
 the rest, as the SDK's would. A result slower than ``json_wait_seconds`` comes on an SSE stream too,
 opened when that time is up: its pings keep proxies and load balancers from closing a quiet call.
-Everything else (``initialize``, notifications, responses, GET, DELETE, resumable streams with an
-event store) is the SDK's own handling.
+A client's answer to a server → client request of another gateway replica (a load balancer without
+stickiness sent it here) is relayed to that replica (``relay``), whose call waits for it. Everything
+else (``initialize``, notifications, other responses, GET, DELETE, resumable streams with an event
+store) is the SDK's own handling.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
 from typing import Any
@@ -31,6 +34,7 @@ from mcp.server.streamable_http import (
     check_accept_headers,
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.message import SessionMessage
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
@@ -46,6 +50,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+Relay = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Hands a client's answer to the replica whose request it answers; False when that is this one."""
+
 
 class LazyStreamTransport(StreamableHTTPServerTransport):
     """The SDK's transport, answering a request with JSON unless something precedes its result or
@@ -57,14 +64,35 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
         *,
         json_wait_seconds: float,
         event_store: EventStore | None = None,
+        relay: Relay | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(mcp_session_id, event_store=event_store, **kwargs)
         self.json_wait_seconds = json_wait_seconds
         self.resumable = event_store is not None
         """With an event store, every request keeps the SDK's (resumable) SSE stream."""
+        self._relay = relay
+
+    async def deliver(self, message: dict[str, Any]) -> bool:
+        """Take a client's answer that reached another replica as if it had been posted here (False: not
+        an answer, or the session is not served)."""
+        try:
+            answer = jsonrpc_message_adapter.validate_python(message)
+        except ValidationError:
+            return False
+        writer = self._read_stream_writer
+        if not isinstance(answer, JSONRPCResponse | JSONRPCError) or writer is None:
+            return False
+        try:
+            await writer.send(SessionMessage(answer))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
 
     async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        if self._relay is not None and await self._relayed(request):
+            await Response(status_code=HTTPStatus.ACCEPTED)(scope, receive, send)
+            return
         message = await self._plain_request(request)
         if message is None:
             await super()._handle_post_request(scope, request, receive, send)
@@ -97,6 +125,17 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
             await _json_answer(first.message, self.mcp_session_id)(scope, receive, send)
             return
         await self._stream(request_id, None if first is None else _sse_event(first), scope, receive, send)
+
+    async def _relayed(self, request: Request) -> bool:
+        """Whether the POST was a client's answer to another replica's request, handed to that replica."""
+        if request.headers.get("content-type", "").split(";")[0].strip() != CONTENT_TYPE_JSON:
+            return False
+        try:
+            body = pydantic_core.from_json(await request.body())
+        except ValueError:
+            return False
+        is_answer = isinstance(body, dict) and "method" not in body and ("result" in body or "error" in body)
+        return is_answer and self._relay is not None and await self._relay(body)
 
     async def _close_request_stream(self, request_id: str) -> None:
         """Close and unregister the stream of a request answered here (or abandoned)."""

@@ -44,6 +44,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         settings.mcp_json_wait_seconds,
         NamespaceSessions(settings.namespace_quota),
         channels,
+        links.relay,
     )
     front = FrontDoor(
         settings,

@@ -9,7 +9,7 @@ that just ended) has no standalone channel: ``NO_CHANNEL`` refuses requests and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -36,19 +36,31 @@ class NoChannel:
 NO_CHANNEL = NoChannel()
 
 
+Deliver = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Hands a client's message to a session's connection as if the client had posted it here."""
+
+
 class SessionChannels:
     """The connections of the sessions served here, registered by the session manager that made them."""
 
     def __init__(self) -> None:
         self._connections: dict[str, Connection] = {}
+        self._deliveries: dict[str, Deliver] = {}
 
-    def add(self, session_id: str, connection: Connection) -> None:
+    def add(self, session_id: str, connection: Connection, deliver: Deliver) -> None:
         """A session starts being served here."""
         self._connections[session_id] = connection
+        self._deliveries[session_id] = deliver
 
     def remove(self, session_id: str) -> None:
         """A session stopped being served here."""
         self._connections.pop(session_id, None)
+        self._deliveries.pop(session_id, None)
+
+    async def deliver(self, session_id: str, message: dict[str, Any]) -> bool:
+        """Give a session served here a message its client sent to another replica (False: none here)."""
+        deliver = self._deliveries.get(session_id)
+        return deliver is not None and await deliver(message)
 
     def connection(self, session_id: str) -> Connection | None:
         """The connection of a session served here."""

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -88,6 +89,8 @@ class SharedSessions:
     """The sessions this replica holds, per namespace (each namespace's fair share)."""
     channels: SessionChannels
     """The connection of every session served here (registered while it runs)."""
+    relay: Callable[[str, dict[str, Any]], Awaitable[bool]]
+    """Hands a session's client's answer to the replica whose request it answers (False: this one)."""
     managers: list[SharedSessionManager] = field(default_factory=list, init=False, repr=False)
     """Every session manager made here (a key's sessions may be served by several)."""
 
@@ -232,6 +235,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         result (so its next request may go to any replica), and discarded unless it succeeded."""
         session_id = http_transport.mcp_session_id
         assert session_id is not None and self._session_tasks is not None
+        assert isinstance(http_transport, LazyStreamTransport)  # ``_admit_session`` made it
         try:
             await self._admit(session_id, scope)
         except ToolmeshError as exc:
@@ -289,7 +293,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
 
     async def _run_session(
         self,
-        transport: StreamableHTTPServerTransport,
+        transport: LazyStreamTransport,
         record: McpSessionRecord | None,
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -302,7 +306,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 read_stream, write_stream, inline_methods=frozenset({"initialize"})
             )
             connection = _connection(dispatcher, session_id, record)
-            self._shared.channels.add(session_id, connection)
+            self._shared.channels.add(session_id, connection, transport.deliver)
             task_status.started()
             try:
                 idle_scope = transport.idle_scope or anyio.CancelScope()
@@ -334,7 +338,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         await self.discard(session_id)
         await self._shared.on_end(session_id)
 
-    def _transport(self, session_id: str) -> StreamableHTTPServerTransport:
+    def _transport(self, session_id: str) -> LazyStreamTransport:
         return LazyStreamTransport(
             mcp_session_id=session_id,
             is_json_response_enabled=self.json_response,
@@ -343,6 +347,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
             json_wait_seconds=self._shared.json_wait_seconds,
+            relay=partial(self._shared.relay, session_id),
         )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from toolmesh.contracts import rpc
-from toolmesh.contracts.clients import CLIENT_PREFIX, ClientNotification, ClientRequest
+from toolmesh.contracts.clients import CLIENT_PREFIX, ClientAnswer, ClientNotification, ClientRequest
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth, ClassifyTools, ConnectServer
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded
 from toolmesh.contracts.rpc import RPC_PREFIX, ToolProgress, progress_subject
@@ -103,6 +103,7 @@ DISCONNECT = Verb(RPC, "disconnect", rpc.DisconnectRpc, rpc.DisconnectRpcResult)
 
 CLIENT_REQUEST = Verb(CLIENT, "request", ClientRequest, None)
 CLIENT_NOTIFY = Verb(CLIENT, "notify", ClientNotification, None, replies=False)
+CLIENT_ANSWER = Verb(CLIENT, "answer", ClientAnswer, None, replies=False)
 
 SEARCH_QUERY = Verb(SEARCH, "query", SearchQuery, SearchResponse)
 SEARCH_HEALTH = Verb(SEARCH, "health", SearchHealthQuery, None)
@@ -121,6 +122,7 @@ VERBS: tuple[Verb, ...] = (
     DISCONNECT,
     CLIENT_REQUEST,
     CLIENT_NOTIFY,
+    CLIENT_ANSWER,
     SEARCH_QUERY,
     SEARCH_HEALTH,
 )
