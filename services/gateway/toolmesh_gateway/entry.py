@@ -1,7 +1,8 @@
 """The ASGI app the gateway's HTTP server runs: MCP requests beside the REST API's FastAPI stack.
 
 ``/mcp`` and ``/mcp/{name}`` go to the front door behind only the guards MCP needs, each once: the
-request span, the Origin/Host check, the body limit, and the contract's error answers (auth, the
+request span, the Origin/Host check, the body limit, and the contract's error answers (header values
+trimmed of surrounding whitespace first) (auth, the
 rate limit and namespace scoping are the front door's own). Either path with a trailing slash is
 redirected (307) to it, as FastAPI redirects its own routes. Every other request, odd ``/mcp/...``
 paths included, goes to the FastAPI app and its middleware (idempotency, its exception handlers,
@@ -50,13 +51,14 @@ class McpRoutes:
         self._routes = tuple(routes)
 
     def match(self, scope: Scope) -> Scope | None:
-        """The scope of the route ``scope`` fully matches (path params, the route), or None."""
+        """The scope of the route ``scope`` fully matches (path params, the route, header values without
+        the whitespace around them), or None."""
         if not scope["path"].startswith(MCP_PATH):
             return None
         for route in self._routes:
             match, child = route.matches(scope)
             if match is Match.FULL:
-                return {**scope, **child, "route": route}
+                return {**scope, **child, "route": route, "headers": _trimmed(scope["headers"])}
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,3 +83,9 @@ class GatewayEntry:
             await RedirectResponse(url.replace(path=url.path.rstrip("/")), status_code=307)(scope, receive, send)
         else:
             await self._rest(scope, receive, send)
+
+
+def _trimmed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Header values without leading or trailing whitespace, which is no part of a field value (RFC 9110
+    §5.5): ``Mcp-Name:   echo  `` names ``echo`` when checked against the body (2026-07-28)."""
+    return [(name, value.strip(b" \t")) for name, value in headers]

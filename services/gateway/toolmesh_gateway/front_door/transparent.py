@@ -156,8 +156,10 @@ class Transparent:
         return server
 
     async def _describe(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
-        """``initialize`` (and ``server/discover``) answered with what the upstream said about itself."""
-        if ctx.method not in ("initialize", "server/discover"):
+        """``initialize`` (and ``server/discover``) answered with what the upstream said about itself;
+        a 2026-07-28 request has no ``initialize`` (the SDK's answer: method not found, 404)."""
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if ctx.method not in ("initialize", "server/discover") or (modern and ctx.method == "initialize"):
             return await call_next(ctx)
         server = self._server(ctx)
         described = self._feed.catalog.offer(server.id).description
