@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import fnmatch
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -49,9 +50,16 @@ class CredentialBox:
         self.key_id = _key_id(current)
         self._aead = AESGCM(current)
         self._keys = {self.key_id: self._aead}
+        self._secrets = [current]  # current first, then those being rotated out
         for material in previous:
             key = _derive_key(material)
             self._keys.setdefault(_key_id(key), AESGCM(key))
+            self._secrets.append(key)
+
+    def purpose_keys(self, purpose: str) -> list[bytes]:
+        """Keys of their own for ``purpose``, another use of the same deployment secret (every replica
+        derives the same ones): from the current key first, then from the keys being rotated out."""
+        return [hmac.new(key, purpose.encode(), hashlib.sha256).digest() for key in self._secrets]
 
     @classmethod
     def from_settings(cls, current: str | None, previous: str | None) -> CredentialBox:

@@ -69,6 +69,18 @@ class ClientAnswer(BaseModel):
     message: dict[str, Any]
 
 
+class ResumeInput(BaseModel):
+    """A 2026-07-28 retry (``requestState`` with ``inputResponses``) that reached another replica than
+    the one whose upstream request waits for it (``toolmesh.client.<replica>.<parked id>.resume``):
+    who presented it and for which request (checked against the parked request as a local retry is),
+    and the client's answers. The reply is an ``RpcReply``: ``result`` is ``{"result": ...}`` (the
+    upstream's result) or ``{"input_required": ...}`` (another round), ``error`` a JSON-RPC error."""
+
+    starter: str
+    request: str
+    input_responses: dict[str, Any]
+
+
 class ClientNotification(BaseModel):
     """An upstream's notification for a client (``notifications/message``, ``.../resources/updated``, ...).
 

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from toolmesh.contracts.clients import (
     ClientAnswer,
     ClientNotification,
     ClientRequest,
+    ResumeInput,
     asked_by,
     asking_id,
     client_id,
@@ -107,6 +108,7 @@ class ClientLinks:
         self._sub: Subscription | None = None
         self._local = itertools.count(1)
         self._asked = itertools.count(1)  # the ids of the requests sent to clients (``asking_id``)
+        self._resume: Callable[[str, ResumeInput], Awaitable[RpcReply]] | None = None
         self._answers = TaskSet("client requests")  # one per request: a slow client holds up no other
         self._dispatcher = Dispatcher(
             verbs.CLIENT,
@@ -114,6 +116,7 @@ class ClientLinks:
                 verbs.CLIENT_REQUEST: self._request,
                 verbs.CLIENT_NOTIFY: self._notified,
                 verbs.CLIENT_ANSWER: self._answered,
+                verbs.CLIENT_RESUME: self._resumed,
             },
             span_name="client",
             errors=_bus_error,
@@ -174,6 +177,17 @@ class ClientLinks:
         """Forget a session that ended; returns its link (to release what it held upstream)."""
         return self._links.pop(client_id(self.replica, session), None)
 
+    def serve_resumes(self, resume: Callable[[str, ResumeInput], Awaitable[RpcReply]]) -> None:
+        """Who completes, here, a 2026-07-28 retry that reached another replica (by the parked id)."""
+        self._resume = resume
+
+    async def resume_at(self, replica: str, parked_id: str, retry: ResumeInput, timeout: float) -> RpcReply:
+        """Have ``replica``, whose upstream request waits, complete a retry that reached this one."""
+        body = await dispatch.request(
+            self._bus, verbs.CLIENT_RESUME, client_id(replica, parked_id), retry, timeout=timeout
+        )
+        return RpcReply.model_validate_json(body)
+
     async def relay(self, session: str, answer: dict[str, Any]) -> bool:
         """Hand a session's client's answer to the replica whose request it answers (the client's POST
         reached this one); False when this replica asked, or no replica did (the SDK's own handling)."""
@@ -215,6 +229,11 @@ class ClientLinks:
         link = self._links.get(key)
         if link is not None:
             await self._notify(link, note)
+
+    async def _resumed(self, key: str, retry: ResumeInput) -> RpcReply:
+        if self._resume is None:
+            return _error_reply(mcp_types.INVALID_PARAMS, "unknown or expired requestState")
+        return await self._resume(key.partition(".")[2], retry)
 
     async def _answered(self, key: str, answer: ClientAnswer) -> None:
         """A client's answer to a request of this replica, relayed by the replica its POST reached."""

@@ -6,12 +6,14 @@ That era has no server → client requests: a server answers ``tools/call``, ``p
 sessions stay in the handshake era, so toolmesh bridges: the upstream request keeps running while
 the upstream's sampling, elicitation or roots request is handed to the client as an input request;
 the retry delivers the client's answers to the waiting upstream and waits again, until the
-upstream result is there. Parked requests live in the gateway replica that parked them (a retry
-reaching another replica gets ``-32602`` "unknown requestState"); they expire after
+upstream result is there. Parked requests live in the gateway replica that parked them; a retry
+reaching another replica is relayed to that one over NATS (``resume``), which completes it as a
+local retry, so a load balancer may send a retry anywhere. They expire after
 ``MCP_AGGREGATOR_REQUEST_TIMEOUT``.
 
-A ``requestState`` is sealed (AES-256-GCM under a key of this process) and bound to the principal
-and namespace of the request that started the call: the same state presented by anyone else is
+A ``requestState`` is sealed (AES-256-GCM under a key every replica derives from the deployment's
+credential key) and names the parked request and its replica; the parked request is bound to the
+principal and namespace of the request that started the call: the same state presented by anyone else is
 answered like a state never issued (the one ``-32602``, the reason in the log only), and the
 parked request stays its starter's. It is bound as well to that request, which the retry repeats:
 its endpoint, method, target (tool or prompt name, resource uri) and arguments; a retry of another
@@ -25,18 +27,19 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import mcp_types
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from nats.errors import NoRespondersError
 
+from toolmesh.contracts.clients import ResumeInput
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.sessions import request_caller
@@ -51,17 +54,19 @@ OTHER_REQUEST = (
     "arguments of the request that received it"
 )
 """The answer to the starter's own state presented with another request."""
-T = TypeVar("T")
+RELAY_MARGIN_SECONDS = 5.0
+"""How much longer than the request timeout a replica waits for the one that parked a request."""
 
 
 @dataclass
 class _Parked:
     """An upstream request waiting for the client's retry, with the input requests it gave out."""
 
-    task: asyncio.Task[Any]
+    task: asyncio.Task[dict[str, Any]]
     link: ClientLink
     deadline: float
     starter: str  # the principal and namespace that started the call (``_starter``)
+    request: str  # the request that got the state, as its retry must repeat it (``_request_of``)
     pending: dict[str, PendingInput] = field(default_factory=dict)
 
 
@@ -90,19 +95,24 @@ def _request_of(ctx: Ctx) -> str:
 
 
 class InputBridge:
-    """Parks upstream requests whose upstream asked the client something, until the client answers."""
+    """Parks upstream requests whose upstream asked the client something, until the client answers;
+    a retry that reaches another replica is completed by the one that parked its request."""
 
-    def __init__(self, links: ClientLinks, timeout: float) -> None:
+    def __init__(self, links: ClientLinks, timeout: float, keys: Sequence[bytes]) -> None:
         self._links = links
         self._timeout = timeout
         self._parked: dict[str, _Parked] = {}  # by the id sealed in the state
-        self._codec = AESGCMRequestStateCodec([os.urandom(32)])
+        self._codec = AESGCMRequestStateCodec(list(keys))
+        links.serve_resumes(self._resume_here)
 
-    async def run(self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[T]]) -> T | mcp_types.InputRequiredResult:
+    async def run(
+        self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
         """``call``'s result, or an ``InputRequiredResult`` while the upstream waits for the client.
 
         A first request starts ``call`` with a link of its own; a retry (``requestState``) answers
-        the parked input requests from ``inputResponses`` and waits for the same upstream request.
+        the parked input requests from ``inputResponses`` and waits for the same upstream request,
+        here or on the replica that parked it.
         """
         self._expire()
         params = ctx.params or {}
@@ -111,9 +121,38 @@ class InputBridge:
         if state is None:
             link = self._links.detached(ctx)
             return await self._wait(asyncio.ensure_future(call(link)), link, starter, request)
-        parked_id = self._unsealed(state, starter, request)
-        parked = self._parked.pop(parked_id)
+        replica, parked_id = self._unsealed(state)
         answers = params.get("inputResponses") or {}
+        if replica == self._links.replica:
+            return await self._resume(parked_id, starter, request, answers)
+        return await self._resume_elsewhere(
+            replica, parked_id, ResumeInput(starter=starter, request=request, input_responses=answers)
+        )
+
+    def _unsealed(self, state: object) -> tuple[str, str]:
+        """The replica and id of the parked request ``state`` names; ``-32602`` when it is not a state
+        of this deployment (the reason going to the log)."""
+        try:
+            claims = json.loads(self._codec.unseal(str(state)))
+            return str(claims["replica"]), str(claims["id"])
+        except (InvalidRequestState, ValueError, KeyError, TypeError) as exc:
+            log.info("requestState refused: %s", str(exc) or type(exc).__name__)
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None
+
+    async def _resume(
+        self, parked_id: str, starter: str, request: str, answers: dict[str, Any]
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
+        """Answer a request parked here, when ``starter`` started it and ``request`` repeats the request
+        that got it (else ``-32602``: the one that says nothing to anyone but the starter), and wait again."""
+        parked = self._parked.get(parked_id)
+        if parked is None or not starter or parked.starter != starter:
+            if parked is not None:
+                log.warning("security: a requestState was presented by a principal that did not start its call")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
+        if parked.request != request:
+            log.info("requestState refused: presented with another request than the one it belongs to")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=OTHER_REQUEST)
+        del self._parked[parked_id]
         for key, pending in parked.pending.items():
             answer = answers.get(key)
             reply = (
@@ -124,29 +163,37 @@ class InputBridge:
             pending.respond(reply)
         return await self._wait(parked.task, parked.link, starter, request)
 
-    def _unsealed(self, state: object, starter: str, request: str) -> str:
-        """The id of the parked request ``state`` names, when it is parked, ``starter`` started it
-        and ``request`` repeats the request that got it; otherwise ``-32602`` (the one that says
-        nothing to anyone but the starter, the reason going to the log)."""
+    async def _resume_here(self, parked_id: str, retry: ResumeInput) -> RpcReply:
+        """A retry of a request parked here that reached another replica, as that replica relays it."""
+        self._expire()
         try:
-            claims = json.loads(self._codec.unseal(str(state)))
-            parked_id, bound_to, bound_request = str(claims["id"]), str(claims["starter"]), str(claims["request"])
-        except (InvalidRequestState, ValueError, KeyError, TypeError) as exc:
-            log.info("requestState refused: %s", str(exc) or type(exc).__name__)
+            outcome = await self._resume(parked_id, retry.starter, retry.request, retry.input_responses)
+        except MCPError as exc:
+            return RpcReply(ok=False, error={"code": exc.code, "message": exc.message})
+        if isinstance(outcome, mcp_types.InputRequiredResult):
+            return RpcReply(ok=True, result={"input_required": outcome.model_dump(by_alias=True, mode="json")})
+        return RpcReply(ok=True, result={"result": outcome})
+
+    async def _resume_elsewhere(
+        self, replica: str, parked_id: str, retry: ResumeInput
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
+        """Have the replica that parked the request complete the retry (``-32602`` when it is gone)."""
+        try:
+            reply = await self._links.resume_at(replica, parked_id, retry, self._timeout + RELAY_MARGIN_SECONDS)
+        except (NoRespondersError, TimeoutError) as exc:
+            log.info("requestState refused: its replica %s did not answer (%s)", replica, type(exc).__name__)
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None
-        parked = self._parked.get(parked_id)
-        if parked is None or not starter or not (bound_to == parked.starter == starter):
-            if parked is not None:
-                log.warning("security: a requestState was presented by a principal that did not start its call")
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
-        if bound_request != request:
-            log.info("requestState refused: presented with another request than the one it belongs to")
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=OTHER_REQUEST)
-        return parked_id
+        if not reply.ok or reply.result is None:
+            error = reply.error or {}
+            raise MCPError(code=int(error.get("code", mcp_types.INTERNAL_ERROR)), message=str(error.get("message")))
+        if "input_required" in reply.result:
+            return mcp_types.InputRequiredResult.model_validate(reply.result["input_required"], by_name=False)
+        result: dict[str, Any] = reply.result["result"]
+        return result
 
     async def _wait(
-        self, task: asyncio.Task[T], link: ClientLink, starter: str, request: str
-    ) -> T | mcp_types.InputRequiredResult:
+        self, task: asyncio.Task[dict[str, Any]], link: ClientLink, starter: str, request: str
+    ) -> dict[str, Any] | mcp_types.InputRequiredResult:
         asked = asyncio.ensure_future(link.inputs.get())
         try:
             await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
@@ -164,9 +211,9 @@ class InputBridge:
             pending.append(link.inputs.get_nowait())
         parked_id = secrets.token_urlsafe(18)
         by_key = {p.request.request_id: p for p in pending}
-        self._parked[parked_id] = _Parked(task, link, time.monotonic() + self._timeout, starter, by_key)
+        self._parked[parked_id] = _Parked(task, link, time.monotonic() + self._timeout, starter, request, by_key)
         requests = {key: {"method": p.request.method, "params": p.request.params or {}} for key, p in by_key.items()}
-        state = self._codec.seal(json.dumps({"id": parked_id, "starter": starter, "request": request}).encode())
+        state = self._codec.seal(json.dumps({"id": parked_id, "replica": self._links.replica}).encode())
         return mcp_types.InputRequiredResult.model_validate(
             {"inputRequests": requests, "requestState": state}, by_name=False
         )

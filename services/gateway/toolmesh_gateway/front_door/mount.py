@@ -21,6 +21,8 @@ from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls
 
 MCP_PATH = "/mcp"
+REQUEST_STATE = "mcp request state"
+"""The purpose the ``requestState`` keys are derived for from the credential key."""
 NAMED_PATH = "/mcp/{name}"
 
 
@@ -55,7 +57,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         app.state.rate_limiter,
         app.state.forwarder,
         links,
-        InputBridge(links, settings.request_timeout_seconds),
+        InputBridge(links, settings.request_timeout_seconds, app.state.credential_box.purpose_keys(REQUEST_STATE)),
         sessions,
     )
     transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from toolmesh.contracts import rpc
-from toolmesh.contracts.clients import CLIENT_PREFIX, ClientAnswer, ClientNotification, ClientRequest
+from toolmesh.contracts.clients import CLIENT_PREFIX, ClientAnswer, ClientNotification, ClientRequest, ResumeInput
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth, ClassifyTools, ConnectServer
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded
 from toolmesh.contracts.rpc import RPC_PREFIX, ToolProgress, progress_subject
@@ -104,6 +104,7 @@ DISCONNECT = Verb(RPC, "disconnect", rpc.DisconnectRpc, rpc.DisconnectRpcResult)
 CLIENT_REQUEST = Verb(CLIENT, "request", ClientRequest, None)
 CLIENT_NOTIFY = Verb(CLIENT, "notify", ClientNotification, None, replies=False)
 CLIENT_ANSWER = Verb(CLIENT, "answer", ClientAnswer, None, replies=False)
+CLIENT_RESUME = Verb(CLIENT, "resume", ResumeInput, None)
 
 SEARCH_QUERY = Verb(SEARCH, "query", SearchQuery, SearchResponse)
 SEARCH_HEALTH = Verb(SEARCH, "health", SearchHealthQuery, None)
@@ -123,6 +124,7 @@ VERBS: tuple[Verb, ...] = (
     CLIENT_REQUEST,
     CLIENT_NOTIFY,
     CLIENT_ANSWER,
+    CLIENT_RESUME,
     SEARCH_QUERY,
     SEARCH_HEALTH,
 )
