@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 HEAD_LIMIT = 64 * 1024
 
@@ -28,7 +29,9 @@ def _rewrite(head: bytes, token: str) -> bytes:
     return b"\r\n".join([lines[0], *kept, *extra]) + b"\r\n\r\n"
 
 
-async def _serve(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, port: int, token: str) -> None:
+async def _serve(
+    client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, ports: Iterator[int], token: str
+) -> None:
     try:
         head = await client_r.readuntil(b"\r\n\r\n")
         length = 0
@@ -36,7 +39,7 @@ async def _serve(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":", 1)[1])
         body = await client_r.readexactly(length) if length else b""
-        up_r, up_w = await asyncio.open_connection("127.0.0.1", port)
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", next(ports))
         up_w.write(_rewrite(head[:-4], token) + body)
         await up_w.drain()
         # Until the response ends, or the client hangs up (which must end a streamed response too).
@@ -53,9 +56,11 @@ async def _serve(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter,
 
 
 @contextlib.asynccontextmanager
-async def auth_proxy(target_port: int, token: str) -> AsyncIterator[int]:
-    """Serve on a free loopback port until the block exits; yields that port."""
-    server = await asyncio.start_server(lambda r, w: _serve(r, w, target_port, token), "127.0.0.1", 0, limit=HEAD_LIMIT)
+async def auth_proxy(target_port: int | Sequence[int], token: str) -> AsyncIterator[int]:
+    """Serve on a free loopback port until the block exits; yields that port. Several target ports:
+    each request goes to the next one in turn (a load balancer without stickiness)."""
+    ports = itertools.cycle([target_port] if isinstance(target_port, int) else target_port)
+    server = await asyncio.start_server(lambda r, w: _serve(r, w, ports, token), "127.0.0.1", 0, limit=HEAD_LIMIT)
     try:
         yield int(server.sockets[0].getsockname()[1])
     finally:

