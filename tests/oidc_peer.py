@@ -42,7 +42,7 @@ class OidcPeer:
 
     async def next(self, **knobs: Any) -> None:
         """Spoil the next ID token only: ``issuer``, ``audience``, ``nonce``, ``expired``,
-        ``unsigned_kid``, ``claims``."""
+        ``unsigned_kid``, ``wrong_alg``, ``claims``."""
         await self._control("next", knobs)
 
     async def stats(self) -> dict[str, int]:

@@ -15,8 +15,9 @@ token (``iss``, ``sub`` = the user's name, ``aud`` = the client id, ``iat``, ``e
 authorization request's ``nonce``, and the user's claims: ``name``, ``email``, ``toolmesh_role``,
 ``toolmesh_namespace``). ``POST /control/next`` makes the next ID token only hostile: ``issuer`` and
 ``audience`` (other values), ``nonce`` (a wrong one), ``"expired": true`` (``exp`` in the past),
-``"unsigned_kid": true`` (signed by a key the JWKS lacks, under its own ``kid``), ``claims`` (merged
-over the rest). ``GET /control/stats`` counts the ``authorize`` and ``token`` requests.
+``"unsigned_kid": true`` (signed by a key the JWKS lacks, under its own ``kid``), ``"wrong_alg": true``
+(ES256 by a key the JWKS lacks, under the ``kid`` of its RSA key), ``claims`` (merged over the rest).
+``GET /control/stats`` counts the ``authorize`` and ``token`` requests.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from urllib.parse import unquote_plus
 
 import jwt
 import uvicorn
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp.server.auth.provider import construct_redirect_uri
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,7 +58,7 @@ USERS: dict[str, dict[str, Any]] = {
 ID_TOKEN_SECONDS = 300
 ACCESS_SECONDS = 3600
 CODE_SECONDS = 60
-KNOBS = frozenset({"issuer", "audience", "nonce", "expired", "unsigned_kid", "claims"})
+KNOBS = frozenset({"issuer", "audience", "nonce", "expired", "unsigned_kid", "wrong_alg", "claims"})
 """What ``POST /control/next`` takes."""
 
 
@@ -109,6 +110,8 @@ class Provider:
         claims |= knobs.get("claims", {})
         if knobs.get("unsigned_kid"):
             return jwt.encode(claims, self.stray, "RS256", headers={"kid": f"stray-{secrets.token_hex(4)}"})
+        if knobs.get("wrong_alg"):
+            return jwt.encode(claims, ec.generate_private_key(ec.SECP256R1()), "ES256", headers={"kid": self.kid})
         return jwt.encode(claims, self.key, "RS256", headers={"kid": self.kid})
 
     def authenticated(self, request: Request, form: dict[str, str]) -> bool:

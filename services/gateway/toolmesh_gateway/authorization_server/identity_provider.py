@@ -135,7 +135,9 @@ class IdentityProvider:
             raise Unauthorized("The identity provider's ID token was issued to another client (azp)")
         return claims
 
-    async def _signing_key(self, id_token: str) -> Any:
+    async def _signing_key(self, id_token: str) -> jwt.PyJWK:
+        """The JWK the ID token names: as a ``PyJWK``, so the token is verified with that key's own
+        algorithm (another ``alg`` in the header is refused, not fed to a key of another kind)."""
         kid = jwt.get_unverified_header(id_token).get("kid")
         keys = await self._key_set(refresh=False)
         found = [k for k in keys.keys if kid is None or k.key_id == kid]
@@ -143,7 +145,7 @@ class IdentityProvider:
             found = [k for k in (await self._key_set(refresh=True)).keys if kid is None or k.key_id == kid]
         if not found:
             raise jwt.InvalidKeyError(f"no key {kid!r} in the identity provider's JWKS")
-        return found[0].key
+        return found[0]
 
     async def _key_set(self, *, refresh: bool) -> jwt.PyJWKSet:
         if self._keys is None or refresh or time.monotonic() - self._keys_at > METADATA_CACHE_SECONDS:
