@@ -4,6 +4,8 @@ meant to go; its fixture and helpers are reused here)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import jwt
 import pytest
@@ -17,6 +19,7 @@ from tests.integration.test_oauth_server_identity_provider import (
     setup,
     waiting_request,
 )
+from tests.oauth_client_flow import exchange, query_of, status_at, tokens_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["setup"]  # the fixture, imported for the tests of this module
@@ -44,3 +47,34 @@ async def test_a_bearer_token_of_another_algorithm_under_the_providers_key_id_is
         )
     assert refused.status_code == 401, refused.text
     assert refused.json()["error_code"] == "UNAUTHORIZED"
+
+
+async def test_two_callbacks_of_one_sign_in_in_parallel_sign_in_once(setup: Setup) -> None:
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        _, request_id = await waiting_request(browser)
+        started = await browser.get("/oauth/sign-in", params={"request": request_id})
+        callback = (await browser.get(started.headers["location"])).headers["location"]
+        answers = await asyncio.gather(browser.get(callback), browser.get(callback))
+    assert sorted(a.status_code for a in answers) == [303, 400], [a.text for a in answers]
+    assert sum("set-cookie" in a.headers for a in answers) == 1
+
+
+async def test_an_admin_of_another_namespace_neither_sees_nor_ends_a_persons_app(setup: Setup) -> None:
+    await setup.idp.login("bob")  # a user of namespace team-b
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        client, request_id = await waiting_request(browser)
+        assert error_of(await provider_sign_in(browser, request_id)) is None
+        decision = await browser.post(f"/api/v1/oauth/requests/{request_id}/decision", json={"allow": True})
+        tokens = tokens_of(await exchange(browser, client, query_of(decision.json()["redirect_to"])["code"]))
+    admin = await setup.system.create_key("admin-of-default", "admin")
+    async with setup.system.client_as(admin["token"]) as other:
+        assert (await other.get("/api/v1/auth/apps")).json() == {"apps": [], "total": 0}
+        (app,) = (await setup.system.api.get("/api/v1/auth/apps")).json()["apps"]
+        refused = await other.delete(f"/api/v1/auth/apps/{app['id']}")
+        assert refused.status_code == 404, refused.text
+    assert await status_at(setup.base, tokens.access) == 200
+    their_admin = await setup.system.create_key("admin-of-team-b", "admin", namespace="team-b")
+    async with setup.system.client_as(their_admin["token"]) as theirs:
+        assert [a["id"] for a in (await theirs.get("/api/v1/auth/apps")).json()["apps"]] == [app["id"]]
+        assert (await theirs.delete(f"/api/v1/auth/apps/{app['id']}")).status_code == 204
+    assert await status_at(setup.base, tokens.access) == 401
