@@ -15,6 +15,7 @@ from tests.integration.test_oauth_server_identity_provider import (
     COOKIE,
     Setup,
     error_of,
+    gateway_with_provider,
     provider_sign_in,
     setup,
     waiting_request,
@@ -78,3 +79,14 @@ async def test_an_admin_of_another_namespace_neither_sees_nor_ends_a_persons_app
         assert [a["id"] for a in (await theirs.get("/api/v1/auth/apps")).json()["apps"]] == [app["id"]]
         assert (await theirs.delete(f"/api/v1/auth/apps/{app['id']}")).status_code == 204
     assert await status_at(setup.base, tokens.access) == 401
+
+
+async def test_a_provider_whose_issuer_ends_with_a_slash_signs_people_in(nats_url: str, database_url: str) -> None:
+    async with (
+        gateway_with_provider(nats_url, database_url, issuer_slash=True) as slashed,
+        httpx.AsyncClient(base_url=slashed.base, timeout=30) as browser,
+    ):
+        _, request_id = await waiting_request(browser)
+        assert error_of(await provider_sign_in(browser, request_id)) is None
+        described = (await browser.get(f"/api/v1/oauth/requests/{request_id}")).json()
+        assert described["signed_in_as"]["name"] == "alice@example.test", described

@@ -1,9 +1,11 @@
 """An OpenID Connect identity provider for tests (127.0.0.1 only).
 
     python tests/peers/oidc_provider.py --port N --client-id ID --client-secret S --redirect-uri URI [--user NAME]
+        [--issuer-slash]
 
 The "upstream identity provider" a person signs in with: discovery at
-``/.well-known/openid-configuration`` (issuer ``http://127.0.0.1:N``), its RSA signing key (made at
+``/.well-known/openid-configuration`` (issuer ``http://127.0.0.1:N``; ``--issuer-slash``: with a trailing
+``/``, as some providers name themselves), its RSA signing key (made at
 start, ``kid`` set) at ``/jwks``, the authorization code flow with PKCE (S256 only) for the one
 confidential client of the flags (its one redirect URI, matched exactly; ``client_secret_basic`` or
 ``client_secret_post``), and ``/userinfo`` for the access token. ``/authorize`` shows nothing: it
@@ -138,15 +140,16 @@ def oauth_error(error: str, description: str, status: int = 400, headers: dict[s
 def build(provider: Provider) -> Starlette:
     """The app serving ``provider``."""
     issuer = provider.issuer
+    home = issuer.rstrip("/")
 
     async def discovery(request: Request) -> JSONResponse:
         return JSONResponse(
             {
                 "issuer": issuer,
-                "authorization_endpoint": f"{issuer}/authorize",
-                "token_endpoint": f"{issuer}/token",
-                "jwks_uri": f"{issuer}/jwks",
-                "userinfo_endpoint": f"{issuer}/userinfo",
+                "authorization_endpoint": f"{home}/authorize",
+                "token_endpoint": f"{home}/token",
+                "jwks_uri": f"{home}/jwks",
+                "userinfo_endpoint": f"{home}/userinfo",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code"],
                 "code_challenge_methods_supported": ["S256"],
@@ -262,8 +265,9 @@ def main() -> None:
     parser.add_argument("--client-secret", required=True)
     parser.add_argument("--redirect-uri", required=True)
     parser.add_argument("--user", choices=sorted(USERS), default="alice")
+    parser.add_argument("--issuer-slash", action="store_true", help="name the issuer with a trailing /")
     args = parser.parse_args()
-    issuer = f"http://127.0.0.1:{args.port}"
+    issuer = f"http://127.0.0.1:{args.port}" + ("/" if args.issuer_slash else "")
     provider = Provider(issuer, args.client_id, args.client_secret, args.redirect_uri, args.user)
     uvicorn.run(build(provider), host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -49,7 +49,8 @@ class IdentityProvider:
     """The configured OpenID Connect provider, its discovery document and keys cached."""
 
     def __init__(self, settings: Settings, issuer: str, client_id: str) -> None:
-        self.issuer = issuer.rstrip("/")
+        self.issuer = issuer
+        """As configured, compared exactly (OpenID Connect; some providers' issuers end with ``/``)."""
         self._settings = settings
         self._client_id = client_id
         self._secret = settings.oidc_client_secret
@@ -87,7 +88,7 @@ class IdentityProvider:
     async def finish(self, code: str, issuer: str | None, sign_in: dict[str, str], redirect_uri: str) -> dict[str, str]:
         """The person a completed sign-in names: ``principal_id`` (``jwt:<sub>``), ``name``, ``role`` and
         ``namespace``, from the ID token the code gives; ``Unauthorized`` when anything does not check out."""
-        if issuer is not None and issuer.rstrip("/") != self.issuer:  # RFC 9207: a mix-up
+        if issuer is not None and issuer != self.issuer:  # RFC 9207: a mix-up
             raise Unauthorized(f"The sign-in came back from {issuer}, not {self.issuer}")
         metadata = await self._discovery()
         async with self._client(redirect_uri) as client:
@@ -157,8 +158,8 @@ class IdentityProvider:
     async def _discovery(self) -> dict[str, Any]:
         """The provider's OpenID discovery document (cached); ``Unauthorized`` when it cannot be had."""
         if self._metadata is None or time.monotonic() > self._metadata_until:
-            metadata = await self._get(self.issuer + DISCOVERY_PATH)
-            if str(metadata.get("issuer", "")).rstrip("/") != self.issuer:
+            metadata = await self._get(self.issuer.rstrip("/") + DISCOVERY_PATH)
+            if metadata.get("issuer") != self.issuer:
                 named = metadata.get("issuer")
                 raise Unauthorized(f"The identity provider's discovery document names another issuer: {named}")
             missing = [k for k in ("authorization_endpoint", "token_endpoint", "jwks_uri") if not metadata.get(k)]
