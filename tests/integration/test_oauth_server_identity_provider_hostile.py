@@ -90,3 +90,12 @@ async def test_a_provider_whose_issuer_ends_with_a_slash_signs_people_in(nats_ur
         assert error_of(await provider_sign_in(browser, request_id)) is None
         described = (await browser.get(f"/api/v1/oauth/requests/{request_id}")).json()
         assert described["signed_in_as"]["name"] == "alice@example.test", described
+
+
+async def test_an_id_token_whose_nonce_is_not_ascii_signs_no_one_in(setup: Setup) -> None:
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        _, request_id = await waiting_request(browser)
+        await setup.idp.next(nonce="n\u00e9ant")
+        error = error_of(await provider_sign_in(browser, request_id))
+        assert error is not None and "nonce" in error.lower(), error
+        assert COOKIE not in browser.cookies

@@ -129,7 +129,7 @@ class IdentityProvider:
             )
         except jwt.PyJWTError as exc:
             raise Unauthorized(f"The identity provider's ID token was refused: {exc}") from exc
-        if not secrets.compare_digest(str(claims["nonce"]), nonce):
+        if not secrets.compare_digest(str(claims["nonce"]).encode(), nonce.encode()):  # str: ASCII only
             raise Unauthorized("The identity provider's ID token is for another sign-in (nonce)")
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self._client_id:
