@@ -5,12 +5,14 @@ meant to go; its fixture and helpers are reused here)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.harness import eventually
 from tests.integration.test_oauth_server_identity_provider import (
     COOKIE,
     Setup,
@@ -20,7 +22,7 @@ from tests.integration.test_oauth_server_identity_provider import (
     setup,
     waiting_request,
 )
-from tests.oauth_client_flow import exchange, query_of, status_at, tokens_of
+from tests.oauth_client_flow import exchange, query_of, refresh, status_at, tokens_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["setup"]  # the fixture, imported for the tests of this module
@@ -99,3 +101,29 @@ async def test_an_id_token_whose_nonce_is_not_ascii_signs_no_one_in(setup: Setup
         error = error_of(await provider_sign_in(browser, request_id))
         assert error is not None and "nonce" in error.lower(), error
         assert COOKIE not in browser.cookies
+
+
+async def test_a_persons_app_rotates_its_refresh_token_and_a_replay_ends_it(setup: Setup) -> None:
+    await setup.idp.login("bob")
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        client, request_id = await waiting_request(browser)
+        assert error_of(await provider_sign_in(browser, request_id)) is None
+        decision = await browser.post(f"/api/v1/oauth/requests/{request_id}/decision", json={"allow": True})
+        first = tokens_of(await exchange(browser, client, query_of(decision.json()["redirect_to"])["code"]))
+        second = tokens_of(await refresh(browser, client.client_id, first.refresh))
+        assert await status_at(setup.base, second.access) == 200
+        replayed = await refresh(browser, client.client_id, first.refresh)
+        assert replayed.status_code == 400, replayed.text
+    assert await status_at(setup.base, second.access) == 401
+
+    async def recorded() -> list[dict[str, Any]] | None:
+        entries = (await setup.system.api.get("/api/v1/audit", params={"namespace": "team-b"})).json()["entries"]
+        apps = [e for e in entries if str(e["event"]).startswith("app.")]
+        return apps if len(apps) == 2 else None
+
+    disconnected, connected = await eventually(recorded, what="app.connected and app.disconnected of bob's app")
+    assert (connected["event"], disconnected["event"]) == ("app.connected", "app.disconnected")
+    for entry in (connected, disconnected):
+        assert (entry["actor"], entry["namespace"]) == ("bob@example.test", "team-b"), entry
+        assert entry["details"]["key_id"] == "jwt:bob", entry
+    assert disconnected["details"]["reason"] == "refresh token replayed"
