@@ -24,12 +24,14 @@ PROVIDER = Path(__file__).parent / "peers" / "oidc_provider.py"
 
 @dataclass
 class OidcPeer:
-    """A running identity provider at ``url`` (its issuer), knowing one client."""
+    """A running identity provider at ``url``, knowing one client; ``issuer`` names it (``url``, or with a
+    trailing ``/``)."""
 
     url: str
     client_id: str
     client_secret: str
     redirect_uri: str
+    issuer: str
 
     @property
     def discovery_url(self) -> str:
@@ -42,7 +44,7 @@ class OidcPeer:
 
     async def next(self, **knobs: Any) -> None:
         """Spoil the next ID token only: ``issuer``, ``audience``, ``nonce``, ``expired``,
-        ``unsigned_kid``, ``claims``."""
+        ``unsigned_kid``, ``wrong_alg``, ``claims``."""
         await self._control("next", knobs)
 
     async def stats(self) -> dict[str, int]:
@@ -58,9 +60,12 @@ class OidcPeer:
             (await client.post(f"{self.url}/control/{action}", json=body)).raise_for_status()
 
 
-def _argv(port: int, client_id: str, client_secret: str, redirect_uri: str, user: str) -> list[str]:
+def _argv(
+    port: int, client_id: str, client_secret: str, redirect_uri: str, user: str, issuer_slash: bool = False
+) -> list[str]:
     argv = [sys.executable, str(PROVIDER), "--port", str(port), "--client-id", client_id]
-    return [*argv, "--client-secret", client_secret, "--redirect-uri", redirect_uri, "--user", user]
+    argv += ["--client-secret", client_secret, "--redirect-uri", redirect_uri, "--user", user]
+    return [*argv, "--issuer-slash"] if issuer_slash else argv
 
 
 @contextmanager
@@ -87,15 +92,17 @@ def oidc_provider_process(
 
 @asynccontextmanager
 async def running_oidc_provider(
-    *, client_id: str, client_secret: str, redirect_uri: str, user: str = "alice"
+    *, client_id: str, client_secret: str, redirect_uri: str, user: str = "alice", issuer_slash: bool = False
 ) -> AsyncIterator[OidcPeer]:
     """The identity provider on a free loopback port, serving its discovery document, for one
-    confidential client; stopped (its whole process tree) on exit."""
+    confidential client (``issuer_slash``: its issuer ends with ``/``); stopped (its whole process tree)
+    on exit."""
     port = free_port()
-    async with running_process(_argv(port, client_id, client_secret, redirect_uri, user), port=port):
-        peer = OidcPeer(f"http://127.0.0.1:{port}", client_id, client_secret, redirect_uri)
+    async with running_process(_argv(port, client_id, client_secret, redirect_uri, user, issuer_slash), port=port):
+        url = f"http://127.0.0.1:{port}"
+        peer = OidcPeer(url, client_id, client_secret, redirect_uri, url + ("/" if issuer_slash else ""))
         async with httpx.AsyncClient() as client:
             metadata = (await client.get(peer.discovery_url)).json()
-        if metadata.get("issuer") != peer.url:
+        if metadata.get("issuer") != peer.issuer:
             raise RuntimeError(f"port {port} answered a discovery document for {metadata.get('issuer')!r}")
         yield peer

@@ -7,6 +7,7 @@ and namespace the provider gave. Driven over HTTP as the browser's hops go, agai
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
@@ -46,15 +47,27 @@ class Setup:
         return str(self.system.api.base_url).rstrip("/")
 
 
-@pytest.fixture
-async def setup(nats_url: str, database_url: str) -> AsyncIterator[Setup]:
+@asynccontextmanager
+async def gateway_with_provider(
+    nats_url: str, database_url: str, *, issuer_slash: bool = False
+) -> AsyncIterator[Setup]:
+    """The gateway signing people in at a provider started for it (``issuer_slash``: whose issuer ends
+    with ``/``)."""
     port = free_port()
     callback = f"http://127.0.0.1:{port}/oauth/sign-in/callback"
-    async with running_oidc_provider(client_id=CLIENT_ID, client_secret=CLIENT_SECRET, redirect_uri=callback) as idp:
-        settings = {"jwt_issuer": idp.url, "jwt_jwks_url": f"{idp.url}/jwks"}
+    async with running_oidc_provider(
+        client_id=CLIENT_ID, client_secret=CLIENT_SECRET, redirect_uri=callback, issuer_slash=issuer_slash
+    ) as idp:
+        settings = {"jwt_issuer": idp.issuer, "jwt_jwks_url": f"{idp.url}/jwks"}
         settings |= {"oidc_client_id": CLIENT_ID, "oidc_client_secret": CLIENT_SECRET, "oidc_name": "Example SSO"}
         async with running_system(nats_url, database_url, port=port, **settings) as system:
             yield Setup(system, idp)
+
+
+@pytest.fixture
+async def setup(nats_url: str, database_url: str) -> AsyncIterator[Setup]:
+    async with gateway_with_provider(nats_url, database_url) as found:
+        yield found
 
 
 async def waiting_request(http: httpx.AsyncClient, resource: str | None = None) -> tuple[Client, str]:

@@ -1,9 +1,11 @@
 """An OpenID Connect identity provider for tests (127.0.0.1 only).
 
     python tests/peers/oidc_provider.py --port N --client-id ID --client-secret S --redirect-uri URI [--user NAME]
+        [--issuer-slash]
 
 The "upstream identity provider" a person signs in with: discovery at
-``/.well-known/openid-configuration`` (issuer ``http://127.0.0.1:N``), its RSA signing key (made at
+``/.well-known/openid-configuration`` (issuer ``http://127.0.0.1:N``; ``--issuer-slash``: with a trailing
+``/``, as some providers name themselves), its RSA signing key (made at
 start, ``kid`` set) at ``/jwks``, the authorization code flow with PKCE (S256 only) for the one
 confidential client of the flags (its one redirect URI, matched exactly; ``client_secret_basic`` or
 ``client_secret_post``), and ``/userinfo`` for the access token. ``/authorize`` shows nothing: it
@@ -15,8 +17,9 @@ token (``iss``, ``sub`` = the user's name, ``aud`` = the client id, ``iat``, ``e
 authorization request's ``nonce``, and the user's claims: ``name``, ``email``, ``toolmesh_role``,
 ``toolmesh_namespace``). ``POST /control/next`` makes the next ID token only hostile: ``issuer`` and
 ``audience`` (other values), ``nonce`` (a wrong one), ``"expired": true`` (``exp`` in the past),
-``"unsigned_kid": true`` (signed by a key the JWKS lacks, under its own ``kid``), ``claims`` (merged
-over the rest). ``GET /control/stats`` counts the ``authorize`` and ``token`` requests.
+``"unsigned_kid": true`` (signed by a key the JWKS lacks, under its own ``kid``), ``"wrong_alg": true``
+(ES256 by a key the JWKS lacks, under the ``kid`` of its RSA key), ``claims`` (merged over the rest).
+``GET /control/stats`` counts the ``authorize`` and ``token`` requests.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from urllib.parse import unquote_plus
 
 import jwt
 import uvicorn
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp.server.auth.provider import construct_redirect_uri
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,7 +60,7 @@ USERS: dict[str, dict[str, Any]] = {
 ID_TOKEN_SECONDS = 300
 ACCESS_SECONDS = 3600
 CODE_SECONDS = 60
-KNOBS = frozenset({"issuer", "audience", "nonce", "expired", "unsigned_kid", "claims"})
+KNOBS = frozenset({"issuer", "audience", "nonce", "expired", "unsigned_kid", "wrong_alg", "claims"})
 """What ``POST /control/next`` takes."""
 
 
@@ -109,6 +112,8 @@ class Provider:
         claims |= knobs.get("claims", {})
         if knobs.get("unsigned_kid"):
             return jwt.encode(claims, self.stray, "RS256", headers={"kid": f"stray-{secrets.token_hex(4)}"})
+        if knobs.get("wrong_alg"):
+            return jwt.encode(claims, ec.generate_private_key(ec.SECP256R1()), "ES256", headers={"kid": self.kid})
         return jwt.encode(claims, self.key, "RS256", headers={"kid": self.kid})
 
     def authenticated(self, request: Request, form: dict[str, str]) -> bool:
@@ -135,15 +140,16 @@ def oauth_error(error: str, description: str, status: int = 400, headers: dict[s
 def build(provider: Provider) -> Starlette:
     """The app serving ``provider``."""
     issuer = provider.issuer
+    home = issuer.rstrip("/")
 
     async def discovery(request: Request) -> JSONResponse:
         return JSONResponse(
             {
                 "issuer": issuer,
-                "authorization_endpoint": f"{issuer}/authorize",
-                "token_endpoint": f"{issuer}/token",
-                "jwks_uri": f"{issuer}/jwks",
-                "userinfo_endpoint": f"{issuer}/userinfo",
+                "authorization_endpoint": f"{home}/authorize",
+                "token_endpoint": f"{home}/token",
+                "jwks_uri": f"{home}/jwks",
+                "userinfo_endpoint": f"{home}/userinfo",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code"],
                 "code_challenge_methods_supported": ["S256"],
@@ -259,8 +265,9 @@ def main() -> None:
     parser.add_argument("--client-secret", required=True)
     parser.add_argument("--redirect-uri", required=True)
     parser.add_argument("--user", choices=sorted(USERS), default="alice")
+    parser.add_argument("--issuer-slash", action="store_true", help="name the issuer with a trailing /")
     args = parser.parse_args()
-    issuer = f"http://127.0.0.1:{args.port}"
+    issuer = f"http://127.0.0.1:{args.port}" + ("/" if args.issuer_slash else "")
     provider = Provider(issuer, args.client_id, args.client_secret, args.redirect_uri, args.user)
     uvicorn.run(build(provider), host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -62,15 +62,17 @@ class JwtVerifier:
             raise Unauthorized(f"Invalid bearer token: {exc}") from exc
         return decoded
 
-    async def _signing_key(self, token: str) -> Any:
+    async def _signing_key(self, token: str) -> jwt.PyJWK:
+        """The JWK the token names: as a ``PyJWK``, so the token is verified with that key's own algorithm
+        (another ``alg`` in the header is refused, not fed to a key of another kind)."""
         if self._client is not None:
-            return (await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key
+            return await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)
         assert self._keys is not None
         kid = jwt.get_unverified_header(token).get("kid")
         candidates = [k for k in self._keys.keys if kid is None or k.key_id == kid]
         if not candidates:
             raise jwt.InvalidKeyError(f"no key {kid!r} in the configured JWKS")
-        return candidates[0].key
+        return candidates[0]
 
     def identity(self, claims: dict[str, Any]) -> tuple[str, Role, str]:
         """``(subject, role, namespace)`` from the configured claims."""

@@ -49,7 +49,8 @@ class IdentityProvider:
     """The configured OpenID Connect provider, its discovery document and keys cached."""
 
     def __init__(self, settings: Settings, issuer: str, client_id: str) -> None:
-        self.issuer = issuer.rstrip("/")
+        self.issuer = issuer
+        """As configured, compared exactly (OpenID Connect; some providers' issuers end with ``/``)."""
         self._settings = settings
         self._client_id = client_id
         self._secret = settings.oidc_client_secret
@@ -87,7 +88,7 @@ class IdentityProvider:
     async def finish(self, code: str, issuer: str | None, sign_in: dict[str, str], redirect_uri: str) -> dict[str, str]:
         """The person a completed sign-in names: ``principal_id`` (``jwt:<sub>``), ``name``, ``role`` and
         ``namespace``, from the ID token the code gives; ``Unauthorized`` when anything does not check out."""
-        if issuer is not None and issuer.rstrip("/") != self.issuer:  # RFC 9207: a mix-up
+        if issuer is not None and issuer != self.issuer:  # RFC 9207: a mix-up
             raise Unauthorized(f"The sign-in came back from {issuer}, not {self.issuer}")
         metadata = await self._discovery()
         async with self._client(redirect_uri) as client:
@@ -128,14 +129,16 @@ class IdentityProvider:
             )
         except jwt.PyJWTError as exc:
             raise Unauthorized(f"The identity provider's ID token was refused: {exc}") from exc
-        if not secrets.compare_digest(str(claims["nonce"]), nonce):
+        if not secrets.compare_digest(str(claims["nonce"]).encode(), nonce.encode()):  # str: ASCII only
             raise Unauthorized("The identity provider's ID token is for another sign-in (nonce)")
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self._client_id:
             raise Unauthorized("The identity provider's ID token was issued to another client (azp)")
         return claims
 
-    async def _signing_key(self, id_token: str) -> Any:
+    async def _signing_key(self, id_token: str) -> jwt.PyJWK:
+        """The JWK the ID token names: as a ``PyJWK``, so the token is verified with that key's own
+        algorithm (another ``alg`` in the header is refused, not fed to a key of another kind)."""
         kid = jwt.get_unverified_header(id_token).get("kid")
         keys = await self._key_set(refresh=False)
         found = [k for k in keys.keys if kid is None or k.key_id == kid]
@@ -143,7 +146,7 @@ class IdentityProvider:
             found = [k for k in (await self._key_set(refresh=True)).keys if kid is None or k.key_id == kid]
         if not found:
             raise jwt.InvalidKeyError(f"no key {kid!r} in the identity provider's JWKS")
-        return found[0].key
+        return found[0]
 
     async def _key_set(self, *, refresh: bool) -> jwt.PyJWKSet:
         if self._keys is None or refresh or time.monotonic() - self._keys_at > METADATA_CACHE_SECONDS:
@@ -155,8 +158,8 @@ class IdentityProvider:
     async def _discovery(self) -> dict[str, Any]:
         """The provider's OpenID discovery document (cached); ``Unauthorized`` when it cannot be had."""
         if self._metadata is None or time.monotonic() > self._metadata_until:
-            metadata = await self._get(self.issuer + DISCOVERY_PATH)
-            if str(metadata.get("issuer", "")).rstrip("/") != self.issuer:
+            metadata = await self._get(self.issuer.rstrip("/") + DISCOVERY_PATH)
+            if metadata.get("issuer") != self.issuer:
                 named = metadata.get("issuer")
                 raise Unauthorized(f"The identity provider's discovery document names another issuer: {named}")
             missing = [k for k in ("authorization_endpoint", "token_endpoint", "jwks_uri") if not metadata.get(k)]
