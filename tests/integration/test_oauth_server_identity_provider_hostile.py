@@ -103,6 +103,17 @@ async def test_an_id_token_whose_nonce_is_not_ascii_signs_no_one_in(setup: Setup
         assert COOKIE not in browser.cookies
 
 
+async def test_a_name_the_person_chose_is_not_who_they_are_recorded_as(setup: Setup) -> None:
+    """An unverified email (or a display name) is the person's to choose: the consent page and the
+    audit log name them by their subject then (before: ``ceo@example.test``)."""
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        _, request_id = await waiting_request(browser)
+        await setup.idp.next(claims={"email": "ceo@example.test", "email_verified": False, "name": "The CEO"})
+        assert error_of(await provider_sign_in(browser, request_id)) is None
+        described = (await browser.get(f"/api/v1/oauth/requests/{request_id}")).json()
+    assert described["signed_in_as"]["name"] == "alice", described
+
+
 async def test_a_persons_app_rotates_its_refresh_token_and_a_replay_ends_it(setup: Setup) -> None:
     await setup.idp.login("bob")
     async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:

@@ -47,6 +47,7 @@ USERS: dict[str, dict[str, Any]] = {
     name: {
         "name": f"{name.title()} Example",
         "email": f"{name}@example.test",
+        "email_verified": True,
         "toolmesh_role": role,
         "toolmesh_namespace": namespace,
     }

@@ -106,7 +106,7 @@ class IdentityProvider:
             raise Unauthorized("The identity provider gave no ID token")
         claims = await self._verified(id_token, sign_in["nonce"])
         subject, role, namespace = identity_of(claims, self._settings)
-        name = str(claims.get("email") or claims.get("preferred_username") or claims.get("name") or subject)
+        name = str(claims["email"]) if claims.get("email") and claims.get("email_verified") is True else subject
         return {
             "principal_id": f"{JWT_PRINCIPAL_PREFIX}{subject}",
             "name": name,
