@@ -5,6 +5,7 @@ meant to go; its fixture and helpers are reused here)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -138,3 +139,24 @@ async def test_a_persons_app_rotates_its_refresh_token_and_a_replay_ends_it(setu
         assert (entry["actor"], entry["namespace"]) == ("bob@example.test", "team-b"), entry
         assert entry["details"]["key_id"] == "jwt:bob", entry
     assert disconnected["details"]["reason"] == "refresh token replayed"
+
+
+async def test_a_persons_app_ends_a_refresh_lifetime_after_consent_however_often_refreshed(setup: Setup) -> None:
+    """A person of the identity provider has no key whose revocation would end their apps: refreshing
+    never carries an app past ``TOOLMESH_OAUTH_REFRESH_TOKEN_SECONDS`` from the consent (before:
+    each refresh granted that long again, so the app never ended)."""
+    async with httpx.AsyncClient(base_url=setup.base, timeout=30) as browser:
+        client, request_id = await waiting_request(browser)
+        assert error_of(await provider_sign_in(browser, request_id)) is None
+        decision = await browser.post(f"/api/v1/oauth/requests/{request_id}/decision", json={"allow": True})
+        first = tokens_of(await exchange(browser, client, query_of(decision.json()["redirect_to"])["code"]))
+        tokens_of(await refresh(browser, client.client_id, first.refresh))
+    (app,) = [
+        a
+        for a in (await setup.system.api.get("/api/v1/auth/apps")).json()["apps"]
+        if a["client_id"] == client.client_id
+    ]
+    created = datetime.fromisoformat(app["created_at"])
+    lifetime = timedelta(seconds=setup.system.settings.oauth_refresh_token_seconds)
+    assert app["refreshed_at"] is not None
+    assert datetime.fromisoformat(app["refresh_expires_at"]) == created + lifetime, app

@@ -145,3 +145,18 @@ async def test_a_new_admin_token_ends_the_apps_the_old_one_allowed(gateway: Gate
     kept = await signed_in(gw.http, "rotated-admin-token", client=client)
     await seed_owner_key(gw.system.backends, "rotated-admin-token")  # a restart with the same token
     assert await mcp_status(gw.http, kept.access) == 200
+
+
+async def test_an_app_whose_tokens_expired_is_listed_no_more(gateway: Gateway) -> None:
+    """Both of its tokens expired (set in the store: the shortest lifetimes are minutes), the app is
+    gone from the list (before: listed for ever, though nothing could use it)."""
+    token = gateway.keys["user-a"]["token"]
+    await signed_in(gateway.http, token)
+    app_id = await _app_id(gateway, token)
+    await gateway.system.backends.db.execute(
+        "UPDATE mcp.oauth_grants SET access_expires_at = now() - interval '1 second', "
+        "refresh_expires_at = now() - interval '1 second' WHERE grant_id = $1::uuid",
+        app_id,
+    )
+    async with gateway.system.client_as(token) as api:
+        assert (await api.get("/api/v1/auth/apps")).json() == {"apps": [], "total": 0}

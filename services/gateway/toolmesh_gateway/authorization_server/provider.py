@@ -52,10 +52,12 @@ class GatewayCode(AuthorizationCode):
 
 
 class GatewayRefreshToken(RefreshToken):
-    """A refresh token with the grant it belongs to."""
+    """A refresh token with the grant it belongs to; ``consent_ends``: when the grant of a person of the
+    identity provider (no key to revoke) ends, however often it is refreshed."""
 
     grant_id: str
     key_id: str
+    consent_ends: datetime | None = None
 
 
 class GatewayAccessToken(AccessToken):
@@ -229,6 +231,7 @@ class AuthorizationProvider:
             subject=row["key_id"],
             grant_id=row["grant_id"],
             key_id=row["key_id"],
+            consent_ends=row["created_at"] + self._refresh_lifetime if row["is_person"] else None,
         )
 
     async def exchange_refresh_token(
@@ -240,7 +243,7 @@ class AuthorizationProvider:
             self._db,
             refresh_token.grant_id,
             hash_token(refresh_token.token),
-            self._token_rows(access, refresh),
+            self._token_rows(access, refresh, refresh_token.consent_ends),
             self._settings.oauth_refresh_token_seconds,
         )
         if not rotated:  # a concurrent refresh with the same token won: a replay all the same
@@ -271,12 +274,17 @@ class AuthorizationProvider:
         """Not offered (the metadata does not advertise the jwt-bearer grant)."""
         raise TokenError("unsupported_grant_type", "The JWT bearer grant is not supported")
 
-    def _token_rows(self, access: str, refresh: str) -> dict[str, Any]:
+    @property
+    def _refresh_lifetime(self) -> timedelta:
+        return timedelta(seconds=self._settings.oauth_refresh_token_seconds)
+
+    def _token_rows(self, access: str, refresh: str, ends: datetime | None = None) -> dict[str, Any]:
+        refresh_until = _at(self._settings.oauth_refresh_token_seconds)
         return {
             "access_hash": hash_token(access),
-            "access_expires_at": _at(self._settings.oauth_access_token_seconds),
+            "access_expires_at": min(_at(self._settings.oauth_access_token_seconds), ends or refresh_until),
             "refresh_hash": hash_token(refresh),
-            "refresh_expires_at": _at(self._settings.oauth_refresh_token_seconds),
+            "refresh_expires_at": min(refresh_until, ends or refresh_until),
         }
 
     def _answer(self, access: str, refresh: str, scopes: list[str]) -> OAuthToken:

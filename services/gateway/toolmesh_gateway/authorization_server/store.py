@@ -32,11 +32,13 @@ _GRANT = (
     "g.grant_id::text AS grant_id, COALESCE(g.key_id::text, g.identity->>'principal_id') AS key_id, g.client_id, "
     "g.client_name, g.resource, g.scopes, g.access_expires_at, g.refresh_expires_at, g.created_at, g.refreshed_at, "
     "COALESCE(p.name, g.identity->>'name') AS key_name, COALESCE(p.role, g.identity->>'role') AS role, "
-    "COALESCE(p.namespace, g.identity->>'namespace') AS namespace, p.endpoints"
+    "COALESCE(p.namespace, g.identity->>'namespace') AS namespace, p.endpoints, g.identity IS NOT NULL AS is_person"
 )
 """A grant with the principal that consented: an API key's row, or the identity it keeps (no key)."""
 _FROM_GRANT = "FROM mcp.oauth_grants g LEFT JOIN mcp.principals p ON p.key_id = g.key_id"
 _PRINCIPAL_ID = "COALESCE(g.key_id::text, g.identity->>'principal_id')"
+_LIVE = "GREATEST(g.access_expires_at, g.refresh_expires_at) > now()"
+"""A grant one of whose tokens still works (an expired one is listed no more, and removed a day on)."""
 
 
 async def save_client(
@@ -176,6 +178,10 @@ async def redeem_code(db: asyncpg.Pool, code_hash: str, grant: dict[str, Any]) -
         if used is None:
             return False
         await conn.execute(
+            "DELETE FROM mcp.oauth_grants g WHERE GREATEST(g.access_expires_at, g.refresh_expires_at) "
+            "< now() - interval '1 day'"
+        )
+        await conn.execute(
             "INSERT INTO mcp.oauth_grants(grant_id, key_id, identity, client_id, client_name, resource, scopes, "
             "access_hash, access_expires_at, refresh_hash, refresh_expires_at) "
             "VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -267,13 +273,13 @@ async def delete_grant(db: asyncpg.Pool, grant_id: str) -> Row | None:
 
 
 async def grants(db: asyncpg.Pool, *, key_id: str | None, namespace: str | None) -> list[Row]:
-    """Connected apps, newest first: of one principal (a key's id, or ``jwt:<sub>``), else of a namespace
-    (None: every namespace)."""
+    """Connected apps whose tokens still work, newest first: of one principal (a key's id, or
+    ``jwt:<sub>``), else of a namespace (None: every namespace)."""
     return list(
         await db.fetch(
             f"SELECT {_GRANT} {_FROM_GRANT} WHERE ($1::text IS NULL OR {_PRINCIPAL_ID} = $1) "
             "AND ($2::text IS NULL OR COALESCE(p.namespace, g.identity->>'namespace') = $2) "
-            "ORDER BY g.created_at DESC",
+            f"AND {_LIVE} ORDER BY g.created_at DESC",
             key_id,
             namespace,
         )
