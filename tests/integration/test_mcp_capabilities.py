@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import Received, sample_by_echo, session_at, text_of
@@ -211,3 +212,23 @@ async def test_sampling_reaches_a_2026_07_28_client_as_an_input_request(system: 
         assert client.session.protocol_version == "2026-07-28"
         result = await client.call_tool(tool, {"question": "modern?"})
     assert text_of(result) == "model said: echo of modern?", result
+
+
+@pytest.mark.parametrize(("path", "tool"), [("/mcp", "gamma__add_tool"), ("/mcp/gamma", "add_tool")])
+async def test_a_2026_07_28_client_listens_for_list_changes(system: System, path: str, tool: str) -> None:
+    """``subscriptions/listen`` (the stateless era's stream of changes): acknowledged, then told when the
+    tool list changes (before: ``/mcp/{name}`` answered -32601)."""
+    url = f"http://{system.settings.host}:{system.settings.port}{path}"
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="auto") as client,
+    ):
+        assert client.session.protocol_version == "2026-07-28"
+        async with client.listen(tools_list_changed=True) as subscription:
+            assert subscription.honored.tools_list_changed is True
+            await client.call_tool(tool, {"name": "listened_for"})
+            with anyio.fail_after(20):
+                event = await anext(aiter(subscription))
+        assert isinstance(event, ToolsListChanged), event
+        assert "listened_for" in str([t.name for t in (await client.list_tools()).tools])

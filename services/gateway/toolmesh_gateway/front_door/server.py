@@ -23,7 +23,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -45,7 +45,7 @@ from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.aggregate import Aggregate
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
-from toolmesh_gateway.front_door.eras import CACHE_HINTS
+from toolmesh_gateway.front_door.eras import CACHE_HINTS, list_changes
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import url_elicitation
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
@@ -360,7 +360,8 @@ class FrontDoor:
             seen = now
             if tools:
                 self._listings = {}
-                await self._bus.publish(ToolsListChanged())
+            for event in list_changes(tools, resources, prompts):
+                await self._bus.publish(event)
             for key, session in list(self._sessions.items()):
                 try:
                     with anyio.fail_after(ANNOUNCE_TIMEOUT_SECONDS):

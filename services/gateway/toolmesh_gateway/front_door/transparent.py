@@ -28,6 +28,7 @@ import mcp_types
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -42,7 +43,7 @@ from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
-from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client
+from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
@@ -94,6 +95,11 @@ class Transparent:
         self.server.add_request_handler("resources/unsubscribe", mcp_types.RequestParams, self._unsubscribe)
         self.server.add_request_handler("logging/setLevel", mcp_types.RequestParams, self._set_level)
         self.server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, self._track)
+        self.server.add_request_handler(
+            "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, self._listen
+        )
+        self._listeners: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, Lists]] = {}
+        """Per server with 2026-07-28 listen streams: their bus, its handler, the lists they last heard of."""
         self.manager = sessions.manager(self.server, self._adopted)
         self._sessions: dict[str, tuple[str, Announceable, Lists]] = {}  # session id -> server id, session, lists
         self._rediscovered: dict[str, frozenset[tuple[str, str]]] = {}  # "server id/kind" -> live definitions reported
@@ -129,8 +135,32 @@ class Transparent:
         while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
             self._sessions.pop(next(iter(self._sessions)))
 
+    async def _listen(
+        self, ctx: Ctx, params: mcp_types.SubscriptionsListenRequestParams
+    ) -> mcp_types.SubscriptionsListenResult:
+        """A 2026-07-28 ``subscriptions/listen`` stream of the server's list changes (any replica's
+        catalog follows them, so the stream may be held by any replica)."""
+        server = self._server(ctx)
+        found = self._listeners.get(server.id)
+        if found is None:
+            bus = InMemorySubscriptionBus()
+            found = self._listeners[server.id] = (bus, ListenHandler(bus), self._lists(server.id))
+        return await found[1](ctx, params)
+
+    async def _tell_listeners(self) -> None:
+        """Publish each server's list changes since its listen streams last heard."""
+        for server_id, (bus, handler, seen) in list(self._listeners.items()):
+            now = self._lists(server_id)
+            if now == seen:
+                continue
+            self._listeners[server_id] = (bus, handler, now)
+            for event in list_changes(now[0] != seen[0], now[1] != seen[1], now[2] != seen[2]):
+                await bus.publish(event)
+
     async def announce(self) -> None:
-        """Send ``list_changed`` for each list of a session's server that changed since it last heard."""
+        """Send ``list_changed`` for each list of a session's server that changed since it last heard
+        (and to the server's 2026-07-28 listen streams)."""
+        await self._tell_listeners()
         for key, (server_id, session, seen) in list(self._sessions.items()):
             now = self._lists(server_id)
             if now == seen:
