@@ -160,6 +160,32 @@ async def test_the_answer_to_a_sampling_request_reaches_the_replica_whose_call_w
         assert {r.port_a, r.port_b} <= set(posts)
 
 
+class ByMethod(Balancer):
+    """A load balancer that sends a session's GET (its standalone stream) to one replica and every POST
+    to the other."""
+
+    def __init__(self, post: int, get: int) -> None:
+        super().__init__(post)
+        self._post, self._get = post, get
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.port = self._get if request.method == "GET" else self._post
+        return await super().handle_async_request(request)
+
+
+async def test_a_resource_update_reaches_the_stream_held_by_the_other_replica(nats_url: str, database_url: str) -> None:
+    """Subscribed through replica A, listening on replica B's standalone stream: the update the
+    upstream sends reaches the client (before: A had no stream to send it on and dropped it)."""
+    async with replicas(nats_url, database_url) as r:
+        balancer, received = ByMethod(post=r.port_a, get=r.port_b), Received()
+        async with session_through(balancer, received=received) as session:
+            await eventually(lambda: _true(("GET", r.port_b) in balancer.served), timeout=20, what="GET stream on B")
+            await session.subscribe_resource("demo://logo")
+            await session.call_tool("remote__touch", {"uri": "demo://logo"})
+            await eventually(lambda: _true(received.updated("demo://logo") > 0), timeout=20, what="the update")
+        assert {port for method, port in balancer.served if method == "POST"} == {r.port_a}
+
+
 async def test_a_session_survives_the_sigkill_of_the_replica_that_opened_it(nats_url: str, database_url: str) -> None:
     async with replicas(nats_url, database_url) as r:
         balancer = Balancer(r.port_b)

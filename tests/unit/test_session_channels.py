@@ -29,17 +29,27 @@ class Recording:
         self.sent.append(method)
 
 
+class Transport:
+    """A session's transport: whether its standalone stream is open here, and what it was handed."""
+
+    def __init__(self) -> None:
+        self.streaming = False
+        self.delivered: list[dict[str, Any]] = []
+
+    async def deliver(self, message: dict[str, Any]) -> bool:
+        self.delivered.append(message)
+        return True
+
+
 async def test_a_served_session_has_its_connections_channel_until_it_ends() -> None:
     channels, outbound = SessionChannels(), Recording()
     connection = Connection.for_loop(outbound, session_id="s1")
-    delivered: list[dict[str, Any]] = []
-
-    async def deliver(message: dict[str, Any]) -> bool:
-        delivered.append(message)
-        return True
-
-    channels.add("s1", connection, deliver)
-    assert channels.connection("s1") is connection
+    transport = Transport()
+    delivered = transport.delivered
+    channels.add("s1", connection, transport)
+    assert channels.connection("s1") is connection and channels.streaming("s1") is False
+    transport.streaming = True
+    assert channels.streaming("s1") is True and channels.streaming("s2") is False
     await channels.standalone("s1").send_raw_request("roots/list", None)
     assert outbound.sent == ["roots/list"]
     answer = {"jsonrpc": "2.0", "id": "tm-0123456789ab-1", "result": {}}
@@ -48,6 +58,7 @@ async def test_a_served_session_has_its_connections_channel_until_it_ends() -> N
     channels.remove("s1")
     assert channels.connection("s1") is None and channels.standalone("s1") is NO_CHANNEL
     assert await channels.deliver("s1", answer) is False and delivered == [answer]
+    assert channels.streaming("s1") is False
 
 
 async def test_a_request_without_a_session_here_cannot_reach_its_client_outside_the_request() -> None:

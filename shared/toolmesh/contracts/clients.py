@@ -29,6 +29,11 @@ def client_id(replica: str, session: str) -> str:
     return f"{replica}.{session}"
 
 
+EVERY_REPLICA = "any"
+"""The replica token of a client subject every gateway replica listens on (a replica's own id is 12 hex
+digits): a notification for a session's standalone stream that the replica holding the client's link
+does not hold goes there, and the replica holding that stream delivers it."""
+
 _ASKED_BY = re.compile(r"^tm-([0-9a-f]{12})-[0-9]+$")
 
 

@@ -29,6 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Scope
 
 from toolmesh.contracts.clients import (
+    EVERY_REPLICA,
     FORWARDED_REQUESTS,
     NO_CLIENT,
     ClientAnswer,
@@ -106,6 +107,7 @@ class ClientLinks:
         self._channels = channels
         self._links: dict[str, ClientLink] = {}
         self._sub: Subscription | None = None
+        self._every: Subscription | None = None  # standalone notifications for sessions streaming here
         self._local = itertools.count(1)
         self._asked = itertools.count(1)  # the ids of the requests sent to clients (``asking_id``)
         self._resume: Callable[[str, ResumeInput], Awaitable[RpcReply]] | None = None
@@ -126,13 +128,15 @@ class ClientLinks:
         """Subscribe to this replica's client subjects (owned: only this replica serves them, so a
         session-worker in this process hands its traffic over without NATS)."""
         self._sub = await self._bus.subscribe(verbs.CLIENT.wildcard(self.replica), self._on_message, owned=True)
+        self._every = await self._bus.subscribe(verbs.CLIENT.wildcard(EVERY_REPLICA), self._on_message)
 
     async def close(self) -> None:
         """Unsubscribe (pending client requests are answered by their own timeouts)."""
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+        for sub in (self._sub, self._every):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._sub = self._every = None
         await self._answers.cancel_all()
 
     # -- handlers' side --------------------------------------------------------------------------
@@ -226,6 +230,11 @@ class ClientLinks:
             link.pending.pop(request.request_id, None)
 
     async def _notified(self, key: str, note: ClientNotification) -> None:
+        replica, _, session = key.partition(".")
+        if replica == EVERY_REPLICA:  # for the replica holding the session's standalone stream: is it this one?
+            if self._channels.streaming(session):
+                await _notify_on(self._channels.standalone(session), note)
+            return
         link = self._links.get(key)
         if link is not None:
             await self._notify(link, note)
@@ -263,11 +272,20 @@ class ClientLinks:
             return
         if note.method == "notifications/message" and not _passes(note.params, link.log_level):
             return
-        channel = link.calls.get(note.call_id or "") or link.standalone
-        try:
-            await channel.notify(note.method, note.params)
-        except Exception as exc:  # the client went away: nothing to deliver to
-            log.debug("notification %s not delivered: %s", note.method, exc)
+        channel = link.calls.get(note.call_id or "")
+        session = link.ref.id.partition(".")[2]
+        if channel is None and not link.detached and not self._channels.streaming(session):
+            # The client's standalone stream is open on another replica (or nowhere): that one delivers it.
+            await dispatch.publish(self._bus, verbs.CLIENT_NOTIFY, client_id(EVERY_REPLICA, session), note)
+            return
+        await _notify_on(channel or link.standalone, note)
+
+
+async def _notify_on(channel: Outbound, note: ClientNotification) -> None:
+    try:
+        await channel.notify(note.method, note.params)
+    except Exception as exc:  # the client went away: nothing to deliver to
+        log.debug("notification %s not delivered: %s", note.method, exc)
 
 
 async def release_if_deleted(scope: Scope, links: ClientLinks, forwarder: Forwarder, feed: CatalogFeed) -> None:

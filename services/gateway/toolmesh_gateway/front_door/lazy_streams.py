@@ -25,6 +25,7 @@ import pydantic_core
 from mcp.server.streamable_http import (
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
+    GET_STREAM_KEY,
     MCP_SESSION_ID_HEADER,
     REQUEST_STREAM_BUFFER_SIZE,
     EventMessage,
@@ -72,6 +73,11 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
         self.resumable = event_store is not None
         """With an event store, every request keeps the SDK's (resumable) SSE stream."""
         self._relay = relay
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the client's standalone stream (its GET) is open on this transport."""
+        return GET_STREAM_KEY in self._request_streams
 
     async def deliver(self, message: dict[str, Any]) -> bool:
         """Take a client's answer that reached another replica as if it had been posted here (False: not

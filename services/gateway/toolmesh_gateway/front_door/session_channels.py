@@ -9,8 +9,8 @@ that just ended) has no standalone channel: ``NO_CHANNEL`` refuses requests and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from mcp.server.connection import Connection
 from mcp.shared.dispatcher import CallOptions, Outbound
@@ -36,8 +36,17 @@ class NoChannel:
 NO_CHANNEL = NoChannel()
 
 
-Deliver = Callable[[dict[str, Any]], Awaitable[bool]]
-"""Hands a client's message to a session's connection as if the client had posted it here."""
+class Served(Protocol):
+    """The transport of a session served here, as far as other replicas' traffic for it needs."""
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the client's standalone stream (GET) is open here."""
+        ...
+
+    async def deliver(self, message: dict[str, Any]) -> bool:
+        """Hand a client's message to the session as if the client had posted it here."""
+        ...
 
 
 class SessionChannels:
@@ -45,22 +54,27 @@ class SessionChannels:
 
     def __init__(self) -> None:
         self._connections: dict[str, Connection] = {}
-        self._deliveries: dict[str, Deliver] = {}
+        self._transports: dict[str, Served] = {}
 
-    def add(self, session_id: str, connection: Connection, deliver: Deliver) -> None:
+    def add(self, session_id: str, connection: Connection, transport: Served) -> None:
         """A session starts being served here."""
         self._connections[session_id] = connection
-        self._deliveries[session_id] = deliver
+        self._transports[session_id] = transport
 
     def remove(self, session_id: str) -> None:
         """A session stopped being served here."""
         self._connections.pop(session_id, None)
-        self._deliveries.pop(session_id, None)
+        self._transports.pop(session_id, None)
 
     async def deliver(self, session_id: str, message: dict[str, Any]) -> bool:
         """Give a session served here a message its client sent to another replica (False: none here)."""
-        deliver = self._deliveries.get(session_id)
-        return deliver is not None and await deliver(message)
+        transport = self._transports.get(session_id)
+        return transport is not None and await transport.deliver(message)
+
+    def streaming(self, session_id: str) -> bool:
+        """Whether the session's standalone stream is open here."""
+        transport = self._transports.get(session_id)
+        return transport is not None and transport.streaming
 
     def connection(self, session_id: str) -> Connection | None:
         """The connection of a session served here."""

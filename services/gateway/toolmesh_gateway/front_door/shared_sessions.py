@@ -306,7 +306,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 read_stream, write_stream, inline_methods=frozenset({"initialize"})
             )
             connection = _connection(dispatcher, session_id, record)
-            self._shared.channels.add(session_id, connection, transport.deliver)
+            self._shared.channels.add(session_id, connection, transport)
             task_status.started()
             try:
                 idle_scope = transport.idle_scope or anyio.CancelScope()
