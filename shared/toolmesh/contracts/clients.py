@@ -79,7 +79,8 @@ class ResumeInput(BaseModel):
     the one whose upstream request waits for it (``toolmesh.client.<replica>.<parked id>.resume``):
     who presented it and for which request (checked against the parked request as a local retry is),
     and the client's answers. The reply is an ``RpcReply``: ``result`` is ``{"result": ...}`` (the
-    upstream's result) or ``{"input_required": ...}`` (another round), ``error`` a JSON-RPC error."""
+    upstream's result) or ``{"input_required": ...}`` (another round); ``error`` is a JSON-RPC error, or
+    the error table's body of the upstream call's toolmesh error."""
 
     starter: str
     request: str

@@ -41,6 +41,7 @@ from nats.errors import NoRespondersError
 
 from toolmesh.contracts.clients import ResumeInput
 from toolmesh.contracts.rpc import RpcReply
+from toolmesh.errors import ToolmeshError, error_from_body
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.sessions import request_caller
 
@@ -169,7 +170,9 @@ class InputBridge:
         try:
             outcome = await self._resume(parked_id, retry.starter, retry.request, retry.input_responses)
         except MCPError as exc:
-            return RpcReply(ok=False, error={"code": exc.code, "message": exc.message})
+            return RpcReply(ok=False, error=exc.error.model_dump(mode="json", exclude_none=True))
+        except ToolmeshError as exc:  # as the upstream call raised it, for the front door to answer
+            return RpcReply(ok=False, error=exc.body())
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return RpcReply(ok=True, result={"input_required": outcome.model_dump(by_alias=True, mode="json")})
         return RpcReply(ok=True, result={"result": outcome})
@@ -185,7 +188,10 @@ class InputBridge:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None
         if not reply.ok or reply.result is None:
             error = reply.error or {}
-            raise MCPError(code=int(error.get("code", mcp_types.INTERNAL_ERROR)), message=str(error.get("message")))
+            if "error_code" in error:
+                raise error_from_body(error)
+            code = int(error.get("code", mcp_types.INTERNAL_ERROR))
+            raise MCPError(code=code, message=str(error.get("message", "")), data=error.get("data"))
         if "input_required" in reply.result:
             return mcp_types.InputRequiredResult.model_validate(reply.result["input_required"], by_name=False)
         result: dict[str, Any] = reply.result["result"]
