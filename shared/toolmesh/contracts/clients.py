@@ -34,7 +34,7 @@ EVERY_REPLICA = "any"
 digits): a notification for a session's standalone stream that the replica holding the client's link
 does not hold goes there, and the replica holding that stream delivers it."""
 
-_ASKED_BY = re.compile(r"^tm-([0-9a-f]{12})-[0-9]+$")
+_ASKED_BY = re.compile(r"tm-([0-9a-f]{12})-[0-9]+")
 
 
 def asking_id(replica: str, number: int) -> str:
@@ -45,7 +45,7 @@ def asking_id(replica: str, number: int) -> str:
 
 def asked_by(request_id: object) -> str | None:
     """The replica that sent the request a client's answer is for (None: not one of ``asking_id``'s)."""
-    found = _ASKED_BY.match(request_id) if isinstance(request_id, str) else None
+    found = _ASKED_BY.fullmatch(request_id) if isinstance(request_id, str) else None
     return found.group(1) if found else None
 
 
