@@ -1,9 +1,9 @@
 """The ASGI app the gateway's HTTP server runs: MCP requests beside the REST API's FastAPI stack.
 
-``/mcp`` and ``/mcp/{name}`` go to the front door behind only the guards MCP needs, each once: the
-request span, the Origin/Host check, the body limit, and the contract's error answers (header values
-trimmed of surrounding whitespace first) (auth, the
-rate limit and namespace scoping are the front door's own). Either path with a trailing slash is
+``/mcp`` and ``/mcp/{name}`` go to the front door, their header values trimmed of surrounding
+whitespace, behind only the guards MCP needs, each once: the request span, the Origin/Host check, the
+body limit, and the contract's error answers (auth, the rate limit and namespace scoping are the
+front door's own). Either path with a trailing slash is
 redirected (307) to it, as FastAPI redirects its own routes. Every other request, odd ``/mcp/...``
 paths included, goes to the FastAPI app and its middleware (idempotency, its exception handlers,
 routing of every REST route).
