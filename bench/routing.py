@@ -17,7 +17,11 @@ toolmesh, so the column also reports this process's own CPU per call (``bench_cp
 next to toolmesh's; it runs fewer calls (``--mcp-calls-c1``/``--mcp-calls``) to stay short.
 The ``direct_http`` column is that same SDK client calling the demo peer over Streamable HTTP
 directly (its own process); ``mcp.ratio_to_direct_http`` is ``/mcp``'s throughput over it
-(``mcp_ratio_to_direct_http`` in the partial line of ``--targets mcp,direct_http``).
+(``mcp_ratio_to_direct_http`` in the partial line of ``--targets mcp,direct_http``). The
+``mcp_2026`` and ``direct_http_2026`` columns (``--targets mcp_2026,direct_http_2026``) are the
+same two in the 2026-07-28 era (``server/discover``, every call a stateless POST), with
+``mcp_2026_ratio_to_direct_http_2026``; ``post_answers`` counts the POSTs each SDK column made and
+how many were answered with an SSE stream (a plain ``tools/call`` should get none).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any
 from routing_targets import (
     ARGUMENTS,
     DEMO,
+    MODERN,
     TOKEN,
     TOOL,
     Call,
@@ -204,6 +209,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "mcp": {c: (args.mcp_calls_c1 if c == 1 else args.mcp_calls) for c in levels},
         "direct_http": {c: (args.mcp_calls_c1 if c == 1 else args.mcp_calls) for c in levels},
     }
+    counts["mcp_2026"] = counts["direct_http_2026"] = counts["mcp"]
+    wanted = args.targets.split(",")
     with tempfile.TemporaryDirectory(prefix="toolmesh-bench-") as tmp:
         work = Path(tmp)
         async with EmbeddedNats(work / "nats") as nats, EmbeddedPostgres(work / "pg") as postgres:
@@ -226,9 +233,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 direct_http = DirectHttpMcp(free_port())
                 cleanup.push_async_callback(direct_http.close)
                 await direct_http.start(time.monotonic() + 60)
-                targets: list[Target] = [
-                    t for t in (direct, rest, front, direct_http) if t.name in args.targets.split(",")
-                ]
+                modern: list[McpFrontDoor | DirectHttpMcp] = []
+                if {"mcp_2026", "direct_http_2026"} & set(wanted):
+                    modern = [McpFrontDoor(host, port, MODERN), DirectHttpMcp(free_port(), MODERN)]
+                    for column in modern:
+                        cleanup.push_async_callback(column.close)
+                        await column.start(time.monotonic() + 60)
+                targets: list[Target] = [t for t in (direct, rest, front, direct_http, *modern) if t.name in wanted]
                 results: dict[str, dict[str, Any]] = {t.name: {} for t in targets}
                 assert direct_http.process is not None
                 probes = cpu_probes(process.pid, direct_http.process.pid, nats.pid)
@@ -244,8 +255,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         for name, probe in probes.items():
                             cpu[target.name][name][f"c{level}"] = per_call_us(probe() - before[name], calls)
                         note(f"{target.name} c{level}: {results[target.name][f'c{level}']}")
+    sse = {t.name: {"posts": t.streams.posts, "sse": t.streams.sse} for t in targets if hasattr(t, "streams")}
     if {t.name for t in targets} != {"direct", "rest", "mcp", "direct_http"}:
-        return partial_report(results, cpu)
+        return partial_report(results, cpu) | {"post_answers": sse}
     return full_report(results, cpu, front.tool)
 
 
@@ -254,6 +266,8 @@ def partial_report(results: dict[str, dict[str, Any]], cpu: dict[str, dict[str, 
     partial: dict[str, Any] = {"bench": "routing", "partial": True, **results, "cpu_us_per_call": cpu}
     if {"mcp", "direct_http"} <= results.keys():
         partial["mcp_ratio_to_direct_http"] = ratios(results["mcp"], results["direct_http"])
+    if {"mcp_2026", "direct_http_2026"} <= results.keys():
+        partial["mcp_2026_ratio_to_direct_http_2026"] = ratios(results["mcp_2026"], results["direct_http_2026"])
     return partial
 
 

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "peers" / "demo_server.py"
 TOKEN = "bench-" + secrets.token_hex(8)
 TOOL, ARGUMENTS = "echo", {"text": "hello"}
+HANDSHAKE, MODERN = "handshake", "2026-07-28"
+"""The protocol eras a column's SDK client speaks."""
 Call = Callable[[], Awaitable[None]]
 
 
@@ -151,12 +153,13 @@ class DirectHttpMcp:
     """The same SDK client as ``McpFrontDoor`` calling the demo peer over Streamable HTTP directly
     (``demo_server.py --transport http`` in its own process): the column ``/mcp`` is compared with."""
 
-    name = "direct_http"
-
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, era: str = HANDSHAKE) -> None:
+        self.name = "direct_http" if era == HANDSHAKE else "direct_http_2026"
+        self.era = era
         self.port = port
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.process: subprocess.Popen[bytes] | None = None
+        self.streams = Streams()
         self._stack = contextlib.AsyncExitStack()
         self._session: ClientSession | None = None
 
@@ -171,7 +174,7 @@ class DirectHttpMcp:
 
         if not await poll_until(listening, deadline - time.monotonic(), interval=0.1, retry_on=(OSError,)):
             raise RuntimeError(f"the direct HTTP peer did not listen on {self.port}")
-        self._session = await _sdk_session(self._stack, self.url, {})
+        self._session = await _sdk_session(self._stack, self.url, {}, self.era, self.streams)
 
     async def callers(self, n: int) -> list[Call]:
         session = self._session
@@ -194,16 +197,41 @@ def _spawn_http_peer(port: int) -> subprocess.Popen[bytes]:
     return processes.spawn([sys.executable, str(DEMO), "--transport", "http", "--port", str(port)])
 
 
-async def _sdk_session(stack: contextlib.AsyncExitStack, url: str, headers: dict[str, str]) -> ClientSession:
-    """An initialized SDK session over Streamable HTTP with a keep-alive pool for every caller."""
+class Streams:
+    """Counts the answers to POSTs that were SSE streams (a plain call should get ``application/json``)."""
+
+    def __init__(self) -> None:
+        self.sse = 0
+        self.posts = 0
+
+    async def seen(self, response: httpx2.Response) -> None:
+        """An httpx2 response hook."""
+        if response.request.method == "POST":
+            self.posts += 1
+            self.sse += response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+async def _sdk_session(
+    stack: contextlib.AsyncExitStack,
+    url: str,
+    headers: dict[str, str],
+    era: str = HANDSHAKE,
+    streams: Streams | None = None,
+) -> ClientSession:
+    """An SDK session over Streamable HTTP with a keep-alive pool for every caller: initialized (the
+    handshake era) or discovered (``MODERN``: 2026-07-28, stateless, every call its own POST)."""
     # The default pool keeps only 20 idle connections, which would make c64 reconnect all the time.
     limits = httpx2.Limits(max_connections=256, max_keepalive_connections=256)
+    hooks = {"response": [streams.seen]} if streams is not None else {}
     http = await stack.enter_async_context(
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120), limits=limits)
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120), limits=limits, event_hooks=hooks)
     )
     read, write = await stack.enter_async_context(streamable_http_client(url, http_client=http))
     session = await stack.enter_async_context(ClientSession(read, write))
-    await session.initialize()
+    if era == MODERN:
+        await session.discover()
+    else:
+        await session.initialize()
     return session
 
 
@@ -211,21 +239,24 @@ class McpFrontDoor:
     """toolmesh's ``/mcp`` (all-tools mode) with the SDK's Streamable HTTP client: ONE session, the
     callers' ``call_tool``s multiplex on it (each one is its own POST on the httpx2 pool)."""
 
-    name = "mcp"
     client = (
         "mcp SDK ClientSession over streamable_http_client (httpx2.AsyncClient, bearer header), "
         "one session, concurrent call_tool; runs in the bench process"
     )
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, era: str = HANDSHAKE) -> None:
+        self.name = "mcp" if era == HANDSHAKE else "mcp_2026"
+        self.era = era
         self.url = f"http://{host}:{port}/mcp?mode=all"
         self.tool = ""
+        self.streams = Streams()
         self._stack = contextlib.AsyncExitStack()
         self._session: ClientSession | None = None
 
     async def start(self, deadline: float) -> None:
         """Open the session, then wait until ``tools/list`` shows the demo peer's echo tool."""
-        session = self._session = await _sdk_session(self._stack, self.url, {"Authorization": f"Bearer {TOKEN}"})
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        session = self._session = await _sdk_session(self._stack, self.url, headers, self.era, self.streams)
         names: list[str] = []
 
         async def single_match() -> str | None:

@@ -56,6 +56,8 @@ MAX_LINKS = 10_000
 NOTIFY_SECONDS = 5.0
 """Bound of delivering one notification to a client (they are delivered in order, one at a time)."""
 Ctx = ServerRequestContext[Any, Any]
+UNKNOWN_STATE = "unknown or expired requestState"
+"""The one answer to a 2026-07-28 ``requestState`` that is not the caller's to present, whatever the reason."""
 
 
 def request_channel(ctx: Ctx) -> Outbound:
@@ -241,7 +243,7 @@ class ClientLinks:
 
     async def _resumed(self, key: str, retry: ResumeInput) -> RpcReply:
         if self._resume is None:
-            return _error_reply(mcp_types.INVALID_PARAMS, "unknown or expired requestState")
+            return _error_reply(mcp_types.INVALID_PARAMS, UNKNOWN_STATE)
         return await self._resume(key.partition(".")[2], retry)
 
     async def _answered(self, key: str, answer: ClientAnswer) -> None:

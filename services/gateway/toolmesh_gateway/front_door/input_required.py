@@ -42,14 +42,12 @@ from nats.errors import NoRespondersError
 from toolmesh.contracts.clients import ResumeInput
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ToolmeshError, error_from_body
-from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
+from toolmesh_gateway.front_door.client_links import UNKNOWN_STATE, ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.sessions import request_caller
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 BRIDGED = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods that may answer with ``InputRequiredResult`` (2026-07-28)."""
-UNKNOWN_STATE = "unknown or expired requestState"
-"""The one answer to a state that is not the caller's to present, whatever the reason."""
 OTHER_REQUEST = (
     "requestState belongs to another request: a retry repeats the method, the name (or uri) and the "
     "arguments of the request that received it"

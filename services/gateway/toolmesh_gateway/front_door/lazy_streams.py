@@ -51,6 +51,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+ASKING_MARK = b'"tm-'
+"""Every id of a request a replica sends a client starts so (``contracts.clients.asking_id``)."""
 Relay = Callable[[dict[str, Any]], Awaitable[bool]]
 """Hands a client's answer to the replica whose request it answers; False when that is this one."""
 
@@ -136,8 +138,11 @@ class LazyStreamTransport(StreamableHTTPServerTransport):
         """Whether the POST was a client's answer to another replica's request, handed to that replica."""
         if request.headers.get("content-type", "").split(";")[0].strip() != CONTENT_TYPE_JSON:
             return False
+        raw = await request.body()
+        if ASKING_MARK not in raw:  # not an answer to a replica's request: no second parse of a request
+            return False
         try:
-            body = pydantic_core.from_json(await request.body())
+            body = pydantic_core.from_json(raw)
         except ValueError:
             return False
         is_answer = isinstance(body, dict) and "method" not in body and ("result" in body or "error" in body)
