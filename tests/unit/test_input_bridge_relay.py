@@ -1,6 +1,7 @@
 """A 2026-07-28 retry that reached another replica fails as it would on the replica that parked its
 request: a toolmesh error of the upstream call stays that error (``tools/call`` makes it an
-``isError`` result), an MCP error keeps its data (a URL elicitation's URLs)."""
+``isError`` result), an MCP error keeps its data (a URL elicitation's URLs), and a retry the client
+gives up ends the upstream call."""
 
 from __future__ import annotations
 
@@ -65,6 +66,12 @@ async def two_replicas() -> AsyncIterator[tuple[InputBridge, InputBridge]]:
 
 async def asks_then(link: ClientLink, failure: Exception) -> dict[str, Any]:
     """An upstream call that asks the client to sample, then fails with ``failure``."""
+    await asks(link)
+    raise failure
+
+
+async def asks(link: ClientLink) -> None:
+    """The upstream asks the client to sample and waits for the answer."""
     asked = ClientRequest(
         server_id="s1",
         server_name="remote",
@@ -76,7 +83,6 @@ async def asks_then(link: ClientLink, failure: Exception) -> dict[str, Any]:
     pending = PendingInput(asked, asyncio.get_running_loop().create_future())
     link.inputs.put_nowait(pending)
     await pending.answer
-    raise failure
 
 
 async def retried_at_b(failure: Exception) -> None:
@@ -102,3 +108,30 @@ async def test_an_mcp_error_keeps_its_data() -> None:
         await retried_at_b(MCPError(code=-32042, message="authorize first", data=data))
     assert raised.value.code == -32042
     assert raised.value.error.data == data
+
+
+async def test_a_retry_given_up_at_b_cancels_the_upstream_call_at_a() -> None:
+    """Before: A went on waiting for the upstream, whose result nobody would read."""
+    answered, ended = asyncio.Event(), asyncio.Event()
+
+    async def asks_then_waits(link: ClientLink) -> dict[str, Any]:
+        await asks(link)
+        answered.set()
+        try:
+            await asyncio.Event().wait()  # the upstream works on, until it is cancelled
+        except asyncio.CancelledError:
+            ended.set()
+            raise
+        return {}
+
+    async with two_replicas() as (a, b):
+        started = await a.run(ctx(), asks_then_waits)
+        assert isinstance(started, mcp_types.InputRequiredResult)
+        sampled = {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"}
+        retry = asyncio.ensure_future(
+            b.run(ctx(requestState=started.request_state, inputResponses={"q1": sampled}), asks_then_waits)
+        )
+        await asyncio.wait_for(answered.wait(), 5)
+        retry.cancel()
+        await asyncio.wait_for(ended.wait(), 5)
+        assert retry.cancelled()

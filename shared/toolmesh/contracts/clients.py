@@ -87,6 +87,14 @@ class ResumeInput(BaseModel):
     input_responses: dict[str, Any]
 
 
+class ResumeWithdrawn(BaseModel):
+    """The client gave up a retry that another replica relayed (``toolmesh.client.<replica>.<parked
+    id>.withdraw``): the replica completing it cancels the upstream call, as the end of a local retry
+    would. Only the retry's own ``starter`` withdraws it."""
+
+    starter: str
+
+
 class ClientNotification(BaseModel):
     """An upstream's notification for a client (``notifications/message``, ``.../resources/updated``, ...).
 

@@ -36,6 +36,7 @@ from toolmesh.contracts.clients import (
     ClientNotification,
     ClientRequest,
     ResumeInput,
+    ResumeWithdrawn,
     asked_by,
     asking_id,
     client_id,
@@ -113,6 +114,7 @@ class ClientLinks:
         self._local = itertools.count(1)
         self._asked = itertools.count(1)  # the ids of the requests sent to clients (``asking_id``)
         self._resume: Callable[[str, ResumeInput], Awaitable[RpcReply]] | None = None
+        self._withdraw: Callable[[str, ResumeWithdrawn], None] | None = None
         self._answers = TaskSet("client requests")  # one per request: a slow client holds up no other
         self._dispatcher = Dispatcher(
             verbs.CLIENT,
@@ -121,6 +123,7 @@ class ClientLinks:
                 verbs.CLIENT_NOTIFY: self._notified,
                 verbs.CLIENT_ANSWER: self._answered,
                 verbs.CLIENT_RESUME: self._resumed,
+                verbs.CLIENT_WITHDRAW: self._withdrawn,
             },
             span_name="client",
             errors=_bus_error,
@@ -183,9 +186,19 @@ class ClientLinks:
         """Forget a session that ended; returns its link (to release what it held upstream)."""
         return self._links.pop(client_id(self.replica, session), None)
 
-    def serve_resumes(self, resume: Callable[[str, ResumeInput], Awaitable[RpcReply]]) -> None:
-        """Who completes, here, a 2026-07-28 retry that reached another replica (by the parked id)."""
-        self._resume = resume
+    def serve_resumes(
+        self,
+        resume: Callable[[str, ResumeInput], Awaitable[RpcReply]],
+        withdraw: Callable[[str, ResumeWithdrawn], None],
+    ) -> None:
+        """Who completes, here, a 2026-07-28 retry that reached another replica (by the parked id), and
+        who cancels it when the client gives that retry up."""
+        self._resume, self._withdraw = resume, withdraw
+
+    async def withdraw_at(self, replica: str, parked_id: str, starter: str) -> None:
+        """Tell ``replica`` that the client gave up the retry it completes for this one."""
+        withdrawn = ResumeWithdrawn(starter=starter)
+        await dispatch.publish(self._bus, verbs.CLIENT_WITHDRAW, client_id(replica, parked_id), withdrawn)
 
     async def resume_at(self, replica: str, parked_id: str, retry: ResumeInput, timeout: float) -> RpcReply:
         """Have ``replica``, whose upstream request waits, complete a retry that reached this one."""
@@ -245,6 +258,10 @@ class ClientLinks:
         if self._resume is None:
             return _error_reply(mcp_types.INVALID_PARAMS, UNKNOWN_STATE)
         return await self._resume(key.partition(".")[2], retry)
+
+    async def _withdrawn(self, key: str, withdrawn: ResumeWithdrawn) -> None:
+        if self._withdraw is not None:
+            self._withdraw(key.partition(".")[2], withdrawn)
 
     async def _answered(self, key: str, answer: ClientAnswer) -> None:
         """A client's answer to a request of this replica, relayed by the replica its POST reached."""

@@ -39,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.errors import NoRespondersError
 
-from toolmesh.contracts.clients import ResumeInput
+from toolmesh.contracts.clients import ResumeInput, ResumeWithdrawn
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ToolmeshError, error_from_body
 from toolmesh_gateway.front_door.client_links import UNKNOWN_STATE, ClientLink, ClientLinks, Ctx, PendingInput
@@ -102,7 +102,9 @@ class InputBridge:
         self._timeout = timeout
         self._parked: dict[str, _Parked] = {}  # by the id sealed in the state
         self._codec = AESGCMRequestStateCodec(list(keys))
-        links.serve_resumes(self._resume_here)
+        self._resuming: dict[str, tuple[str, asyncio.Task[Any]]] = {}  # parked id -> starter, its relayed retry
+        self._withdrawals: set[asyncio.Task[None]] = set()
+        links.serve_resumes(self._resume_here, self._withdraw_here)
 
     async def run(
         self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[dict[str, Any]]]
@@ -165,15 +167,29 @@ class InputBridge:
     async def _resume_here(self, parked_id: str, retry: ResumeInput) -> RpcReply:
         """A retry of a request parked here that reached another replica, as that replica relays it."""
         self._expire()
+        resuming = asyncio.ensure_future(self._resume(parked_id, retry.starter, retry.request, retry.input_responses))
+        self._resuming[parked_id] = (retry.starter, resuming)
         try:
-            outcome = await self._resume(parked_id, retry.starter, retry.request, retry.input_responses)
+            outcome = await resuming
+        except asyncio.CancelledError:
+            if not resuming.cancelled():  # this handler itself is cancelled (the gateway stops)
+                raise
+            return RpcReply(ok=False, error={"code": mcp_types.REQUEST_TIMEOUT, "message": "the client gave up"})
         except MCPError as exc:
             return RpcReply(ok=False, error=exc.error.model_dump(mode="json", exclude_none=True))
         except ToolmeshError as exc:  # as the upstream call raised it, for the front door to answer
             return RpcReply(ok=False, error=exc.body())
+        finally:
+            self._resuming.pop(parked_id, None)
         if isinstance(outcome, mcp_types.InputRequiredResult):
             return RpcReply(ok=True, result={"input_required": outcome.model_dump(by_alias=True, mode="json")})
         return RpcReply(ok=True, result={"result": outcome})
+
+    def _withdraw_here(self, parked_id: str, withdrawn: ResumeWithdrawn) -> None:
+        """The client gave up a relayed retry of a request parked here: its upstream call is cancelled."""
+        found = self._resuming.get(parked_id)
+        if found is not None and found[0] == withdrawn.starter:
+            found[1].cancel()
 
     async def _resume_elsewhere(
         self, replica: str, parked_id: str, retry: ResumeInput
@@ -181,6 +197,11 @@ class InputBridge:
         """Have the replica that parked the request complete the retry (``-32602`` when it is gone)."""
         try:
             reply = await self._links.resume_at(replica, parked_id, retry, self._timeout + RELAY_MARGIN_SECONDS)
+        except asyncio.CancelledError:  # the client went away: so does the upstream call over there
+            withdrawal = asyncio.ensure_future(self._links.withdraw_at(replica, parked_id, retry.starter))
+            self._withdrawals.add(withdrawal)
+            withdrawal.add_done_callback(self._withdrawals.discard)
+            raise
         except (NoRespondersError, TimeoutError) as exc:
             log.info("requestState refused: its replica %s did not answer (%s)", replica, type(exc).__name__)
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE) from None

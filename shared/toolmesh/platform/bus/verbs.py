@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from toolmesh.contracts import rpc
-from toolmesh.contracts.clients import CLIENT_PREFIX, ClientAnswer, ClientNotification, ClientRequest, ResumeInput
+from toolmesh.contracts.clients import (
+    CLIENT_PREFIX,
+    ClientAnswer,
+    ClientNotification,
+    ClientRequest,
+    ResumeInput,
+    ResumeWithdrawn,
+)
 from toolmesh.contracts.commands import COMMANDS_STREAM, CheckServerHealth, ClassifyTools, ConnectServer
 from toolmesh.contracts.mcp_sessions import SESSION_ENDED_SUBJECT, McpSessionEnded
 from toolmesh.contracts.rpc import RPC_PREFIX, ToolProgress, progress_subject
@@ -105,6 +112,7 @@ CLIENT_REQUEST = Verb(CLIENT, "request", ClientRequest, None)
 CLIENT_NOTIFY = Verb(CLIENT, "notify", ClientNotification, None, replies=False)
 CLIENT_ANSWER = Verb(CLIENT, "answer", ClientAnswer, None, replies=False)
 CLIENT_RESUME = Verb(CLIENT, "resume", ResumeInput, None)
+CLIENT_WITHDRAW = Verb(CLIENT, "withdraw", ResumeWithdrawn, None, replies=False)
 
 SEARCH_QUERY = Verb(SEARCH, "query", SearchQuery, SearchResponse)
 SEARCH_HEALTH = Verb(SEARCH, "health", SearchHealthQuery, None)
@@ -125,6 +133,7 @@ VERBS: tuple[Verb, ...] = (
     CLIENT_NOTIFY,
     CLIENT_ANSWER,
     CLIENT_RESUME,
+    CLIENT_WITHDRAW,
     SEARCH_QUERY,
     SEARCH_HEALTH,
 )
