@@ -5,6 +5,7 @@ gateway's as soon as their event feed delivers ``app.disconnected``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 from nats.js import JetStreamContext
@@ -27,18 +28,7 @@ class AppRevocations:
         row = await store.grant(self._db, grant_id)
         if row is None:
             return
-        await publish_event(
-            self._js,
-            AppConnected(
-                grant_id=grant_id,
-                key_id=row["key_id"],
-                client_id=row["client_id"],
-                client_name=row["client_name"],
-                resource=row["resource"],
-                namespace=row["namespace"],
-                actor=row["key_name"],
-            ),
-        )
+        await publish_event(self._js, AppConnected(**_of_grant(row), resource=row["resource"], actor=row["key_name"]))
 
     async def revoke(
         self, grant_id: str, *, actor: str | None, reason: str, ip_address: str | None = None
@@ -48,17 +38,12 @@ class AppRevocations:
         self.forget(grant_id)
         if row is None:
             return None
-        await publish_event(
-            self._js,
-            AppDisconnected(
-                grant_id=grant_id,
-                key_id=row["key_id"],
-                client_id=row["client_id"],
-                client_name=row["client_name"],
-                reason=reason,
-                namespace=row["namespace"],
-                actor=actor or row["key_name"],
-                ip_address=ip_address,
-            ),
-        )
+        ended = AppDisconnected(**_of_grant(row), reason=reason, actor=actor or row["key_name"], ip_address=ip_address)
+        await publish_event(self._js, ended)
         return row
+
+
+def _of_grant(row: store.Row) -> dict[str, Any]:
+    """What both events say of a grant: it, its client, and who consented in which namespace."""
+    fields = ("grant_id", "key_id", "client_id", "client_name", "namespace")
+    return {name: row[name] for name in fields}
