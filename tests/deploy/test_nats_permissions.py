@@ -64,7 +64,9 @@ def test_the_service_reaches_the_public_api_only() -> None:
 
 
 BUCKETS = {
-    "gateway": {"toolmesh_names", "toolmesh_idempotency", "toolmesh_mcp_sessions", "toolmesh_oauth_flows"},
+    "gateway": {"toolmesh_names", "toolmesh_idempotency", "toolmesh_mcp_sessions", "toolmesh_oauth_flows",
+        "toolmesh_spent_request_states",
+    },
     "session-worker": {"toolmesh_leases"},
     "health-worker": {"toolmesh_leases"},
     "indexer": {"toolmesh_leases"},

@@ -311,6 +311,7 @@ class Catalog:
                 dict(event.server_info),
                 event.instructions,
                 pin_instructions(event.instructions, approved),
+                tuple(event.modern_versions),
             )
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}

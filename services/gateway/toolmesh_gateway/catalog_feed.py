@@ -79,6 +79,7 @@ class CatalogFeed:
                 dict(r["server_info"] or {}),
                 r["instructions"],
                 approved,
+                tuple(r["modern_versions"]),
             )
             offers[r["id"]] = ServerOffer(description=description)
         for row in snapshot.resources:

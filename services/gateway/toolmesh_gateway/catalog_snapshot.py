@@ -38,7 +38,8 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         servers = await conn.fetch(
             "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen, "
             "COALESCE(registered_seq, 0) AS registered_seq, "
-            "protocol_version, capabilities, server_info, instructions, instructions_hash, approved_instructions "
+            "protocol_version, capabilities, server_info, instructions, instructions_hash, approved_instructions, "
+            "modern_versions "
             "FROM mcp.external_servers"
         )
         tools = await conn.fetch(

@@ -52,9 +52,11 @@ class Forwarder:
         progress: ProgressSink | None = None,
         call_id: str | None = None,
         caller: Caller | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The upstream's raw result of one request (a session is requested when nobody holds one);
-        a per-user server answers ``caller`` as its own upstream user."""
+        a per-user server answers ``caller`` as its own upstream user; ``envelope``: a 2026-07-28
+        client's (``UpstreamRequestRpc.envelope``)."""
         body = UpstreamRequestRpc(
             method=method,
             params=params,
@@ -63,6 +65,7 @@ class Forwarder:
             progress=progress is not None,
             client=client,
             principal=caller.principal.key_id if caller is not None else None,
+            envelope=envelope,
         )
         attempt = functools.partial(self._calls.with_session, server, lambda: self._listening(server, body, progress))
         return await (attempt() if caller is None else self._calls.authorized(caller, attempt))

@@ -24,13 +24,15 @@ S = TypeVar("S")
 @dataclass(frozen=True)
 class ServerDescription:
     """An upstream's initialize result: protocol version, capabilities, server info, instructions, and
-    the instructions approved for it (``toolmesh.pinning.pin_instructions``)."""
+    the instructions approved for it (``toolmesh.pinning.pin_instructions``); the 2026-07-28-era
+    versions it speaks besides (``modern_versions``)."""
 
     protocol_version: str | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
     server_info: dict[str, Any] = field(default_factory=dict)
     instructions: str | None = None
     approved: ApprovedText | None = None
+    modern_versions: tuple[str, ...] = ()
 
     @property
     def served_instructions(self) -> str | None:

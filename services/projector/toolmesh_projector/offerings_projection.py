@@ -27,7 +27,7 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
     pinned = pin_instructions(event.instructions, approved)
     await conn.execute(
         "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
-        "instructions = $5, instructions_hash = $6, approved_instructions = $7 WHERE id = $1",
+        "instructions = $5, instructions_hash = $6, approved_instructions = $7, modern_versions = $8 WHERE id = $1",
         event.server_id,
         event.protocol_version,
         event.capabilities,
@@ -35,6 +35,7 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
         event.instructions,
         pinned.hash,
         pinned.text,
+        event.modern_versions,
     )
     if pinned.text != event.instructions:
         await history(conn, event, "INSTRUCTIONS_HELD", {"approved_hash": pinned.hash})

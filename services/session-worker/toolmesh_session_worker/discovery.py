@@ -191,9 +191,13 @@ def prompts_snapshot(
     )
 
 
-def description(server_id: str, namespace: str, result: mcp_types.InitializeResult) -> ServerDescribed:
-    """The ``server.described`` event of an upstream's initialize result."""
+def description(
+    server_id: str, namespace: str, result: mcp_types.InitializeResult, modern_versions: tuple[str, ...] = ()
+) -> ServerDescribed:
+    """The ``server.described`` event of an upstream's initialize result (and the 2026-07-28-era
+    versions it named in ``server/discover``)."""
     return ServerDescribed(
+        modern_versions=list(modern_versions),
         server_id=server_id,
         namespace=namespace,
         protocol_version=result.protocol_version,

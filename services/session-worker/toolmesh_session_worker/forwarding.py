@@ -126,7 +126,12 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
     clients.begin(body.call_id, body.client)
     try:
         result = await session.request(
-            body.method, body.params, timeout=body.timeout_seconds, call_id=body.call_id, progress=progress
+            body.method,
+            body.params,
+            timeout=body.timeout_seconds,
+            call_id=body.call_id,
+            progress=progress,
+            envelope=body.envelope,
         )
     except UpstreamTimeout as exc:
         raise ExecutionTimeout(

@@ -107,7 +107,8 @@ class Offerings:
         """Publish what the upstream said at initialize, then every list it offers (``tools`` when
         just listed); (the last sequence, the tools listed)."""
         if session.initialize_result is not None:
-            await self._publish(description(self.server_id, self.namespace, session.initialize_result))
+            described = description(self.server_id, self.namespace, session.initialize_result, session.modern_versions)
+            await self._publish(described)
         seq, count, new = await self.tools(session, tools)
         capabilities = session.capabilities
         if capabilities.resources is not None:

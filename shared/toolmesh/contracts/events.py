@@ -250,6 +250,9 @@ class ServerDescribed(ServerEvent):
     capabilities: dict[str, Any] = Field(default_factory=dict)
     server_info: dict[str, Any] = Field(default_factory=dict)
     instructions: str | None = None
+    modern_versions: list[str] = Field(default_factory=list)
+    """The 2026-07-28-era versions it named in ``server/discover`` besides the handshake (empty: it
+    speaks the handshake era only); clients of that era are relayed in it."""
 
 
 class SkillAssignment(BaseModel):

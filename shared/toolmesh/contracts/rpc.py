@@ -163,6 +163,10 @@ class UpstreamRequestRpc(BaseModel):
     principal: str | None = None
     """The caller's key id: a server registered with ``auth.identity: per_user`` is called as this
     principal's own upstream identity."""
+    envelope: dict[str, Any] | None = None
+    """A 2026-07-28 client's request envelope (its ``_meta`` protocol version, capabilities, log
+    level): the request goes upstream in that era, with ``inputResponses`` and ``requestState`` as
+    ``params`` carry them, when the upstream speaks it; its ``InputRequiredResult`` comes back as is."""
 
 
 class SubscribeRpc(BaseModel):

@@ -5,6 +5,12 @@ docs/usage.md); each listed item says which server it comes from in ``_meta["too
 Prompts are named like tools in "all" mode (``server__prompt``, ``names``), and a prompt's
 original name works too when exactly one server has it. ``logging/setLevel`` reaches every
 serving upstream that offers logging.
+
+Requests reach an upstream in its client's era when the upstream speaks it: a 2026-07-28 client's
+request to an upstream that speaks 2026-07-28 too goes in that era with the client's envelope, and
+the upstream's ``InputRequiredResult`` comes back to the client with its ``requestState`` sealed
+(``InputBridge.seal_relayed``); any other goes through the upstream's handshake session (and its
+server → client requests through the ``InputBridge`` for a 2026-07-28 client).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import mcp_types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolProgress
 from toolmesh.errors import ToolmeshError
@@ -27,23 +34,23 @@ from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
 from toolmesh_gateway.front_door.eras import for_client
-from toolmesh_gateway.front_door.input_required import InputBridge, bridged
+from toolmesh_gateway.front_door.input_required import BRIDGED, InputBridge, bridged
 from toolmesh_gateway.front_door.names import NameMap
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 SERVER_META = "toolmesh/server"
-_CLIENT_ONLY_META = frozenset(
+ENVELOPE = frozenset(
     {
-        "progressToken",  # toolmesh asks the upstream for progress itself and relays it
-        # The 2026-07-28 request envelope: upstream sessions speak the handshake era.
         mcp_types.PROTOCOL_VERSION_META_KEY,
         mcp_types.CLIENT_INFO_META_KEY,
         mcp_types.CLIENT_CAPABILITIES_META_KEY,
         mcp_types.LOG_LEVEL_META_KEY,
     }
 )
+"""The 2026-07-28 request envelope: relayed apart (``UpstreamRequestRpc.envelope``), in that era only."""
+_CLIENT_ONLY_META = ENVELOPE | {"progressToken"}  # toolmesh asks the upstream for progress itself
 
 
 def _tagged(item: dict[str, Any], server: str) -> dict[str, Any]:
@@ -116,6 +123,11 @@ class Aggregate:
     async def forward(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
         comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
+        if (
+            ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and self._view(ctx).offer(server).description.modern_versions
+        ):
+            return await self._relay(ctx, server, method, params)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
             if isinstance(outcome, mcp_types.InputRequiredResult):
@@ -126,6 +138,25 @@ class Aggregate:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
 
+    async def _relay(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
+        ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
+        asked = ctx.params or {}
+        envelope = {k: v for k, v in (asked.get("_meta") or {}).items() if k in ENVELOPE}
+        params = dict(params)
+        if method in BRIDGED:
+            if "inputResponses" in asked:
+                params["inputResponses"] = asked["inputResponses"]
+            if asked.get("requestState") is not None:
+                params["requestState"] = await self._bridge.redeem_relayed(ctx, server.id, asked["requestState"])
+        call_id = self._forwarder.new_call_id()
+        with self._links.call(ctx, call_id) as client:
+            result = await self._send(ctx, server, method, params, client, call_id, envelope)
+        state = result.get("requestState")
+        if result.get("resultType") == "input_required" and isinstance(state, str):
+            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)
+        return for_client(ctx, result)
+
     async def _send(
         self,
         ctx: Ctx,
@@ -134,6 +165,7 @@ class Aggregate:
         params: dict[str, Any],
         client: ClientRef,
         call_id: str | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         try:
             return await self._forwarder.request(
@@ -144,6 +176,7 @@ class Aggregate:
                 progress=progress_sink(ctx),
                 call_id=call_id,
                 caller=request_caller(ctx.request),
+                envelope=envelope,
             )
         except ToolmeshError as exc:
             raise mcp_error(exc, ctx.session.client_capabilities) from exc

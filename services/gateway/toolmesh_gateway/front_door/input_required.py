@@ -18,6 +18,9 @@ answered like a state never issued (the one ``-32602``, the reason in the log on
 parked request stays its starter's. It is bound as well to that request, which the retry repeats:
 its endpoint, method, target (tool or prompt name, resource uri) and arguments; a retry of another
 request gets ``-32602`` saying so, and the parked request waits on for the right one.
+
+An upstream that speaks 2026-07-28 itself needs no bridge: its ``InputRequiredResult`` goes to the
+client, its ``requestState`` sealed the same way (``relayed_states``).
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestStat
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.errors import NoRespondersError
+from nats.js.kv import KeyValue
 
 from toolmesh.contracts.clients import ResumeInput, ResumeWithdrawn
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ToolmeshError, error_from_body
 from toolmesh_gateway.front_door.client_links import UNKNOWN_STATE, ClientLink, ClientLinks, Ctx, PendingInput
+from toolmesh_gateway.front_door.relayed_states import RelayedStates
 from toolmesh_gateway.front_door.sessions import request_caller
 
 log = logging.getLogger("toolmesh.gateway.mcp")
@@ -97,11 +102,12 @@ class InputBridge:
     """Parks upstream requests whose upstream asked the client something, until the client answers;
     a retry that reaches another replica is completed by the one that parked its request."""
 
-    def __init__(self, links: ClientLinks, timeout: float, keys: Sequence[bytes]) -> None:
+    def __init__(self, links: ClientLinks, timeout: float, keys: Sequence[bytes], spent: KeyValue) -> None:
         self._links = links
         self._timeout = timeout
         self._parked: dict[str, _Parked] = {}  # by the id sealed in the state
         self._codec = AESGCMRequestStateCodec(list(keys))
+        self._relayed = RelayedStates(self._codec, timeout, spent)
         self._resuming: dict[str, tuple[str, asyncio.Task[Any]]] = {}  # parked id -> starter, its relayed retry
         self._withdrawals: set[asyncio.Task[None]] = set()
         links.serve_resumes(self._resume_here, self._withdraw_here)
@@ -129,6 +135,15 @@ class InputBridge:
         return await self._resume_elsewhere(
             replica, parked_id, ResumeInput(starter=starter, request=request, input_responses=answers)
         )
+
+    def seal_relayed(self, ctx: Ctx, server_id: str, upstream_state: str) -> str:
+        """The state a client of this request gets for a 2026-07-28 upstream's own ``upstream_state``."""
+        return self._relayed.seal(upstream_state, server_id, _starter(ctx), _request_of(ctx))
+
+    async def redeem_relayed(self, ctx: Ctx, server_id: str, presented: object) -> str:
+        """The upstream's own state in a state ``seal_relayed`` gave this request's starter, spent now
+        (``-32602`` for any other)."""
+        return await self._relayed.redeem(presented, server_id, _starter(ctx), _request_of(ctx))
 
     def _unsealed(self, state: object) -> tuple[str, str]:
         """The replica and id of the parked request ``state`` names; ``-32602`` when it is not a state

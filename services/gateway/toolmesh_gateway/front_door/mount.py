@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from toolmesh.platform.bus.topology import mcp_sessions_bucket
+from toolmesh.platform.bus.topology import mcp_sessions_bucket, spent_states_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
@@ -57,7 +57,12 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         app.state.rate_limiter,
         app.state.forwarder,
         links,
-        InputBridge(links, settings.request_timeout_seconds, app.state.credential_box.purpose_keys(REQUEST_STATE)),
+        InputBridge(
+            links,
+            settings.request_timeout_seconds,
+            app.state.credential_box.purpose_keys(REQUEST_STATE),
+            await spent_states_bucket(backends.js, settings.request_timeout_seconds),
+        ),
         sessions,
     )
     transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions)

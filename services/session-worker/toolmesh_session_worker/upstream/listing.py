@@ -1,4 +1,8 @@
-"""Every page of an upstream's list methods (tools, resources, resource templates, prompts)."""
+"""Every page of an upstream's list methods (tools, resources, resource templates, prompts).
+
+An upstream that speaks the 2026-07-28 era besides the handshake may offer more in that era (what
+needs its input-required rounds, say): its lists are the union of both eras' (the handshake era's
+item wins where both list one), so what either era's clients may use is discovered and pinned."""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types
+from pydantic import ValidationError
 
 from toolmesh_session_worker.upstream.errors import UpstreamError
+from toolmesh_session_worker.upstream.stateless import own_envelope
 
 if TYPE_CHECKING:
     from toolmesh_session_worker.upstream.surface import Upstream
@@ -18,10 +24,18 @@ _ITEMS = {
     mcp_types.ListResourceTemplatesResult: "resource_templates",
     mcp_types.ListPromptsResult: "prompts",
 }
+_METHODS = {
+    mcp_types.ListToolsResult: "tools/list",
+    mcp_types.ListResourcesResult: "resources/list",
+    mcp_types.ListResourceTemplatesResult: "resources/templates/list",
+    mcp_types.ListPromptsResult: "prompts/list",
+}
+_KEYS = {"tools": "name", "resources": "uri", "resource_templates": "uri_template", "prompts": "name"}
 
 
 async def list_all(session: Upstream, request_type: Any, result_type: Any, what: str, timeout: float) -> list[Any]:
-    """The items of every page of one list method, following ``nextCursor`` (``timeout`` in total)."""
+    """The items of every page of one list method, following ``nextCursor`` (``timeout`` in total),
+    in both eras when the upstream speaks both."""
     what = f"listing {what}"
     deadline = anyio.current_time() + timeout
     items: list[Any] = []
@@ -34,12 +48,46 @@ async def list_all(session: Upstream, request_type: Any, result_type: Any, what:
         items.extend(getattr(page, _ITEMS[result_type]))
         cursor = page.next_cursor
         if not cursor:
-            return items
-        if cursor in seen:
-            raise UpstreamError(
-                f"{session.server_name}: {what} repeated cursor {cursor!r}", summary=f"{what} repeated a cursor"
-            )
-        seen.add(cursor)
+            break
+        _check_cursor(session, what, cursor, seen)
+    if session.modern_versions:
+        items += await _modern_only(session, result_type, items, what, deadline)
+    return items
+
+
+async def _modern_only(session: Upstream, result_type: Any, listed: list[Any], what: str, deadline: float) -> list[Any]:
+    """The items the upstream lists in the 2026-07-28 era only."""
+    field = _ITEMS[result_type]
+    key = _KEYS[field]
+    known = {getattr(item, key) for item in listed}
+    envelope = own_envelope(session.modern_versions[-1])
+    extra: list[Any] = []
+    seen: set[str] = set()
+    cursor: str | None = None
+    while True:
+        limit = max(deadline - anyio.current_time(), 0.0)
+        raw = await session.request(
+            _METHODS[result_type], {"cursor": cursor} if cursor else None, timeout=limit, envelope=envelope
+        )
+        try:
+            page = result_type.model_validate(raw, by_name=False)
+        except ValidationError as exc:
+            words = f"invalid answer while {what} (2026-07-28)"
+            raise UpstreamError(f"{session.server_name}: {words}: {exc}", summary=words) from exc
+        extra += [item for item in getattr(page, field) if getattr(item, key) not in known]
+        cursor = page.next_cursor
+        if not cursor:
+            return extra
+        _check_cursor(session, what, cursor, seen)
+
+
+def _check_cursor(session: Upstream, what: str, cursor: str, seen: set[str]) -> None:
+    """``UpstreamError`` when the upstream repeats a cursor (a listing that would never end)."""
+    if cursor in seen:
+        raise UpstreamError(
+            f"{session.server_name}: {what} repeated cursor {cursor!r}", summary=f"{what} repeated a cursor"
+        )
+    seen.add(cursor)
 
 
 async def list_resources(session: Upstream, timeout: float = 60.0) -> list[mcp_types.Resource]:

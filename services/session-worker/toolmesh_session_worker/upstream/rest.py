@@ -145,6 +145,11 @@ class RestSession:
         return self._lost_reason
 
     @property
+    def modern_versions(self) -> tuple[str, ...]:
+        """None: a REST tool server has no MCP eras."""
+        return ()
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """Tools only."""
         assert self.initialize_result is not None
@@ -222,9 +227,10 @@ class RestSession:
         timeout: float,
         call_id: str | None = None,
         progress: ProgressCallback | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """An MCP request as a REST server can answer it: ``tools/list``, ``tools/call`` and ``ping``;
-        any other method is JSON-RPC "method not found"."""
+        any other method is JSON-RPC "method not found" (``envelope`` does not matter: REST has no eras)."""
         params = params or {}
         if method == "tools/list":
             tools = await self.list_tools(timeout=timeout)

@@ -4,13 +4,16 @@ The SDK's transports and ``ClientSession`` are async context managers that must 
 and exited in one task, so each session runs in a runner task owned by ``UpstreamSession``:
 ``transport -> ClientSession -> initialize()``, then it waits until ``close()`` or until the
 transport dies. Callers talk to the session from any task; the SDK multiplexes concurrent
-requests by JSON-RPC id.
+requests by JSON-RPC id. A Streamable HTTP upstream that also speaks the 2026-07-28 era (it answers
+``server/discover`` with it) gets that era's clients' requests in that era (``upstream.stateless``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -46,7 +49,8 @@ from toolmesh_session_worker.upstream.errors import (
     with_hint,
 )
 from toolmesh_session_worker.upstream.listing import list_all
-from toolmesh_session_worker.upstream.transports import UpstreamTransport
+from toolmesh_session_worker.upstream.stateless import StatelessHttp
+from toolmesh_session_worker.upstream.transports import StreamableHttpTransport, UpstreamTransport
 from toolmesh_session_worker.upstream.watch import WatchedReadStream
 from toolmesh_session_worker.upstream.wire import (
     ProgressCallback,
@@ -62,6 +66,8 @@ CLOSE_GRACE_SECONDS = 2.0
 PROBE_TIMEOUT_SECONDS = 5.0
 """Bound of the ping that checks an HTTP upstream after one of its response streams broke."""
 CLIENT_INFO = mcp_types.Implementation(name="toolmesh", version="0.1.0")
+DISCOVER_TIMEOUT_SECONDS = 5.0
+"""Bound of the ``server/discover`` that asks a Streamable HTTP upstream whether it speaks 2026-07-28."""
 
 _ResultT = TypeVar("_ResultT", bound=BaseModel)
 
@@ -90,7 +96,9 @@ class UpstreamSession:
             client_side=client_side,
         )
         self._answers = ClientAnswers(client_side)
+        self._client_side = client_side
         self._session: ClientSession | None = None
+        self._stateless: StatelessHttp | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
         self._ready = anyio.Event()
@@ -133,6 +141,11 @@ class UpstreamSession:
         return await self._request(self._require(what), request, result_type, what=what, limit=limit)
 
     @property
+    def modern_versions(self) -> tuple[str, ...]:
+        """The 2026-07-28-era versions the upstream speaks besides the handshake (none: handshake only)."""
+        return self._stateless.versions if self._stateless is not None else ()
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """What the upstream declared at initialize."""
         result = self.initialize_result
@@ -146,11 +159,14 @@ class UpstreamSession:
         timeout: float,
         call_id: str | None = None,
         progress: ProgressCallback | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one request as is and return the upstream's raw result.
 
         ``call_id`` rides the task's context: a server → client request the upstream sends on this
-        request's stream (Streamable HTTP) reaches ``ClientSide`` with it.
+        request's stream (Streamable HTTP) reaches ``ClientSide`` with it. ``envelope``: the
+        2026-07-28 ``_meta`` envelope of a client of that era, whose request goes upstream in that
+        era when the upstream speaks it (its ``InputRequiredResult`` coming back as it is).
 
         Raises:
             UpstreamTimeout: no answer within ``timeout``; the request was cancelled upstream.
@@ -162,6 +178,16 @@ class UpstreamSession:
         token = CURRENT_CALL.set(call_id)
         self._pending += 1
         try:
+            if envelope is not None and self._stateless is not None:
+                return await self._stateless.request(
+                    method,
+                    params,
+                    envelope,
+                    timeout=timeout,
+                    call_id=call_id,
+                    progress=progress,
+                    client_side=self._client_side,
+                )
             request = RawRequest(method=method, params=params)
             result = await self._request(session, request, RawResult, what=what, limit=timeout, progress=progress)
             return dict(result.model_extra or {})
@@ -369,7 +395,7 @@ class UpstreamSession:
             await self._callbacks.lost(self._lost_reason)
 
     async def _serve(self) -> None:
-        async with self._transport.connect() as (read, write):
+        async with self._transport.connect() as (read, write), self._stateless_era() as stateless:
             watched = WatchedReadStream(read, self._mark_lost)
             async with anyio.create_task_group() as tg:
                 async with ClientSession(
@@ -382,6 +408,8 @@ class UpstreamSession:
                     list_roots_callback=self._answers.roots,
                 ) as session:
                     self.initialize_result = await session.initialize()
+                    if stateless is not None and await stateless.discover(DISCOVER_TIMEOUT_SECONDS):
+                        self._stateless = stateless
                     self._session = session
                     self._tg = tg
                     self._alive = not self._stop.is_set()
@@ -389,4 +417,15 @@ class UpstreamSession:
                     await self._stop.wait()
                     self._alive = False
                     self._tg = None
+                    self._stateless = None
                 tg.cancel_scope.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _stateless_era(self) -> AsyncIterator[StatelessHttp | None]:
+        """The 2026-07-28 side of a Streamable HTTP upstream (None for the other transports)."""
+        if not isinstance(self._transport, StreamableHttpTransport):
+            yield None
+            return
+        async with self._transport.stateless_client() as client:
+            info = CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True)
+            yield StatelessHttp(self.server_name, self._transport.url, client, info)

@@ -39,6 +39,11 @@ class Upstream(Protocol):
         ...
 
     @property
+    def modern_versions(self) -> tuple[str, ...]:
+        """The 2026-07-28-era versions the upstream speaks besides the handshake (none: handshake only)."""
+        ...
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """What the upstream offers (MCP: what it declared at initialize)."""
         ...
@@ -61,8 +66,10 @@ class Upstream(Protocol):
         timeout: float,
         call_id: str | None = None,
         progress: ProgressCallback | None = None,
+        envelope: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """One MCP request as is; the raw result."""
+        """One MCP request as is; the raw result (in the 2026-07-28 era, given a client ``envelope`` of
+        that era, when the upstream speaks it)."""
         ...
 
     async def call_tool(

@@ -162,6 +162,13 @@ class StreamableHttpTransport(_RemoteTransport):
             ) as streams:
                 yield streams
 
+    def stateless_client(self) -> httpx2.AsyncClient:
+        """A client for the server's 2026-07-28-era requests (each a POST of its own), set up like the
+        session's: its headers, auth, egress policy and redirect rule."""
+        return session_http_client(
+            self._headers, self._shared, upstream=self.url, egress=self._egress, watch=self._refusal, auth=self._auth
+        )
+
 
 class SseTransport(_RemoteTransport):
     """Legacy HTTP+SSE (config: ``url``, ``headers``)."""

@@ -25,6 +25,7 @@ NAMES_BUCKET = "toolmesh_names"
 IDEMPOTENCY_BUCKET = "toolmesh_idempotency"
 MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
 OAUTH_FLOWS_BUCKET = "toolmesh_oauth_flows"
+SPENT_STATES_BUCKET = "toolmesh_spent_request_states"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -178,4 +179,13 @@ async def oauth_flows_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyVal
     replica; each expires ``ttl_seconds`` after it was started."""
     return await _bucket(
         js, KeyValueConfig(bucket=OAUTH_FLOWS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
+    )
+
+
+async def spent_states_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+    """The ``requestState``s of 2026-07-28 upstreams that a client retry already spent (one key each),
+    so a state is redeemed once whichever gateway replica the retry reaches; a mark expires with the
+    state (``ttl_seconds``)."""
+    return await _bucket(
+        js, KeyValueConfig(bucket=SPENT_STATES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
     )

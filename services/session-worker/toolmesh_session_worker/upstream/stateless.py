@@ -1,0 +1,210 @@
+"""The 2026-07-28 era of a Streamable HTTP upstream: every request a POST of its own, no session.
+
+An upstream that answers ``server/discover`` with a version of that era gets the requests of clients
+of that era in it (``UpstreamSession.request`` with an ``envelope``), while handshake-era clients
+keep the handshake session. The client's protocol version, capabilities and log level ride each
+request's ``_meta`` as the client sent them, with toolmesh as the client; the ``MCP-Protocol-Version``,
+``Mcp-Method`` and ``Mcp-Name`` headers mirror the body. The answer is one JSON message, JSON lines,
+or an SSE stream: progress and log notifications on it are relayed before the result. An
+``InputRequiredResult`` comes back as it is: the gateway seals its ``requestState`` for the client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolmesh_session_worker.upstream.client_side import ClientSide
+from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamTimeout
+from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES
+from toolmesh_session_worker.upstream.wire import ProgressCallback
+
+ENVELOPE_KEYS = frozenset(
+    {
+        mcp_types.PROTOCOL_VERSION_META_KEY,
+        mcp_types.CLIENT_CAPABILITIES_META_KEY,
+        mcp_types.LOG_LEVEL_META_KEY,
+    }
+)
+"""What of a client's 2026-07-28 ``_meta`` envelope is relayed (``clientInfo`` is toolmesh's own)."""
+DISCOVER_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
+"""What toolmesh declares when it asks an upstream ``server/discover``: it relays all three."""
+_PROGRESS_TOKEN = "toolmesh-progress"
+
+
+def own_envelope(version: str) -> dict[str, Any]:
+    """The envelope of toolmesh's own requests in this era (``server/discover``, discovery's lists)."""
+    return {mcp_types.PROTOCOL_VERSION_META_KEY: version, mcp_types.CLIENT_CAPABILITIES_META_KEY: DISCOVER_CAPABILITIES}
+
+
+class StatelessHttp:
+    """2026-07-28 requests to one Streamable HTTP upstream, over ``client`` (the session's own HTTP
+    client: its headers, auth, egress policy)."""
+
+    def __init__(self, server_name: str, url: str, client: httpx2.AsyncClient, client_info: dict[str, Any]) -> None:
+        self._server_name = server_name
+        self._url = url
+        self._client = client
+        self._client_info = client_info
+        self._ids = itertools.count(1)
+        self.versions: tuple[str, ...] = ()
+        """The 2026-07-28-era versions the upstream named in ``server/discover`` (none: it speaks only
+        the handshake era)."""
+
+    async def discover(self, timeout: float) -> tuple[str, ...]:
+        """Ask the upstream ``server/discover``; remember and return the versions of this era both sides
+        speak (none when it does not answer the method, or names only handshake-era versions)."""
+        try:
+            result = await self.request(
+                "server/discover", None, own_envelope(MODERN_PROTOCOL_VERSIONS[-1]), timeout=timeout
+            )
+        except UpstreamError:
+            return ()
+        named = result.get("supportedVersions")
+        self.versions = tuple(v for v in MODERN_PROTOCOL_VERSIONS if isinstance(named, list) and v in named)
+        return self.versions
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        envelope: dict[str, Any],
+        *,
+        timeout: float,
+        call_id: str | None = None,
+        progress: ProgressCallback | None = None,
+        client_side: ClientSide | None = None,
+    ) -> dict[str, Any]:
+        """Send one request in this era and return the upstream's raw result.
+
+        Raises:
+            UpstreamTimeout: no answer within ``timeout`` (the POST is abandoned, which cancels it).
+            UpstreamError: the upstream answered with a JSON-RPC error (``code``, ``data``), an HTTP
+                error without one, or something that is not a JSON-RPC answer.
+        """
+        body, headers = self._message(method, params, envelope, progress is not None)
+        what = f"sending {method}"
+        with anyio.move_on_after(timeout):
+            try:
+                async with self._client.stream("POST", self._url, json=body, headers=headers) as response:
+                    async for message in _messages(response):
+                        if "method" in message:
+                            await self._notification(message, call_id, progress, client_side)
+                        elif message.get("id") == body["id"]:
+                            return self._answer(message, what)
+            except httpx2.HTTPError as exc:
+                words = f"connection lost while {what} ({type(exc).__name__})"
+                raise UpstreamError(f"{self._server_name}: {words}: {exc}", summary=words) from exc
+            except (ValueError, httpx2.SSEError) as exc:
+                words = f"invalid answer while {what}"
+                raise UpstreamError(f"{self._server_name}: {words}: {exc}", summary=words) from exc
+            words = f"no answer while {what}"
+            raise UpstreamError(f"{self._server_name}: {words}", summary=words)
+        words = f"timed out after {timeout}s while {what}"
+        raise UpstreamTimeout(f"{self._server_name}: {words}", summary=words)
+
+    def _message(
+        self, method: str, params: dict[str, Any] | None, envelope: dict[str, Any], progress: bool
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The JSON-RPC request and its headers."""
+        params = dict(params or {})
+        meta = {k: v for k, v in (params.get("_meta") or {}).items() if k != "progressToken"}
+        meta.update({k: v for k, v in envelope.items() if k in ENVELOPE_KEYS})
+        meta[mcp_types.CLIENT_INFO_META_KEY] = self._client_info
+        if progress:
+            meta["progressToken"] = _PROGRESS_TOKEN
+        params["_meta"] = meta
+        version = str(meta.get(mcp_types.PROTOCOL_VERSION_META_KEY) or MODERN_PROTOCOL_VERSIONS[-1])
+        headers = {
+            MCP_PROTOCOL_VERSION_HEADER: version,
+            MCP_METHOD_HEADER: method,
+            "accept": "application/json, text/event-stream",
+        }
+        name_key = NAME_BEARING_METHODS.get(method)
+        if name_key is not None and isinstance(params.get(name_key), str):
+            headers[MCP_NAME_HEADER] = encode_header_value(params[name_key])
+        return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}, headers
+
+    async def _notification(
+        self,
+        message: dict[str, Any],
+        call_id: str | None,
+        progress: ProgressCallback | None,
+        client_side: ClientSide | None,
+    ) -> None:
+        """Progress to ``progress``; other notifications to the client whose request this is."""
+        params = message.get("params") if isinstance(message.get("params"), dict) else None
+        if message["method"] == "notifications/progress":
+            if progress is not None and params is not None and isinstance(params.get("progress"), int | float):
+                total, words = params.get("total"), params.get("message")
+                await progress(
+                    float(params["progress"]),
+                    float(total) if isinstance(total, int | float) else None,
+                    str(words) if isinstance(words, str) else None,
+                )
+        elif client_side is not None and "id" not in message:
+            await client_side.notification(str(message["method"]), params, call_id)
+
+    def _answer(self, message: dict[str, Any], what: str) -> dict[str, Any]:
+        """The result of a response, or ``UpstreamError`` with its JSON-RPC error."""
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            reason = str(error.get("message", ""))
+            raise UpstreamError(
+                f"{self._server_name}: error while {what}: {reason}",
+                code=int(code) if isinstance(code, int) else mcp_types.INTERNAL_ERROR,
+                data=error.get("data"),
+                reason=reason,
+                summary=f"JSON-RPC error {code} while {what}",
+            )
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise ValueError("a response without a result object")
+        return result
+
+
+async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON-RPC messages of an answer: SSE events, or one JSON value per line of a JSON body (a
+    bare HTTP error status without a JSON-RPC body becomes ``UpstreamError``-worthy ``ValueError``)."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "text/event-stream":
+        async for event in httpx2.EventSource(response, max_event_size=MAX_MESSAGE_BYTES):
+            if event.data:
+                yield _message(event.data)
+        return
+    received = bytearray()
+    async for chunk in response.aiter_bytes():
+        received += chunk
+        if len(received) > MAX_MESSAGE_BYTES:
+            raise ValueError(f"an answer past {MAX_MESSAGE_BYTES} bytes")
+        *lines, rest = received.split(b"\n")
+        received = bytearray(rest)
+        for line in lines:
+            if line.strip():
+                yield _message(line)
+    if received.strip():
+        yield _message(received)
+    elif response.status_code >= 400:
+        raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
+
+
+def _message(data: str | bytes | bytearray) -> dict[str, Any]:
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("a JSON-RPC message that is not an object")
+    return message
