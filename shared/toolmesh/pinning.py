@@ -33,7 +33,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types
 from pydantic import BaseModel, ValidationError
@@ -93,7 +93,13 @@ def recorded(tool: mcp_types.Tool) -> DiscoveredTool:
         annotations=_wire(tool.annotations),
         output_schema=storable(dict(tool.output_schema)) if tool.output_schema is not None else None,
         icons=[_wire(icon) for icon in tool.icons] if tool.icons is not None else None,
+        task_support=_task_support(tool),
     )
+
+
+def _task_support(tool: mcp_types.Tool) -> Literal["optional", "required"] | None:
+    support = tool.execution.task_support if tool.execution is not None else None
+    return support if support in ("optional", "required") else None
 
 
 def prompt_definition_hash(prompt: Mapping[str, Any]) -> str:

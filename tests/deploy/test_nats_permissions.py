@@ -64,8 +64,13 @@ def test_the_service_reaches_the_public_api_only() -> None:
 
 
 BUCKETS = {
-    "gateway": {"toolmesh_names", "toolmesh_idempotency", "toolmesh_mcp_sessions", "toolmesh_oauth_flows",
+    "gateway": {
+        "toolmesh_names",
+        "toolmesh_idempotency",
+        "toolmesh_mcp_sessions",
+        "toolmesh_oauth_flows",
         "toolmesh_spent_request_states",
+        "toolmesh_tasks",
     },
     "session-worker": {"toolmesh_leases"},
     "health-worker": {"toolmesh_leases"},

@@ -83,6 +83,7 @@ class CatalogTool:
     title: str | None = None
     annotations: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
+    task_support: str | None = None  # "optional" or "required": may run as a task (``front_door.tasks``)
 
     @property
     def hold(self) -> Hold | None:
@@ -263,6 +264,7 @@ class Catalog:
                 title=t.title,
                 annotations=t.annotations,
                 output_schema=t.output_schema,
+                task_support=t.task_support,
             )
             for t in event.tools
         }
@@ -312,6 +314,7 @@ class Catalog:
                 event.instructions,
                 pin_instructions(event.instructions, approved),
                 tuple(event.modern_versions),
+                {kind: frozenset(keys) for kind, keys in event.modern_only.items()},
             )
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}

@@ -80,6 +80,7 @@ class CatalogFeed:
                 r["instructions"],
                 approved,
                 tuple(r["modern_versions"]),
+                {kind: frozenset(keys) for kind, keys in dict(r["modern_only"] or {}).items()},
             )
             offers[r["id"]] = ServerOffer(description=description)
         for row in snapshot.resources:
@@ -197,4 +198,5 @@ def _tool(row: Row) -> CatalogTool:
         title=row["title"],
         annotations=row["annotations"],
         output_schema=row["output_schema"],
+        task_support=row["task_support"],
     )

@@ -39,12 +39,13 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
             "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen, "
             "COALESCE(registered_seq, 0) AS registered_seq, "
             "protocol_version, capabilities, server_info, instructions, instructions_hash, approved_instructions, "
-            "modern_versions "
+            "modern_versions, modern_only "
             "FROM mcp.external_servers"
         )
         tools = await conn.fetch(
             "SELECT source_server_id::text AS server_id, original_name, description, input_schema, definition_hash, "
-            "approved_hash, held_reason, held_fields, category, title, annotations, output_schema FROM mcp.tools "
+            "approved_hash, held_reason, held_fields, category, title, annotations, output_schema, task_support "
+            "FROM mcp.tools "
             "WHERE source_server_id IS NOT NULL AND original_name IS NOT NULL"
         )
         resources = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resources")

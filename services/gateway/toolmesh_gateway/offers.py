@@ -10,7 +10,7 @@ only the approved ones, ``prompt_pins`` every listed prompt's pin. No I/O here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,13 +19,16 @@ from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inh
 from toolmesh_gateway.front_door.uri_templates import template_matches
 
 S = TypeVar("S")
+MODERN_ERA_LISTS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+_TARGETS = {"tools/call": ("tools", "name"), "prompts/get": ("prompts", "name"), "resources/read": ("resources", "uri")}
 
 
 @dataclass(frozen=True)
 class ServerDescription:
     """An upstream's initialize result: protocol version, capabilities, server info, instructions, and
     the instructions approved for it (``toolmesh.pinning.pin_instructions``); the 2026-07-28-era
-    versions it speaks besides (``modern_versions``)."""
+    versions it speaks besides (``modern_versions``) and what it lists in that era only
+    (``modern_only``: tool and prompt names, resource URIs and URI templates, by list)."""
 
     protocol_version: str | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
@@ -33,6 +36,19 @@ class ServerDescription:
     instructions: str | None = None
     approved: ApprovedText | None = None
     modern_versions: tuple[str, ...] = ()
+    modern_only: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def reached_in_modern_era(self, method: str, params: Mapping[str, Any]) -> bool:
+        """Whether a 2026-07-28 client's request goes to the upstream in that era: its lists (so that
+        what only that era offers shows), and a call, prompt or read of what only that era lists. The
+        rest goes through the handshake session, where the upstream's requests to the client (sampling,
+        elicitation, roots) work for such a client too (``front_door.input_required``)."""
+        if not self.modern_versions:
+            return False
+        if method in MODERN_ERA_LISTS:
+            return True
+        kind, key = _TARGETS.get(method, (None, ""))
+        return kind is not None and str(params.get(key)) in self.modern_only.get(kind, frozenset())
 
     @property
     def served_instructions(self) -> str | None:

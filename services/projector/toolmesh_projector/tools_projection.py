@@ -47,12 +47,12 @@ async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pin
     await conn.executemany(
         "INSERT INTO mcp.tools(name, original_name, description, input_schema, source_server_id, is_external, "
         "is_classified, discovered_at, updated_at, namespace, definition_hash, approved_hash, held_reason, "
-        "held_fields, category, title, annotations, output_schema, icons) "
-        "VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) "
+        "held_fields, category, title, annotations, output_schema, icons, task_support) "
+        "VALUES ($1, $2, $3, $4, $5, TRUE, FALSE, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) "
         "ON CONFLICT (source_server_id, original_name) DO UPDATE SET name = EXCLUDED.name, "
         "description = EXCLUDED.description, input_schema = EXCLUDED.input_schema, updated_at = EXCLUDED.updated_at, "
         "category = EXCLUDED.category, title = EXCLUDED.title, annotations = EXCLUDED.annotations, "
-        "output_schema = EXCLUDED.output_schema, icons = EXCLUDED.icons, "
+        "output_schema = EXCLUDED.output_schema, icons = EXCLUDED.icons, task_support = EXCLUDED.task_support, "
         "definition_hash = EXCLUDED.definition_hash, approved_hash = EXCLUDED.approved_hash, "
         "held_reason = EXCLUDED.held_reason, held_fields = EXCLUDED.held_fields, "
         "is_classified = mcp.tools.is_classified AND mcp.tools.description IS NOT DISTINCT FROM EXCLUDED.description, "
@@ -73,6 +73,7 @@ async def _replace_tools(conn: Conn, namespace: str, event: ToolsDiscovered, pin
                 t.annotations,
                 t.output_schema,
                 t.icons,
+                t.task_support,
             )
             for name, t in zip(names, event.tools, strict=True)
         ],

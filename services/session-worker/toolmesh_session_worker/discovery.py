@@ -192,12 +192,17 @@ def prompts_snapshot(
 
 
 def description(
-    server_id: str, namespace: str, result: mcp_types.InitializeResult, modern_versions: tuple[str, ...] = ()
+    server_id: str,
+    namespace: str,
+    result: mcp_types.InitializeResult,
+    modern_versions: tuple[str, ...] = (),
+    modern_only: Mapping[str, tuple[str, ...]] | None = None,
 ) -> ServerDescribed:
     """The ``server.described`` event of an upstream's initialize result (and the 2026-07-28-era
-    versions it named in ``server/discover``)."""
+    versions it named in ``server/discover``, what it lists in that era only)."""
     return ServerDescribed(
         modern_versions=list(modern_versions),
+        modern_only={kind: list(keys) for kind, keys in (modern_only or {}).items() if keys},
         server_id=server_id,
         namespace=namespace,
         protocol_version=result.protocol_version,

@@ -1,5 +1,6 @@
-"""Publishing what one upstream offers: what it said at initialize, its tool, resource and prompt
-snapshots, the tool definitions held for approval, and a ``tool.discovered`` per new tool.
+"""Publishing what one upstream offers: its tool, resource and prompt snapshots, the tool definitions
+held for approval, a ``tool.discovered`` per new tool, and what it said at initialize (again whenever
+a listing finds another set of what it lists in the 2026-07-28 era only).
 
 Tool snapshots stay within the total-tools limit and their namespace's (``toolmesh_session_worker.tool_inventory``:
 concurrent discoveries on any worker cannot pass them together).
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import mcp_types
 
-from toolmesh.contracts.events import Event, ToolDiscovered, ToolsChanged, ToolsDiscovered
+from toolmesh.contracts.events import Event, ServerDescribed, ToolDiscovered, ToolsChanged, ToolsDiscovered
 from toolmesh.errors import LimitExceeded
 from toolmesh.platform.metrics import record_limit_rejection
 from toolmesh.platform.runtime import Backends
@@ -43,6 +44,7 @@ class Offerings:
         self.name = name
         self.namespace = namespace
         self._publish = publish
+        self._described: ServerDescribed | None = None
 
     async def announce(self, events: list[ToolDiscovered]) -> None:
         """Publish a ``tool.discovered`` per new tool (once every snapshot is out)."""
@@ -69,6 +71,7 @@ class Offerings:
                 extra={"server": self.name},
             )
         seq = await self._within_total(snapshot, changed)
+        seq = await self._describe(session) or seq
         return seq, len(tools), newly_discovered(snapshot, stored)
 
     async def _within_total(self, snapshot: ToolsDiscovered, held: ToolsChanged | None) -> int:
@@ -106,9 +109,7 @@ class Offerings:
     async def everything(self, session: Upstream, tools: list[mcp_types.Tool] | None = None) -> tuple[int, int]:
         """Publish what the upstream said at initialize, then every list it offers (``tools`` when
         just listed); (the last sequence, the tools listed)."""
-        if session.initialize_result is not None:
-            described = description(self.server_id, self.namespace, session.initialize_result, session.modern_versions)
-            await self._publish(described)
+        self._described = None  # a new session: said again
         seq, count, new = await self.tools(session, tools)
         capabilities = session.capabilities
         if capabilities.resources is not None:
@@ -126,9 +127,26 @@ class Offerings:
         except UpstreamError as exc:  # a server with resources but no templates may not serve the method
             log.info("no resource templates: %s", exc, extra={"server": self.name})
             templates = []
-        return await self._publish(resources_snapshot(self.server_id, self.name, self.namespace, resources, templates))
+        seq = await self._publish(resources_snapshot(self.server_id, self.name, self.namespace, resources, templates))
+        return await self._describe(session) or seq
 
     async def prompts(self, session: Upstream) -> int:
         """Run ``prompts/list`` and publish the snapshot."""
         prompts = await listing.list_prompts(session)
-        return await self._publish(prompts_snapshot(self.server_id, self.name, self.namespace, prompts))
+        seq = await self._publish(prompts_snapshot(self.server_id, self.name, self.namespace, prompts))
+        return await self._describe(session) or seq
+
+    async def _describe(self, session: Upstream) -> int | None:
+        """Publish what the upstream said at initialize unless it was published as it is now (its
+        sequence; None when there was nothing new to say)."""
+        if session.initialize_result is None:
+            return None
+        described = description(
+            self.server_id, self.namespace, session.initialize_result, session.modern_versions, session.modern_only
+        )
+        if self._described is not None and described.model_dump(exclude={"event_id", "occurred_at"}) == (
+            self._described.model_dump(exclude={"event_id", "occurred_at"})
+        ):
+            return None
+        self._described = described
+        return await self._publish(described)

@@ -115,6 +115,9 @@ class DiscoveredTool(BaseModel):
     annotations: dict[str, Any] | None = None  # as the wire spells them: readOnlyHint, destructiveHint, ...
     output_schema: dict[str, Any] | None = None
     icons: list[dict[str, Any]] | None = None
+    task_support: Literal["optional", "required"] | None = None
+    """Its ``execution.taskSupport`` (None: forbidden or unsaid): whether a call may run as a task. Not
+    pinned: it changes how toolmesh runs the call, not what the tool does or tells the model."""
 
     @model_validator(mode="before")
     @classmethod
@@ -252,7 +255,11 @@ class ServerDescribed(ServerEvent):
     instructions: str | None = None
     modern_versions: list[str] = Field(default_factory=list)
     """The 2026-07-28-era versions it named in ``server/discover`` besides the handshake (empty: it
-    speaks the handshake era only); clients of that era are relayed in it."""
+    speaks the handshake era only)."""
+    modern_only: dict[str, list[str]] = Field(default_factory=dict)
+    """What it lists in that era only, by list (``tools``, ``prompts``, ``resources``,
+    ``resource_templates``): a client of that era reaches these in it, everything else through the
+    handshake session."""
 
 
 class SkillAssignment(BaseModel):

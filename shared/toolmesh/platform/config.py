@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     # A request's result that comes within this time (and after no other message) is answered as
     # JSON; a slower one on an SSE stream, whose pings keep proxies from closing a quiet call.
     mcp_json_wait_seconds: float = Field(5.0, gt=0)
+    # A task (the 2026-07-28 Tasks extension) stays readable this long after its last change, and
+    # its call may run this long (bucket TTL, set when the bucket is made).
+    task_ttl_seconds: float = Field(3600.0, gt=0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

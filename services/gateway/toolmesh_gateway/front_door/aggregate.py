@@ -6,11 +6,11 @@ Prompts are named like tools in "all" mode (``server__prompt``, ``names``), and 
 original name works too when exactly one server has it. ``logging/setLevel`` reaches every
 serving upstream that offers logging.
 
-Requests reach an upstream in its client's era when the upstream speaks it: a 2026-07-28 client's
-request to an upstream that speaks 2026-07-28 too goes in that era with the client's envelope, and
-the upstream's ``InputRequiredResult`` comes back to the client with its ``requestState`` sealed
-(``InputBridge.seal_relayed``); any other goes through the upstream's handshake session (and its
-server → client requests through the ``InputBridge`` for a 2026-07-28 client).
+A 2026-07-28 client's request to an upstream that speaks that era too goes in it when the upstream
+offers its target in that era only (``ServerDescription.reached_in_modern_era``; lists always), with
+the client's envelope; the upstream's ``InputRequiredResult`` comes back to the client with its
+``requestState`` sealed (``InputBridge.seal_relayed``). Any other request goes through the upstream's
+handshake session (its server → client requests through the ``InputBridge`` for such a client).
 """
 
 from __future__ import annotations
@@ -123,10 +123,8 @@ class Aggregate:
     async def forward(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
         comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
-        if (
-            ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            and self._view(ctx).offer(server).description.modern_versions
-        ):
+        described = self._view(ctx).offer(server).description
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and described.reached_in_modern_era(method, params):
             return await self._relay(ctx, server, method, params)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))

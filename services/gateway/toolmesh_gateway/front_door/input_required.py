@@ -69,7 +69,7 @@ class _Parked:
     task: asyncio.Task[dict[str, Any]]
     link: ClientLink
     deadline: float
-    starter: str  # the principal and namespace that started the call (``_starter``)
+    starter: str  # the principal and namespace that started the call (``starter_of``)
     request: str  # the request that got the state, as its retry must repeat it (``_request_of``)
     pending: dict[str, PendingInput] = field(default_factory=dict)
 
@@ -79,7 +79,7 @@ def bridged(ctx: Ctx) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.method in BRIDGED
 
 
-def _starter(ctx: Ctx) -> str:
+def starter_of(ctx: Ctx) -> str:
     """Who asks: the principal's key and the namespace the request works in ("" without a caller)."""
     caller = request_caller(ctx.request)
     if caller is None:
@@ -124,7 +124,7 @@ class InputBridge:
         self._expire()
         params = ctx.params or {}
         state = params.get("requestState")
-        starter, request = _starter(ctx), _request_of(ctx)
+        starter, request = starter_of(ctx), _request_of(ctx)
         if state is None:
             link = self._links.detached(ctx)
             return await self._wait(asyncio.ensure_future(call(link)), link, starter, request)
@@ -138,12 +138,12 @@ class InputBridge:
 
     def seal_relayed(self, ctx: Ctx, server_id: str, upstream_state: str) -> str:
         """The state a client of this request gets for a 2026-07-28 upstream's own ``upstream_state``."""
-        return self._relayed.seal(upstream_state, server_id, _starter(ctx), _request_of(ctx))
+        return self._relayed.seal(upstream_state, server_id, starter_of(ctx), _request_of(ctx))
 
     async def redeem_relayed(self, ctx: Ctx, server_id: str, presented: object) -> str:
         """The upstream's own state in a state ``seal_relayed`` gave this request's starter, spent now
         (``-32602`` for any other)."""
-        return await self._relayed.redeem(presented, server_id, _starter(ctx), _request_of(ctx))
+        return await self._relayed.redeem(presented, server_id, starter_of(ctx), _request_of(ctx))
 
     def _unsealed(self, state: object) -> tuple[str, str]:
         """The replica and id of the parked request ``state`` names; ``-32602`` when it is not a state
@@ -158,7 +158,7 @@ class InputBridge:
     async def _resume(
         self, parked_id: str, starter: str, request: str, answers: dict[str, Any]
     ) -> dict[str, Any] | mcp_types.InputRequiredResult:
-        """Answer a request parked here, when ``starter`` started it and ``request`` repeats the request
+        """Answer a request parked here, when ``starter_of`` started it and ``request`` repeats the request
         that got it (else ``-32602``: the one that says nothing to anyone but the starter), and wait again."""
         parked = self._parked.get(parked_id)
         if parked is None or not starter or parked.starter != starter:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from toolmesh.platform.bus.topology import mcp_sessions_bucket, spent_states_bucket
+from toolmesh.platform.bus.topology import mcp_sessions_bucket, spent_states_bucket, tasks_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
@@ -64,8 +64,9 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
             await spent_states_bucket(backends.js, settings.request_timeout_seconds),
         ),
         sessions,
+        await tasks_bucket(backends.js, settings.task_ttl_seconds),
     )
-    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions)
+    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions, front.tasks)
     named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)
     front.managers.append(transparent.manager)
     front.on_changes.append(transparent.announce)

@@ -24,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from nats.js.kv import KeyValue
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -43,13 +44,14 @@ from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.aggregate import Aggregate
-from toolmesh_gateway.front_door.client_links import ClientLinks, release_if_deleted
+from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, list_changes
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import url_elicitation
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
+from toolmesh_gateway.front_door.tasks import TaskCall, Tasks, runs_as_task
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
@@ -58,6 +60,8 @@ log = logging.getLogger("toolmesh.gateway.mcp")
 MODE_KEY, BUNDLE_KEY = "toolmesh.mode", "toolmesh.bundle"
 ANNOUNCE_TIMEOUT_SECONDS = 2.0
 MAX_TRACKED_SESSIONS = 10_000
+TASK_CALL_MAX_SECONDS = 3600.0
+"""The longest a task's call may run (the longest any tool call may: ``ToolCallRequest``)."""
 Ctx = ServerRequestContext[Any, Any]
 
 
@@ -93,6 +97,7 @@ class FrontDoor:
         links: ClientLinks,
         bridge: InputBridge,
         sessions: SharedSessions,
+        tasks_kv: KeyValue,
     ) -> None:
         self._settings = settings
         self._auth = authenticator
@@ -113,7 +118,6 @@ class FrontDoor:
             version="0.1.0",
             instructions="Tools of every MCP server registered with toolmesh.",
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         # Spans come from the gateway's HTTP and NATS hops; the SDK's per-message span is dropped (cost).
@@ -123,6 +127,9 @@ class FrontDoor:
         )
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
+        self.tasks = Tasks(tasks_kv, links, settings.task_ttl_seconds, self._task_call)
+        self.tasks.install(self.server)
+        self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
         self._manager = sessions.manager(self.server, self._adopted)  # the gateway's BodyLimit guards it
         self.managers: list[SharedSessionManager] = [self._manager]
         self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
@@ -151,6 +158,7 @@ class FrontDoor:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
         await self.code.close()
+        await self.tasks.close()
         await self.bridge.close()
         await self.links.close()
 
@@ -232,7 +240,7 @@ class FrontDoor:
 
     async def _call_tool(
         self, ctx: Ctx, params: mcp_types.CallToolRequestParams
-    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | dict[str, Any]:
         arguments = dict(params.arguments or {})
         try:
             if self._mode(ctx) == "search":
@@ -252,10 +260,14 @@ class FrontDoor:
 
     async def _call(
         self, ctx: Ctx, request: ToolCallRequest
-    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | dict[str, Any]:
         """A tool call in the session's namespace, as its caller; in the 2026-07-28 era through the
-        ``InputBridge``."""
+        ``InputBridge``, or as a task (``tasks``: a ``CreateTaskResult``)."""
         caller = self._caller(ctx)
+        if request.server_id is not None:
+            tool = self._feed.catalog.tool(request.server_id, request.name)
+            if runs_as_task(ctx, tool) and tool is not None:
+                return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
         if bridged(ctx):
             outcome = await self.bridge.run(
                 ctx,
@@ -271,9 +283,21 @@ class FrontDoor:
             )
         return listing.call_result(body)
 
+    def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
+        """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""
+        caller, view = self._caller(ctx), self._view(ctx)
+        timeout = min(self._settings.task_ttl_seconds, TASK_CALL_MAX_SECONDS)
+        request = ToolCallRequest(name=tool, arguments=arguments, server_id=server_id, timeout_seconds=timeout)
+
+        async def call(link: ClientLink) -> dict[str, Any]:
+            body = await self._calls.call(request, caller, client=link.ref, view=view)
+            return listing.call_result(body).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        return call
+
     async def _call_meta(
         self, ctx: Ctx, name: str, arguments: dict[str, Any]
-    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | dict[str, Any]:
         if name == listing.SEARCH_TOOLS:
             wanted = {
                 "query": arguments.get("query") or "*",

@@ -14,7 +14,8 @@ out and the server's tools are discovered again, so the change is held on every 
 ``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
 and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
 only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
-``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``).
+``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``). A tool the upstream lets run as a task runs as one
+for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
+from toolmesh_gateway.front_door.tasks import Tasks, runs_as_task
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 
 SERVER_KEY = "toolmesh.server_id"
 ANNOUNCE_TIMEOUT_SECONDS = 2.0
 MAX_TRACKED_SESSIONS = 10_000
+CACHE_HINTS_OF_DISCOVER = {"ttlMs": 0, "cacheScope": "private"}
+"""``server/discover`` is answered here, before the SDK would add its hints (``eras.CACHE_HINTS``)."""
 MAX_REDISCOVERED = 10_000
 Lists = tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]]
 """Tool names, (resource URIs, templates), prompt names of one server: what ``list_changed`` is about."""
@@ -77,12 +81,14 @@ class Transparent:
         links: ClientLinks,
         aggregate: Aggregate,
         sessions: SharedSessions,
+        tasks: Tasks,
     ) -> None:
         self._feed = feed
         self._calls = calls
         self._forwarder = forwarder
         self._links = links
         self._aggregate = aggregate
+        self._tasks = tasks
         self.server: Server[Any] = Server("toolmesh-transparent", cache_hints=CACHE_HINTS)
         self.server.middleware[:] = [self._describe]  # no per-message SDK span: the HTTP and NATS hops have theirs
         for method in FORWARDED:
@@ -98,6 +104,7 @@ class Transparent:
         self.server.add_request_handler(
             "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, self._listen
         )
+        tasks.install(self.server)
         self._listeners: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, Lists]] = {}
         """Per server with 2026-07-28 listen streams: their bus, its handler, the lists they last heard of."""
         self.manager = sessions.manager(self.server, self._adopted)
@@ -196,9 +203,12 @@ class Transparent:
         if described.protocol_version is None:
             raise MCPError(code=mcp_types.INTERNAL_ERROR, message=f"{server.name} has not connected yet")
         if ctx.method == "server/discover":
+            extensions = {**(described.capabilities.get("extensions") or {}), **self.server.extensions}
             result: dict[str, Any] = {
+                "resultType": "complete",
+                **CACHE_HINTS_OF_DISCOVER,
                 "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
-                "capabilities": described.capabilities,
+                "capabilities": {**described.capabilities, "extensions": extensions},
                 "_meta": {mcp_types.SERVER_INFO_META_KEY: described.server_info},
             }
         else:
@@ -289,6 +299,9 @@ class Transparent:
         except ToolmeshError as refused:
             self._calls.record(caller, server, tool, started, "failed", refused.error_code)
             return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
+        found = self._feed.catalog.tool(server.id, tool)
+        if runs_as_task(ctx, found) and found is not None:  # admitted, run and audited by the task's call
+            return await self._tasks.start(ctx, server.id, found, dict((ctx.params or {}).get("arguments") or {}))
         try:
             self._calls.admit(server.namespace)
         except RateLimited as limited:

@@ -2,7 +2,8 @@
 
 An upstream that speaks the 2026-07-28 era besides the handshake may offer more in that era (what
 needs its input-required rounds, say): its lists are the union of both eras' (the handshake era's
-item wins where both list one), so what either era's clients may use is discovered and pinned."""
+item wins where both list one), so what either era's clients may use is discovered and pinned; what
+only that era lists is noted in the session's ``modern_only``, to be reached in that era."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ async def _modern_only(session: Upstream, result_type: Any, listed: list[Any], w
         extra += [item for item in getattr(page, field) if getattr(item, key) not in known]
         cursor = page.next_cursor
         if not cursor:
+            session.modern_only[field] = tuple(sorted(str(getattr(item, key)) for item in extra))
             return extra
         _check_cursor(session, what, cursor, seen)
 

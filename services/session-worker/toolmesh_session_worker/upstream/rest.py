@@ -98,6 +98,7 @@ class RestSession:
         auth: httpx2.Auth | None = None,
     ) -> None:
         self.server_name = server_name
+        self.modern_only: dict[str, tuple[str, ...]] = {}  # a REST tool server has no MCP eras
         self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
             protocol_version=LATEST_HANDSHAKE_VERSION,
             capabilities=mcp_types.ServerCapabilities(tools=mcp_types.ToolsCapability(list_changed=False)),

@@ -87,6 +87,7 @@ class UpstreamSession:
     ) -> None:
         self.server_name = server_name
         self.initialize_result: mcp_types.InitializeResult | None = None
+        self.modern_only: dict[str, tuple[str, ...]] = {}
         self._transport = transport
         self._callbacks = SessionCallbacks(
             server_name,

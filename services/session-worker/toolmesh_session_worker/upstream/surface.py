@@ -17,6 +17,9 @@ class Upstream(Protocol):
 
     server_name: str
     initialize_result: mcp_types.InitializeResult | None
+    modern_only: dict[str, tuple[str, ...]]
+    """What the upstream lists in the 2026-07-28 era only, by list (``tools``, ``prompts``, ``resources``,
+    ``resource_templates``: names, URIs, URI templates), as its last listing found."""
 
     @property
     def alive(self) -> bool:

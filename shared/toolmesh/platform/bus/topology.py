@@ -26,6 +26,7 @@ IDEMPOTENCY_BUCKET = "toolmesh_idempotency"
 MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
 OAUTH_FLOWS_BUCKET = "toolmesh_oauth_flows"
 SPENT_STATES_BUCKET = "toolmesh_spent_request_states"
+TASKS_BUCKET = "toolmesh_tasks"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -189,3 +190,9 @@ async def spent_states_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyVa
     return await _bucket(
         js, KeyValueConfig(bucket=SPENT_STATES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
     )
+
+
+async def tasks_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+    """Tasks of the 2026-07-28 Tasks extension (task id -> record), for every gateway replica; each
+    expires ``ttl_seconds`` after its last change (bucket TTL, set when the bucket is made)."""
+    return await _bucket(js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))

@@ -1,0 +1,391 @@
+"""Tasks (the ``io.modelcontextprotocol/tasks`` extension of MCP 2026-07-28), run by the gateway.
+
+A client that declares the extension in a request's ``clientCapabilities`` gets a task for a
+``tools/call`` of a tool whose upstream declares ``execution.taskSupport`` ``optional`` or
+``required``: the answer is a ``CreateTaskResult`` at once, and the gateway runs the call in the
+background, whatever era the upstream speaks. A tool that requires a task answers a client without
+the extension with ``-32021``; any other call runs as it always did. A task is a record in the NATS
+KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so ``tasks/get``,
+``tasks/update`` and ``tasks/cancel`` work on every gateway replica:
+
+- the replica that runs the call (the task's ``runner``) writes its status: ``working``;
+  ``input_required`` with the upstream's requests to its client (sampling, elicitation, roots) as
+  ``inputRequests``; ``completed`` with the tool's result (a tool error too, as ``isError``), or
+  ``failed`` with a JSON-RPC error. It watches the record for the answers ``tasks/update`` wrote
+  into it and for ``tasks/cancel``, on whichever replica those came;
+- the runner renews a heartbeat in the record; a task whose runner stopped (its replica died) is
+  taken over by the replica the next ``tasks/get``/``update``/``cancel`` reaches: the call runs again
+  there when the tool is marked idempotent (``idempotentHint``), else the task fails saying so. A
+  call the session-worker running it lost (``SERVER_UNAVAILABLE``) runs once more on the same terms;
+- a task is its starter's (principal and namespace): anyone else gets the ``-32602`` of a task that
+  does not exist. It stays readable for ``ttlMs`` after its last change (the bucket's TTL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import mcp_types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from nats.errors import Error as NatsError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from toolmesh.contracts.rpc import RpcReply
+from toolmesh.errors import ServerUnavailable, ToolmeshError
+from toolmesh_gateway.catalog import CatalogTool
+from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
+from toolmesh_gateway.front_door.input_required import starter_of
+from toolmesh_gateway.front_door.rpc_errors import mcp_error
+
+log = logging.getLogger("toolmesh.gateway.tasks")
+EXTENSION = "io.modelcontextprotocol/tasks"
+MISSING_CAPABILITY = -32021
+"""JSON-RPC code of a request that needs a client capability the request did not declare."""
+HEARTBEAT_SECONDS = 5.0
+STALE_SECONDS = 3 * HEARTBEAT_SECONDS
+"""A task whose runner has not renewed its heartbeat for this long is taken over."""
+POLL_INTERVAL_MS = 500
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+UNKNOWN_TASK = "Unknown task"
+_PUBLIC = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
+
+TaskCall = Callable[[ClientLink], Awaitable[dict[str, Any]]]
+"""Runs a task's tool call with a link of its own (upstream requests queue in its ``inputs``); the
+MCP tool result."""
+CallFactory = Callable[[Ctx, str, str, dict[str, Any]], TaskCall]
+"""The call of (server id, original tool name, arguments) as the request ``ctx``'s caller makes it."""
+
+
+def declared(ctx: Ctx) -> bool:
+    """Whether the request declares the Tasks extension (its 2026-07-28 ``clientCapabilities``)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    meta = (ctx.params or {}).get("_meta")
+    capabilities = meta.get(mcp_types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and EXTENSION in extensions
+
+
+def _missing_extension(what: str) -> MCPError:
+    return MCPError(
+        code=MISSING_CAPABILITY,
+        message=f"{what} needs the {EXTENSION} extension in the request's client capabilities",
+        data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
+
+
+def runs_as_task(ctx: Ctx, tool: CatalogTool | None) -> bool:
+    """Whether this ``tools/call`` of ``tool`` runs as a task; ``-32021`` when the tool requires one
+    and the request did not declare the extension."""
+    support = tool.task_support if tool is not None else None
+    if support not in ("optional", "required"):
+        return False
+    if declared(ctx):
+        return True
+    if support == "required":
+        raise _missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
+    return False
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _reply(answer: object, key: str) -> RpcReply:
+    if isinstance(answer, dict):
+        return RpcReply(ok=True, result=answer)
+    return RpcReply(ok=False, error={"code": mcp_types.INVALID_PARAMS, "message": f"no answer to {key}"})
+
+
+class Tasks:
+    """Starts tasks, runs the calls of those started here (or taken over), answers ``tasks/*``."""
+
+    def __init__(self, kv: KeyValue, links: ClientLinks, ttl_seconds: float, call_for: CallFactory) -> None:
+        self._kv = kv
+        self._links = links
+        self._ttl_ms = int(ttl_seconds * 1000)
+        self._call_for = call_for
+        self._running: dict[str, asyncio.Task[None]] = {}
+
+    def install(self, server: Server[Any]) -> None:
+        """Advertise the extension on ``server`` and serve its methods there."""
+        server.extensions[EXTENSION] = {}
+        server.add_request_handler("tasks/get", mcp_types.RequestParams, self._get)
+        server.add_request_handler("tasks/update", mcp_types.RequestParams, self._update)
+        server.add_request_handler("tasks/cancel", mcp_types.RequestParams, self._cancel)
+
+    async def start(self, ctx: Ctx, server_id: str, tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Record a task for this call of ``tool``, start the call here, and return the ``CreateTaskResult``."""
+        task_id = secrets.token_urlsafe(18)
+        now = _now()
+        record: dict[str, Any] = {
+            "taskId": task_id,
+            "status": "working",
+            "createdAt": now,
+            "lastUpdatedAt": now,
+            "ttlMs": self._ttl_ms,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+            "starter": starter_of(ctx),
+            "runner": self._links.replica,
+            "heartbeat": time.time(),
+            "call": {
+                "server": server_id,
+                "tool": tool.name,
+                "arguments": arguments,
+                "idempotent": bool((tool.annotations or {}).get("idempotentHint")),
+            },
+        }
+        await self._kv.create(task_id, json.dumps(record).encode())
+        self._spawn(task_id, ctx, record)
+        return {"resultType": "task", **{k: record[k] for k in _PUBLIC if k in record}}
+
+    async def close(self) -> None:
+        """Stop the calls running here (their tasks are taken over by the replica asked next)."""
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def _spawn(self, task_id: str, ctx: Ctx, record: dict[str, Any]) -> None:
+        call = record["call"]
+        work = self._call_for(ctx, call["server"], call["tool"], dict(call["arguments"]))
+        link = self._links.detached(ctx)
+        runner = asyncio.ensure_future(self._run(task_id, link, work, bool(call["idempotent"])))
+        self._running[task_id] = runner
+        runner.add_done_callback(lambda _: self._running.pop(task_id, None))
+
+    async def _run(self, task_id: str, link: ClientLink, work: TaskCall, idempotent: bool) -> None:
+        """Run the call, relay its input requests and their answers through the record, write its end."""
+        watcher = await self._kv.watch(task_id)
+        pending: dict[str, PendingInput] = {}
+        call = asyncio.ensure_future(self._attempts(work, link, idempotent))
+        beat = asyncio.ensure_future(self._beat(task_id))
+        asked: asyncio.Future[PendingInput] = asyncio.ensure_future(link.inputs.get())
+        heard: asyncio.Future[Any] = asyncio.ensure_future(watcher.updates(timeout=None))
+        cancelled = False
+        try:
+            while not call.done():
+                waiting: set[asyncio.Future[Any]] = {call, asked, heard}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if asked.done():
+                    request = asked.result()
+                    pending[request.request.request_id] = request
+                    await self._ask(task_id, request)
+                    asked = asyncio.ensure_future(link.inputs.get())
+                if heard.done():
+                    entry = heard.result()
+                    record = json.loads(entry.value) if entry is not None and entry.value else {}
+                    if record.get("status") == "cancelled":
+                        cancelled = True
+                        break
+                    for key, answer in (record.get("answers") or {}).items():
+                        if key in pending:
+                            pending.pop(key).respond(_reply(answer, key))
+                    heard = asyncio.ensure_future(watcher.updates(timeout=None))
+            if not cancelled:
+                await self._finish(task_id, call)
+        finally:
+            for future in (asked, heard, beat, call):
+                future.cancel()
+            with contextlib.suppress(Exception):
+                await watcher.stop()
+            self._links.forget(link)
+
+    @staticmethod
+    async def _attempts(work: TaskCall, link: ClientLink, idempotent: bool) -> dict[str, Any]:
+        """The call, once more when the session-worker running it was lost and the tool is idempotent."""
+        try:
+            return await work(link)
+        except ServerUnavailable:
+            if not idempotent:
+                raise
+            log.info("a task's call lost its session-worker; the tool is idempotent: running it again")
+            return await work(link)
+
+    async def _ask(self, task_id: str, request: PendingInput) -> None:
+        asked = {"method": request.request.method, "params": request.request.params or {}}
+
+        def ask(record: dict[str, Any]) -> dict[str, Any] | None:
+            if record["status"] in TERMINAL:
+                return None
+            record["inputRequests"] = {**(record.get("inputRequests") or {}), request.request.request_id: asked}
+            return {**record, "status": "input_required"}
+
+        await self._change(task_id, ask)
+
+    async def _finish(self, task_id: str, call: asyncio.Future[dict[str, Any]]) -> None:
+        """Write the call's end: its result, or the JSON-RPC error it failed with."""
+        ending: dict[str, Any]
+        try:
+            result = {k: v for k, v in call.result().items() if k not in ("resultType", "ttlMs", "cacheScope")}
+            ending = {"status": "completed", "result": result}
+        except ToolmeshError as exc:
+            ending = {"status": "failed", "error": mcp_error(exc).error.model_dump(mode="json", exclude_none=True)}
+        except MCPError as exc:
+            ending = {"status": "failed", "error": exc.error.model_dump(mode="json", exclude_none=True)}
+        except Exception as exc:  # the call's own failure ends the task, never the gateway
+            log.exception("a task's call failed")
+            ending = {"status": "failed", "error": {"code": mcp_types.INTERNAL_ERROR, "message": type(exc).__name__}}
+
+        def end(record: dict[str, Any]) -> dict[str, Any] | None:
+            if record["status"] in TERMINAL:
+                return None
+            kept = {k: v for k, v in record.items() if k not in ("inputRequests", "answers", "statusMessage")}
+            return {**kept, **ending}
+
+        try:
+            await self._change(task_id, end)
+        except NatsError as exc:  # a result past the bucket's message size, say
+            log.warning("a task's result could not be recorded: %s", exc)
+            failure = {"code": mcp_types.INTERNAL_ERROR, "message": "the tool's result is too large to keep in a task"}
+            ending = {"status": "failed", "error": failure}
+            await self._change(task_id, end)
+
+    async def _beat(self, task_id: str) -> None:
+        """Renew the heartbeat while the task runs here."""
+        mine = self._links.replica
+
+        def renew(record: dict[str, Any]) -> dict[str, Any] | None:
+            if record["status"] in TERMINAL or record.get("runner") != mine:
+                return None
+            return {**record, "heartbeat": time.time()}
+
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await self._change(task_id, renew, touch=False)
+
+    # -- the record ------------------------------------------------------------------------------
+
+    async def _change(
+        self, task_id: str, change: Callable[[dict[str, Any]], dict[str, Any] | None], *, touch: bool = True
+    ) -> dict[str, Any] | None:
+        """Apply ``change`` to the record (compare-and-set, again on a concurrent write); the record
+        after it (None: the task is gone). ``change`` returns None to leave the record as it is;
+        ``touch``: the change is one the client sees (``lastUpdatedAt``), not a heartbeat."""
+        while True:
+            try:
+                entry = await self._kv.get(task_id)
+            except KeyNotFoundError:
+                return None
+            record = json.loads(entry.value or b"{}")
+            changed = change(dict(record))
+            if changed is None:
+                return record
+            if touch:
+                changed["lastUpdatedAt"] = _now()
+            try:
+                await self._kv.update(task_id, json.dumps(changed).encode(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                continue
+            return changed
+
+    async def _mine(self, ctx: Ctx, what: str) -> tuple[str, dict[str, Any]]:
+        """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
+        taking it over when its runner stopped."""
+        if not declared(ctx):
+            raise _missing_extension(what)
+        task_id = (ctx.params or {}).get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"{what} needs a taskId")
+        headers = getattr(ctx.request, "headers", None)
+        named = headers.get(MCP_NAME_HEADER) if headers is not None else None
+        if named is not None and named.strip() != task_id:  # the routing header an intermediary may trust
+            raise MCPError(code=mcp_types.HEADER_MISMATCH, message=f"the Mcp-Name header is not the {what} taskId")
+        try:
+            entry = await self._kv.get(task_id)
+        except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK) from None
+        record = json.loads(entry.value or b"{}")
+        if not record.get("starter") or record.get("starter") != starter_of(ctx):
+            if record.get("starter"):
+                log.warning("security: a task was asked for by a principal that did not start it")
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK)
+        return task_id, await self._revived(ctx, task_id, record)
+
+    async def _revived(self, ctx: Ctx, task_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        """The record, taken over first when it is unfinished and its runner stopped renewing it."""
+        stale = time.time() - float(record.get("heartbeat") or 0) > STALE_SECONDS
+        if record["status"] in TERMINAL or task_id in self._running or not stale:
+            return record
+        call = record["call"]
+        mine = self._links.replica
+
+        def take_over(current: dict[str, Any]) -> dict[str, Any] | None:
+            if current["status"] in TERMINAL or current.get("heartbeat") != record.get("heartbeat"):
+                return None  # finished, or another replica took it over first
+            kept = {k: v for k, v in current.items() if k not in ("inputRequests", "answers")}
+            if call["idempotent"]:
+                return {**kept, "status": "working", "runner": mine, "heartbeat": time.time()}
+            words = (
+                f"the gateway replica running this task stopped; {call['tool']} is not marked idempotent, "
+                "so it was not run again"
+            )
+            return {**kept, "status": "failed", "error": {"code": mcp_types.INTERNAL_ERROR, "message": words}}
+
+        taken = await self._change(task_id, take_over, touch=False) or record
+        if (
+            taken.get("runner") == mine
+            and taken["status"] == "working"
+            and taken.get("heartbeat") != record.get("heartbeat")
+        ):
+            log.info("took over task %s of a replica that stopped; running %s again", task_id, call["tool"])
+            self._spawn(task_id, ctx, taken)
+        return taken
+
+    # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
+
+    async def _get(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        _, record = await self._mine(ctx, "tasks/get")
+        detailed = {k: record[k] for k in _PUBLIC if k in record}
+        for part in ("result", "error", "inputRequests"):
+            if part in record:
+                detailed[part] = record[part]
+        return {"resultType": "complete", **detailed}
+
+    async def _update(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        task_id, _record = await self._mine(ctx, "tasks/update")
+        answers = (ctx.params or {}).get("inputResponses")
+        if not isinstance(answers, dict):
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message="tasks/update needs inputResponses (an object)")
+
+        def answer(record: dict[str, Any]) -> dict[str, Any] | None:
+            asked = dict(record.get("inputRequests") or {})
+            given = {key: value for key, value in answers.items() if key in asked}
+            if record["status"] in TERMINAL or not given:
+                return None
+            for key in given:
+                del asked[key]
+            changed = {**record, "answers": {**(record.get("answers") or {}), **given}, "inputRequests": asked}
+            if not asked:
+                del changed["inputRequests"]
+                changed["status"] = "working"
+            return changed
+
+        await self._change(task_id, answer)
+        return {"resultType": "complete"}
+
+    async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        task_id, _record = await self._mine(ctx, "tasks/cancel")
+
+        def cancel(record: dict[str, Any]) -> dict[str, Any] | None:
+            if record["status"] in TERMINAL:
+                return None
+            kept = {k: v for k, v in record.items() if k not in ("inputRequests", "answers")}
+            return {**kept, "status": "cancelled", "statusMessage": "cancelled by the client"}
+
+        await self._change(task_id, cancel)
+        return {"resultType": "complete"}
