@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -149,13 +150,10 @@ class StatelessHttp:
         """Progress to ``progress``; other notifications to the client whose request this is."""
         params = message.get("params") if isinstance(message.get("params"), dict) else None
         if message["method"] == "notifications/progress":
-            if progress is not None and params is not None and isinstance(params.get("progress"), int | float):
-                total, words = params.get("total"), params.get("message")
-                await progress(
-                    float(params["progress"]),
-                    float(total) if isinstance(total, int | float) else None,
-                    str(words) if isinstance(words, str) else None,
-                )
+            done = _number(params.get("progress")) if params is not None else None
+            if progress is not None and params is not None and done is not None:
+                words = params.get("message")
+                await progress(done, _number(params.get("total")), str(words) if isinstance(words, str) else None)
         elif client_side is not None and "id" not in message:
             await client_side.notification(str(message["method"]), params, call_id)
 
@@ -203,8 +201,22 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
         raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
 
 
+def _number(value: object) -> float | None:
+    """``value`` as a finite float (None: not a number, or one no float holds)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _message(data: str | bytes | bytearray) -> dict[str, Any]:
-    message = json.loads(data)
+    try:
+        message = json.loads(data)
+    except RecursionError as exc:  # nested past the parser's depth: as invalid as bad JSON
+        raise ValueError("a JSON-RPC message nested too deep") from exc
     if not isinstance(message, dict):
         raise ValueError("a JSON-RPC message that is not an object")
     return message
