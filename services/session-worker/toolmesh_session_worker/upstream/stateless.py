@@ -185,20 +185,26 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
             if event.data:
                 yield _message(event.data)
         return
-    received = bytearray()
+    received = bytearray()  # the line being read: each piece is looked at once (a re-scan is quadratic)
     async for chunk in response.aiter_bytes():
-        received += chunk
-        if len(received) > MAX_MESSAGE_BYTES:
-            raise ValueError(f"an answer past {MAX_MESSAGE_BYTES} bytes")
-        *lines, rest = received.split(b"\n")
-        received = bytearray(rest)
-        for line in lines:
-            if line.strip():
-                yield _message(line)
+        *ends, rest = chunk.split(b"\n")
+        for end in ends:
+            received += end
+            _bound(received)
+            if received.strip():
+                yield _message(received)
+            received = bytearray()
+        received += rest
+        _bound(received)
     if received.strip():
         yield _message(received)
     elif response.status_code >= 400:
         raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
+
+
+def _bound(line: bytearray) -> None:
+    if len(line) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"an answer past {MAX_MESSAGE_BYTES} bytes")
 
 
 def _number(value: object) -> float | None:
