@@ -9,8 +9,10 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -32,6 +34,16 @@ async def hostile() -> AsyncIterator[StatelessHttp]:
     async with running_process([sys.executable, str(HOSTILE), "--port", str(port)], port=port):
         async with session_http_client({}, None, upstream=url, egress=EgressPolicy(private=True)) as client:
             yield StatelessHttp("hostile", url, client, {"name": "toolmesh", "version": "test"})
+
+
+class Heard:
+    """The notifications a request hands its session (the session routes them as the handshake era's)."""
+
+    def __init__(self) -> None:
+        self.notifications: list[dict[str, Any]] = []
+
+    async def __call__(self, notification: mcp_types.ServerNotification) -> None:
+        self.notifications.append(notification.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 async def _ignore(progress: float, total: float | None, message: str | None) -> None:
@@ -62,3 +74,19 @@ async def test_a_progress_no_float_holds_is_dropped_and_the_call_completes() -> 
                 "tools/call", {"name": "huge-progress"}, envelope, timeout=TIMEOUT, progress=_ignore
             )
         assert result["content"][0]["text"] == "ok"
+
+
+async def test_only_valid_server_notifications_reach_the_session() -> None:
+    """Notifications on a request's stream are the handshake era's: an unknown method, a malformed
+    log message or a server → client request (which 2026-07-28 has none of on a stream) is dropped; a
+    list change reaches the session (which rediscovers), not the client as it is."""
+    heard = Heard()
+    async with hostile() as upstream:
+        envelope = own_envelope(MODERN_PROTOCOL_VERSIONS[-1])
+        with anyio.fail_after(TIMEOUT):
+            result = await upstream.request("tools/call", {"name": "chatter"}, envelope, timeout=TIMEOUT, notify=heard)
+        assert result["content"][0]["text"] == "ok"
+    assert heard.notifications == [
+        {"method": "notifications/tools/list_changed"},
+        {"method": "notifications/message", "params": {"level": "info", "data": "valid"}},
+    ]

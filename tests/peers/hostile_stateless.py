@@ -4,8 +4,10 @@
 
 ``POST /mcp`` answers ``server/discover`` naming 2026-07-28, and ``tools/call`` as its tool's name
 says: ``deep`` a result nested far past any parser's recursion, ``huge-progress`` an SSE stream whose
-progress notification carries an integer no float holds before the result, anything else a plain
-result saying ``ok``.
+progress notification carries an integer no float holds before the result, ``chatter`` an SSE stream
+of notifications before the result (a method no MCP server sends, a log message without a level,
+a server → client request, a tools list change, a valid log message), anything else a plain result
+saying ``ok``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ async def mcp(request: Request) -> Response:
         progress = f'{{"jsonrpc":"2.0","method":"notifications/progress","params":{params}}}'
         done = f'{{"jsonrpc":"2.0","id":{ident},"result":{{"content":[{{"type":"text","text":"ok"}}]}}}}'
         return _sse(progress, done)
+    if name == "chatter":
+        chatter = [
+            {"method": "notifications/hostile/anything", "params": {"x": 1}},
+            {"method": "notifications/message", "params": {"data": "no level"}},
+            {"id": "to-the-client", "method": "roots/list"},
+            {"method": "notifications/tools/list_changed"},
+            {"method": "notifications/message", "params": {"level": "info", "data": "valid"}},
+        ]
+        done = {"id": message.get("id"), "result": {"content": [{"type": "text", "text": "ok"}]}}
+        return _sse(*(json.dumps({"jsonrpc": "2.0", **m}) for m in [*chatter, done]))
     result = {"content": [{"type": "text", "text": "ok"}]}
     return JSONResponse({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
 

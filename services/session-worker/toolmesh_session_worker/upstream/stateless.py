@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -28,8 +29,8 @@ from mcp.shared.inbound import (
     encode_header_value,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
-from toolmesh_session_worker.upstream.client_side import ClientSide
 from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamTimeout
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES
 from toolmesh_session_worker.upstream.wire import ProgressCallback
@@ -45,6 +46,10 @@ ENVELOPE_KEYS = frozenset(
 DISCOVER_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 """What toolmesh declares when it asks an upstream ``server/discover``: it relays all three."""
 _PROGRESS_TOKEN = "toolmesh-progress"
+Notify = Callable[[mcp_types.ServerNotification], Awaitable[None]]
+"""Where the other notifications on a request's stream go: the session's, routed as the handshake
+era's (a list change to discovery, the rest to the client whose request it is)."""
+log = logging.getLogger("toolmesh.upstream")
 
 
 def own_envelope(version: str) -> dict[str, Any]:
@@ -86,9 +91,8 @@ class StatelessHttp:
         envelope: dict[str, Any],
         *,
         timeout: float,
-        call_id: str | None = None,
         progress: ProgressCallback | None = None,
-        client_side: ClientSide | None = None,
+        notify: Notify | None = None,
     ) -> dict[str, Any]:
         """Send one request in this era and return the upstream's raw result.
 
@@ -104,7 +108,7 @@ class StatelessHttp:
                 async with self._client.stream("POST", self._url, json=body, headers=headers) as response:
                     async for message in _messages(response):
                         if "method" in message:
-                            await self._notification(message, call_id, progress, client_side)
+                            await self._notification(message, progress, notify)
                         elif message.get("id") == body["id"]:
                             return self._answer(message, what)
             except httpx2.HTTPError as exc:
@@ -143,19 +147,24 @@ class StatelessHttp:
     async def _notification(
         self,
         message: dict[str, Any],
-        call_id: str | None,
         progress: ProgressCallback | None,
-        client_side: ClientSide | None,
+        notify: Notify | None,
     ) -> None:
-        """Progress to ``progress``; other notifications to the client whose request this is."""
+        """Progress to ``progress``; other notifications an MCP server may send to ``notify`` (any other
+        message with a method, a server → client request among them, is dropped)."""
         params = message.get("params") if isinstance(message.get("params"), dict) else None
         if message["method"] == "notifications/progress":
             done = _number(params.get("progress")) if params is not None else None
             if progress is not None and params is not None and done is not None:
                 words = params.get("message")
                 await progress(done, _number(params.get("total")), str(words) if isinstance(words, str) else None)
-        elif client_side is not None and "id" not in message:
-            await client_side.notification(str(message["method"]), params, call_id)
+        elif notify is not None and "id" not in message:
+            try:
+                notification = mcp_types.server_notification_adapter.validate_python(message, by_name=False)
+            except ValidationError:
+                log.info("dropped a notification that is not one", extra={"server": self._server_name})
+                return
+            await notify(notification)
 
     def _answer(self, message: dict[str, Any], what: str) -> dict[str, Any]:
         """The result of a response, or ``UpstreamError`` with its JSON-RPC error."""
