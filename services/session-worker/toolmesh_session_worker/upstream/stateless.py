@@ -31,7 +31,13 @@ from mcp.shared.inbound import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamTimeout
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
+from toolmesh_session_worker.upstream.errors import (
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamScopeRequired,
+    UpstreamTimeout,
+)
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES
 from toolmesh_session_worker.upstream.wire import ProgressCallback
 
@@ -98,11 +104,35 @@ class StatelessHttp:
 
         Raises:
             UpstreamTimeout: no answer within ``timeout`` (the POST is abandoned, which cancels it).
+            UpstreamRefused: the upstream refused the grant (``UpstreamScopeRequired``: it wants a wider
+                scope), as the grant's auth noted (``challenges.MET``).
             UpstreamError: the upstream answered with a JSON-RPC error (``code``, ``data``), an HTTP
                 error without one, or something that is not a JSON-RPC answer.
         """
         body, headers = self._message(method, params, envelope, progress is not None)
         what = f"sending {method}"
+        met: list[ScopeChallenge | GrantRefused] = []  # what the grant met (``challenges``), as a session's
+        listening = MET.set(met)
+        try:
+            return await self._send(body, headers, what, timeout=timeout, progress=progress, notify=notify)
+        except UpstreamError as exc:
+            refusal = _refusal(self._server_name, what, met)
+            if refusal is None or isinstance(exc, UpstreamTimeout):
+                raise
+            raise refusal from exc
+        finally:
+            MET.reset(listening)
+
+    async def _send(
+        self,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        what: str,
+        *,
+        timeout: float,
+        progress: ProgressCallback | None,
+        notify: Notify | None,
+    ) -> dict[str, Any]:
         with anyio.move_on_after(timeout):
             try:
                 async with self._client.stream("POST", self._url, json=body, headers=headers) as response:
@@ -209,6 +239,18 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
         yield _message(received)
     elif response.status_code >= 400:
         raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
+
+
+def _refusal(server_name: str, what: str, met: list[ScopeChallenge | GrantRefused]) -> UpstreamRefused | None:
+    """The refusal of the grant a failed request met (None: it met none), as a handshake session says it."""
+    challenge = met[-1] if met else None
+    if isinstance(challenge, GrantRefused):
+        words = f"the upstream refused the grant while {what}"
+        return UpstreamRefused(f"{server_name}: {words}", summary=words)
+    if challenge is not None:
+        words = f"the upstream requires a scope the grant lacks while {what}"
+        return UpstreamScopeRequired(f"{server_name}: {words}", required=challenge.required, wanted=challenge.wanted)
+    return None
 
 
 def _bound(line: bytearray) -> None:
