@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
+from mcp.shared.inbound import decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.peers.launch import free_port, running_process
@@ -90,3 +91,13 @@ async def test_only_valid_server_notifications_reach_the_session() -> None:
         {"method": "notifications/tools/list_changed"},
         {"method": "notifications/message", "params": {"level": "info", "data": "valid"}},
     ]
+
+
+async def test_a_tool_name_with_a_line_break_travels_encoded_in_one_header() -> None:
+    """``Mcp-Name`` mirrors the body's name; CR/LF in it cannot start a header of its own."""
+    name = "echo\r\nX-Evil: 1"
+    async with hostile() as upstream:
+        envelope = own_envelope(MODERN_PROTOCOL_VERSIONS[-1])
+        result = await upstream.request("tools/call", {"name": name}, envelope, timeout=TIMEOUT)
+    assert result["headers"]["x-evil"] is None
+    assert decode_header_value(result["headers"]["mcp-name"]) == name

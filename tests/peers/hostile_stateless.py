@@ -6,8 +6,8 @@
 says: ``deep`` a result nested far past any parser's recursion, ``huge-progress`` an SSE stream whose
 progress notification carries an integer no float holds before the result, ``chatter`` an SSE stream
 of notifications before the result (a method no MCP server sends, a log message without a level,
-a server → client request, a tools list change, a valid log message), anything else a plain result
-saying ``ok``.
+a server → client request, a tools list change, a valid log message), ``echo…`` the ``Mcp-Name``
+and ``X-Evil`` headers it received, anything else a plain result saying ``ok``.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ async def mcp(request: Request) -> Response:
         progress = f'{{"jsonrpc":"2.0","method":"notifications/progress","params":{params}}}'
         done = f'{{"jsonrpc":"2.0","id":{ident},"result":{{"content":[{{"type":"text","text":"ok"}}]}}}}'
         return _sse(progress, done)
+    if isinstance(name, str) and name.startswith("echo"):
+        seen = {"mcp-name": request.headers.get("mcp-name"), "x-evil": request.headers.get("x-evil")}
+        return JSONResponse({"jsonrpc": "2.0", "id": message.get("id"), "result": {"headers": seen}})
     if name == "chatter":
         chatter = [
             {"method": "notifications/hostile/anything", "params": {"x": 1}},
