@@ -15,8 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types
 import nats
 import pytest
+from mcp.server.request_state import AESGCMRequestStateCodec
+from mcp.shared.exceptions import MCPError
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.errors import BadRequestError
@@ -37,11 +41,13 @@ from toolmesh.platform.bus.topology import (
     leases_bucket,
     mcp_sessions_bucket,
     names_bucket,
+    spent_states_bucket,
 )
 from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import free_port
 from toolmesh_cli.embedded.nats import nats_server_binary
 from toolmesh_cli.roles import ROLES, STREAMS
+from toolmesh_gateway.front_door.relayed_states import RelayedStates
 from toolmesh_gateway.name_reservations import reserve_name
 from toolmesh_projector.projector import DURABLE, consumer_config
 
@@ -394,3 +400,18 @@ async def test_each_role_reads_only_the_streams_and_buckets_it_uses(tmp_path: Pa
                     await conn.nc.publish(read.subject, body, reply=f"{inbox}.refused")
                     refusal = f'Publish to "{read.subject}"'
                     await eventually(lambda r=refusal: conn.refused(r), timeout=10, what=f"{role} refused {what}")
+
+
+async def test_the_gateway_refuses_a_spent_relayed_request_state_with_its_own_user(tmp_path: Path) -> None:
+    """A relayed ``requestState`` presented twice: the second is the one ``-32602``, promptly, with the
+    gateway's deploy user (nats-py's ``create`` reads the key back when it exists already)."""
+    async with deploy_nats(tmp_path) as deploy:
+        async with connection_as(deploy.address, "gateway", inbox_prefix="_INBOX_gateway") as gateway:
+            js = gateway.nc.jetstream(timeout=5)
+            states = RelayedStates(AESGCMRequestStateCodec([bytes(32)]), 60, await spent_states_bucket(js, 60))
+            sealed = states.seal("upstream-state", "server-1", "starter", "request")
+            assert await states.redeem(sealed, "server-1", "starter", "request") == "upstream-state"
+            with anyio.fail_after(3), pytest.raises(MCPError) as refused:
+                await states.redeem(sealed, "server-1", "starter", "request")
+            assert refused.value.error.code == mcp_types.INVALID_PARAMS
+            assert deploy.violations() == []

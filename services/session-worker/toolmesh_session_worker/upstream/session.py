@@ -97,7 +97,6 @@ class UpstreamSession:
             client_side=client_side,
         )
         self._answers = ClientAnswers(client_side)
-        self._client_side = client_side
         self._session: ClientSession | None = None
         self._stateless: StatelessHttp | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -185,9 +184,8 @@ class UpstreamSession:
                     params,
                     envelope,
                     timeout=timeout,
-                    call_id=call_id,
                     progress=progress,
-                    client_side=self._client_side,
+                    notify=self._callbacks.message,
                 )
             request = RawRequest(method=method, params=params)
             result = await self._request(session, request, RawResult, what=what, limit=timeout, progress=progress)

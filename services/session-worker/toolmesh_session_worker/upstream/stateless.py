@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -27,9 +29,15 @@ from mcp.shared.inbound import (
     encode_header_value,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
-from toolmesh_session_worker.upstream.client_side import ClientSide
-from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamTimeout
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
+from toolmesh_session_worker.upstream.errors import (
+    UpstreamError,
+    UpstreamRefused,
+    UpstreamScopeRequired,
+    UpstreamTimeout,
+)
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES
 from toolmesh_session_worker.upstream.wire import ProgressCallback
 
@@ -44,6 +52,10 @@ ENVELOPE_KEYS = frozenset(
 DISCOVER_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 """What toolmesh declares when it asks an upstream ``server/discover``: it relays all three."""
 _PROGRESS_TOKEN = "toolmesh-progress"
+Notify = Callable[[mcp_types.ServerNotification], Awaitable[None]]
+"""Where the other notifications on a request's stream go: the session's, routed as the handshake
+era's (a list change to discovery, the rest to the client whose request it is)."""
+log = logging.getLogger("toolmesh.upstream")
 
 
 def own_envelope(version: str) -> dict[str, Any]:
@@ -85,25 +97,48 @@ class StatelessHttp:
         envelope: dict[str, Any],
         *,
         timeout: float,
-        call_id: str | None = None,
         progress: ProgressCallback | None = None,
-        client_side: ClientSide | None = None,
+        notify: Notify | None = None,
     ) -> dict[str, Any]:
         """Send one request in this era and return the upstream's raw result.
 
         Raises:
             UpstreamTimeout: no answer within ``timeout`` (the POST is abandoned, which cancels it).
+            UpstreamRefused: the upstream refused the grant (``UpstreamScopeRequired``: it wants a wider
+                scope), as the grant's auth noted (``challenges.MET``).
             UpstreamError: the upstream answered with a JSON-RPC error (``code``, ``data``), an HTTP
                 error without one, or something that is not a JSON-RPC answer.
         """
         body, headers = self._message(method, params, envelope, progress is not None)
         what = f"sending {method}"
+        met: list[ScopeChallenge | GrantRefused] = []  # what the grant met (``challenges``), as a session's
+        listening = MET.set(met)
+        try:
+            return await self._send(body, headers, what, timeout=timeout, progress=progress, notify=notify)
+        except UpstreamError as exc:
+            refusal = _refusal(self._server_name, what, met)
+            if refusal is None or isinstance(exc, UpstreamTimeout):
+                raise
+            raise refusal from exc
+        finally:
+            MET.reset(listening)
+
+    async def _send(
+        self,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        what: str,
+        *,
+        timeout: float,
+        progress: ProgressCallback | None,
+        notify: Notify | None,
+    ) -> dict[str, Any]:
         with anyio.move_on_after(timeout):
             try:
                 async with self._client.stream("POST", self._url, json=body, headers=headers) as response:
                     async for message in _messages(response):
                         if "method" in message:
-                            await self._notification(message, call_id, progress, client_side)
+                            await self._notification(message, progress, notify)
                         elif message.get("id") == body["id"]:
                             return self._answer(message, what)
             except httpx2.HTTPError as exc:
@@ -142,22 +177,24 @@ class StatelessHttp:
     async def _notification(
         self,
         message: dict[str, Any],
-        call_id: str | None,
         progress: ProgressCallback | None,
-        client_side: ClientSide | None,
+        notify: Notify | None,
     ) -> None:
-        """Progress to ``progress``; other notifications to the client whose request this is."""
+        """Progress to ``progress``; other notifications an MCP server may send to ``notify`` (any other
+        message with a method, a server → client request among them, is dropped)."""
         params = message.get("params") if isinstance(message.get("params"), dict) else None
         if message["method"] == "notifications/progress":
-            if progress is not None and params is not None and isinstance(params.get("progress"), int | float):
-                total, words = params.get("total"), params.get("message")
-                await progress(
-                    float(params["progress"]),
-                    float(total) if isinstance(total, int | float) else None,
-                    str(words) if isinstance(words, str) else None,
-                )
-        elif client_side is not None and "id" not in message:
-            await client_side.notification(str(message["method"]), params, call_id)
+            done = _number(params.get("progress")) if params is not None else None
+            if progress is not None and params is not None and done is not None:
+                words = params.get("message")
+                await progress(done, _number(params.get("total")), str(words) if isinstance(words, str) else None)
+        elif notify is not None and "id" not in message:
+            try:
+                notification = mcp_types.server_notification_adapter.validate_python(message, by_name=False)
+            except ValidationError:
+                log.info("dropped a notification that is not one", extra={"server": self._server_name})
+                return
+            await notify(notification)
 
     def _answer(self, message: dict[str, Any], what: str) -> dict[str, Any]:
         """The result of a response, or ``UpstreamError`` with its JSON-RPC error."""
@@ -187,24 +224,56 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
             if event.data:
                 yield _message(event.data)
         return
-    received = bytearray()
+    received = bytearray()  # the line being read: each piece is looked at once (a re-scan is quadratic)
     async for chunk in response.aiter_bytes():
-        received += chunk
-        if len(received) > MAX_MESSAGE_BYTES:
-            raise ValueError(f"an answer past {MAX_MESSAGE_BYTES} bytes")
-        *lines, rest = received.split(b"\n")
-        received = bytearray(rest)
-        for line in lines:
-            if line.strip():
-                yield _message(line)
+        *ends, rest = chunk.split(b"\n")
+        for end in ends:
+            received += end
+            _bound(received)
+            if received.strip():
+                yield _message(received)
+            received = bytearray()
+        received += rest
+        _bound(received)
     if received.strip():
         yield _message(received)
     elif response.status_code >= 400:
         raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
 
 
+def _refusal(server_name: str, what: str, met: list[ScopeChallenge | GrantRefused]) -> UpstreamRefused | None:
+    """The refusal of the grant a failed request met (None: it met none), as a handshake session says it."""
+    challenge = met[-1] if met else None
+    if isinstance(challenge, GrantRefused):
+        words = f"the upstream refused the grant while {what}"
+        return UpstreamRefused(f"{server_name}: {words}", summary=words)
+    if challenge is not None:
+        words = f"the upstream requires a scope the grant lacks while {what}"
+        return UpstreamScopeRequired(f"{server_name}: {words}", required=challenge.required, wanted=challenge.wanted)
+    return None
+
+
+def _bound(line: bytearray) -> None:
+    if len(line) > MAX_MESSAGE_BYTES:
+        raise ValueError(f"an answer past {MAX_MESSAGE_BYTES} bytes")
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float (None: not a number, or one no float holds)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _message(data: str | bytes | bytearray) -> dict[str, Any]:
-    message = json.loads(data)
+    try:
+        message = json.loads(data)
+    except RecursionError as exc:  # nested past the parser's depth: as invalid as bad JSON
+        raise ValueError("a JSON-RPC message nested too deep") from exc
     if not isinstance(message, dict):
         raise ValueError("a JSON-RPC message that is not an object")
     return message
