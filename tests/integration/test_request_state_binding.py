@@ -11,15 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import mcp_types
 import pytest
 
 from tests.harness import System, running_system
+from tests.mcp_raw import modern_post
 from tests.peers.launch import launch_peer
 
 pytestmark = pytest.mark.integration
-MODERN = "2026-07-28"
 
 
 @dataclass
@@ -52,22 +51,8 @@ async def tenants(nats_url: str, database_url: str) -> AsyncIterator[TwoTenants]
 
 async def _modern_call(system: System, token: str, params: dict[str, Any]) -> dict[str, Any]:
     """One stateless 2026-07-28 ``tools/call`` to ``/mcp``; the JSON-RPC response."""
-    meta = {
-        mcp_types.PROTOCOL_VERSION_META_KEY: MODERN,
-        mcp_types.CLIENT_INFO_META_KEY: {"name": "attack-test", "version": "1"},
-        mcp_types.CLIENT_CAPABILITIES_META_KEY: {"sampling": {}},
-    }
-    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": meta}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": str(params["name"]),
-    }
     url = f"http://{system.settings.host}:{system.settings.port}/mcp"
-    async with httpx.AsyncClient(timeout=60) as http:
-        response = await http.post(url, json=request, headers=headers)
+    response = await modern_post(url, "tools/call", params, token=token, capabilities={"sampling": {}})
     answer: dict[str, Any] = response.json()
     assert response.status_code == (200 if "result" in answer else 400), response.text
     return answer

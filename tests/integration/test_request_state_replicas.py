@@ -8,32 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import mcp_types
 import pytest
 
 from tests.harness import ADMIN_TOKEN
 from tests.integration.test_mcp_replicas import Replicas, replicas
+from tests.mcp_raw import modern_call
 
 pytestmark = pytest.mark.integration
-MODERN = "2026-07-28"
 
 
 async def call_at(port: int, token: str, params: dict[str, Any]) -> dict[str, Any]:
     """One stateless ``tools/call`` to ``/mcp`` of the replica at ``port``; its JSON-RPC response."""
-    meta = {mcp_types.PROTOCOL_VERSION_META_KEY: MODERN, mcp_types.CLIENT_CAPABILITIES_META_KEY: {"sampling": {}}}
-    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": meta}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": str(params["name"]),
-    }
-    async with httpx.AsyncClient(timeout=60) as http:
-        response = await http.post(f"http://127.0.0.1:{port}/mcp", json=request, headers=headers)
-    answer: dict[str, Any] = response.json()
-    return answer
+    url = f"http://127.0.0.1:{port}/mcp"
+    return await modern_call(url, "tools/call", params, token=token, capabilities={"sampling": {}})
 
 
 def retry(question: str, state: str, key: str, answer: str) -> dict[str, Any]:

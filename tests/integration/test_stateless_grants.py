@@ -6,17 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-import mcp_types
 import pytest
 
 from tests.harness import System, running_system
+from tests.mcp_raw import modern_call
 from tests.oauth_peer import Peer, follow
 
 pytestmark = pytest.mark.integration
 SERVERS = "/api/v1/aggregator/servers"
 PER_USER = {"mode": "oauth", "identity": "per_user"}
-MODERN = "2026-07-28"
 
 
 async def _authorize_as(system: System, token: str, server_id: str, peer: Peer, user: str) -> None:
@@ -30,19 +28,8 @@ async def _authorize_as(system: System, token: str, server_id: str, peer: Peer, 
 
 
 async def _modern_whoami(system: System, token: str) -> dict[str, Any]:
-    meta = {mcp_types.PROTOCOL_VERSION_META_KEY: MODERN, mcp_types.CLIENT_CAPABILITIES_META_KEY: {}}
-    params = {"name": "whoami", "arguments": {}, "_meta": meta}
-    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "whoami",
-    }
-    async with httpx.AsyncClient(base_url=system.api.base_url, timeout=60) as http:
-        answer: dict[str, Any] = (await http.post("/mcp/saas", json=body, headers=headers)).json()
-    return answer
+    params = {"name": "whoami", "arguments": {}}
+    return await modern_call(f"{system.api.base_url}/mcp/saas", "tools/call", params, token=token)
 
 
 async def test_a_withdrawn_grant_asks_a_modern_client_to_authorize_again(

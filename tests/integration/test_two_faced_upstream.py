@@ -9,15 +9,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-import mcp_types
 import pytest
 
 from tests.harness import ADMIN_TOKEN, System, running_system
+from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
 
 pytestmark = pytest.mark.integration
-MODERN = "2026-07-28"
 TWO_FACED = Path(__file__).parents[1] / "peers" / "two_faced.py"
 
 
@@ -36,19 +34,7 @@ async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
 
 async def modern(system: System, path: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """One stateless 2026-07-28 request to ``path``; its JSON-RPC answer."""
-    meta = {mcp_types.PROTOCOL_VERSION_META_KEY: MODERN, mcp_types.CLIENT_CAPABILITIES_META_KEY: {}}
-    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Authorization": f"Bearer {ADMIN_TOKEN}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
-    async with httpx.AsyncClient(base_url=system.api.base_url, timeout=30) as http:
-        answer: dict[str, Any] = (await http.post(path, json=body, headers=headers)).json()
-    return answer
+    return await modern_call(f"{system.api.base_url}{path}", method, params, token=ADMIN_TOKEN)
 
 
 async def test_the_modern_definition_of_a_twin_is_shown_to_nobody(system: System) -> None:

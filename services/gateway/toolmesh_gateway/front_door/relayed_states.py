@@ -26,6 +26,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from toolmesh_gateway.front_door.client_links import UNKNOWN_STATE
+from toolmesh_gateway.front_door.rpc_errors import nats_answers
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 KIND = "relayed"
@@ -65,7 +66,8 @@ class RelayedStates:
         problem = _problem(claims, server_id, request)
         if problem is None:
             try:
-                await self._spent.create(str(claims["nonce"]), b"")
+                with nats_answers("spending a requestState"):
+                    await self._spent.create(str(claims["nonce"]), b"")
             except KeyWrongLastSequenceError:
                 problem = "spent already"
         if problem is not None:

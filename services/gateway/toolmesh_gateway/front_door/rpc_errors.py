@@ -4,12 +4,16 @@ that supports them."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from collections.abc import Iterator
 
 import mcp_types
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from nats.errors import Error as NatsError
 
 from toolmesh.errors import (
+    BackendUnavailable,
     ExecutionTimeout,
     PromptAmbiguous,
     PromptChanged,
@@ -60,3 +64,13 @@ def url_elicitation(exc: ToolmeshError, capabilities: object) -> UrlElicitationR
         mode="url", message=exc.detail, url=url, elicitation_id=secrets.token_urlsafe(16)
     )
     return UrlElicitationRequiredError([asked], message=exc.detail)
+
+
+@contextlib.contextmanager
+def nats_answers(what: str) -> Iterator[None]:
+    """A NATS failure inside the block (no answer in time, no responders) as the client's
+    ``BACKEND_UNAVAILABLE`` JSON-RPC error, saying ``what`` it was doing."""
+    try:
+        yield
+    except NatsError as exc:
+        raise mcp_error(BackendUnavailable(f"NATS did not answer while {what}")) from exc

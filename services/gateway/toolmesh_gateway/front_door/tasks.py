@@ -47,7 +47,7 @@ from toolmesh.errors import ServerUnavailable, ToolmeshError
 from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
-from toolmesh_gateway.front_door.rpc_errors import mcp_error
+from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
 
 log = logging.getLogger("toolmesh.gateway.tasks")
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -147,7 +147,8 @@ class Tasks:
                 "idempotent": bool((tool.annotations or {}).get("idempotentHint")),
             },
         }
-        await self._kv.create(task_id, json.dumps(record).encode())
+        with nats_answers("recording a task"):
+            await self._kv.create(task_id, json.dumps(record).encode())
         self._spawn(task_id, ctx, record)
         return {"resultType": "task", **{k: record[k] for k in _PUBLIC if k in record}}
 
@@ -349,7 +350,8 @@ class Tasks:
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
 
     async def _get(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        _, record = await self._mine(ctx, "tasks/get")
+        with nats_answers("reading a task"):
+            _, record = await self._mine(ctx, "tasks/get")
         detailed = {k: record[k] for k in _PUBLIC if k in record}
         for part in ("result", "error", "inputRequests"):
             if part in record:
@@ -357,7 +359,8 @@ class Tasks:
         return {"resultType": "complete", **detailed}
 
     async def _update(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        task_id, _record = await self._mine(ctx, "tasks/update")
+        with nats_answers("reading a task"):
+            task_id, _record = await self._mine(ctx, "tasks/update")
         answers = (ctx.params or {}).get("inputResponses")
         if not isinstance(answers, dict):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message="tasks/update needs inputResponses (an object)")
@@ -375,11 +378,13 @@ class Tasks:
                 changed["status"] = "working"
             return changed
 
-        await self._change(task_id, answer)
+        with nats_answers("answering a task"):
+            await self._change(task_id, answer)
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        task_id, _record = await self._mine(ctx, "tasks/cancel")
+        with nats_answers("reading a task"):
+            task_id, _record = await self._mine(ctx, "tasks/cancel")
 
         def cancel(record: dict[str, Any]) -> dict[str, Any] | None:
             if record["status"] in TERMINAL:
@@ -387,5 +392,6 @@ class Tasks:
             kept = {k: v for k, v in record.items() if k not in ("inputRequests", "answers")}
             return {**kept, "status": "cancelled", "statusMessage": "cancelled by the client"}
 
-        await self._change(task_id, cancel)
+        with nats_answers("cancelling a task"):
+            await self._change(task_id, cancel)
         return {"resultType": "complete"}
