@@ -1,0 +1,117 @@
+"""Tasks outlive the gateway replica that started them.
+
+Replica B (a ``toolmesh gateway`` process) starts three tasks of ``tests/peers/task_tools.py`` and is
+SIGKILLed; replica A (the test's own) then serves them: a task is read and cancelled there at once;
+the call of an idempotent tool runs again there and completes; the call of a tool that is not
+idempotent is not run again, and its task fails saying so. Another principal never sees a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
+from tests.mcp_raw import modern_call
+from tests.peers.launch import free_port, running_process
+
+pytestmark = pytest.mark.integration
+TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+@dataclass
+class Replicas:
+    system: System
+    b: RoleProcess
+    port_b: int
+
+    def url(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}/mcp/tasks"
+
+
+@pytest.fixture
+async def replicas(nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
+    port = free_port()
+    async with (
+        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
+        running_system(nats_url, database_url) as system,
+    ):
+        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        port_b = free_port()
+        b = RoleProcess("gateway", system.settings, env={"TOOLMESH_PORT": str(port_b)})
+        try:
+            await eventually(lambda: _answers(port_b), timeout=60, what="replica B to answer")
+            yield Replicas(system, b, port_b)
+        finally:
+            b.terminate()
+
+
+async def _answers(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+async def _start(url: str, tool: str, arguments: dict[str, Any]) -> str:
+    params = {"name": tool, "arguments": arguments}
+    created = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=TASKS)
+    assert created.get("result", {}).get("resultType") == "task", created
+    task_id: str = created["result"]["taskId"]
+    return task_id
+
+
+async def _task(url: str, task_id: str, token: str = ADMIN_TOKEN) -> dict[str, Any]:
+    return await modern_call(url, "tasks/get", {"taskId": task_id}, token=token, capabilities=TASKS)
+
+
+async def _ended(url: str, task_id: str) -> dict[str, Any]:
+    async def ended() -> dict[str, Any] | None:
+        task = (await _task(url, task_id))["result"]
+        return task if task["status"] in ("completed", "failed", "cancelled") else None
+
+    found: dict[str, Any] = await eventually(ended, timeout=90, what=f"task {task_id} to end")
+    return found
+
+
+async def test_tasks_of_a_killed_replica_are_served_by_another(replicas: Replicas) -> None:
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    idempotent = await _start(on_b, "idempotent_sleep", {"seconds": 2})
+    not_idempotent = await _start(on_b, "slow_compute", {"seconds": 4, "label": "once"})
+    cancelled = await _start(on_b, "slow_compute", {"seconds": 60, "label": "cancel"})
+    replicas.b.kill()
+
+    assert (await _task(on_a, cancelled))["result"]["status"] == "working"
+    ack = await modern_call(on_a, "tasks/cancel", {"taskId": cancelled}, token=ADMIN_TOKEN, capabilities=TASKS)
+    assert ack["result"]["resultType"] == "complete" and "status" not in ack["result"], ack
+    assert (await _task(on_a, cancelled))["result"]["status"] == "cancelled"
+
+    again = await _ended(on_a, idempotent)
+    assert again["status"] == "completed", again
+    assert again["result"]["content"][0]["text"] == "slept 2s", again
+
+    lost = await _ended(on_a, not_idempotent)
+    assert lost["status"] == "failed", lost
+    assert "not marked idempotent, so it was not run again" in lost["error"]["message"], lost
+    assert "result" not in lost
+
+
+async def test_a_task_is_its_starters_only(replicas: Replicas) -> None:
+    on_a = replicas.url(replicas.system.settings.port)
+    task_id = await _start(on_a, "slow_compute", {"seconds": 0, "label": "mine"})
+    other = (await replicas.system.create_key("other", "agent"))["token"]
+    foreign = await _task(on_a, task_id, token=other)
+    assert foreign["error"]["code"] == -32602, foreign
+    cancel = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=other, capabilities=TASKS)
+    assert cancel["error"]["code"] == -32602, cancel
+    assert (await _ended(on_a, task_id))["status"] == "completed"
