@@ -69,23 +69,26 @@ async def replicas(kit: Kit, nats_url: str, database_url: str) -> AsyncIterator[
         port_b = free_port()
         b = RoleProcess("gateway", system.settings, env={"TOOLMESH_PORT": str(port_b)})
         try:
-            await eventually(lambda: _serves_the_tool(port_b), timeout=60, what="replica B to serve the tool")
+            await eventually(lambda: _serves_the_tool(b, port_b), timeout=60, what="replica B to serve the tool")
             yield Replicas(system, port_b)
         finally:
             b.terminate()
 
 
-async def _serves_the_tool(port: int) -> bool:
-    """Whether the replica on ``port`` answers a 2026-07-28 ``tools/list`` of ``everything`` with ``TOOL``."""
+async def _serves_the_tool(b: RoleProcess, port: int) -> bool:
+    """Whether replica B (on ``port``) answers a 2026-07-28 ``tools/list`` of ``everything`` with
+    ``TOOL`` (an ``AssertionError`` with its log when it exited)."""
+    if b.process.poll() is not None:
+        raise AssertionError(f"replica B exited ({b.process.returncode}): {b.stderr_text()[-4000:]}")
     try:
-        answer = await post(port, ADMIN_TOKEN, "tools/list", {})
-    except httpx.TransportError:
+        answer = await post(port, ADMIN_TOKEN, "tools/list", {}, timeout=10)
+    except (httpx.TransportError, ValueError):
         return False
     tools = answer.get("result", {}).get("tools", [])
     return any(tool.get("name") == TOOL for tool in tools)
 
 
-async def post(port: int, token: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+async def post(port: int, token: str, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """One 2026-07-28 request to ``/mcp/everything`` on the replica at ``port``; the JSON-RPC answer."""
     meta = {
         mcp_types.PROTOCOL_VERSION_META_KEY: MODERN,
@@ -100,7 +103,7 @@ async def post(port: int, token: str, method: str, params: dict[str, Any]) -> di
     }
     if "name" in params:
         headers["Mcp-Name"] = params["name"]
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=timeout) as http:
         response = await http.post(f"http://127.0.0.1:{port}/mcp/everything", json=body, headers=headers)
     return _answer(response)
 
