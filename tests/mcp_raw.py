@@ -33,6 +33,7 @@ async def modern_post(
     token: str,
     capabilities: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
+    timeout: float = 60,
 ) -> httpx.Response:
     """One stateless 2026-07-28 request to ``url`` as a client of that era sends it: the envelope in
     ``_meta`` (its ``capabilities``, none by default), ``MCP-Protocol-Version``, ``Mcp-Method`` and, for a
@@ -48,7 +49,7 @@ async def modern_post(
     named = params.get(_NAMED.get(method, "taskId"))
     if isinstance(named, str):
         sent["Mcp-Name"] = named
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=timeout) as http:
         return await http.post(url, json=body, headers={**sent, **(headers or {})})
 
 

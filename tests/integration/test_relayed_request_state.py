@@ -28,10 +28,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from tests.conformance.kit import Kit, prepare
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
 from tests.mcp_client import text_of
+from tests.mcp_raw import modern_post
 from tests.peers.launch import free_port, running_process
+from toolmesh.platform.bus.topology import spent_states_bucket
 
 pytestmark = pytest.mark.integration
-MODERN = "2026-07-28"
 TOOL = "test_input_required_result_request_state"
 CONFIRM = {"confirm": {"action": "accept", "content": {"ok": True}}}
 REFUSED = "unknown or expired requestState"
@@ -90,22 +91,9 @@ async def _serves_the_tool(b: RoleProcess, port: int) -> bool:
 
 async def post(port: int, token: str, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """One 2026-07-28 request to ``/mcp/everything`` on the replica at ``port``; the JSON-RPC answer."""
-    meta = {
-        mcp_types.PROTOCOL_VERSION_META_KEY: MODERN,
-        mcp_types.CLIENT_CAPABILITIES_META_KEY: {"elicitation": {}, "sampling": {}},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
-    async with httpx.AsyncClient(timeout=timeout) as http:
-        response = await http.post(f"http://127.0.0.1:{port}/mcp/everything", json=body, headers=headers)
-    return _answer(response)
+    url = f"http://127.0.0.1:{port}/mcp/everything"
+    capabilities = {"elicitation": {}, "sampling": {}}
+    return _answer(await modern_post(url, method, params, token=token, capabilities=capabilities, timeout=timeout))
 
 
 def _answer(response: httpx.Response) -> dict[str, Any]:
@@ -215,3 +203,33 @@ async def test_a_handshake_client_of_the_same_server_keeps_its_session(replicas:
         assert started.protocol_version not in MODERN_PROTOCOL_VERSIONS, started
         result = await asyncio.wait_for(session.call_tool("test_elicitation", {"message": "proceed?"}), 60)
     assert text_of(result) == 'User response: action=accept, content={"response":"yes"}', result
+
+
+async def test_a_state_lives_no_longer_than_its_spent_mark(kit: Kit, nats_url: str, database_url: str) -> None:
+    """Replica A made the spent-mark bucket with a 3 s TTL, replica B runs with a 60 s request timeout:
+    B's states live 3 s, so a state is never redeemed again once its mark expired (it did before)."""
+    port = free_port()
+    env = {"PORT": str(port), "NODE_OPTIONS": f"--require {kit.loopback}"}
+    async with (
+        running_process(kit.server_argv(kit.server_2026), port=port, env=env),
+        running_system(nats_url, database_url, request_timeout_seconds=3) as system,
+    ):
+        created = await system.register("everything", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        port_b = free_port()
+        timeout = {"TOOLMESH_PORT": str(port_b), "MCP_AGGREGATOR_REQUEST_TIMEOUT": "60"}
+        b = RoleProcess("gateway", system.settings, env=timeout)
+        try:
+            await eventually(lambda: _serves_the_tool(b, port_b), timeout=60, what="replica B to serve the tool")
+            state = await first_round(port_b)
+            completed(await call(port_b, state=state))
+            refused(await call(port_b, state=state))
+            spent = await spent_states_bucket(system.backends.js, 3)
+
+            async def expired() -> bool:
+                return (await spent.status()).values == 0
+
+            await eventually(expired, timeout=30, what="the spent mark to expire")
+            refused(await call(port_b, state=state))
+        finally:
+            b.terminate()

@@ -56,7 +56,7 @@ async def two_replicas() -> AsyncIterator[tuple[InputBridge, InputBridge]]:
     for link in links:
         await link.start()
     unused = cast(KeyValue, object())  # the spent-state marks of relayed states, which these tests never redeem
-    bridges = [InputBridge(link, 5.0, KEYS, unused) for link in links]
+    bridges = [InputBridge(link, 5.0, KEYS, unused, 5.0) for link in links]
     try:
         yield bridges[0], bridges[1]
     finally:

@@ -102,12 +102,14 @@ class InputBridge:
     """Parks upstream requests whose upstream asked the client something, until the client answers;
     a retry that reaches another replica is completed by the one that parked its request."""
 
-    def __init__(self, links: ClientLinks, timeout: float, keys: Sequence[bytes], spent: KeyValue) -> None:
+    def __init__(
+        self, links: ClientLinks, timeout: float, keys: Sequence[bytes], spent: KeyValue, spent_kept: float
+    ) -> None:
         self._links = links
         self._timeout = timeout
         self._parked: dict[str, _Parked] = {}  # by the id sealed in the state
         self._codec = AESGCMRequestStateCodec(list(keys))
-        self._relayed = RelayedStates(self._codec, timeout, spent)
+        self._relayed = RelayedStates(self._codec, min(timeout, spent_kept), spent)  # a spent mark outlives its state
         self._resuming: dict[str, tuple[str, asyncio.Task[Any]]] = {}  # parked id -> starter, its relayed retry
         self._withdrawals: set[asyncio.Task[None]] = set()
         links.serve_resumes(self._resume_here, self._withdraw_here)

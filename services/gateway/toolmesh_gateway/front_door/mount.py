@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from toolmesh.platform.bus.topology import mcp_sessions_bucket, spent_states_bucket, tasks_bucket
+from toolmesh.platform.bus.topology import kept_for, mcp_sessions_bucket, spent_states_bucket, tasks_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
@@ -48,6 +48,10 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         channels,
         links.relay,
     )
+    # A requestState lives no longer than its spent mark, a task's ttlMs is no longer than its record:
+    # the buckets' TTLs are the ones they were made with, perhaps by a replica with other settings.
+    spent = await spent_states_bucket(backends.js, settings.request_timeout_seconds)
+    tasks = await tasks_bucket(backends.js, settings.task_ttl_seconds)
     front = FrontDoor(
         settings,
         app.state.authenticator,
@@ -61,10 +65,12 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
             links,
             settings.request_timeout_seconds,
             app.state.credential_box.purpose_keys(REQUEST_STATE),
-            await spent_states_bucket(backends.js, settings.request_timeout_seconds),
+            spent,
+            await kept_for(spent, settings.request_timeout_seconds),
         ),
         sessions,
-        await tasks_bucket(backends.js, settings.task_ttl_seconds),
+        tasks,
+        await kept_for(tasks, settings.task_ttl_seconds),
     )
     transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions, front.tasks)
     named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)

@@ -65,11 +65,11 @@ class RelayedStates:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
         problem = _problem(claims, server_id, request)
         if problem is None:
-            try:
-                with nats_answers("spending a requestState"):
+            with nats_answers("spending a requestState"):
+                try:
                     await self._spent.create(str(claims["nonce"]), b"")
-            except KeyWrongLastSequenceError:
-                problem = "spent already"
+                except KeyWrongLastSequenceError:
+                    problem = "spent already"
         if problem is not None:
             log.info("requestState refused: %s", problem)
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)

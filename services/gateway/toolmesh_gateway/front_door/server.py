@@ -98,6 +98,7 @@ class FrontDoor:
         bridge: InputBridge,
         sessions: SharedSessions,
         tasks_kv: KeyValue,
+        tasks_kept: float,
     ) -> None:
         self._settings = settings
         self._auth = authenticator
@@ -127,7 +128,7 @@ class FrontDoor:
         )
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
-        self.tasks = Tasks(tasks_kv, links, settings.task_ttl_seconds, self._task_call)
+        self.tasks = Tasks(tasks_kv, links, tasks_kept, self._task_call)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
         self._manager = sessions.manager(self.server, self._adopted)  # the gateway's BodyLimit guards it

@@ -196,3 +196,10 @@ async def tasks_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
     """Tasks of the 2026-07-28 Tasks extension (task id -> record), for every gateway replica; each
     expires ``ttl_seconds`` after its last change (bucket TTL, set when the bucket is made)."""
     return await _bucket(js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))
+
+
+async def kept_for(kv: KeyValue, wanted: float) -> float:
+    """How long ``kv`` keeps a value after its last write: its TTL (a bucket made earlier keeps the
+    TTL it was made with, whatever this process's settings say), ``wanted`` when it has none."""
+    ttl = (await kv.status()).ttl
+    return float(ttl) if ttl else wanted
