@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
@@ -43,7 +46,7 @@ from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
-from toolmesh_gateway.front_door.aggregate import Aggregate
+from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, list_changes
@@ -269,6 +272,8 @@ class FrontDoor:
             tool = self._feed.catalog.tool(request.server_id, request.name)
             if runs_as_task(ctx, tool) and tool is not None:
                 return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
+            return relayed
         if bridged(ctx):
             outcome = await self.bridge.run(
                 ctx,
@@ -283,6 +288,28 @@ class FrontDoor:
                 request, caller, progress=_progress_sink(ctx), client=client, call_id=call_id, view=self._view(ctx)
             )
         return listing.call_result(body)
+
+    async def _relayed(self, ctx: Ctx, request: ToolCallRequest, caller: Caller) -> dict[str, Any] | None:
+        """A 2026-07-28 client's call of a tool its upstream lists in that era only, relayed in that era
+        (``Aggregate.forward``), admitted and audited like every call; None for any other call."""
+        view = self._view(ctx)
+        route, _ = await self._calls.route(request, view)
+        server = self._feed.catalog.server(route.server.id)
+        target = {"name": route.tool}
+        if server is None or not view.offer(server).description.reached_in_modern_era("tools/call", target):
+            return None
+        started = time.perf_counter()
+        try:
+            self._calls.admit(server.namespace)
+            result = await self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool))
+        except ToolmeshError as exc:
+            self._calls.record(caller, server, route.tool, started, "failed", exc.error_code)
+            raise
+        except MCPError as exc:
+            self._calls.record(caller, server, route.tool, started, "failed", str(exc.error.code))
+            raise
+        self._calls.record(caller, server, route.tool, started, "tool_error" if result.get("isError") else "ok", None)
+        return result
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
         """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""
