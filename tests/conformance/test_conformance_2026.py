@@ -38,7 +38,8 @@ from toolmesh.platform import processes
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 600
 TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
-TASKS_SCENARIOS = (
+FIXTURE_SCENARIOS = (
+    "http-custom-header-server-validation",
     "tasks-capability-negotiation",
     "tasks-dispatch-and-envelope",
     "tasks-lifecycle",
@@ -50,13 +51,15 @@ TASKS_SCENARIOS = (
     "tasks-status-notifications",
     "tasks-wire-fields",
 )
-NOT_YET = frozenset({"http-custom-header-server-validation", *TASKS_SCENARIOS}) - {"tasks-status-notifications"}
-"""What does not pass in front of the reference server: its Tasks fixtures are missing (the Tasks
-scenarios run against ``tests/peers/task_tools.py`` instead), and so is a tool with ``x-mcp-header``."""
+"""What needs fixtures the reference server does not have: the Tasks scenarios' tools and a tool with
+``x-mcp-header``; they run against ``tests/peers/task_tools.py`` instead."""
+NOT_YET = frozenset(FIXTURE_SCENARIOS) - {"tasks-status-notifications"}
+"""What does not pass in front of the reference server, for want of those fixtures."""
 NAMED_ON_THE_AGGREGATE = frozenset({"json-schema-2020-12"})
 """What looks for an original tool name in ``tools/list``, which the aggregate lists as ``server__tool``."""
-TASKS_PASSING = frozenset(
+FIXTURE_PASSING = frozenset(
     {
+        "http-custom-header-server-validation",
         "tasks-capability-negotiation",
         "tasks-dispatch-and-envelope",
         "tasks-lifecycle",
@@ -151,23 +154,24 @@ async def test_what_each_revision_requires_through_two_replicas(kit: Kit, round_
     assert sorted(name for name, ok in results.items() if not ok and name not in NOT_YET) == []
 
 
-async def test_the_tasks_scenarios_through_two_replicas_round_robin(kit: Kit, tasks_round_robin: int) -> None:
-    """The Tasks extension run by toolmesh, the upstream a handshake-era server whose tools say
-    which may run as tasks (the reference server has none of the scenarios' fixtures). Each scenario
+async def test_the_fixture_scenarios_through_two_replicas_round_robin(kit: Kit, tasks_round_robin: int) -> None:
+    """The Tasks extension run by toolmesh, and ``Mcp-Param-*`` headers checked by it, in front of a
+    server whose tools say which may run as tasks and which mirror a parameter in a header (the
+    reference server has none of those fixtures). Each scenario
     runs on its own, its checks read from the suite's JSON: every check of a scenario in
-    ``TASKS_PASSING`` passes, but for the suite's schema gap (``_schema_gap``)."""
+    ``FIXTURE_PASSING`` passes, but for the suite's schema gap (``_schema_gap``)."""
     url = f"http://127.0.0.1:{tasks_round_robin}/mcp/tasks"
     failing: dict[str, list[str]] = {}
-    for scenario in TASKS_SCENARIOS:
+    for scenario in FIXTURE_SCENARIOS:
         checks = await _checks(kit, url, scenario)
         failing[scenario] = [str(c.get("name")) for c in checks if c.get("status") == "FAILURE" and not _schema_gap(c)]
         if not checks:
             failing[scenario] = ["no checks ran"]
     passed = sorted(name for name, failed in failing.items() if not failed)
-    sys.stdout.write(f"\nTasks scenarios through two replicas: {len(passed)} of {len(failing)} pass\n")
+    sys.stdout.write(f"\nFixture scenarios through two replicas: {len(passed)} of {len(failing)} pass\n")
     described = [f"{name} ({', '.join(failed)})" for name, failed in failing.items() if failed]
     sys.stdout.write(f"not passing: {'; '.join(described)}\n")
-    assert sorted(TASKS_PASSING - set(passed)) == [], failing
+    assert sorted(FIXTURE_PASSING - set(passed)) == [], failing
 
 
 def _schema_gap(check: dict[str, Any]) -> bool:

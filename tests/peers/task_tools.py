@@ -5,6 +5,8 @@ tasks (its requests to the client ride each call's own stream, so they reach the
 ``greet`` is plain; ``slow_compute``, ``protocol_error_job``, ``confirm_delete`` and ``multi_input``
 may run as tasks (``execution.taskSupport`` ``optional``); ``failing_job`` and
 ``test_tool_with_task`` must (``required``). ``idempotent_sleep`` may, and is marked idempotent.
+``regional_echo`` is plain, its ``region`` mirrored in an ``Mcp-Param-Region`` header
+(``x-mcp-header``), as the suite's custom-header scenario wants of a tool.
 
     python tests/peers/task_tools.py --port 8765
 """
@@ -12,14 +14,14 @@ may run as tasks (``execution.taskSupport`` ``optional``); ``failing_job`` and
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 TASK_SUPPORT = {
     "slow_compute": "optional",
@@ -103,6 +105,11 @@ def build_server() -> TaskTools:
         """Asks for a name, then works with it."""
         answer = await ctx.elicit("What is your name?", Name)
         return f"Hello, {answer.data.name if answer.data else 'nobody'}!"
+
+    @server.tool()
+    def regional_echo(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], text: str) -> str:
+        """Echo ``text`` from ``region``."""
+        return f"{region}: {text}"
 
     @server.tool(annotations=mcp_types.ToolAnnotations(idempotent_hint=True))
     async def idempotent_sleep(seconds: float = 1.0) -> str:

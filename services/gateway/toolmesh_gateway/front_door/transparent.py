@@ -20,6 +20,7 @@ for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from typing import Any
@@ -62,6 +63,8 @@ MAX_REDISCOVERED = 10_000
 Lists = tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]]
 """Tool names, (resource URIs, templates), prompt names of one server: what ``list_changed`` is about."""
 log = logging.getLogger("toolmesh.gateway.mcp")
+_SERVED: contextvars.ContextVar[str | None] = contextvars.ContextVar("toolmesh_transparent_server", default=None)
+"""The id of the server the request being served is for (the SDK's header check asks by tool name only)."""
 FORWARDED = (
     "resources/list",
     "resources/templates/list",
@@ -89,7 +92,9 @@ class Transparent:
         self._links = links
         self._aggregate = aggregate
         self._tasks = tasks
-        self.server: Server[Any] = Server("toolmesh-transparent", cache_hints=CACHE_HINTS)
+        self.server: Server[Any] = Server(
+            "toolmesh-transparent", cache_hints=CACHE_HINTS, get_tool_input_schema=self._input_schema
+        )
         self.server.middleware[:] = [self._describe]  # no per-message SDK span: the HTTP and NATS hops have theirs
         for method in FORWARDED:
             self.server.add_request_handler(method, mcp_types.RequestParams, self._forward)
@@ -117,8 +122,19 @@ class Transparent:
         if server is None:
             await refuse(ServerNotFound(f"Server not found: {name}", {"server_name": name}), scope, receive, send)
             return
-        await self.manager.handle_request(as_user(scope, caller, **{SERVER_KEY: server.id}), receive, send)
+        served = _SERVED.set(server.id)
+        try:
+            await self.manager.handle_request(as_user(scope, caller, **{SERVER_KEY: server.id}), receive, send)
+        finally:
+            _SERVED.reset(served)
         await release_if_deleted(scope, self._links, self._forwarder, self._feed)
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The recorded input schema of the served server's tool ``name``: what the SDK checks a
+        2026-07-28 call's ``Mcp-Param-*`` headers against (rather than asking the upstream for its list)."""
+        served = _SERVED.get()
+        tool = self._feed.catalog.tool(served, name) if served is not None else None
+        return tool.input_schema if tool is not None else None
 
     def _lists(self, server_id: str) -> Lists:
         catalog = self._feed.catalog

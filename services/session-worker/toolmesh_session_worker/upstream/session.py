@@ -132,7 +132,12 @@ class UpstreamSession:
 
     async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
         """All tools of the server, following ``nextCursor`` until the last page (``timeout`` in total)."""
-        return await list_all(self, mcp_types.ListToolsRequest, mcp_types.ListToolsResult, "tools", timeout)
+        tools: list[mcp_types.Tool] = await list_all(
+            self, mcp_types.ListToolsRequest, mcp_types.ListToolsResult, "tools", timeout
+        )
+        if self._stateless is not None:
+            self._stateless.tool_schemas = {tool.name: dict(tool.input_schema) for tool in tools}
+        return tools
 
     async def send(
         self, request: mcp_types.ClientRequest, result_type: type[_ResultT], *, what: str, limit: float

@@ -27,6 +27,9 @@ from mcp.shared.inbound import (
     MCP_PROTOCOL_VERSION_HEADER,
     NAME_BEARING_METHODS,
     encode_header_value,
+    find_invalid_x_mcp_header,
+    mcp_param_headers,
+    x_mcp_header_map,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -73,6 +76,9 @@ class StatelessHttp:
         self._client = client
         self._client_info = client_info
         self._ids = itertools.count(1)
+        self.tool_schemas: dict[str, dict[str, Any]] = {}
+        """The input schemas of the upstream's tools as last listed: a ``tools/call`` mirrors the
+        arguments its tool marks ``x-mcp-header`` into ``Mcp-Param-*`` headers, as the upstream checks."""
         self.versions: tuple[str, ...] = ()
         """The 2026-07-28-era versions the upstream named in ``server/discover`` (none: it speaks only
         the handshake era)."""
@@ -172,6 +178,10 @@ class StatelessHttp:
         name_key = NAME_BEARING_METHODS.get(method)
         if name_key is not None and isinstance(params.get(name_key), str):
             headers[MCP_NAME_HEADER] = encode_header_value(params[name_key])
+        schema = self.tool_schemas.get(str(params.get("name"))) if method == "tools/call" else None
+        arguments = params.get("arguments")
+        if schema is not None and isinstance(arguments, dict) and find_invalid_x_mcp_header(schema) is None:
+            headers.update(mcp_param_headers(x_mcp_header_map(schema), arguments))
         return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}, headers
 
     async def _notification(
