@@ -38,8 +38,9 @@ from toolmesh.platform import processes
 pytestmark = pytest.mark.conformance
 SUITE_SECONDS = 600
 TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
+HEADER_SCENARIO = "http-custom-header-server-validation"
 FIXTURE_SCENARIOS = (
-    "http-custom-header-server-validation",
+    HEADER_SCENARIO,
     "tasks-capability-negotiation",
     "tasks-dispatch-and-envelope",
     "tasks-lifecycle",
@@ -59,7 +60,8 @@ NAMED_ON_THE_AGGREGATE = frozenset({"json-schema-2020-12"})
 """What looks for an original tool name in ``tools/list``, which the aggregate lists as ``server__tool``."""
 FIXTURE_PASSING = frozenset(
     {
-        "http-custom-header-server-validation",
+        HEADER_SCENARIO,
+        f"{HEADER_SCENARIO} at /mcp",
         "tasks-capability-negotiation",
         "tasks-dispatch-and-envelope",
         "tasks-lifecycle",
@@ -157,16 +159,18 @@ async def test_what_each_revision_requires_through_two_replicas(kit: Kit, round_
 async def test_the_fixture_scenarios_through_two_replicas_round_robin(kit: Kit, tasks_round_robin: int) -> None:
     """The Tasks extension run by toolmesh, and ``Mcp-Param-*`` headers checked by it, in front of a
     server whose tools say which may run as tasks and which mirror a parameter in a header (the
-    reference server has none of those fixtures). Each scenario
-    runs on its own, its checks read from the suite's JSON: every check of a scenario in
-    ``FIXTURE_PASSING`` passes, but for the suite's schema gap (``_schema_gap``)."""
-    url = f"http://127.0.0.1:{tasks_round_robin}/mcp/tasks"
+    reference server has none of those fixtures), at ``/mcp/tasks`` and, for the header check, at the
+    aggregate ``/mcp`` too. Each scenario runs on its own, its checks read from the suite's JSON: every
+    check of a scenario in ``FIXTURE_PASSING`` passes, but for the suite's schema gap (``_schema_gap``)."""
+    base = f"http://127.0.0.1:{tasks_round_robin}"
+    runs = [(f"{base}/mcp/tasks", scenario, scenario) for scenario in FIXTURE_SCENARIOS]
+    runs.append((f"{base}/mcp", HEADER_SCENARIO, f"{HEADER_SCENARIO} at /mcp"))
     failing: dict[str, list[str]] = {}
-    for scenario in FIXTURE_SCENARIOS:
+    for url, scenario, named in runs:
         checks = await _checks(kit, url, scenario)
-        failing[scenario] = [str(c.get("name")) for c in checks if c.get("status") == "FAILURE" and not _schema_gap(c)]
+        failing[named] = [str(c.get("name")) for c in checks if c.get("status") == "FAILURE" and not _schema_gap(c)]
         if not checks:
-            failing[scenario] = ["no checks ran"]
+            failing[named] = ["no checks ran"]
     passed = sorted(name for name, failed in failing.items() if not failed)
     sys.stdout.write(f"\nFixture scenarios through two replicas: {len(passed)} of {len(failing)} pass\n")
     described = [f"{name} ({', '.join(failed)})" for name, failed in failing.items() if failed]

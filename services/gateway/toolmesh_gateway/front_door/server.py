@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -66,6 +67,10 @@ MAX_TRACKED_SESSIONS = 10_000
 TASK_CALL_MAX_SECONDS = 3600.0
 """The longest a task's call may run (the longest any tool call may: ``ToolCallRequest``)."""
 Ctx = ServerRequestContext[Any, Any]
+_SERVING: contextvars.ContextVar[tuple[str, CatalogView] | None] = contextvars.ContextVar(
+    "toolmesh_front_door_view", default=None
+)
+"""The mode and view of the request being served (the SDK's header check asks by tool name only)."""
 
 
 class AggregateServer(Server[Any]):
@@ -122,6 +127,7 @@ class FrontDoor:
             version="0.1.0",
             instructions="Tools of every MCP server registered with toolmesh.",
             on_list_tools=self._list_tools,
+            get_tool_input_schema=self._input_schema,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         # Spans come from the gateway's HTTP and NATS hops; the SDK's per-message span is dropped (cost).
@@ -203,10 +209,27 @@ class FrontDoor:
             body = {"detail": detail, "error_code": "VALIDATION_ERROR", "context": {"mode": mode}}
             await JSONResponse(body, status_code=400)(scope, receive, send)
             return
-        await self._manager.handle_request(
-            as_user(scope, caller, **{MODE_KEY: mode, BUNDLE_KEY: bundle}), receive, send
-        )
+        serving = _SERVING.set((mode, self._view_of(caller, bundle)))
+        try:
+            await self._manager.handle_request(
+                as_user(scope, caller, **{MODE_KEY: mode, BUNDLE_KEY: bundle}), receive, send
+            )
+        finally:
+            _SERVING.reset(serving)
         await release_if_deleted(scope, self.links, self._forwarder, self._feed)
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool a 2026-07-28 ``tools/call`` names, in the view of the request
+        being served: what the SDK checks its ``Mcp-Param-*`` headers against (rather than listing
+        every tool of the view for each call). None for the meta-tools of search mode (no such headers)."""
+        serving = _SERVING.get()
+        if serving is None or serving[0] == "search":
+            return None
+        view = serving[1]
+        pair = self._all_tools(view).names.resolve(name)
+        server = view.server_named(pair[0]) if pair else None
+        tool = self._feed.catalog.tool(server.id, pair[1]) if server is not None and pair else None
+        return tool.input_schema if tool is not None else None
 
     # -- handlers --------------------------------------------------------------------------------
 
@@ -223,10 +246,12 @@ class FrontDoor:
     def _view(self, ctx: Ctx) -> CatalogView:
         """What the connection sees: its namespace, narrowed to its endpoint's bundle if it has one."""
         bundle = _scope_of(ctx).get(BUNDLE_KEY)
-        namespace = self._caller(ctx).scope
-        if isinstance(bundle, Bundle):
-            return BundleView(self._feed.catalog, namespace, bundle)
-        return self._feed.catalog.view(namespace)
+        return self._view_of(self._caller(ctx), bundle if isinstance(bundle, Bundle) else None)
+
+    def _view_of(self, caller: Caller, bundle: Bundle | None) -> CatalogView:
+        if bundle is not None:
+            return BundleView(self._feed.catalog, caller.scope, bundle)
+        return self._feed.catalog.view(caller.scope)
 
     def _all_tools(self, view: CatalogView) -> listing.AllTools:
         bundle = view.bundle if isinstance(view, BundleView) and view.bundle is not None else None
