@@ -205,6 +205,14 @@ async def test_a_handshake_client_of_the_same_server_keeps_its_session(replicas:
     assert text_of(result) == 'User response: action=accept, content={"response":"yes"}', result
 
 
+async def test_an_upstreams_public_list_is_private_to_the_caller(replicas: Replicas) -> None:
+    """The reference server marks its 2026-07-28 ``resources/list`` ``public`` for five minutes; through
+    toolmesh (whose ``/mcp/everything`` names a server of the caller's namespace) it is ``private``."""
+    listed = (await post(replicas.port_a, ADMIN_TOKEN, "resources/list", {}))["result"]
+    assert any(r["uri"] == "test://stateless-static-text" for r in listed["resources"]), listed
+    assert (listed["ttlMs"], listed["cacheScope"]) == (300000, "private"), listed
+
+
 async def test_a_state_lives_no_longer_than_its_spent_mark(kit: Kit, nats_url: str, database_url: str) -> None:
     """Replica A made the spent-mark bucket with a 3 s TTL, replica B runs with a 60 s request timeout:
     B's states live 3 s, so a state is never redeemed again once its mark expired (it did before)."""

@@ -9,7 +9,10 @@ serving upstream that offers logging.
 A 2026-07-28 client's request to an upstream that speaks that era too goes in it when the upstream
 offers its target in that era only (``ServerDescription.reached_in_modern_era``; lists always), with
 the client's envelope; the upstream's ``InputRequiredResult`` comes back to the client with its
-``requestState`` sealed (``InputBridge.seal_relayed``). Any other request goes through the upstream's
+``requestState`` sealed (``InputBridge.seal_relayed``), and a result's ``cacheScope`` is ``private``
+whatever the upstream said (its ``ttlMs`` holds): what a path names depends on the caller's namespace,
+and pinning screens the lists, so no answer of toolmesh is one a shared cache may give to another
+principal. Any other request goes through the upstream's
 handshake session (its server → client requests through the ``InputBridge`` for such a client).
 """
 
@@ -153,6 +156,8 @@ class Aggregate:
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
             result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)
+        if "cacheScope" in result:  # the upstream's lifetime holds; who may share it is toolmesh's to say
+            result["cacheScope"] = "private"
         return for_client(ctx, result)
 
     async def _send(
