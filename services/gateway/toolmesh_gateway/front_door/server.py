@@ -1,4 +1,4 @@
-"""The MCP server behind ``/mcp``: handlers of both modes, auth, and tool-list announcements.
+"""The MCP server behind ``/mcp``: handlers of both modes and auth (list changes: ``announcements``).
 
 ``FrontDoor`` is an ASGI app (Streamable HTTP through the SDK's session manager, its sessions
 shared by the gateway replicas: ``shared_sessions``) with the REST API's bearer auth in front:
@@ -16,28 +16,23 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import mcp_types
-from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.js.kv import KeyValue
-from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.rpc import ToolProgress
-from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
-from toolmesh.payloads import invalid_payload
 from toolmesh.platform.config import Settings
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Authenticator, Caller
@@ -48,22 +43,21 @@ from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
+from toolmesh_gateway.front_door.announcements import ListAnnouncer
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, release_if_deleted
-from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
-from toolmesh_gateway.front_door.eras import CACHE_HINTS, list_changes
+from toolmesh_gateway.front_door.code_mode import CodeRunner
+from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import url_elicitation
+from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
-from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessionManager, SharedSessions
+from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks, runs_as_task
 from toolmesh_gateway.rate_limit import RateLimiter
-from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 MODE_KEY, BUNDLE_KEY = "toolmesh.mode", "toolmesh.bundle"
-ANNOUNCE_TIMEOUT_SECONDS = 2.0
-MAX_TRACKED_SESSIONS = 10_000
 TASK_CALL_MAX_SECONDS = 3600.0
 """The longest a task's call may run (the longest any tool call may: ``ToolCallRequest``)."""
 Ctx = ServerRequestContext[Any, Any]
@@ -113,14 +107,13 @@ class FrontDoor:
         self._limiter = rate_limiter
         self._feed = feed
         self._calls = calls
-        self._search = search
         self._forwarder = forwarder
         self.links = links
         self.bridge = bridge
         self._listings: dict[str, listing.AllTools] = {}  # by namespace
-        self._sessions: dict[str, Announceable] = {}  # legacy-era connections, for list_changed
-        self._bus = InMemorySubscriptionBus()  # 2026-07-28 connections listen on subscriptions/listen
+        self.announcer = ListAnnouncer(feed, self._listings.clear)
         self.code = CodeRunner(settings)
+        self._search_mode = SearchMode(search, calls, self.code)
         self.server: Server[Any] = AggregateServer(
             "toolmesh",
             cache_hints=CACHE_HINTS,
@@ -128,21 +121,21 @@ class FrontDoor:
             instructions="Tools of every MCP server registered with toolmesh.",
             on_list_tools=self._list_tools,
             get_tool_input_schema=self._input_schema,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=ListenHandler(self.announcer.bus),
         )
         # Spans come from the gateway's HTTP and NATS hops; the SDK's per-message span is dropped (cost).
         self.server.middleware.clear()
         self.server.add_notification_handler(
-            "notifications/initialized", mcp_types.NotificationParams, self._track_session
+            "notifications/initialized", mcp_types.NotificationParams, self.announcer.track
         )
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
         self.tasks = Tasks(tasks_kv, links, tasks_kept, self._task_call)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
-        self._manager = sessions.manager(self.server, self._adopted)  # the gateway's BodyLimit guards it
+        self._manager = sessions.manager(self.server, self.announcer.adopted)  # the gateway's BodyLimit guards it
         self.managers: list[SharedSessionManager] = [self._manager]
-        self.on_changes: list[Callable[[], Awaitable[None]]] = []  # other endpoints' announcers
+        self.on_changes = self.announcer.on_changes  # other endpoints' announcers
         self._stop = anyio.Event()
         self._runner: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -180,7 +173,7 @@ class FrontDoor:
 
     async def _serve(self) -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._announce_changes)
+            tg.start_soon(self.announcer.run)
             self._ready.set()
             await self._stop.wait()
             tg.cancel_scope.cancel()
@@ -352,107 +345,14 @@ class FrontDoor:
         self, ctx: Ctx, name: str, arguments: dict[str, Any]
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | dict[str, Any]:
         if name == listing.SEARCH_TOOLS:
-            wanted = {
-                "query": arguments.get("query") or "*",
-                "limit": arguments.get("limit", 10),
-                "server_filter": arguments.get("server_filter") or None,
-                "include_schemas": True,
-            }
-            try:
-                search = SearchRequest.model_validate(wanted)
-            except ValidationError as exc:  # a tool error the model can read and correct, as for any tool
-                raise invalid_payload(exc) from exc
-            found = await search_visible(self._search, search, self._view(ctx))
-            tools = [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "server": t.source_server.name,
-                    "score": t.score,
-                    "input_schema": t.input_schema,
-                }
-                for t in found.tools
-            ]
-            return listing.text_result({"tools": tools})
+            return await self._search_mode.search_tools(self._view(ctx), arguments)
         if name == listing.CALL_TOOL:
             request = _call_request(str(arguments.get("name", "")), arguments.get("arguments") or {})
             return await self._call(ctx, request)
         if name == listing.RUN:
-            timeout = arguments.get("timeout_seconds")
-            view = self._view(ctx)
-
-            async def call_tool(request: ToolCallRequest) -> dict[str, Any]:
-                return await self._calls.call(request, self._caller(ctx), view=view)
-
-            async def search_tools(query: str, limit: int, servers: list[str] | None) -> list[dict[str, Any]]:
-                return await self._search_for_code(view, query, limit, servers)
-
-            outcome = await self.code.run(
-                str(arguments.get("code", "")),
-                CallerPacks(view, call_tool, search_tools),
-                float(timeout) if timeout else None,
-            )
-            return listing.text_result(outcome.body(), is_error=not outcome.ok)
+            return await self._search_mode.run(self._view(ctx), self._caller(ctx), arguments)
         known = ", ".join(t.name for t in listing.META_TOOLS)
         return listing.text_result(f"Unknown tool {name!r} in search mode; tools: {known}", is_error=True)
-
-    async def _search_for_code(
-        self, view: CatalogView, query: str, limit: int, servers: list[str] | None
-    ) -> list[dict[str, Any]]:
-        request = SearchRequest.model_validate({"query": query, "limit": limit, "server_filter": servers})
-        found = await search_visible(self._search, request, view)
-        return [
-            {
-                "name": t.name,
-                "pack": t.source_server.name,
-                "tool": t.original_name,
-                "description": t.description,
-                "score": t.score,
-            }
-            for t in found.tools
-        ]
-
-    # -- list_changed ----------------------------------------------------------------------------
-
-    async def _track_session(self, ctx: Ctx, _: mcp_types.NotificationParams) -> None:
-        """Remember each legacy-era connection (by its session id) to announce list changes to it."""
-        headers = getattr(ctx.request, "headers", None)
-        key = headers.get("mcp-session-id") if headers is not None else None
-        self._remember(key or str(id(ctx.session)), ctx.session)
-
-    def _adopted(self, session_id: str, connection: Connection, _: Scope) -> None:
-        """Announce list changes to a session opened on another replica, now served here too."""
-        self._remember(session_id, connection)
-
-    def _remember(self, key: str, session: Announceable) -> None:
-        self._sessions[key] = session
-        while len(self._sessions) > MAX_TRACKED_SESSIONS:  # closed sessions are only noticed on a send
-            self._sessions.pop(next(iter(self._sessions)))
-
-    async def _announce_changes(self) -> None:
-        seen = self._feed.versions()
-        while True:
-            now = await self._feed.wait_any_changed(seen)
-            tools, resources, prompts = (a != b for a, b in zip(now, seen, strict=True))
-            seen = now
-            if tools:
-                self._listings = {}
-            for event in list_changes(tools, resources, prompts):
-                await self._bus.publish(event)
-            for key, session in list(self._sessions.items()):
-                try:
-                    with anyio.fail_after(ANNOUNCE_TIMEOUT_SECONDS):
-                        if tools:
-                            await session.send_tool_list_changed()
-                        if resources:
-                            await session.send_resource_list_changed()
-                        if prompts:
-                            await session.send_prompt_list_changed()
-                except Exception as exc:  # the client went away: forget its connection
-                    log.debug("dropping MCP session %s: %s", key, exc)
-                    self._sessions.pop(key, None)
-            for announce in self.on_changes:
-                await announce()
 
 
 def _progress_sink(ctx: Ctx) -> ProgressSink | None:
