@@ -324,13 +324,14 @@ class Tasks:
             return record
         call = record["call"]
         mine = self._links.replica
+        claim = time.time()  # this takeover's heartbeat: the record holds it only when this request took it over
 
         def take_over(current: dict[str, Any]) -> dict[str, Any] | None:
             if current["status"] in TERMINAL or current.get("heartbeat") != record.get("heartbeat"):
-                return None  # finished, or another replica took it over first
+                return None  # finished, or another request (here or on another replica) took it over first
             kept = {k: v for k, v in current.items() if k not in ("inputRequests", "answers")}
             if call["idempotent"]:
-                return {**kept, "status": "working", "runner": mine, "heartbeat": time.time()}
+                return {**kept, "status": "working", "runner": mine, "heartbeat": claim}
             words = (
                 f"the gateway replica running this task stopped; {call['tool']} is not marked idempotent, "
                 "so it was not run again"
@@ -338,11 +339,7 @@ class Tasks:
             return {**kept, "status": "failed", "error": {"code": mcp_types.INTERNAL_ERROR, "message": words}}
 
         taken = await self._change(task_id, take_over, touch=False) or record
-        if (
-            taken.get("runner") == mine
-            and taken["status"] == "working"
-            and taken.get("heartbeat") != record.get("heartbeat")
-        ):
+        if taken.get("runner") == mine and taken.get("heartbeat") == claim and task_id not in self._running:
             log.info("took over task %s of a replica that stopped; running %s again", task_id, call["tool"])
             self._spawn(task_id, ctx, taken)
         return taken
