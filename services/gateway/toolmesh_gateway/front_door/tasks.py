@@ -103,6 +103,18 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _parsed(value: bytes | None) -> dict[str, Any]:
+    """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
+    no status or call: written by something other than a gateway replica)."""
+    try:
+        record = json.loads(value or b"{}")
+    except ValueError:
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
+        return {}
+    return record if isinstance(record.get("call"), dict) else {}
+
+
 def _reply(answer: object, key: str) -> RpcReply:
     if isinstance(answer, dict):
         return RpcReply(ok=True, result=answer)
@@ -310,7 +322,7 @@ class Tasks:
             entry = await self._kv.get(task_id)
         except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK) from None
-        record = json.loads(entry.value or b"{}")
+        record = _parsed(entry.value)
         if not record.get("starter") or record.get("starter") != starter_of(ctx):
             if record.get("starter"):
                 log.warning("security: a task was asked for by a principal that did not start it")
