@@ -155,3 +155,20 @@ async def test_a_stale_task_asked_for_at_once_runs_again_only_once(replicas: Rep
 
 async def _runs_are(url: str, label: str, count: str) -> bool:
     return (await _upstream_runs(url, label)).split()[0] == count
+
+
+async def test_cancelling_a_stale_task_does_not_run_its_call_again(replicas: Replicas, nats_url: str) -> None:
+    """A task whose runner stopped is cancelled where it is: before, the cancelling replica took it
+    over first, so the call of an idempotent tool ran again at the upstream only to be cancelled."""
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    task_id = await _start(on_b, "counted_sleep", {"seconds": 0.5, "label": "cancel-stale"})
+    assert await eventually(lambda: _runs_are(on_a, "cancel-stale", "1"), timeout=30, what="B's run")
+    replicas.b.kill()
+    await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
+
+    ack = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=ADMIN_TOKEN, capabilities=TASKS)
+    assert ack["result"]["resultType"] == "complete", ack
+    assert (await _task(on_a, task_id))["result"]["status"] == "cancelled"
+    probe = await _start(on_a, "counted_sleep", {"seconds": 0, "label": "cancel-stale"})  # runs after any rerun
+    assert (await _ended(on_a, probe))["status"] == "completed"
+    assert (await _upstream_runs(on_a, "cancel-stale")).split()[0] == "2"

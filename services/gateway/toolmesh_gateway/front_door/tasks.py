@@ -306,9 +306,9 @@ class Tasks:
                 continue
             return changed
 
-    async def _mine(self, ctx: Ctx, what: str) -> tuple[str, dict[str, Any]]:
+    async def _mine(self, ctx: Ctx, what: str, *, revive: bool = True) -> tuple[str, dict[str, Any]]:
         """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
-        taking it over when its runner stopped."""
+        taking it over when its runner stopped (``revive``; a task about to be cancelled is not run again)."""
         if not declared(ctx):
             raise _missing_extension(what)
         task_id = (ctx.params or {}).get("taskId")
@@ -327,7 +327,7 @@ class Tasks:
             if record.get("starter"):
                 log.warning("security: a task was asked for by a principal that did not start it")
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK)
-        return task_id, await self._revived(ctx, task_id, record)
+        return task_id, await self._revived(ctx, task_id, record) if revive else record
 
     async def _revived(self, ctx: Ctx, task_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """The record, taken over first when it is unfinished and its runner stopped renewing it."""
@@ -393,7 +393,7 @@ class Tasks:
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            task_id, _record = await self._mine(ctx, "tasks/cancel")
+            task_id, _record = await self._mine(ctx, "tasks/cancel", revive=False)
 
         def cancel(record: dict[str, Any]) -> dict[str, Any] | None:
             if record["status"] in TERMINAL:
