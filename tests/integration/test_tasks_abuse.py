@@ -39,10 +39,9 @@ def _url(system: System) -> str:
     return f"http://127.0.0.1:{system.settings.port}/mcp/tasks"
 
 
-async def _start(url: str, tool: str, arguments: dict[str, Any]) -> str:
-    created = await modern_call(
-        url, "tools/call", {"name": tool, "arguments": arguments}, token=ADMIN_TOKEN, capabilities=TASKS
-    )
+async def _start(url: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any] = TASKS) -> str:
+    params = {"name": tool, "arguments": arguments}
+    created = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=capabilities)
     assert created.get("result", {}).get("resultType") == "task", created
     task_id: str = created["result"]["taskId"]
     return task_id
@@ -110,3 +109,18 @@ async def test_a_record_that_is_not_a_tasks_reads_as_an_unknown_task(system: Sys
     for task_id in ("not-json", "not-an-object"):
         answer = await _task(url, task_id)
         assert answer.get("error", {}).get("code") == -32602, answer
+
+
+async def test_an_upstream_request_too_large_to_keep_is_refused_to_the_upstream(system: System, nats_url: str) -> None:
+    """A question the task's record cannot hold (JSON escapes every non-ASCII character) is answered
+    to the upstream with an error, and the call goes on; before, the runner died with it, its task
+    stayed ``working`` until another request took it over and failed it as a stopped replica's."""
+    connection = await nats.connect(nats_url)
+    limit = connection.max_payload
+    await connection.close()
+    url = _url(system)
+    asking = {**TASKS, "elicitation": {}}
+    task_id = await _start(url, "huge_question", {"size": limit // 4, "char": "é"}, asking)
+    ended = await _ended(url, task_id)
+    assert ended["status"] == "completed", ended.get("error")
+    assert ended["result"]["content"][0]["text"].startswith("no answer: "), ended["result"]

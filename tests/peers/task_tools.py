@@ -8,7 +8,8 @@ may run as tasks (``execution.taskSupport`` ``optional``); ``failing_job`` and
 marked idempotent. ``regional_echo`` is plain, its ``region`` mirrored in an ``Mcp-Param-Region``
 header (``x-mcp-header``), as the suite's custom-header scenario wants of a tool.
 ``counted_sleep`` counts its runs per label and ``cancellable`` notes its cancellation (``runs`` and
-``cancelled`` read them back); ``big_result`` answers a text of ``size`` characters ``char``.
+``cancelled`` read them back); ``big_result`` answers a text of ``size`` characters ``char``, and
+``huge_question`` asks its client a question that long (then answers whether it got an answer).
 
     python tests/peers/task_tools.py --port 8765
 """
@@ -34,6 +35,7 @@ TASK_SUPPORT = {
     "counted_sleep": "optional",
     "cancellable": "optional",
     "big_result": "optional",
+    "huge_question": "optional",
     "failing_job": "required",
     "test_tool_with_task": "required",
 }
@@ -149,6 +151,15 @@ def build_server() -> TaskTools:
     def big_result(size: int, char: str = "x") -> str:
         """A text of ``size`` times ``char``."""
         return char * size
+
+    @server.tool()
+    async def huge_question(size: int, ctx: Context, char: str = "x") -> str:
+        """Asks a question of ``size`` times ``char``."""
+        try:
+            answer = await ctx.elicit(char * size, Name)
+        except MCPError as exc:
+            return f"no answer: {exc.error.message}"
+        return f"answered {answer.action}"
 
     return server
 

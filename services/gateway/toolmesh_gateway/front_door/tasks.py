@@ -103,6 +103,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _unrelayed(request: PendingInput) -> RpcReply:
+    words = f"the gateway could not relay {request.request.method} to the task's client (too large to keep, say)"
+    return RpcReply(ok=False, error={"code": mcp_types.INTERNAL_ERROR, "message": words})
+
+
 def _parsed(value: bytes | None) -> dict[str, Any]:
     """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
     no status or call: written by something other than a gateway replica)."""
@@ -196,8 +201,13 @@ class Tasks:
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if asked.done():
                     request = asked.result()
-                    pending[request.request.request_id] = request
-                    await self._ask(task_id, request)
+                    try:
+                        await self._ask(task_id, request)
+                    except NatsError as exc:  # a request past the bucket's message size, say: refused to the upstream
+                        log.warning("a task's input request could not be recorded: %s", exc)
+                        request.respond(_unrelayed(request))
+                    else:
+                        pending[request.request.request_id] = request
                     asked = asyncio.ensure_future(link.inputs.get())
                 if heard.done():
                     entry = heard.result()
