@@ -9,6 +9,7 @@ idempotent is not run again, and its task fails saying so. Another principal nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.errors import KeyWrongLastSequenceError
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
 from tests.mcp_raw import modern_call
@@ -154,7 +156,8 @@ async def test_a_stale_task_asked_for_at_once_runs_again_only_once(replicas: Rep
 
 
 async def _runs_are(url: str, label: str, count: str) -> bool:
-    return (await _upstream_runs(url, label)).split()[0] == count
+    """Whether the upstream's ``runs`` of ``label`` starts with ``count`` (a count, or a count and state)."""
+    return (await _upstream_runs(url, label)).startswith(f"{count} " if " " not in count else count)
 
 
 async def test_cancelling_a_stale_task_does_not_run_its_call_again(replicas: Replicas, nats_url: str) -> None:
@@ -172,3 +175,35 @@ async def test_cancelling_a_stale_task_does_not_run_its_call_again(replicas: Rep
     probe = await _start(on_a, "counted_sleep", {"seconds": 0, "label": "cancel-stale"})  # runs after any rerun
     assert (await _ended(on_a, probe))["status"] == "completed"
     assert (await _upstream_runs(on_a, "cancel-stale")).split()[0] == "2"
+
+
+async def _lapse(nats_url: str, task_id: str) -> None:
+    """Write the task's heartbeat as its runner's would read after a long pause (compare-and-set)."""
+    connection = await nats.connect(nats_url)
+    try:
+        kv = await connection.jetstream().key_value(TASKS_BUCKET)
+        entry = await kv.get(task_id)
+        record = json.loads(entry.value or b"{}")
+        with contextlib.suppress(KeyWrongLastSequenceError):  # its runner renewed it meanwhile: try again
+            await kv.update(task_id, json.dumps({**record, "heartbeat": 0}).encode(), last=entry.revision)
+    finally:
+        await connection.close()
+
+
+async def test_a_runner_whose_task_was_failed_elsewhere_stops_its_call(replicas: Replicas, nats_url: str) -> None:
+    """A runner whose heartbeat lapsed (a long pause) while its call ran, and whose task another
+    replica then failed, cancels its call: before, the call ran on to its end (up to an hour) with no
+    task to report to."""
+    on_a, on_b = replicas.url(replicas.system.settings.port), replicas.url(replicas.port_b)
+    task_id = await _start(on_a, "cancellable", {"label": "orphan"})
+    assert await eventually(lambda: _runs_are(on_a, "orphan", "1"), timeout=30, what="A's run")
+
+    async def failed_on_b() -> bool:
+        await _lapse(nats_url, task_id)
+        return bool((await _task(on_b, task_id))["result"]["status"] == "failed")
+
+    await eventually(failed_on_b, timeout=30, what="replica B to fail the task")
+    cancelled = await eventually(
+        lambda: _runs_are(on_a, "orphan", "1 cancelled"), timeout=30, what="A to cancel its call"
+    )
+    assert cancelled is True

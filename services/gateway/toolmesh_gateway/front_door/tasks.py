@@ -12,7 +12,8 @@ KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so
   ``input_required`` with the upstream's requests to its client (sampling, elicitation, roots) as
   ``inputRequests``; ``completed`` with the tool's result (a tool error too, as ``isError``), or
   ``failed`` with a JSON-RPC error. It watches the record for the answers ``tasks/update`` wrote
-  into it and for ``tasks/cancel``, on whichever replica those came;
+  into it and for ``tasks/cancel``, on whichever replica those came, and cancels its call when the
+  task was cancelled, ended or taken over elsewhere (its heartbeat lapsed);
 - the runner renews a heartbeat in the record; a task whose runner stopped (its replica died) is
   taken over by the replica the next ``tasks/get``/``update``/``cancel`` reaches: the call runs again
   there when the tool is marked idempotent (``idempotentHint``), else the task fails saying so. A
@@ -194,7 +195,7 @@ class Tasks:
         beat = asyncio.ensure_future(self._beat(task_id))
         asked: asyncio.Future[PendingInput] = asyncio.ensure_future(link.inputs.get())
         heard: asyncio.Future[Any] = asyncio.ensure_future(watcher.updates(timeout=None))
-        cancelled = False
+        orphaned = False
         try:
             while not call.done():
                 waiting: set[asyncio.Future[Any]] = {call, asked, heard}
@@ -212,14 +213,14 @@ class Tasks:
                 if heard.done():
                     entry = heard.result()
                     record = json.loads(entry.value) if entry is not None and entry.value else {}
-                    if record.get("status") == "cancelled":
-                        cancelled = True
+                    if record and (record.get("status") in TERMINAL or record.get("runner") != self._links.replica):
+                        orphaned = True  # cancelled, or ended or taken over elsewhere: this call has no task left
                         break
                     for key, answer in (record.get("answers") or {}).items():
                         if key in pending:
                             pending.pop(key).respond(_reply(answer, key))
                     heard = asyncio.ensure_future(watcher.updates(timeout=None))
-            if not cancelled:
+            if not orphaned:
                 await self._finish(task_id, call)
         finally:
             for future in (asked, heard, beat, call):
