@@ -124,3 +124,23 @@ async def test_an_upstream_request_too_large_to_keep_is_refused_to_the_upstream(
     ended = await _ended(url, task_id)
     assert ended["status"] == "completed", ended.get("error")
     assert ended["result"]["content"][0]["text"].startswith("no answer: "), ended["result"]
+
+
+async def test_a_namespaces_call_limit_holds_for_tasks(nats_url: str, database_url: str) -> None:
+    """Starting a task answers at once, but its call is admitted like any: past the namespace's calls
+    per second, the task fails RATE_LIMITED."""
+    port = free_port()
+    limited = {"namespace_calls_per_second": 0.001, "namespace_calls_burst": 1}
+    async with (
+        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
+        running_system(nats_url, database_url, **limited) as system,
+    ):
+        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        url = _url(system)
+        first = await _start(url, "counted_sleep", {"seconds": 0, "label": "limited"})
+        second = await _start(url, "counted_sleep", {"seconds": 0, "label": "limited"})
+        assert (await _ended(url, first))["status"] == "completed"
+        refused = await _ended(url, second)
+        assert refused["status"] == "failed", refused
+        assert refused["error"]["data"]["error_code"] == "RATE_LIMITED", refused["error"]
