@@ -7,8 +7,8 @@ may run as tasks (``execution.taskSupport`` ``optional``); ``failing_job`` and
 ``test_tool_with_task`` must (``required``). ``idempotent_sleep`` and ``counted_sleep`` may, and are
 marked idempotent. ``regional_echo`` is plain, its ``region`` mirrored in an ``Mcp-Param-Region``
 header (``x-mcp-header``), as the suite's custom-header scenario wants of a tool.
-``counted_sleep`` counts its runs per label and ``cancellable`` notes its cancellation (``runs`` and
-``cancelled`` read them back); ``big_result`` answers a text of ``size`` characters ``char``, and
+``counted_sleep`` and ``cancellable`` count their runs per label, ``cancellable`` notes its
+cancellation too (``runs`` reads them back); ``big_result`` answers a text of ``size`` characters ``char``, and
 ``huge_question`` asks its client a question that long (then answers whether it got an answer).
 
     python tests/peers/task_tools.py --port 8765
