@@ -9,17 +9,24 @@ idempotent is not run again, and its task fails saying so. Another principal nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
+from nats.js.errors import KeyWrongLastSequenceError
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
+from toolmesh.platform.bus.topology import TASKS_BUCKET
+from toolmesh_gateway.front_door.tasks import STALE_SECONDS
 
 pytestmark = pytest.mark.integration
 TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
@@ -115,3 +122,88 @@ async def test_a_task_is_its_starters_only(replicas: Replicas) -> None:
     cancel = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=other, capabilities=TASKS)
     assert cancel["error"]["code"] == -32602, cancel
     assert (await _ended(on_a, task_id))["status"] == "completed"
+
+
+async def _upstream_runs(url: str, label: str) -> str:
+    answer = await modern_call(url, "tools/call", {"name": "runs", "arguments": {"label": label}}, token=ADMIN_TOKEN)
+    text: str = answer["result"]["content"][0]["text"]
+    return text
+
+
+async def _stale(nats_url: str, task_id: str) -> bool:
+    connection = await nats.connect(nats_url)
+    try:
+        entry = await (await connection.jetstream().key_value(TASKS_BUCKET)).get(task_id)
+        record = json.loads(entry.value or b"{}")
+        return time.time() - float(record["heartbeat"]) > STALE_SECONDS
+    finally:
+        await connection.close()
+
+
+async def test_a_stale_task_asked_for_at_once_runs_again_only_once(replicas: Replicas, nats_url: str) -> None:
+    """Takeover is a compare-and-set: of several requests reaching one replica together, one runs the
+    call again; before, each that lost the race on that replica ran it too (the runner was itself)."""
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    task_id = await _start(on_b, "counted_sleep", {"seconds": 2, "label": "takeover"})
+    assert (await eventually(lambda: _runs_are(on_a, "takeover", "1"), timeout=30, what="B's run")) is True
+    replicas.b.kill()
+    await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
+
+    asked = await asyncio.gather(*(_task(on_a, task_id) for _ in range(6)))
+    assert all(answer["result"]["status"] == "working" for answer in asked), asked
+    assert (await _ended(on_a, task_id))["status"] == "completed"
+    assert (await _upstream_runs(on_a, "takeover")).split()[0] == "2"
+
+
+async def _runs_are(url: str, label: str, count: str) -> bool:
+    """Whether the upstream's ``runs`` of ``label`` starts with ``count`` (a count, or a count and state)."""
+    return (await _upstream_runs(url, label)).startswith(f"{count} " if " " not in count else count)
+
+
+async def test_cancelling_a_stale_task_does_not_run_its_call_again(replicas: Replicas, nats_url: str) -> None:
+    """A task whose runner stopped is cancelled where it is: before, the cancelling replica took it
+    over first, so the call of an idempotent tool ran again at the upstream only to be cancelled."""
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    task_id = await _start(on_b, "counted_sleep", {"seconds": 0.5, "label": "cancel-stale"})
+    assert await eventually(lambda: _runs_are(on_a, "cancel-stale", "1"), timeout=30, what="B's run")
+    replicas.b.kill()
+    await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
+
+    ack = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=ADMIN_TOKEN, capabilities=TASKS)
+    assert ack["result"]["resultType"] == "complete", ack
+    assert (await _task(on_a, task_id))["result"]["status"] == "cancelled"
+    probe = await _start(on_a, "counted_sleep", {"seconds": 0, "label": "cancel-stale"})  # runs after any rerun
+    assert (await _ended(on_a, probe))["status"] == "completed"
+    assert (await _upstream_runs(on_a, "cancel-stale")).split()[0] == "2"
+
+
+async def _lapse(nats_url: str, task_id: str) -> None:
+    """Write the task's heartbeat as its runner's would read after a long pause (compare-and-set)."""
+    connection = await nats.connect(nats_url)
+    try:
+        kv = await connection.jetstream().key_value(TASKS_BUCKET)
+        entry = await kv.get(task_id)
+        record = json.loads(entry.value or b"{}")
+        with contextlib.suppress(KeyWrongLastSequenceError):  # its runner renewed it meanwhile: try again
+            await kv.update(task_id, json.dumps({**record, "heartbeat": 0}).encode(), last=entry.revision)
+    finally:
+        await connection.close()
+
+
+async def test_a_runner_whose_task_was_failed_elsewhere_stops_its_call(replicas: Replicas, nats_url: str) -> None:
+    """A runner whose heartbeat lapsed (a long pause) while its call ran, and whose task another
+    replica then failed, cancels its call: before, the call ran on to its end (up to an hour) with no
+    task to report to."""
+    on_a, on_b = replicas.url(replicas.system.settings.port), replicas.url(replicas.port_b)
+    task_id = await _start(on_a, "cancellable", {"label": "orphan"})
+    assert await eventually(lambda: _runs_are(on_a, "orphan", "1"), timeout=30, what="A's run")
+
+    async def failed_on_b() -> bool:
+        await _lapse(nats_url, task_id)
+        return bool((await _task(on_b, task_id))["result"]["status"] == "failed")
+
+    await eventually(failed_on_b, timeout=30, what="replica B to fail the task")
+    cancelled = await eventually(
+        lambda: _runs_are(on_a, "orphan", "1 cancelled"), timeout=30, what="A to cancel its call"
+    )
+    assert cancelled is True

@@ -4,9 +4,12 @@ tasks (its requests to the client ride each call's own stream, so they reach the
 
 ``greet`` is plain; ``slow_compute``, ``protocol_error_job``, ``confirm_delete`` and ``multi_input``
 may run as tasks (``execution.taskSupport`` ``optional``); ``failing_job`` and
-``test_tool_with_task`` must (``required``). ``idempotent_sleep`` may, and is marked idempotent.
-``regional_echo`` is plain, its ``region`` mirrored in an ``Mcp-Param-Region`` header
-(``x-mcp-header``), as the suite's custom-header scenario wants of a tool.
+``test_tool_with_task`` must (``required``). ``idempotent_sleep`` and ``counted_sleep`` may, and are
+marked idempotent. ``regional_echo`` is plain, its ``region`` mirrored in an ``Mcp-Param-Region``
+header (``x-mcp-header``), as the suite's custom-header scenario wants of a tool.
+``counted_sleep`` and ``cancellable`` count their runs per label, ``cancellable`` notes its
+cancellation too (``runs`` reads them back); ``big_result`` answers a text of ``size`` characters ``char``, and
+``huge_question`` asks its client a question that long (then answers whether it got an answer).
 
     python tests/peers/task_tools.py --port 8765
 """
@@ -29,6 +32,10 @@ TASK_SUPPORT = {
     "confirm_delete": "optional",
     "multi_input": "optional",
     "idempotent_sleep": "optional",
+    "counted_sleep": "optional",
+    "cancellable": "optional",
+    "big_result": "optional",
+    "huge_question": "optional",
     "failing_job": "required",
     "test_tool_with_task": "required",
 }
@@ -117,7 +124,48 @@ def build_server() -> TaskTools:
         await anyio.sleep(seconds)
         return f"slept {seconds:g}s"
 
+    @server.tool(annotations=mcp_types.ToolAnnotations(idempotent_hint=True))
+    async def counted_sleep(seconds: float = 1.0, label: str = "") -> str:
+        """Counts a run of ``label``, then waits ``seconds``; safe to run again."""
+        RUNS[label] = RUNS.get(label, 0) + 1
+        await anyio.sleep(seconds)
+        return f"slept {seconds:g}s"
+
+    @server.tool()
+    async def cancellable(label: str) -> str:
+        """Runs until cancelled; notes ``label`` as started, then as cancelled."""
+        RUNS[label] = RUNS.get(label, 0) + 1
+        try:
+            await anyio.sleep(3600)
+        except anyio.get_cancelled_exc_class():
+            CANCELLED.add(label)
+            raise
+        return "never"
+
+    @server.tool()
+    def runs(label: str) -> str:
+        """How many times ``label`` started, and whether it was cancelled."""
+        return f"{RUNS.get(label, 0)} {'cancelled' if label in CANCELLED else 'running'}"
+
+    @server.tool()
+    def big_result(size: int, char: str = "x") -> str:
+        """A text of ``size`` times ``char``."""
+        return char * size
+
+    @server.tool()
+    async def huge_question(size: int, ctx: Context, char: str = "x") -> str:
+        """Asks a question of ``size`` times ``char``."""
+        try:
+            answer = await ctx.elicit(char * size, Name)
+        except MCPError as exc:
+            return f"no answer: {exc.error.message}"
+        return f"answered {answer.action}"
+
     return server
+
+
+RUNS: dict[str, int] = {}
+CANCELLED: set[str] = set()
 
 
 if __name__ == "__main__":

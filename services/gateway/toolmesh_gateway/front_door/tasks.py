@@ -12,7 +12,8 @@ KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so
   ``input_required`` with the upstream's requests to its client (sampling, elicitation, roots) as
   ``inputRequests``; ``completed`` with the tool's result (a tool error too, as ``isError``), or
   ``failed`` with a JSON-RPC error. It watches the record for the answers ``tasks/update`` wrote
-  into it and for ``tasks/cancel``, on whichever replica those came;
+  into it and for ``tasks/cancel``, on whichever replica those came, and cancels its call when the
+  task was cancelled, ended or taken over elsewhere (its heartbeat lapsed);
 - the runner renews a heartbeat in the record; a task whose runner stopped (its replica died) is
   taken over by the replica the next ``tasks/get``/``update``/``cancel`` reaches: the call runs again
   there when the tool is marked idempotent (``idempotentHint``), else the task fails saying so. A
@@ -103,6 +104,23 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _unrelayed(request: PendingInput) -> RpcReply:
+    words = f"the gateway could not relay {request.request.method} to the task's client (too large to keep, say)"
+    return RpcReply(ok=False, error={"code": mcp_types.INTERNAL_ERROR, "message": words})
+
+
+def _parsed(value: bytes | None) -> dict[str, Any]:
+    """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
+    no status or call: written by something other than a gateway replica)."""
+    try:
+        record = json.loads(value or b"{}")
+    except ValueError:
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
+        return {}
+    return record if isinstance(record.get("call"), dict) else {}
+
+
 def _reply(answer: object, key: str) -> RpcReply:
     if isinstance(answer, dict):
         return RpcReply(ok=True, result=answer)
@@ -177,27 +195,32 @@ class Tasks:
         beat = asyncio.ensure_future(self._beat(task_id))
         asked: asyncio.Future[PendingInput] = asyncio.ensure_future(link.inputs.get())
         heard: asyncio.Future[Any] = asyncio.ensure_future(watcher.updates(timeout=None))
-        cancelled = False
+        orphaned = False
         try:
             while not call.done():
                 waiting: set[asyncio.Future[Any]] = {call, asked, heard}
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if asked.done():
                     request = asked.result()
-                    pending[request.request.request_id] = request
-                    await self._ask(task_id, request)
+                    try:
+                        await self._ask(task_id, request)
+                    except NatsError as exc:  # a request past the bucket's message size, say: refused to the upstream
+                        log.warning("a task's input request could not be recorded: %s", exc)
+                        request.respond(_unrelayed(request))
+                    else:
+                        pending[request.request.request_id] = request
                     asked = asyncio.ensure_future(link.inputs.get())
                 if heard.done():
                     entry = heard.result()
                     record = json.loads(entry.value) if entry is not None and entry.value else {}
-                    if record.get("status") == "cancelled":
-                        cancelled = True
+                    if record and (record.get("status") in TERMINAL or record.get("runner") != self._links.replica):
+                        orphaned = True  # cancelled, or ended or taken over elsewhere: this call has no task left
                         break
                     for key, answer in (record.get("answers") or {}).items():
                         if key in pending:
                             pending.pop(key).respond(_reply(answer, key))
                     heard = asyncio.ensure_future(watcher.updates(timeout=None))
-            if not cancelled:
+            if not orphaned:
                 await self._finish(task_id, call)
         finally:
             for future in (asked, heard, beat, call):
@@ -294,9 +317,9 @@ class Tasks:
                 continue
             return changed
 
-    async def _mine(self, ctx: Ctx, what: str) -> tuple[str, dict[str, Any]]:
+    async def _mine(self, ctx: Ctx, what: str, *, revive: bool = True) -> tuple[str, dict[str, Any]]:
         """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
-        taking it over when its runner stopped."""
+        taking it over when its runner stopped (``revive``; a task about to be cancelled is not run again)."""
         if not declared(ctx):
             raise _missing_extension(what)
         task_id = (ctx.params or {}).get("taskId")
@@ -310,12 +333,12 @@ class Tasks:
             entry = await self._kv.get(task_id)
         except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK) from None
-        record = json.loads(entry.value or b"{}")
+        record = _parsed(entry.value)
         if not record.get("starter") or record.get("starter") != starter_of(ctx):
             if record.get("starter"):
                 log.warning("security: a task was asked for by a principal that did not start it")
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK)
-        return task_id, await self._revived(ctx, task_id, record)
+        return task_id, await self._revived(ctx, task_id, record) if revive else record
 
     async def _revived(self, ctx: Ctx, task_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """The record, taken over first when it is unfinished and its runner stopped renewing it."""
@@ -324,13 +347,14 @@ class Tasks:
             return record
         call = record["call"]
         mine = self._links.replica
+        claim = time.time()  # this takeover's heartbeat: the record holds it only when this request took it over
 
         def take_over(current: dict[str, Any]) -> dict[str, Any] | None:
             if current["status"] in TERMINAL or current.get("heartbeat") != record.get("heartbeat"):
-                return None  # finished, or another replica took it over first
+                return None  # finished, or another request (here or on another replica) took it over first
             kept = {k: v for k, v in current.items() if k not in ("inputRequests", "answers")}
             if call["idempotent"]:
-                return {**kept, "status": "working", "runner": mine, "heartbeat": time.time()}
+                return {**kept, "status": "working", "runner": mine, "heartbeat": claim}
             words = (
                 f"the gateway replica running this task stopped; {call['tool']} is not marked idempotent, "
                 "so it was not run again"
@@ -338,11 +362,7 @@ class Tasks:
             return {**kept, "status": "failed", "error": {"code": mcp_types.INTERNAL_ERROR, "message": words}}
 
         taken = await self._change(task_id, take_over, touch=False) or record
-        if (
-            taken.get("runner") == mine
-            and taken["status"] == "working"
-            and taken.get("heartbeat") != record.get("heartbeat")
-        ):
+        if taken.get("runner") == mine and taken.get("heartbeat") == claim and task_id not in self._running:
             log.info("took over task %s of a replica that stopped; running %s again", task_id, call["tool"])
             self._spawn(task_id, ctx, taken)
         return taken
@@ -384,7 +404,7 @@ class Tasks:
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            task_id, _record = await self._mine(ctx, "tasks/cancel")
+            task_id, _record = await self._mine(ctx, "tasks/cancel", revive=False)
 
         def cancel(record: dict[str, Any]) -> dict[str, Any] | None:
             if record["status"] in TERMINAL:
