@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
@@ -16,11 +14,10 @@ import pytest
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
+from tests.tasks_client import TASK_TOOLS, TASKS, ended_task, get_task, start_task
 from toolmesh.platform.bus.topology import TASKS_BUCKET
 
 pytestmark = pytest.mark.integration
-TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 @pytest.fixture
@@ -39,27 +36,6 @@ def _url(system: System) -> str:
     return f"http://127.0.0.1:{system.settings.port}/mcp/tasks"
 
 
-async def _start(url: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any] = TASKS) -> str:
-    params = {"name": tool, "arguments": arguments}
-    created = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=capabilities)
-    assert created.get("result", {}).get("resultType") == "task", created
-    task_id: str = created["result"]["taskId"]
-    return task_id
-
-
-async def _task(url: str, task_id: str) -> dict[str, Any]:
-    return await modern_call(url, "tasks/get", {"taskId": task_id}, token=ADMIN_TOKEN, capabilities=TASKS)
-
-
-async def _ended(url: str, task_id: str, timeout: float = 60) -> dict[str, Any]:
-    async def ended() -> dict[str, Any] | None:
-        task = (await _task(url, task_id))["result"]
-        return task if task["status"] in ("completed", "failed", "cancelled") else None
-
-    found: dict[str, Any] = await eventually(ended, timeout=timeout, what=f"task {task_id} to end")
-    return found
-
-
 async def _upstream_runs(url: str, label: str) -> str:
     answer = await modern_call(url, "tools/call", {"name": "runs", "arguments": {"label": label}}, token=ADMIN_TOKEN)
     text: str = answer["result"]["content"][0]["text"]
@@ -68,7 +44,7 @@ async def _upstream_runs(url: str, label: str) -> str:
 
 async def test_a_cancelled_tasks_call_is_cancelled_at_the_upstream(system: System) -> None:
     url = _url(system)
-    task_id = await _start(url, "cancellable", {"label": "cancel-me"})
+    task_id = await start_task(url, "cancellable", {"label": "cancel-me"})
 
     async def started() -> bool:
         return await _upstream_runs(url, "cancel-me") == "1 running"
@@ -81,7 +57,7 @@ async def test_a_cancelled_tasks_call_is_cancelled_at_the_upstream(system: Syste
         return await _upstream_runs(url, "cancel-me") == "1 cancelled"
 
     await eventually(cancelled, timeout=30, what="the upstream to see its call cancelled")
-    assert (await _task(url, task_id))["result"]["status"] == "cancelled"
+    assert (await get_task(url, task_id))["result"]["status"] == "cancelled"
 
 
 async def test_a_result_too_large_to_keep_fails_its_task(system: System, nats_url: str) -> None:
@@ -91,8 +67,8 @@ async def test_a_result_too_large_to_keep_fails_its_task(system: System, nats_ur
     limit = connection.max_payload
     await connection.close()
     url = _url(system)
-    task_id = await _start(url, "big_result", {"size": limit // 5, "char": "é"})
-    ended = await _ended(url, task_id)
+    task_id = await start_task(url, "big_result", {"size": limit // 5, "char": "é"})
+    ended = await ended_task(url, task_id)
     assert ended["status"] == "failed", {k: v for k, v in ended.items() if k != "result"}
     assert "too large" in ended["error"]["message"], ended["error"]
 
@@ -107,7 +83,7 @@ async def test_a_record_that_is_not_a_tasks_reads_as_an_unknown_task(system: Sys
         await connection.close()
     url = _url(system)
     for task_id in ("not-json", "not-an-object"):
-        answer = await _task(url, task_id)
+        answer = await get_task(url, task_id)
         assert answer.get("error", {}).get("code") == -32602, answer
 
 
@@ -120,8 +96,8 @@ async def test_an_upstream_request_too_large_to_keep_is_refused_to_the_upstream(
     await connection.close()
     url = _url(system)
     asking = {**TASKS, "elicitation": {}}
-    task_id = await _start(url, "huge_question", {"size": limit // 4, "char": "é"}, asking)
-    ended = await _ended(url, task_id)
+    task_id = await start_task(url, "huge_question", {"size": limit // 4, "char": "é"}, asking)
+    ended = await ended_task(url, task_id)
     assert ended["status"] == "completed", ended.get("error")
     assert ended["result"]["content"][0]["text"].startswith("no answer: "), ended["result"]
 
@@ -138,9 +114,35 @@ async def test_a_namespaces_call_limit_holds_for_tasks(nats_url: str, database_u
         created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
         await system.wait_connected(created["id"])
         url = _url(system)
-        first = await _start(url, "counted_sleep", {"seconds": 0, "label": "limited"})
-        second = await _start(url, "counted_sleep", {"seconds": 0, "label": "limited"})
-        assert (await _ended(url, first))["status"] == "completed"
-        refused = await _ended(url, second)
+        first = await start_task(url, "counted_sleep", {"seconds": 0, "label": "limited"})
+        second = await start_task(url, "counted_sleep", {"seconds": 0, "label": "limited"})
+        assert (await ended_task(url, first))["status"] == "completed"
+        refused = await ended_task(url, second)
         assert refused["status"] == "failed", refused
         assert refused["error"]["data"]["error_code"] == "RATE_LIMITED", refused["error"]
+
+
+async def test_a_key_runs_a_bounded_number_of_tasks_per_replica(nats_url: str, database_url: str) -> None:
+    """Past ``TOOLMESH_TASK_MAX_PER_KEY`` running tasks on a replica, a task-supporting call is refused
+    with ``LIMIT_EXCEEDED``; a task that ended makes room again."""
+    port = free_port()
+    async with (
+        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
+        running_system(nats_url, database_url, task_max_per_key=2) as system,
+    ):
+        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        url = _url(system)
+        running = [await start_task(url, "slow_compute", {"seconds": 60, "label": f"held {i}"}) for i in range(2)]
+        params = {"name": "slow_compute", "arguments": {"seconds": 60, "label": "one too many"}}
+        refused = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=TASKS)
+        assert refused["error"]["data"]["error_code"] == "LIMIT_EXCEEDED", refused
+        assert refused["error"]["data"]["context"] == {"task_max_per_key": 2}, refused
+        cancel = await modern_call(url, "tasks/cancel", {"taskId": running[0]}, token=ADMIN_TOKEN, capabilities=TASKS)
+        assert "result" in cancel, cancel
+
+        async def admitted() -> str | None:
+            answer = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=TASKS)
+            return answer.get("result", {}).get("taskId")
+
+        assert await eventually(admitted, timeout=30, what="a task to be admitted once one ended")

@@ -15,8 +15,6 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
@@ -25,12 +23,11 @@ from nats.js.errors import KeyWrongLastSequenceError
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
+from tests.tasks_client import TASK_TOOLS, TASKS, ended_task, get_task, start_task
 from toolmesh.platform.bus.topology import TASKS_BUCKET
 from toolmesh_gateway.front_door.tasks import STALE_SECONDS
 
 pytestmark = pytest.mark.integration
-TASK_TOOLS = Path(__file__).parents[1] / "peers" / "task_tools.py"
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 @dataclass
@@ -70,44 +67,23 @@ async def _answers(port: int) -> bool:
     return True
 
 
-async def _start(url: str, tool: str, arguments: dict[str, Any]) -> str:
-    params = {"name": tool, "arguments": arguments}
-    created = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=TASKS)
-    assert created.get("result", {}).get("resultType") == "task", created
-    task_id: str = created["result"]["taskId"]
-    return task_id
-
-
-async def _task(url: str, task_id: str, token: str = ADMIN_TOKEN) -> dict[str, Any]:
-    return await modern_call(url, "tasks/get", {"taskId": task_id}, token=token, capabilities=TASKS)
-
-
-async def _ended(url: str, task_id: str) -> dict[str, Any]:
-    async def ended() -> dict[str, Any] | None:
-        task = (await _task(url, task_id))["result"]
-        return task if task["status"] in ("completed", "failed", "cancelled") else None
-
-    found: dict[str, Any] = await eventually(ended, timeout=90, what=f"task {task_id} to end")
-    return found
-
-
 async def test_tasks_of_a_killed_replica_are_served_by_another(replicas: Replicas) -> None:
     on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
-    idempotent = await _start(on_b, "idempotent_sleep", {"seconds": 2})
-    not_idempotent = await _start(on_b, "slow_compute", {"seconds": 4, "label": "once"})
-    cancelled = await _start(on_b, "slow_compute", {"seconds": 60, "label": "cancel"})
+    idempotent = await start_task(on_b, "idempotent_sleep", {"seconds": 2})
+    not_idempotent = await start_task(on_b, "slow_compute", {"seconds": 4, "label": "once"})
+    cancelled = await start_task(on_b, "slow_compute", {"seconds": 60, "label": "cancel"})
     replicas.b.kill()
 
-    assert (await _task(on_a, cancelled))["result"]["status"] == "working"
+    assert (await get_task(on_a, cancelled))["result"]["status"] == "working"
     ack = await modern_call(on_a, "tasks/cancel", {"taskId": cancelled}, token=ADMIN_TOKEN, capabilities=TASKS)
     assert ack["result"]["resultType"] == "complete" and "status" not in ack["result"], ack
-    assert (await _task(on_a, cancelled))["result"]["status"] == "cancelled"
+    assert (await get_task(on_a, cancelled))["result"]["status"] == "cancelled"
 
-    again = await _ended(on_a, idempotent)
+    again = await ended_task(on_a, idempotent)
     assert again["status"] == "completed", again
     assert again["result"]["content"][0]["text"] == "slept 2s", again
 
-    lost = await _ended(on_a, not_idempotent)
+    lost = await ended_task(on_a, not_idempotent)
     assert lost["status"] == "failed", lost
     assert "not marked idempotent, so it was not run again" in lost["error"]["message"], lost
     assert "result" not in lost
@@ -115,13 +91,13 @@ async def test_tasks_of_a_killed_replica_are_served_by_another(replicas: Replica
 
 async def test_a_task_is_its_starters_only(replicas: Replicas) -> None:
     on_a = replicas.url(replicas.system.settings.port)
-    task_id = await _start(on_a, "slow_compute", {"seconds": 0, "label": "mine"})
+    task_id = await start_task(on_a, "slow_compute", {"seconds": 0, "label": "mine"})
     other = (await replicas.system.create_key("other", "agent"))["token"]
-    foreign = await _task(on_a, task_id, token=other)
+    foreign = await get_task(on_a, task_id, token=other)
     assert foreign["error"]["code"] == -32602, foreign
     cancel = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=other, capabilities=TASKS)
     assert cancel["error"]["code"] == -32602, cancel
-    assert (await _ended(on_a, task_id))["status"] == "completed"
+    assert (await ended_task(on_a, task_id))["status"] == "completed"
 
 
 async def _upstream_runs(url: str, label: str) -> str:
@@ -144,14 +120,14 @@ async def test_a_stale_task_asked_for_at_once_runs_again_only_once(replicas: Rep
     """Takeover is a compare-and-set: of several requests reaching one replica together, one runs the
     call again; before, each that lost the race on that replica ran it too (the runner was itself)."""
     on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
-    task_id = await _start(on_b, "counted_sleep", {"seconds": 2, "label": "takeover"})
+    task_id = await start_task(on_b, "counted_sleep", {"seconds": 2, "label": "takeover"})
     assert (await eventually(lambda: _runs_are(on_a, "takeover", "1"), timeout=30, what="B's run")) is True
     replicas.b.kill()
     await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
 
-    asked = await asyncio.gather(*(_task(on_a, task_id) for _ in range(6)))
+    asked = await asyncio.gather(*(get_task(on_a, task_id) for _ in range(6)))
     assert all(answer["result"]["status"] == "working" for answer in asked), asked
-    assert (await _ended(on_a, task_id))["status"] == "completed"
+    assert (await ended_task(on_a, task_id))["status"] == "completed"
     assert (await _upstream_runs(on_a, "takeover")).split()[0] == "2"
 
 
@@ -164,16 +140,16 @@ async def test_cancelling_a_stale_task_does_not_run_its_call_again(replicas: Rep
     """A task whose runner stopped is cancelled where it is: before, the cancelling replica took it
     over first, so the call of an idempotent tool ran again at the upstream only to be cancelled."""
     on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
-    task_id = await _start(on_b, "counted_sleep", {"seconds": 0.5, "label": "cancel-stale"})
+    task_id = await start_task(on_b, "counted_sleep", {"seconds": 0.5, "label": "cancel-stale"})
     assert await eventually(lambda: _runs_are(on_a, "cancel-stale", "1"), timeout=30, what="B's run")
     replicas.b.kill()
     await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
 
     ack = await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=ADMIN_TOKEN, capabilities=TASKS)
     assert ack["result"]["resultType"] == "complete", ack
-    assert (await _task(on_a, task_id))["result"]["status"] == "cancelled"
-    probe = await _start(on_a, "counted_sleep", {"seconds": 0, "label": "cancel-stale"})  # runs after any rerun
-    assert (await _ended(on_a, probe))["status"] == "completed"
+    assert (await get_task(on_a, task_id))["result"]["status"] == "cancelled"
+    probe = await start_task(on_a, "counted_sleep", {"seconds": 0, "label": "cancel-stale"})  # runs after any rerun
+    assert (await ended_task(on_a, probe))["status"] == "completed"
     assert (await _upstream_runs(on_a, "cancel-stale")).split()[0] == "2"
 
 
@@ -195,12 +171,12 @@ async def test_a_runner_whose_task_was_failed_elsewhere_stops_its_call(replicas:
     replica then failed, cancels its call: before, the call ran on to its end (up to an hour) with no
     task to report to."""
     on_a, on_b = replicas.url(replicas.system.settings.port), replicas.url(replicas.port_b)
-    task_id = await _start(on_a, "cancellable", {"label": "orphan"})
+    task_id = await start_task(on_a, "cancellable", {"label": "orphan"})
     assert await eventually(lambda: _runs_are(on_a, "orphan", "1"), timeout=30, what="A's run")
 
     async def failed_on_b() -> bool:
         await _lapse(nats_url, task_id)
-        return bool((await _task(on_b, task_id))["result"]["status"] == "failed")
+        return bool((await get_task(on_b, task_id))["result"]["status"] == "failed")
 
     await eventually(failed_on_b, timeout=30, what="replica B to fail the task")
     cancelled = await eventually(

@@ -176,6 +176,8 @@ class Settings(BaseSettings):
     # A task (the 2026-07-28 Tasks extension) stays readable this long after its last change, and
     # its call may run this long (bucket TTL, set when the bucket is made).
     task_ttl_seconds: float = Field(3600.0, gt=0)
+    # How many tasks one key may have running on one gateway replica at once.
+    task_max_per_key: int = Field(100, ge=1)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

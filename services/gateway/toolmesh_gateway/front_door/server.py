@@ -130,7 +130,7 @@ class FrontDoor:
         )
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
         self.aggregate.install(self.server)
-        self.tasks = Tasks(tasks_kv, links, tasks_kept, self._task_call)
+        self.tasks = Tasks(tasks_kv, links, tasks_kept, self._task_call, settings.task_max_per_key)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
         self._manager = sessions.manager(self.server, self.announcer.adopted)  # the gateway's BodyLimit guards it

@@ -44,7 +44,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from toolmesh.contracts.rpc import RpcReply
-from toolmesh.errors import ServerUnavailable, ToolmeshError
+from toolmesh.errors import LimitExceeded, ServerUnavailable, ToolmeshError
 from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
@@ -130,12 +130,16 @@ def _reply(answer: object, key: str) -> RpcReply:
 class Tasks:
     """Starts tasks, runs the calls of those started here (or taken over), answers ``tasks/*``."""
 
-    def __init__(self, kv: KeyValue, links: ClientLinks, ttl_seconds: float, call_for: CallFactory) -> None:
+    def __init__(
+        self, kv: KeyValue, links: ClientLinks, ttl_seconds: float, call_for: CallFactory, per_key: int
+    ) -> None:
         self._kv = kv
         self._links = links
         self._ttl_ms = int(ttl_seconds * 1000)
         self._call_for = call_for
+        self._per_key = per_key
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._starters: dict[str, str] = {}  # task id -> its starter, for the tasks running here
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension on ``server`` and serve its methods there."""
@@ -145,7 +149,12 @@ class Tasks:
         server.add_request_handler("tasks/cancel", mcp_types.RequestParams, self._cancel)
 
     async def start(self, ctx: Ctx, server_id: str, tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Record a task for this call of ``tool``, start the call here, and return the ``CreateTaskResult``."""
+        """Record a task for this call of ``tool``, start the call here, and return the ``CreateTaskResult``
+        (``LIMIT_EXCEEDED`` when the caller has ``per_key`` tasks running on this replica already)."""
+        who = starter_of(ctx)
+        if sum(1 for running in self._starters.values() if running == who) >= self._per_key:
+            words = f"LIMIT_EXCEEDED: {self._per_key} tasks of this key run on this gateway replica already"
+            raise mcp_error(LimitExceeded(words, {"task_max_per_key": self._per_key}))
         task_id = secrets.token_urlsafe(18)
         now = _now()
         record: dict[str, Any] = {
@@ -155,7 +164,7 @@ class Tasks:
             "lastUpdatedAt": now,
             "ttlMs": self._ttl_ms,
             "pollIntervalMs": POLL_INTERVAL_MS,
-            "starter": starter_of(ctx),
+            "starter": who,
             "runner": self._links.replica,
             "heartbeat": time.time(),
             "call": {
@@ -185,7 +194,8 @@ class Tasks:
         link = self._links.detached(ctx)
         runner = asyncio.ensure_future(self._run(task_id, link, work, bool(call["idempotent"])))
         self._running[task_id] = runner
-        runner.add_done_callback(lambda _: self._running.pop(task_id, None))
+        self._starters[task_id] = str(record["starter"])
+        runner.add_done_callback(lambda _: (self._running.pop(task_id, None), self._starters.pop(task_id, None)))
 
     async def _run(self, task_id: str, link: ClientLink, work: TaskCall, idempotent: bool) -> None:
         """Run the call, relay its input requests and their answers through the record, write its end."""
@@ -290,7 +300,10 @@ class Tasks:
 
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
-            await self._change(task_id, renew, touch=False)
+            try:
+                await self._change(task_id, renew, touch=False)
+            except NatsError as exc:  # the next beat tries again; three missed ones let another replica take over
+                log.warning("a task's heartbeat was not written: %s", type(exc).__name__)
 
     # -- the record ------------------------------------------------------------------------------
 
