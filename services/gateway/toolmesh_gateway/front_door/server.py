@@ -311,7 +311,10 @@ class FrontDoor:
         """A 2026-07-28 client's call of a tool its upstream lists in that era only, relayed in that era
         (``Aggregate.forward``), admitted and audited like every call; None for any other call."""
         view = self._view(ctx)
-        route, _ = await self._calls.route(request, view)
+        try:
+            route, _ = await self._calls.route(request, view)
+        except ToolmeshError:  # not there, or held: the usual path says so, after a requestState's checks
+            return None
         server = self._feed.catalog.server(route.server.id)
         target = {"name": route.tool}
         if server is None or not view.offer(server).description.reached_in_modern_era("tools/call", target):
