@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types
@@ -40,7 +38,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.errors import Error as NatsError
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from toolmesh.contracts.rpc import RpcReply
@@ -49,6 +46,7 @@ from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
+from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, now, parsed
 
 log = logging.getLogger("toolmesh.gateway.tasks")
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -58,7 +56,6 @@ HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 """A task whose runner has not renewed its heartbeat for this long is taken over."""
 POLL_INTERVAL_MS = 500
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 UNKNOWN_TASK = "Unknown task"
 _PUBLIC = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
 
@@ -100,25 +97,9 @@ def runs_as_task(ctx: Ctx, tool: CatalogTool | None) -> bool:
     return False
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _unrelayed(request: PendingInput) -> RpcReply:
     words = f"the gateway could not relay {request.request.method} to the task's client (too large to keep, say)"
     return RpcReply(ok=False, error={"code": mcp_types.INTERNAL_ERROR, "message": words})
-
-
-def _parsed(value: bytes | None) -> dict[str, Any]:
-    """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
-    no status or call: written by something other than a gateway replica)."""
-    try:
-        record = json.loads(value or b"{}")
-    except ValueError:
-        return {}
-    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
-        return {}
-    return record if isinstance(record.get("call"), dict) else {}
 
 
 def _reply(answer: object, key: str) -> RpcReply:
@@ -133,7 +114,7 @@ class Tasks:
     def __init__(
         self, kv: KeyValue, links: ClientLinks, ttl_seconds: float, call_for: CallFactory, per_key: int
     ) -> None:
-        self._kv = kv
+        self._records = TaskRecords(kv)
         self._links = links
         self._ttl_ms = int(ttl_seconds * 1000)
         self._call_for = call_for
@@ -156,12 +137,12 @@ class Tasks:
             words = f"LIMIT_EXCEEDED: {self._per_key} tasks of this key run on this gateway replica already"
             raise mcp_error(LimitExceeded(words, {"task_max_per_key": self._per_key}))
         task_id = secrets.token_urlsafe(18)
-        now = _now()
+        created = now()
         record: dict[str, Any] = {
             "taskId": task_id,
             "status": "working",
-            "createdAt": now,
-            "lastUpdatedAt": now,
+            "createdAt": created,
+            "lastUpdatedAt": created,
             "ttlMs": self._ttl_ms,
             "pollIntervalMs": POLL_INTERVAL_MS,
             "starter": who,
@@ -175,7 +156,7 @@ class Tasks:
             },
         }
         with nats_answers("recording a task"):
-            await self._kv.create(task_id, json.dumps(record).encode())
+            await self._records.create(task_id, record)
         self._spawn(task_id, ctx, record)
         return {"resultType": "task", **{k: record[k] for k in _PUBLIC if k in record}}
 
@@ -199,7 +180,7 @@ class Tasks:
 
     async def _run(self, task_id: str, link: ClientLink, work: TaskCall, idempotent: bool) -> None:
         """Run the call, relay its input requests and their answers through the record, write its end."""
-        watcher = await self._kv.watch(task_id)
+        watcher = await self._records.watch(task_id)
         pending: dict[str, PendingInput] = {}
         call = asyncio.ensure_future(self._attempts(work, link, idempotent))
         beat = asyncio.ensure_future(self._beat(task_id))
@@ -222,7 +203,7 @@ class Tasks:
                     asked = asyncio.ensure_future(link.inputs.get())
                 if heard.done():
                     entry = heard.result()
-                    record = json.loads(entry.value) if entry is not None and entry.value else {}
+                    record = parsed(entry.value) if entry is not None else {}
                     if record and (record.get("status") in TERMINAL or record.get("runner") != self._links.replica):
                         orphaned = True  # cancelled, or ended or taken over elsewhere: this call has no task left
                         break
@@ -259,7 +240,7 @@ class Tasks:
             record["inputRequests"] = {**(record.get("inputRequests") or {}), request.request.request_id: asked}
             return {**record, "status": "input_required"}
 
-        await self._change(task_id, ask)
+        await self._records.change(task_id, ask)
 
     async def _finish(self, task_id: str, call: asyncio.Future[dict[str, Any]]) -> None:
         """Write the call's end: its result, or the JSON-RPC error it failed with."""
@@ -282,12 +263,12 @@ class Tasks:
             return {**kept, **ending}
 
         try:
-            await self._change(task_id, end)
+            await self._records.change(task_id, end)
         except NatsError as exc:  # a result past the bucket's message size, say
             log.warning("a task's result could not be recorded: %s", exc)
             failure = {"code": mcp_types.INTERNAL_ERROR, "message": "the tool's result is too large to keep in a task"}
             ending = {"status": "failed", "error": failure}
-            await self._change(task_id, end)
+            await self._records.change(task_id, end)
 
     async def _beat(self, task_id: str) -> None:
         """Renew the heartbeat while the task runs here."""
@@ -301,34 +282,11 @@ class Tasks:
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             try:
-                await self._change(task_id, renew, touch=False)
+                await self._records.change(task_id, renew, touch=False)
             except NatsError as exc:  # the next beat tries again; three missed ones let another replica take over
                 log.warning("a task's heartbeat was not written: %s", type(exc).__name__)
 
-    # -- the record ------------------------------------------------------------------------------
-
-    async def _change(
-        self, task_id: str, change: Callable[[dict[str, Any]], dict[str, Any] | None], *, touch: bool = True
-    ) -> dict[str, Any] | None:
-        """Apply ``change`` to the record (compare-and-set, again on a concurrent write); the record
-        after it (None: the task is gone). ``change`` returns None to leave the record as it is;
-        ``touch``: the change is one the client sees (``lastUpdatedAt``), not a heartbeat."""
-        while True:
-            try:
-                entry = await self._kv.get(task_id)
-            except KeyNotFoundError:
-                return None
-            record = json.loads(entry.value or b"{}")
-            changed = change(dict(record))
-            if changed is None:
-                return record
-            if touch:
-                changed["lastUpdatedAt"] = _now()
-            try:
-                await self._kv.update(task_id, json.dumps(changed).encode(), last=entry.revision)
-            except KeyWrongLastSequenceError:
-                continue
-            return changed
+    # -- whose task --------------------------------------------------------------------------------
 
     async def _mine(self, ctx: Ctx, what: str, *, revive: bool = True) -> tuple[str, dict[str, Any]]:
         """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
@@ -342,11 +300,7 @@ class Tasks:
         named = headers.get(MCP_NAME_HEADER) if headers is not None else None
         if named is not None and named.strip() != task_id:  # the routing header an intermediary may trust
             raise MCPError(code=mcp_types.HEADER_MISMATCH, message=f"the Mcp-Name header is not the {what} taskId")
-        try:
-            entry = await self._kv.get(task_id)
-        except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_TASK) from None
-        record = _parsed(entry.value)
+        record = await self._records.read(task_id)
         if not record.get("starter") or record.get("starter") != starter_of(ctx):
             if record.get("starter"):
                 log.warning("security: a task was asked for by a principal that did not start it")
@@ -374,7 +328,7 @@ class Tasks:
             )
             return {**kept, "status": "failed", "error": {"code": mcp_types.INTERNAL_ERROR, "message": words}}
 
-        taken = await self._change(task_id, take_over, touch=False) or record
+        taken = await self._records.change(task_id, take_over, touch=False) or record
         if taken.get("runner") == mine and taken.get("heartbeat") == claim and task_id not in self._running:
             log.info("took over task %s of a replica that stopped; running %s again", task_id, call["tool"])
             self._spawn(task_id, ctx, taken)
@@ -412,7 +366,7 @@ class Tasks:
             return changed
 
         with nats_answers("answering a task"):
-            await self._change(task_id, answer)
+            await self._records.change(task_id, answer)
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
@@ -426,5 +380,5 @@ class Tasks:
             return {**kept, "status": "cancelled", "statusMessage": "cancelled by the client"}
 
         with nats_answers("cancelling a task"):
-            await self._change(task_id, cancel)
+            await self._records.change(task_id, cancel)
         return {"resultType": "complete"}

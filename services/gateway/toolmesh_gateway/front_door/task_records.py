@@ -1,0 +1,81 @@
+"""The records of tasks (``tasks``) in the NATS KV bucket ``toolmesh_tasks``: read, created, watched,
+and changed by compare-and-set, so that replicas writing one record at once lose no write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+"""The statuses a task never leaves."""
+Change = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""A record in, the record to write out (None: leave it as it is)."""
+
+
+def now() -> str:
+    """The time as tasks' ``createdAt`` and ``lastUpdatedAt`` spell it."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parsed(value: bytes | None) -> dict[str, Any]:
+    """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
+    no status or call: written by something other than a gateway replica)."""
+    try:
+        record = json.loads(value or b"{}")
+    except ValueError:
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
+        return {}
+    return record if isinstance(record.get("call"), dict) else {}
+
+
+class TaskRecords:
+    """The task records of one bucket."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    async def create(self, task_id: str, record: dict[str, Any]) -> None:
+        """Write a new task's record."""
+        await self._kv.create(task_id, json.dumps(record).encode())
+
+    async def read(self, task_id: str) -> dict[str, Any]:
+        """The task's record; ``{}`` when there is none (gone, never written, not a possible key, not a
+        task's)."""
+        try:
+            entry = await self._kv.get(task_id)
+        except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
+            return {}
+        return parsed(entry.value)
+
+    async def watch(self, task_id: str) -> KeyValue.KeyWatcher:
+        """A watcher of the task's record (its current value first)."""
+        return await self._kv.watch(task_id)
+
+    async def change(self, task_id: str, change: Change, *, touch: bool = True) -> dict[str, Any] | None:
+        """Apply ``change`` to the record (compare-and-set, again on a concurrent write); the record
+        after it (None: the task is gone). ``touch``: the change is one the client sees
+        (``lastUpdatedAt``), not a heartbeat."""
+        while True:
+            try:
+                entry = await self._kv.get(task_id)
+            except KeyNotFoundError:
+                return None
+            record = parsed(entry.value)
+            if not record:
+                return None
+            changed = change(dict(record))
+            if changed is None:
+                return record
+            if touch:
+                changed["lastUpdatedAt"] = now()
+            try:
+                await self._kv.update(task_id, json.dumps(changed).encode(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                continue
+            return changed
