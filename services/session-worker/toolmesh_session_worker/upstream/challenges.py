@@ -18,6 +18,7 @@ import httpx2
 from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth, union_scopes
 
 from toolmesh.oauth_tokens import usable_scope
+from toolmesh_session_worker.upstream.errors import UpstreamRefused, UpstreamScopeRequired
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,16 @@ def note(challenge: ScopeChallenge | GrantRefused) -> None:
     met = MET.get()
     if met is not None:
         met.append(challenge)
+
+
+def refusal(server_name: str, what: str, met: list[ScopeChallenge | GrantRefused]) -> UpstreamRefused | None:
+    """The refusal of the grant a failed request met (None: it met none): ``UpstreamScopeRequired``
+    for a scope challenge, else ``UpstreamRefused``."""
+    challenge = met[-1] if met else None
+    if isinstance(challenge, GrantRefused):
+        words = f"the upstream refused the grant while {what}"
+        return UpstreamRefused(f"{server_name}: {words}", summary=words)
+    if challenge is not None:
+        words = f"the upstream requires a scope the grant lacks while {what}"
+        return UpstreamScopeRequired(f"{server_name}: {words}", required=challenge.required, wanted=challenge.wanted)
+    return None

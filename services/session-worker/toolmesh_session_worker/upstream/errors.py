@@ -42,6 +42,17 @@ class UpstreamError(Exception):
         """What may be shown: toolmesh's words only, never text the upstream chose."""
 
 
+def rpc_error(server_name: str, what: str, code: int, message: str, data: Any) -> UpstreamError:
+    """The upstream's JSON-RPC error answer to a request (its code, message and data kept)."""
+    return UpstreamError(
+        f"{server_name}: error while {what}: {message}",
+        code=code,
+        data=data,
+        reason=message,
+        summary=f"JSON-RPC error {code} while {what}",
+    )
+
+
 class UpstreamTimeout(UpstreamError):
     """A request exceeded its timeout; the request was cancelled upstream."""
 

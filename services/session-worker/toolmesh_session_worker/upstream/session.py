@@ -30,7 +30,7 @@ from toolmesh_session_worker.upstream.callbacks import (
     SessionCallbacks,
     ToolsChangedCallback,
 )
-from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge, refusal
 from toolmesh_session_worker.upstream.client_side import (
     CURRENT_CALL,
     ClientAnswers,
@@ -40,10 +40,10 @@ from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
-    UpstreamScopeRequired,
     UpstreamTimeout,
     describe,
     refused_status,
+    rpc_error,
     summarize,
     unstartable,
     with_hint,
@@ -281,15 +281,8 @@ class UpstreamSession:
             with scope:
                 return await session.send_request(request, result_type, progress_callback=on_progress)
         except MCPError as exc:
-            challenge = met[-1] if met else None
-            if isinstance(challenge, GrantRefused):
-                words = f"the upstream refused the grant while {what}"
-                raise UpstreamRefused(f"{self.server_name}: {words}", summary=words) from exc
-            if challenge is not None:
-                words = f"the upstream requires a scope the grant lacks while {what}"
-                raise UpstreamScopeRequired(
-                    f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
-                ) from exc
+            if (refused := refusal(self.server_name, what, met)) is not None:
+                raise refused from exc
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._suspect_connection()
                 raise UpstreamError(
@@ -297,13 +290,7 @@ class UpstreamSession:
                     code=exc.code,
                     summary=f"connection lost while {what}",
                 ) from exc
-            raise UpstreamError(
-                f"{self.server_name}: error while {what}: {exc.message}",
-                code=exc.code,
-                data=exc.error.data,
-                reason=exc.message,
-                summary=f"JSON-RPC error {exc.code} while {what}",
-            ) from exc
+            raise rpc_error(self.server_name, what, exc.code, exc.message, exc.error.data) from exc
         except ValidationError as exc:
             raise UpstreamError(
                 f"{self.server_name}: invalid answer while {what}: {exc}", summary=f"invalid answer while {what}"

@@ -34,12 +34,11 @@ from mcp.shared.inbound import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge, refusal
 from toolmesh_session_worker.upstream.errors import (
     UpstreamError,
-    UpstreamRefused,
-    UpstreamScopeRequired,
     UpstreamTimeout,
+    rpc_error,
 )
 from toolmesh_session_worker.upstream.stdio import MAX_MESSAGE_BYTES
 from toolmesh_session_worker.upstream.wire import ProgressCallback
@@ -122,10 +121,10 @@ class StatelessHttp:
         try:
             return await self._send(body, headers, what, timeout=timeout, progress=progress, notify=notify)
         except UpstreamError as exc:
-            refusal = _refusal(self._server_name, what, met)
-            if refusal is None or isinstance(exc, UpstreamTimeout):
+            refused = refusal(self._server_name, what, met)
+            if refused is None or isinstance(exc, UpstreamTimeout):
                 raise
-            raise refusal from exc
+            raise refused from exc
         finally:
             MET.reset(listening)
 
@@ -211,14 +210,8 @@ class StatelessHttp:
         error = message.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            reason = str(error.get("message", ""))
-            raise UpstreamError(
-                f"{self._server_name}: error while {what}: {reason}",
-                code=int(code) if isinstance(code, int) else mcp_types.INTERNAL_ERROR,
-                data=error.get("data"),
-                reason=reason,
-                summary=f"JSON-RPC error {code} while {what}",
-            )
+            code = int(code) if isinstance(code, int) else mcp_types.INTERNAL_ERROR
+            raise rpc_error(self._server_name, what, code, str(error.get("message", "")), error.get("data"))
         result = message.get("result")
         if not isinstance(result, dict):
             raise ValueError("a response without a result object")
@@ -249,18 +242,6 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
         yield _message(received)
     elif response.status_code >= 400:
         raise ValueError(f"HTTP {response.status_code} without a JSON-RPC answer")
-
-
-def _refusal(server_name: str, what: str, met: list[ScopeChallenge | GrantRefused]) -> UpstreamRefused | None:
-    """The refusal of the grant a failed request met (None: it met none), as a handshake session says it."""
-    challenge = met[-1] if met else None
-    if isinstance(challenge, GrantRefused):
-        words = f"the upstream refused the grant while {what}"
-        return UpstreamRefused(f"{server_name}: {words}", summary=words)
-    if challenge is not None:
-        words = f"the upstream requires a scope the grant lacks while {what}"
-        return UpstreamScopeRequired(f"{server_name}: {words}", required=challenge.required, wanted=challenge.wanted)
-    return None
 
 
 def _bound(line: bytearray) -> None:
