@@ -249,3 +249,31 @@ def is_sandbox_wrapper(pid: int) -> bool:
         return psutil.Process(pid).name() == "bwrap"
     except psutil.Error:
         return False
+
+
+@contextlib.asynccontextmanager
+async def second_gateway(
+    system: System,
+    ready: Callable[[RoleProcess, int], Awaitable[bool]] | None = None,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[tuple[RoleProcess, int]]:
+    """Replica B: a ``toolmesh gateway`` process (``env`` besides ``system``'s settings) beside
+    ``system``'s own, on a port of its own, once it accepts connections (or ``ready(b, port)`` says
+    so); the process and its port. Terminated after."""
+    port = free_port()
+    b = RoleProcess("gateway", system.settings, env={**(env or {}), "TOOLMESH_PORT": str(port)})
+    try:
+        await eventually(lambda: (ready or _accepts)(b, port), timeout=60, what="replica B to answer")
+        yield b, port
+    finally:
+        b.terminate()
+
+
+async def _accepts(_: RoleProcess, port: int) -> bool:
+    """Whether something accepts connections on ``port``."""
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    return True

@@ -3,15 +3,33 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.harness import ADMIN_TOKEN, eventually
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_raw import modern_call
+from tests.peers.launch import free_port, running_process
 
 TASK_TOOLS = Path(__file__).parent / "peers" / "task_tools.py"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 """The client capabilities that declare the extension."""
+
+
+@asynccontextmanager
+async def task_tools_system(nats_url: str, database_url: str, **overrides: Any) -> AsyncIterator[System]:
+    """toolmesh (``overrides``: its settings) with ``tests/peers/task_tools.py`` running over Streamable
+    HTTP and registered, connected, as ``tasks``."""
+    port = free_port()
+    async with (
+        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
+        running_system(nats_url, database_url, **overrides) as system,
+    ):
+        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        yield system
 
 
 async def start_task(

@@ -30,9 +30,10 @@ import pytest
 
 from tests.conformance.auth_proxy import auth_proxy
 from tests.conformance.kit import Kit, prepare
+from tests.conformance.reference_2026 import reference_system
 from tests.conformance.test_conformance import scenario_results
-from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
-from tests.peers.launch import free_port, running_process
+from tests.harness import ADMIN_TOKEN, System, second_gateway
+from tests.tasks_client import task_tools_system
 from toolmesh.platform import processes
 
 pytestmark = pytest.mark.conformance
@@ -83,54 +84,26 @@ def kit() -> Kit:
 @pytest.fixture
 async def round_robin(kit: Kit, nats_url: str, database_url: str) -> AsyncIterator[int]:
     """Two replicas with the reference server registered as ``everything``; the balancer's port."""
-    port = free_port()
-    env = {"PORT": str(port), "NODE_OPTIONS": f"--require {kit.loopback}"}
-    async with (
-        running_process(kit.server_argv(kit.server_2026), port=port, env=env),
-        running_system(nats_url, database_url) as system,
-    ):
-        created = await system.register("everything", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        async with balanced(system) as balancer:
-            yield balancer
+    async with reference_system(kit, nats_url, database_url) as system, balanced(system) as balancer:
+        yield balancer
 
 
 @pytest.fixture
 async def tasks_round_robin(nats_url: str, database_url: str) -> AsyncIterator[int]:
     """Two replicas with ``tests/peers/task_tools.py`` registered as ``tasks``; the balancer's port."""
-    port = free_port()
-    async with (
-        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
-        running_system(nats_url, database_url) as system,
-    ):
-        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        async with balanced(system) as balancer:
-            yield balancer
+    async with task_tools_system(nats_url, database_url) as system, balanced(system) as balancer:
+        yield balancer
 
 
 @asynccontextmanager
 async def balanced(system: System) -> AsyncIterator[int]:
-    """Replica B (a ``toolmesh gateway`` of its own) beside ``system``'s replica A, and a balancer
-    sending every HTTP request to the next of the two; the balancer's port."""
-    port_b = free_port()
-    b = RoleProcess("gateway", system.settings, env={"TOOLMESH_PORT": str(port_b)})
-    try:
-        await eventually(lambda: _answers(port_b), timeout=60, what="replica B to answer")
-        async with auth_proxy([system.settings.port, port_b], ADMIN_TOKEN) as balancer:
-            yield balancer
-    finally:
-        b.terminate()
-
-
-async def _answers(port: int) -> bool:
-    """Whether something accepts connections on ``port``."""
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    return True
+    """Replica B beside ``system``'s replica A, and a balancer sending every HTTP request to the next
+    of the two; the balancer's port."""
+    async with (
+        second_gateway(system) as (_, port_b),
+        auth_proxy([system.settings.port, port_b], ADMIN_TOKEN) as balancer,
+    ):
+        yield balancer
 
 
 async def test_the_2026_suite_through_two_replicas_round_robin(kit: Kit, round_robin: int) -> None:

@@ -26,10 +26,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.conformance.kit import Kit, prepare
-from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
+from tests.conformance.reference_2026 import reference_system
+from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, second_gateway
 from tests.mcp_client import text_of
 from tests.mcp_raw import modern_post
-from tests.peers.launch import free_port, running_process
 from toolmesh.platform.bus.topology import spent_states_bucket
 
 pytestmark = pytest.mark.integration
@@ -59,21 +59,14 @@ def kit() -> Kit:
 async def replicas(kit: Kit, nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
     """Two gateway replicas with the 2026 reference server registered as ``everything`` (Streamable
     HTTP), both serving its tools."""
-    port = free_port()
-    env = {"PORT": str(port), "NODE_OPTIONS": f"--require {kit.loopback}"}
     async with (
-        running_process(kit.server_argv(kit.server_2026), port=port, env=env),
-        running_system(nats_url, database_url) as system,
+        reference_system(kit, nats_url, database_url) as system,
+        second_gateway(system, _serves_the_tool) as (
+            _,
+            port_b,
+        ),
     ):
-        created = await system.register("everything", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        port_b = free_port()
-        b = RoleProcess("gateway", system.settings, env={"TOOLMESH_PORT": str(port_b)})
-        try:
-            await eventually(lambda: _serves_the_tool(b, port_b), timeout=60, what="replica B to serve the tool")
-            yield Replicas(system, port_b)
-        finally:
-            b.terminate()
+        yield Replicas(system, port_b)
 
 
 async def _serves_the_tool(b: RoleProcess, port: int) -> bool:
@@ -216,28 +209,18 @@ async def test_an_upstreams_public_list_is_private_to_the_caller(replicas: Repli
 async def test_a_state_lives_no_longer_than_its_spent_mark(kit: Kit, nats_url: str, database_url: str) -> None:
     """Replica A made the spent-mark bucket with a 3 s TTL, replica B runs with a 60 s request timeout:
     B's states live 3 s, so a state is never redeemed again once its mark expired (it did before)."""
-    port = free_port()
-    env = {"PORT": str(port), "NODE_OPTIONS": f"--require {kit.loopback}"}
+    longer = {"MCP_AGGREGATOR_REQUEST_TIMEOUT": "60"}
     async with (
-        running_process(kit.server_argv(kit.server_2026), port=port, env=env),
-        running_system(nats_url, database_url, request_timeout_seconds=3) as system,
+        reference_system(kit, nats_url, database_url, request_timeout_seconds=3) as system,
+        second_gateway(system, _serves_the_tool, longer) as (_, port_b),
     ):
-        created = await system.register("everything", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        port_b = free_port()
-        timeout = {"TOOLMESH_PORT": str(port_b), "MCP_AGGREGATOR_REQUEST_TIMEOUT": "60"}
-        b = RoleProcess("gateway", system.settings, env=timeout)
-        try:
-            await eventually(lambda: _serves_the_tool(b, port_b), timeout=60, what="replica B to serve the tool")
-            state = await first_round(port_b)
-            completed(await call(port_b, state=state))
-            refused(await call(port_b, state=state))
-            spent = await spent_states_bucket(system.backends.js, 3)
+        state = await first_round(port_b)
+        completed(await call(port_b, state=state))
+        refused(await call(port_b, state=state))
+        spent = await spent_states_bucket(system.backends.js, 3)
 
-            async def expired() -> bool:
-                return (await spent.status()).values == 0
+        async def expired() -> bool:
+            return (await spent.status()).values == 0
 
-            await eventually(expired, timeout=30, what="the spent mark to expire")
-            refused(await call(port_b, state=state))
-        finally:
-            b.terminate()
+        await eventually(expired, timeout=30, what="the spent mark to expire")
+        refused(await call(port_b, state=state))

@@ -14,7 +14,7 @@ import pytest
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
-from tests.tasks_client import TASK_TOOLS, TASKS, ended_task, get_task, start_task
+from tests.tasks_client import TASK_TOOLS, TASKS, ended_task, get_task, start_task, task_tools_system
 from toolmesh.platform.bus.topology import TASKS_BUCKET
 
 pytestmark = pytest.mark.integration
@@ -22,14 +22,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
-    port = free_port()
-    async with (
-        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
-        running_system(nats_url, database_url) as system,
-    ):
-        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        yield system
+    async with task_tools_system(nats_url, database_url) as running:
+        yield running
 
 
 def _url(system: System) -> str:
@@ -125,13 +119,7 @@ async def test_a_namespaces_call_limit_holds_for_tasks(nats_url: str, database_u
 async def test_a_key_runs_a_bounded_number_of_tasks_per_replica(nats_url: str, database_url: str) -> None:
     """Past ``TOOLMESH_TASK_MAX_PER_KEY`` running tasks on a replica, a task-supporting call is refused
     with ``LIMIT_EXCEEDED``; a task that ended makes room again."""
-    port = free_port()
-    async with (
-        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
-        running_system(nats_url, database_url, task_max_per_key=2) as system,
-    ):
-        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
+    async with task_tools_system(nats_url, database_url, task_max_per_key=2) as system:
         url = _url(system)
         running = [await start_task(url, "slow_compute", {"seconds": 60, "label": f"held {i}"}) for i in range(2)]
         params = {"name": "slow_compute", "arguments": {"seconds": 60, "label": "one too many"}}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,10 +19,9 @@ import nats
 import pytest
 from nats.js.errors import KeyWrongLastSequenceError
 
-from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, running_system
+from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, second_gateway
 from tests.mcp_raw import modern_call
-from tests.peers.launch import free_port, running_process
-from tests.tasks_client import TASK_TOOLS, TASKS, ended_task, get_task, start_task
+from tests.tasks_client import TASKS, ended_task, get_task, start_task, task_tools_system
 from toolmesh.platform.bus.topology import TASKS_BUCKET
 from toolmesh_gateway.front_door.tasks import STALE_SECONDS
 
@@ -42,29 +40,8 @@ class Replicas:
 
 @pytest.fixture
 async def replicas(nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
-    port = free_port()
-    async with (
-        running_process([sys.executable, str(TASK_TOOLS), "--port", str(port)], port=port),
-        running_system(nats_url, database_url) as system,
-    ):
-        created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
-        await system.wait_connected(created["id"])
-        port_b = free_port()
-        b = RoleProcess("gateway", system.settings, env={"TOOLMESH_PORT": str(port_b)})
-        try:
-            await eventually(lambda: _answers(port_b), timeout=60, what="replica B to answer")
-            yield Replicas(system, b, port_b)
-        finally:
-            b.terminate()
-
-
-async def _answers(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    return True
+    async with task_tools_system(nats_url, database_url) as system, second_gateway(system) as (b, port_b):
+        yield Replicas(system, b, port_b)
 
 
 async def test_tasks_of_a_killed_replica_are_served_by_another(replicas: Replicas) -> None:
