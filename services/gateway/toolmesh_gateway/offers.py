@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
 from toolmesh_gateway.front_door.uri_templates import template_matches
@@ -42,9 +44,12 @@ class ServerDescription:
         """Whether a 2026-07-28 client's request goes to the upstream in that era: its lists (so that
         what only that era offers shows), and a call, prompt or read of what only that era lists. The
         rest goes through the handshake session, where the upstream's requests to the client (sampling,
-        elicitation, roots) work for such a client too (``front_door.input_required``)."""
+        elicitation, roots) work for such a client too (``front_door.input_required``). An upstream
+        that speaks that era only (its protocol version is one of it) gets every request in it."""
         if not self.modern_versions:
             return False
+        if self.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return True
         if method in MODERN_ERA_LISTS:
             return True
         kind, key = _TARGETS.get(method, (None, ""))

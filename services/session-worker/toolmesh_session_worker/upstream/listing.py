@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolmesh_session_worker.upstream.errors import UpstreamError
@@ -51,9 +52,15 @@ async def list_all(session: Upstream, request_type: Any, result_type: Any, what:
         if not cursor:
             break
         _check_cursor(session, what, cursor, seen)
-    if session.modern_versions:
+    if session.modern_versions and _handshake_too(session):
         items += await _modern_only(session, result_type, items, what, deadline)
     return items
+
+
+def _handshake_too(session: Upstream) -> bool:
+    """Whether the upstream speaks the handshake era too (then the lists above were that era's)."""
+    result = session.initialize_result
+    return result is not None and result.protocol_version not in MODERN_PROTOCOL_VERSIONS
 
 
 async def _modern_only(session: Upstream, result_type: Any, listed: list[Any], what: str, deadline: float) -> list[Any]:

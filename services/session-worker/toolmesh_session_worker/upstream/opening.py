@@ -13,11 +13,12 @@ from toolmesh.egress.policy import EgressPolicy, rest_base_problem, url_problem
 from toolmesh.sandbox.runner import Sandboxer
 from toolmesh_session_worker.upstream.callbacks import ListChangedCallback, LostCallback, ToolsChangedCallback
 from toolmesh_session_worker.upstream.client_side import ClientSide
-from toolmesh_session_worker.upstream.errors import UpstreamMisconfigured
+from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamMisconfigured, UpstreamRefused
+from toolmesh_session_worker.upstream.modern import ModernSession
 from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
-from toolmesh_session_worker.upstream.session import UpstreamSession
+from toolmesh_session_worker.upstream.session import DISCOVER_TIMEOUT_SECONDS, UpstreamSession
 from toolmesh_session_worker.upstream.surface import Upstream
-from toolmesh_session_worker.upstream.transports import build_transport
+from toolmesh_session_worker.upstream.transports import StreamableHttpTransport, build_transport
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ def _refuse_unsafe_config(server_name: str, kind: str, config: Mapping[str, Any]
 
 async def _open_mcp_session(
     server_name: str, transport_type: str, config: Mapping[str, Any], options: OpeningOptions
-) -> UpstreamSession:
-    """Start an MCP session over the server's transport and run its handshake."""
+) -> UpstreamSession | ModernSession:
+    """Start an MCP session over the server's transport and run its handshake; a Streamable HTTP
+    server that fails the handshake but speaks the 2026-07-28 era is reached in that era only."""
     transport = build_transport(
         server_name,
         transport_type,
@@ -117,5 +119,24 @@ async def _open_mcp_session(
         client_side=options.client_side,
         on_list_changed=options.on_list_changed,
     )
-    await session.start(options.connect_timeout)
+    try:
+        await session.start(options.connect_timeout)
+    except (UpstreamRefused, UpstreamMisconfigured):
+        raise
+    except UpstreamError as handshake_failure:
+        if not isinstance(transport, StreamableHttpTransport):
+            raise
+        modern = ModernSession(
+            server_name,
+            transport,
+            on_tools_changed=options.on_tools_changed,
+            on_lost=options.on_lost,
+            client_side=options.client_side,
+            on_list_changed=options.on_list_changed,
+        )
+        try:
+            await modern.start(min(options.connect_timeout, DISCOVER_TIMEOUT_SECONDS))
+        except UpstreamError:
+            raise handshake_failure from None
+        return modern
     return session

@@ -81,6 +81,8 @@ class StatelessHttp:
         self.versions: tuple[str, ...] = ()
         """The 2026-07-28-era versions the upstream named in ``server/discover`` (none: it speaks only
         the handshake era)."""
+        self.discovered: dict[str, Any] = {}
+        """The upstream's ``server/discover`` result (capabilities, instructions, server info)."""
 
     async def discover(self, timeout: float) -> tuple[str, ...]:
         """Ask the upstream ``server/discover``; remember and return the versions of this era both sides
@@ -92,6 +94,7 @@ class StatelessHttp:
         except UpstreamError:
             return ()
         named = result.get("supportedVersions")
+        self.discovered = result
         self.versions = tuple(v for v in MODERN_PROTOCOL_VERSIONS if isinstance(named, list) and v in named)
         return self.versions
 
