@@ -51,6 +51,8 @@ ENVELOPE_KEYS = frozenset(
     }
 )
 """What of a client's 2026-07-28 ``_meta`` envelope is relayed (``clientInfo`` is toolmesh's own)."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The Tasks extension: an upstream that declares it in ``server/discover`` runs tasks of its own."""
 DISCOVER_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 """What toolmesh declares when it asks an upstream ``server/discover``: it relays all three."""
 _PROGRESS_TOKEN = "toolmesh-progress"
@@ -81,6 +83,8 @@ class StatelessHttp:
         self.versions: tuple[str, ...] = ()
         """The 2026-07-28-era versions the upstream named in ``server/discover`` (none: it speaks only
         the handshake era)."""
+        self.tasks = False
+        """Whether the upstream declared the Tasks extension in ``server/discover``'s capabilities."""
 
     async def discover(self, timeout: float) -> tuple[str, ...]:
         """Ask the upstream ``server/discover``; remember and return the versions of this era both sides
@@ -93,6 +97,9 @@ class StatelessHttp:
             return ()
         named = result.get("supportedVersions")
         self.versions = tuple(v for v in MODERN_PROTOCOL_VERSIONS if isinstance(named, list) and v in named)
+        capabilities = result.get("capabilities")
+        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+        self.tasks = bool(self.versions) and isinstance(extensions, dict) and TASKS_EXTENSION in extensions
         return self.versions
 
     async def request(
