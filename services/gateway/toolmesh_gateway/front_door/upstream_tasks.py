@@ -55,7 +55,7 @@ def _broken(server: str, what: str) -> MCPError:
     return MCPError(code=mcp_types.INTERNAL_ERROR, message=f"the upstream {server} answered {what}")
 
 
-def _screened(server: str, answer: dict[str, Any], ttl_ms: int) -> dict[str, Any]:
+def screened(server: str, answer: dict[str, Any], ttl_ms: int) -> dict[str, Any]:
     """The task fields of an upstream's answer, each of its type (``ttlMs`` at most the gateway's)."""
     status = answer.get("status")
     if not isinstance(status, str) or status not in STATUSES:
@@ -97,7 +97,7 @@ class UpstreamTasks:
         upstream_id = created.get("taskId")
         if not isinstance(upstream_id, str) or not 0 < len(upstream_id) <= UPSTREAM_ID_MAX:
             raise _broken(server.name, "a task without a usable taskId")
-        task = _screened(server.name, created, self._ttl_ms)
+        task = screened(server.name, created, self._ttl_ms)
         task_id = secrets.token_urlsafe(18)
         stamp = now()
         record = {
@@ -139,7 +139,7 @@ class UpstreamTasks:
             raise mcp_error(exc, ctx.session.client_capabilities) from exc
         if method != "tasks/get":
             return {"resultType": "complete"}
-        task = {**_screened(server.name, answer, self._ttl_ms), "taskId": task_id}
+        task = {**screened(server.name, answer, self._ttl_ms), "taskId": task_id}
         task.setdefault("createdAt", record.get("createdAt"))
         await self._keep(task_id, record, task["status"])
         return {"resultType": "complete", **task}
