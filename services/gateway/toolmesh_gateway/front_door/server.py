@@ -293,9 +293,7 @@ class FrontDoor:
         caller = self._caller(ctx)
         if request.server_id is not None:
             tool = self._feed.catalog.tool(request.server_id, request.name)
-            server = self._feed.catalog.server(request.server_id)
-            passed = server is not None and passed_through(ctx, self._view(ctx).offer(server).description)
-            if runs_as_task(ctx, tool) and tool is not None and not passed:  # else the upstream runs it
+            if runs_as_task(ctx, tool) and tool is not None and not self._passed_through(ctx, request.server_id):
                 return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
             return relayed
@@ -314,6 +312,11 @@ class FrontDoor:
             )
         return listing.call_result(body)
 
+    def _passed_through(self, ctx: Ctx, server_id: str) -> bool:
+        """Whether the upstream runs this call's task itself (``upstream_tasks``)."""
+        server = self._feed.catalog.server(server_id)
+        return server is not None and passed_through(ctx, self._view(ctx).offer(server).description)
+
     async def _relayed(self, ctx: Ctx, request: ToolCallRequest, caller: Caller) -> dict[str, Any] | None:
         """A 2026-07-28 client's call of a tool its upstream lists in that era only (or of an upstream that
         runs the tasks it asks for itself), relayed in that era (``Aggregate.forward``), admitted and
@@ -324,11 +327,10 @@ class FrontDoor:
         except ToolmeshError:  # not there, or held: the usual path says so, after a requestState's checks
             return None
         server = self._feed.catalog.server(route.server.id)
-        target = {"name": route.tool}
-        described = view.offer(server).description if server is not None else None
-        if server is None or described is None:
+        if server is None:
             return None
-        if not (described.reached_in_modern_era("tools/call", target) or passed_through(ctx, described)):
+        described = view.offer(server).description
+        if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         started = time.perf_counter()
         try:
