@@ -14,6 +14,7 @@ from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
 
 TASK_TOOLS = Path(__file__).parent / "peers" / "task_tools.py"
+UPSTREAM_TASKS = Path(__file__).parent / "peers" / "upstream_tasks.py"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 """The client capabilities that declare the extension."""
 
@@ -30,6 +31,17 @@ async def task_tools_system(nats_url: str, database_url: str, **overrides: Any) 
         created = await system.register("tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
         await system.wait_connected(created["id"])
         yield system
+
+
+@asynccontextmanager
+async def upstream_tasks_registered(system: System) -> AsyncIterator[str]:
+    """``tests/peers/upstream_tasks.py`` (a server that runs tasks itself) running over Streamable HTTP and
+    registered with ``system``, connected, as ``upstream-tasks``; its server id."""
+    port = free_port()
+    async with running_process([sys.executable, str(UPSTREAM_TASKS), "--port", str(port)], port=port):
+        created = await system.register("upstream-tasks", "HTTP", {"base_url": f"http://127.0.0.1:{port}/mcp"})
+        await system.wait_connected(created["id"])
+        yield str(created["id"])
 
 
 async def start_task(

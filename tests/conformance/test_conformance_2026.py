@@ -10,7 +10,8 @@ those that look for an original tool name. That covers the handshake era's sampl
 (the client's answer reaches the replica whose call waits) and every ``input-required-result-*``
 scenario (the reference server speaks 2026-07-28 too: its ``InputRequiredResult`` reaches the client
 with the ``requestState`` sealed, and the retry completes on whichever replica it reaches). The Tasks
-scenarios run one by one in front of ``tests/peers/task_tools.py``, a server with their fixtures.
+scenarios run one by one in front of ``tests/peers/task_tools.py``, a server with their fixtures
+(``tasks-mrtr-composition`` in front of ``tests/peers/upstream_tasks.py``, which runs tasks itself).
 Each test prints how many scenarios pass and which do not, so both are in the CI log.
 """
 
@@ -33,7 +34,7 @@ from tests.conformance.kit import Kit, prepare
 from tests.conformance.reference_2026 import reference_system
 from tests.conformance.test_conformance import scenario_results
 from tests.harness import ADMIN_TOKEN, System, second_gateway
-from tests.tasks_client import task_tools_system
+from tests.tasks_client import task_tools_system, upstream_tasks_registered
 from toolmesh.platform import processes
 
 pytestmark = pytest.mark.conformance
@@ -54,7 +55,11 @@ FIXTURE_SCENARIOS = (
     "tasks-wire-fields",
 )
 """What needs fixtures the reference server does not have: the Tasks scenarios' tools and a tool with
-``x-mcp-header``; they run against ``tests/peers/task_tools.py`` instead."""
+``x-mcp-header``; they run against ``tests/peers/task_tools.py`` instead, but those in
+``UPSTREAM_TASK_SCENARIOS``."""
+UPSTREAM_TASK_SCENARIOS = frozenset({"tasks-mrtr-composition"})
+"""What wants a tool that answers ``InputRequiredResult`` before it makes a task, which only a server that
+runs tasks itself does: run against ``tests/peers/upstream_tasks.py``, whose tasks toolmesh passes through."""
 NOT_YET = frozenset(FIXTURE_SCENARIOS) - {"tasks-status-notifications"}
 """What does not pass in front of the reference server, for want of those fixtures."""
 NAMED_ON_THE_AGGREGATE = frozenset({"json-schema-2020-12"})
@@ -66,6 +71,7 @@ FIXTURE_PASSING = frozenset(
         "tasks-capability-negotiation",
         "tasks-dispatch-and-envelope",
         "tasks-lifecycle",
+        "tasks-mrtr-composition",
         "tasks-mrtr-input",
         "tasks-request-headers",
         "tasks-request-state-removal",
@@ -90,8 +96,13 @@ async def round_robin(kit: Kit, nats_url: str, database_url: str) -> AsyncIterat
 
 @pytest.fixture
 async def tasks_round_robin(nats_url: str, database_url: str) -> AsyncIterator[int]:
-    """Two replicas with ``tests/peers/task_tools.py`` registered as ``tasks``; the balancer's port."""
-    async with task_tools_system(nats_url, database_url) as system, balanced(system) as balancer:
+    """Two replicas with ``tests/peers/task_tools.py`` registered as ``tasks`` and
+    ``tests/peers/upstream_tasks.py`` as ``upstream-tasks``; the balancer's port."""
+    async with (
+        task_tools_system(nats_url, database_url) as system,
+        upstream_tasks_registered(system),
+        balanced(system) as balancer,
+    ):
         yield balancer
 
 
@@ -133,10 +144,14 @@ async def test_the_fixture_scenarios_through_two_replicas_round_robin(kit: Kit, 
     """The Tasks extension run by toolmesh, and ``Mcp-Param-*`` headers checked by it, in front of a
     server whose tools say which may run as tasks and which mirror a parameter in a header (the
     reference server has none of those fixtures), at ``/mcp/tasks`` and, for the header check, at the
-    aggregate ``/mcp`` too. Each scenario runs on its own, its checks read from the suite's JSON: every
+    aggregate ``/mcp`` too; the tasks of a server that runs them itself passed through, at
+    ``/mcp/upstream-tasks``. Each scenario runs on its own, its checks read from the suite's JSON: every
     check of a scenario in ``FIXTURE_PASSING`` passes, but for the suite's schema gap (``_schema_gap``)."""
     base = f"http://127.0.0.1:{tasks_round_robin}"
-    runs = [(f"{base}/mcp/tasks", scenario, scenario) for scenario in FIXTURE_SCENARIOS]
+    endpoint = {
+        scenario: "upstream-tasks" if scenario in UPSTREAM_TASK_SCENARIOS else "tasks" for scenario in FIXTURE_SCENARIOS
+    }
+    runs = [(f"{base}/mcp/{endpoint[scenario]}", scenario, scenario) for scenario in FIXTURE_SCENARIOS]
     runs.append((f"{base}/mcp", HEADER_SCENARIO, f"{HEADER_SCENARIO} at /mcp"))
     failing: dict[str, list[str]] = {}
     for url, scenario, named in runs:

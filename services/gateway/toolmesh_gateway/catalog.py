@@ -315,6 +315,7 @@ class Catalog:
                 pin_instructions(event.instructions, approved),
                 tuple(event.modern_versions),
                 {kind: frozenset(keys) for kind, keys in event.modern_only.items()},
+                event.modern_tasks,
             )
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}

@@ -81,6 +81,7 @@ class CatalogFeed:
                 approved,
                 tuple(r["modern_versions"]),
                 {kind: frozenset(keys) for kind, keys in dict(r["modern_only"] or {}).items()},
+                bool(r["modern_tasks"]),
             )
             offers[r["id"]] = ServerOffer(description=description)
         for row in snapshot.resources:

@@ -39,7 +39,7 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
             "SELECT id::text AS id, name, namespace, transport_type, status, new_tools, tools_seen, prompts_seen, "
             "COALESCE(registered_seq, 0) AS registered_seq, "
             "protocol_version, capabilities, server_info, instructions, instructions_hash, approved_instructions, "
-            "modern_versions, modern_only "
+            "modern_versions, modern_only, modern_tasks "
             "FROM mcp.external_servers"
         )
         tools = await conn.fetch(

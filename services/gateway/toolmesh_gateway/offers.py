@@ -30,7 +30,8 @@ class ServerDescription:
     """An upstream's initialize result: protocol version, capabilities, server info, instructions, and
     the instructions approved for it (``toolmesh.pinning.pin_instructions``); the 2026-07-28-era
     versions it speaks besides (``modern_versions``) and what it lists in that era only
-    (``modern_only``: tool and prompt names, resource URIs and URI templates, by list)."""
+    (``modern_only``: tool and prompt names, resource URIs and URI templates, by list), and whether it
+    runs tasks of its own (``modern_tasks``)."""
 
     protocol_version: str | None = None
     capabilities: dict[str, Any] = field(default_factory=dict)
@@ -39,6 +40,8 @@ class ServerDescription:
     approved: ApprovedText | None = None
     modern_versions: tuple[str, ...] = ()
     modern_only: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    modern_tasks: bool = False
+    """Whether it runs tasks of its own in that era (it declared the Tasks extension in ``server/discover``)."""
 
     def reached_in_modern_era(self, method: str, params: Mapping[str, Any]) -> bool:
         """Whether a 2026-07-28 client's request goes to the upstream in that era: its lists (so that

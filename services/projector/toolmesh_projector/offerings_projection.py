@@ -28,7 +28,7 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
     await conn.execute(
         "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
         "instructions = $5, instructions_hash = $6, approved_instructions = $7, modern_versions = $8, "
-        "modern_only = $9 WHERE id = $1",
+        "modern_only = $9, modern_tasks = $10 WHERE id = $1",
         event.server_id,
         event.protocol_version,
         event.capabilities,
@@ -38,6 +38,7 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
         pinned.text,
         event.modern_versions,
         event.modern_only,
+        event.modern_tasks,
     )
     if pinned.text != event.instructions:
         await history(conn, event, "INSTRUCTIONS_HELD", {"approved_hash": pinned.hash})

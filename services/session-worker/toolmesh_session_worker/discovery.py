@@ -197,11 +197,13 @@ def description(
     result: mcp_types.InitializeResult,
     modern_versions: tuple[str, ...] = (),
     modern_only: Mapping[str, tuple[str, ...]] | None = None,
+    modern_tasks: bool = False,
 ) -> ServerDescribed:
     """The ``server.described`` event of an upstream's initialize result (and the 2026-07-28-era
-    versions it named in ``server/discover``, what it lists in that era only)."""
+    versions it named in ``server/discover``, what it lists in that era only, whether it runs tasks)."""
     return ServerDescribed(
         modern_versions=list(modern_versions),
+        modern_tasks=modern_tasks,
         modern_only={kind: list(keys) for kind, keys in (modern_only or {}).items() if keys},
         server_id=server_id,
         namespace=namespace,

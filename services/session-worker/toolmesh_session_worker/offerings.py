@@ -142,7 +142,12 @@ class Offerings:
         if session.initialize_result is None:
             return None
         described = description(
-            self.server_id, self.namespace, session.initialize_result, session.modern_versions, session.modern_only
+            self.server_id,
+            self.namespace,
+            session.initialize_result,
+            session.modern_versions,
+            session.modern_only,
+            session.modern_tasks,
         )
         if self._described is not None and described.model_dump(exclude={"event_id", "occurred_at"}) == (
             self._described.model_dump(exclude={"event_id", "occurred_at"})

@@ -260,6 +260,10 @@ class ServerDescribed(ServerEvent):
     """What it lists in that era only, by list (``tools``, ``prompts``, ``resources``,
     ``resource_templates``): a client of that era reaches these in it, everything else through the
     handshake session."""
+    modern_tasks: bool = False
+    """Whether it declared the Tasks extension (``io.modelcontextprotocol/tasks``) in ``server/discover``:
+    a ``tools/call`` of a client of that era that declares it too goes to the upstream in that era, and
+    the upstream's own tasks are passed through."""
 
 
 class SkillAssignment(BaseModel):

@@ -8,7 +8,8 @@ serving upstream that offers logging.
 
 A 2026-07-28 client's request to an upstream that speaks that era too goes in it when the upstream
 offers its target in that era only (``ServerDescription.reached_in_modern_era``; lists always), with
-the client's envelope; the upstream's ``InputRequiredResult`` comes back to the client with its
+the client's envelope (a ``tools/call`` declaring the Tasks extension too, when the upstream runs tasks
+itself: ``upstream_tasks``); the upstream's ``InputRequiredResult`` comes back to the client with its
 ``requestState`` sealed (``InputBridge.seal_relayed``), and a result's ``cacheScope`` is ``private``
 whatever the upstream said (its ``ttlMs`` holds): what a path names depends on the caller's namespace,
 and pinning screens the lists, so no answer of toolmesh is one a shared cache may give to another
@@ -36,23 +37,15 @@ from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
-from toolmesh_gateway.front_door.eras import for_client
+from toolmesh_gateway.front_door.eras import ENVELOPE, envelope_of, for_client
 from toolmesh_gateway.front_door.input_required import BRIDGED, InputBridge, bridged
 from toolmesh_gateway.front_door.names import NameMap
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
+from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 SERVER_META = "toolmesh/server"
-ENVELOPE = frozenset(
-    {
-        mcp_types.PROTOCOL_VERSION_META_KEY,
-        mcp_types.CLIENT_INFO_META_KEY,
-        mcp_types.CLIENT_CAPABILITIES_META_KEY,
-        mcp_types.LOG_LEVEL_META_KEY,
-    }
-)
-"""The 2026-07-28 request envelope: relayed apart (``UpstreamRequestRpc.envelope``), in that era only."""
 _CLIENT_ONLY_META = ENVELOPE | {"progressToken"}  # toolmesh asks the upstream for progress itself
 
 
@@ -97,8 +90,10 @@ class Aggregate:
         links: ClientLinks,
         bridge: InputBridge,
         separator: str,
+        upstream_tasks: UpstreamTasks,
     ) -> None:
         self._view = view_of  # what the connection's caller sees: its namespace
+        self._upstream_tasks = upstream_tasks
         self._forwarder = forwarder
         self._links = links
         self._bridge = bridge
@@ -127,7 +122,8 @@ class Aggregate:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
         comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
         described = self._view(ctx).offer(server).description
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and described.reached_in_modern_era(method, params):
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and (described.reached_in_modern_era(method, params) or passed_through(ctx, described, method)):
             return await self._relay(ctx, server, method, params)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
@@ -143,7 +139,7 @@ class Aggregate:
         """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
         ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
         asked = ctx.params or {}
-        envelope = {k: v for k, v in (asked.get("_meta") or {}).items() if k in ENVELOPE}
+        envelope = envelope_of(ctx)
         params = dict(params)
         if method in BRIDGED:
             if "inputResponses" in asked:
@@ -153,6 +149,8 @@ class Aggregate:
         call_id = self._forwarder.new_call_id()
         with self._links.call(ctx, call_id) as client:
             result = await self._send(ctx, server, method, params, client, call_id, envelope)
+        if method == "tools/call" and result.get("resultType") == "task":  # the upstream runs it as a task
+            return await self._upstream_tasks.adopt(ctx, server, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
             result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)

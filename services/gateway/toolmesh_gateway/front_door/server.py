@@ -52,7 +52,9 @@ from toolmesh_gateway.front_door.rpc_errors import url_elicitation
 from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
+from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks, runs_as_task
+from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
 
@@ -128,9 +130,12 @@ class FrontDoor:
         self.server.add_notification_handler(
             "notifications/initialized", mcp_types.NotificationParams, self.announcer.track
         )
-        self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator)
+        records = TaskRecords(tasks_kv)
+        upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept)
+        self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator, upstream_tasks)
         self.aggregate.install(self.server)
-        self.tasks = Tasks(tasks_kv, links, tasks_kept, self._task_call, settings.task_max_per_key)
+        per_key = settings.task_max_per_key
+        self.tasks = Tasks(records, links, tasks_kept, self._task_call, per_key, upstream_tasks.relay)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
         self._manager = sessions.manager(self.server, self.announcer.adopted)  # the gateway's BodyLimit guards it
@@ -288,7 +293,7 @@ class FrontDoor:
         caller = self._caller(ctx)
         if request.server_id is not None:
             tool = self._feed.catalog.tool(request.server_id, request.name)
-            if runs_as_task(ctx, tool) and tool is not None:
+            if runs_as_task(ctx, tool) and tool is not None and not self._passed_through(ctx, request.server_id):
                 return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
             return relayed
@@ -307,17 +312,25 @@ class FrontDoor:
             )
         return listing.call_result(body)
 
+    def _passed_through(self, ctx: Ctx, server_id: str) -> bool:
+        """Whether the upstream runs this call's task itself (``upstream_tasks``)."""
+        server = self._feed.catalog.server(server_id)
+        return server is not None and passed_through(ctx, self._view(ctx).offer(server).description)
+
     async def _relayed(self, ctx: Ctx, request: ToolCallRequest, caller: Caller) -> dict[str, Any] | None:
-        """A 2026-07-28 client's call of a tool its upstream lists in that era only, relayed in that era
-        (``Aggregate.forward``), admitted and audited like every call; None for any other call."""
+        """A 2026-07-28 client's call of a tool its upstream lists in that era only (or of an upstream that
+        runs the tasks it asks for itself), relayed in that era (``Aggregate.forward``), admitted and
+        audited like every call; None for any other call."""
         view = self._view(ctx)
         try:
             route, _ = await self._calls.route(request, view)
         except ToolmeshError:  # not there, or held: the usual path says so, after a requestState's checks
             return None
         server = self._feed.catalog.server(route.server.id)
-        target = {"name": route.tool}
-        if server is None or not view.offer(server).description.reached_in_modern_era("tools/call", target):
+        if server is None:
+            return None
+        described = view.offer(server).description
+        if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         started = time.perf_counter()
         try:

@@ -24,14 +24,14 @@ def now() -> str:
 
 def parsed(value: bytes | None) -> dict[str, Any]:
     """A record as stored; ``{}`` (no task) for a value that is not a task's (not JSON, not an object,
-    no status or call: written by something other than a gateway replica)."""
+    no status, no call nor relayed task: written by something other than a gateway replica)."""
     try:
         record = json.loads(value or b"{}")
     except ValueError:
         return {}
     if not isinstance(record, dict) or not isinstance(record.get("status"), str):
         return {}
-    return record if isinstance(record.get("call"), dict) else {}
+    return record if isinstance(record.get("call"), dict) or isinstance(record.get("relayed"), dict) else {}
 
 
 class TaskRecords:

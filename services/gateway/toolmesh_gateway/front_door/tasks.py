@@ -20,6 +20,9 @@ KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so
   call the session-worker running it lost (``SERVER_UNAVAILABLE``) runs once more on the same terms;
 - a task is its starter's (principal and namespace): anyone else gets the ``-32602`` of a task that
   does not exist. It stays readable for ``ttlMs`` after its last change (the bucket's TTL).
+
+A task an upstream runs itself is a record of the ``relayed`` kind: ``tasks/*`` on it go to the
+upstream (``upstream_tasks``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.errors import Error as NatsError
-from nats.js.kv import KeyValue
 
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import LimitExceeded, ServerUnavailable, ToolmeshError
@@ -64,6 +66,8 @@ TaskCall = Callable[[ClientLink], Awaitable[dict[str, Any]]]
 MCP tool result."""
 CallFactory = Callable[[Ctx, str, str, dict[str, Any]], TaskCall]
 """The call of (server id, original tool name, arguments) as the request ``ctx``'s caller makes it."""
+Relay = Callable[[Ctx, str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""``tasks/*`` (request, method, task id, record) of a task an upstream runs (``UpstreamTasks.relay``)."""
 
 
 def declared(ctx: Ctx) -> bool:
@@ -112,9 +116,16 @@ class Tasks:
     """Starts tasks, runs the calls of those started here (or taken over), answers ``tasks/*``."""
 
     def __init__(
-        self, kv: KeyValue, links: ClientLinks, ttl_seconds: float, call_for: CallFactory, per_key: int
+        self,
+        records: TaskRecords,
+        links: ClientLinks,
+        ttl_seconds: float,
+        call_for: CallFactory,
+        per_key: int,
+        relay: Relay,
     ) -> None:
-        self._records = TaskRecords(kv)
+        self._records = records
+        self._relay = relay
         self._links = links
         self._ttl_ms = int(ttl_seconds * 1000)
         self._call_for = call_for
@@ -310,7 +321,7 @@ class Tasks:
     async def _revived(self, ctx: Ctx, task_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """The record, taken over first when it is unfinished and its runner stopped renewing it."""
         stale = time.time() - float(record.get("heartbeat") or 0) > STALE_SECONDS
-        if record["status"] in TERMINAL or task_id in self._running or not stale:
+        if record["status"] in TERMINAL or "relayed" in record or task_id in self._running or not stale:
             return record
         call = record["call"]
         mine = self._links.replica
@@ -338,7 +349,9 @@ class Tasks:
 
     async def _get(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            _, record = await self._mine(ctx, "tasks/get")
+            task_id, record = await self._mine(ctx, "tasks/get")
+        if "relayed" in record:
+            return await self._relay(ctx, "tasks/get", task_id, record)
         detailed = {k: record[k] for k in _PUBLIC if k in record}
         for part in ("result", "error", "inputRequests"):
             if part in record:
@@ -347,10 +360,12 @@ class Tasks:
 
     async def _update(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            task_id, _record = await self._mine(ctx, "tasks/update")
+            task_id, record = await self._mine(ctx, "tasks/update")
         answers = (ctx.params or {}).get("inputResponses")
         if not isinstance(answers, dict):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message="tasks/update needs inputResponses (an object)")
+        if "relayed" in record:
+            return await self._relay(ctx, "tasks/update", task_id, record)
 
         def answer(record: dict[str, Any]) -> dict[str, Any] | None:
             asked = dict(record.get("inputRequests") or {})
@@ -371,7 +386,9 @@ class Tasks:
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            task_id, _record = await self._mine(ctx, "tasks/cancel", revive=False)
+            task_id, record = await self._mine(ctx, "tasks/cancel", revive=False)
+        if "relayed" in record:
+            return await self._relay(ctx, "tasks/cancel", task_id, record)
 
         def cancel(record: dict[str, Any]) -> dict[str, Any] | None:
             if record["status"] in TERMINAL:

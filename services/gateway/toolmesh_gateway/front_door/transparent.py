@@ -15,7 +15,8 @@ out and the server's tools are discovered again, so the change is held on every 
 and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
 only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
 ``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``). A tool the upstream lets run as a task runs as one
-for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks.
+for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks,
+unless the upstream runs tasks itself (``upstream_tasks``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
 from toolmesh_gateway.front_door.tasks import Tasks, runs_as_task
+from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -316,7 +318,8 @@ class Transparent:
             self._calls.record(caller, server, tool, started, "failed", refused.error_code)
             return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
         found = self._feed.catalog.tool(server.id, tool)
-        if runs_as_task(ctx, found) and found is not None:  # admitted, run and audited by the task's call
+        passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
+        if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
             return await self._tasks.start(ctx, server.id, found, dict((ctx.params or {}).get("arguments") or {}))
         try:
             self._calls.admit(server.namespace)

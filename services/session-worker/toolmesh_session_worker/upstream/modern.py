@@ -117,6 +117,11 @@ class ModernSession:
         return self._http.versions if self._http is not None else ()
 
     @property
+    def modern_tasks(self) -> bool:
+        """Whether the upstream runs tasks of its own (it declared the extension)."""
+        return self._http is not None and self._http.tasks
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """What the upstream declared in ``server/discover``."""
         result = self.initialize_result

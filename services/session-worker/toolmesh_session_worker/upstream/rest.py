@@ -151,6 +151,11 @@ class RestSession:
         return ()
 
     @property
+    def modern_tasks(self) -> bool:
+        """False: a REST tool server has no tasks of its own."""
+        return False
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """Tools only."""
         assert self.initialize_result is not None

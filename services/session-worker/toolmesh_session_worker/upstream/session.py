@@ -151,6 +151,11 @@ class UpstreamSession:
         return self._stateless.versions if self._stateless is not None else ()
 
     @property
+    def modern_tasks(self) -> bool:
+        """Whether the upstream runs tasks of its own in the 2026-07-28 era (it declared the extension)."""
+        return self._stateless is not None and self._stateless.tasks
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """What the upstream declared at initialize."""
         result = self.initialize_result

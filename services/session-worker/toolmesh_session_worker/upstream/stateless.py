@@ -51,6 +51,8 @@ ENVELOPE_KEYS = frozenset(
     }
 )
 """What of a client's 2026-07-28 ``_meta`` envelope is relayed (``clientInfo`` is toolmesh's own)."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The Tasks extension: an upstream that declares it in ``server/discover`` runs tasks of its own."""
 DISCOVER_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 """What toolmesh declares when it asks an upstream ``server/discover``: it relays all three."""
 _PROGRESS_TOKEN = "toolmesh-progress"
@@ -83,6 +85,8 @@ class StatelessHttp:
         the handshake era)."""
         self.discovered: dict[str, Any] = {}
         """The upstream's ``server/discover`` result (capabilities, instructions, server info)."""
+        self.tasks = False
+        """Whether the upstream declared the Tasks extension in ``server/discover``'s capabilities."""
 
     async def discover(self, timeout: float) -> tuple[str, ...]:
         """Ask the upstream ``server/discover``; remember and return the versions of this era both sides
@@ -96,6 +100,9 @@ class StatelessHttp:
         named = result.get("supportedVersions")
         self.discovered = result
         self.versions = tuple(v for v in MODERN_PROTOCOL_VERSIONS if isinstance(named, list) and v in named)
+        capabilities = result.get("capabilities")
+        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+        self.tasks = bool(self.versions) and isinstance(extensions, dict) and TASKS_EXTENSION in extensions
         return self.versions
 
     async def request(

@@ -47,6 +47,11 @@ class Upstream(Protocol):
         ...
 
     @property
+    def modern_tasks(self) -> bool:
+        """Whether the upstream runs tasks of its own in the 2026-07-28 era (the Tasks extension)."""
+        ...
+
+    @property
     def capabilities(self) -> mcp_types.ServerCapabilities:
         """What the upstream offers (MCP: what it declared at initialize)."""
         ...
