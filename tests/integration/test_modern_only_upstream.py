@@ -131,3 +131,9 @@ async def test_a_subscribed_client_hears_the_resource_update(system: System) -> 
         await eventually(lambda: received.updated("memo://note"), what="the resource update")
         read = await session.read_resource("memo://note")
     assert [c.text for c in read.contents if isinstance(c, mcp_types.TextResourceContents)] == ["second"]
+
+
+async def test_a_rest_call_that_needs_an_answer_is_refused_with_the_reason(system: System) -> None:
+    called = await system.api.post("/api/v1/tools/call", json={"name": "modern.confirm", "arguments": {"action": "x"}})
+    assert called.status_code >= 400, called.text
+    assert "elicitation/create" in called.text, called.text
