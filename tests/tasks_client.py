@@ -16,6 +16,8 @@ from tests.peers.launch import free_port, running_process
 TASK_TOOLS = Path(__file__).parent / "peers" / "task_tools.py"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 """The client capabilities that declare the extension."""
+ASKING = {**TASKS, "elicitation": {}}
+"""Those and elicitation (the upstream may ask the client)."""
 
 
 @asynccontextmanager
