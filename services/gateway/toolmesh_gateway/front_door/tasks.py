@@ -15,10 +15,11 @@ KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so
   into it and for ``tasks/cancel``, on whichever replica those came, and cancels its call when the
   task was cancelled, ended or taken over elsewhere (its heartbeat lapsed);
 - the runner renews a heartbeat (a key of its own: ``task_records``); a task whose runner stopped
-  (its replica died) is taken over by the replica that the next ``tasks/*`` request reaches: the call
-  runs again there when the tool is marked idempotent (``idempotentHint``), else the task fails saying
-  so (what a shutdown or a takeover leaves of a task: ``task_handovers``). A call the session-worker
-  running it lost (``SERVER_UNAVAILABLE``) runs once more on the same terms;
+  (its replica died) is taken over by the replica that the next ``tasks/*`` request, or a stream
+  listening for it (``task_status``), reaches: the call runs again there when the tool is marked
+  idempotent (``idempotentHint``), else the task fails saying so (what a shutdown or a takeover
+  leaves of a task: ``task_handovers``). A call the session-worker running it lost
+  (``SERVER_UNAVAILABLE``) runs once more on the same terms;
 - a task is its starter's (principal and namespace): anyone else gets the ``-32602`` of a task that
   does not exist. It stays readable for ``ttlMs`` after its last change (the bucket's TTL).
 """
@@ -77,7 +78,8 @@ def declared(ctx: Ctx) -> bool:
     return isinstance(extensions, dict) and EXTENSION in extensions
 
 
-def _missing_extension(what: str) -> MCPError:
+def missing_extension(what: str) -> MCPError:
+    """The ``-32021`` of a request (``what`` it asks) that needs the extension and did not declare it."""
     return MCPError(
         code=MISSING_CAPABILITY,
         message=f"{what} needs the {EXTENSION} extension in the request's client capabilities",
@@ -94,7 +96,7 @@ def runs_as_task(ctx: Ctx, tool: CatalogTool | None) -> bool:
     if declared(ctx):
         return True
     if support == "required":
-        raise _missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
+        raise missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
     return False
 
 
@@ -300,7 +302,7 @@ class Tasks:
         """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
         taking it over when its runner stopped (``revive``; a task about to be cancelled is not run again)."""
         if not declared(ctx):
-            raise _missing_extension(what)
+            raise missing_extension(what)
         task_id = (ctx.params or {}).get("taskId")
         if not isinstance(task_id, str) or not task_id:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"{what} needs a taskId")
@@ -343,6 +345,12 @@ class Tasks:
             log.info("took over task %s of a replica that stopped; running %s again", task_id, call["tool"])
             self._spawn(task_id, ctx, taken)
         return taken
+
+    async def revive(self, ctx: Ctx, task_id: str) -> None:
+        """Take the task over if its runner stopped, for its starter listening for it (``task_status``)."""
+        record = await self._records.read(task_id)
+        if record.get("starter") == starter_of(ctx):
+            await self._revived(ctx, task_id, record)
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
 
