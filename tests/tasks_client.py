@@ -3,20 +3,27 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
+import mcp_types
+
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
-from tests.mcp_raw import modern_call
+from tests.mcp_raw import MCP_ACCEPT, MODERN, modern_call
 from tests.peers.launch import free_port, running_process
 
 TASK_TOOLS = Path(__file__).parent / "peers" / "task_tools.py"
 UPSTREAM_TASKS = Path(__file__).parent / "peers" / "upstream_tasks.py"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 """The client capabilities that declare the extension."""
+ASKING = {**TASKS, "elicitation": {}}
+"""Those and elicitation (the upstream may ask the client)."""
 
 
 @asynccontextmanager
@@ -69,3 +76,57 @@ async def ended_task(url: str, task_id: str, timeout: float = 90) -> dict[str, A
 
     found: dict[str, Any] = await eventually(ended, timeout=timeout, what=f"task {task_id} to end")
     return found
+
+
+class Listen:
+    """An open ``subscriptions/listen`` stream: its frames, one JSON-RPC message each (``next``)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._lines = response.aiter_lines()
+
+    async def next(self, timeout: float = 30) -> dict[str, Any]:
+        """The next message on the stream (an SSE event's data)."""
+        data: list[str] = []
+        with anyio.fail_after(timeout):
+            async for line in self._lines:
+                if line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line and data:
+                    message: dict[str, Any] = json.loads("\n".join(data))
+                    return message
+        raise AssertionError("the listen stream ended")
+
+    async def task_notice(self, timeout: float = 30) -> dict[str, Any]:
+        """The params of the next ``notifications/tasks`` on the stream (other frames are skipped)."""
+        while True:
+            message = await self.next(timeout)
+            if message.get("method") == "notifications/tasks":
+                params: dict[str, Any] = message["params"]
+                return params
+
+
+@asynccontextmanager
+async def listening(
+    url: str, notifications: dict[str, Any], token: str = ADMIN_TOKEN, capabilities: dict[str, Any] = TASKS
+) -> AsyncIterator[Listen]:
+    """A 2026-07-28 ``subscriptions/listen`` stream at ``url`` asking for ``notifications``, as a client
+    of that era opens it (the SDK's client drops frames it has no event for, such as ``notifications/tasks``)."""
+    meta = {mcp_types.PROTOCOL_VERSION_META_KEY: MODERN, mcp_types.CLIENT_CAPABILITIES_META_KEY: capabilities}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "subscriptions/listen",
+        "params": {"notifications": notifications, "_meta": meta},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        **MCP_ACCEPT,
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as http,
+        http.stream("POST", url, json=body, headers=headers) as response,
+    ):
+        yield Listen(response)

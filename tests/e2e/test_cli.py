@@ -66,9 +66,10 @@ def _clean_env(data_dir: Path, port: int) -> dict[str, str]:
     return env
 
 
-def _start(data_dir: Path, config: Path, log: Path) -> Up:
+def _start(data_dir: Path, config: Path, log: Path, **settings: str) -> Up:
+    """``toolmesh up`` with ``config``, and ``settings`` as environment variables."""
     port = free_port()
-    env = _clean_env(data_dir, port)
+    env = {**_clean_env(data_dir, port), **settings}
     with log.open("ab") as out:
         process = processes.spawn(
             [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port), "--config", str(config)],
@@ -144,9 +145,9 @@ CONFIG_SETTLED = {"demo": "CONNECTED", "broken-server": "ERROR"}
 
 
 @contextlib.contextmanager
-def _running(data_dir: Path, config: Path, log: Path) -> Iterator[Up]:
+def _running(data_dir: Path, config: Path, log: Path, **settings: str) -> Iterator[Up]:
     """``toolmesh up`` with the config until the block exits (killed with what it started)."""
-    running = _start(data_dir, config, log)
+    running = _start(data_dir, config, log, **settings)
     try:
         yield running
     finally:
@@ -353,3 +354,35 @@ def _sigterm_then_restart(up: Up, folder: Path, config: Path) -> None:
         restarted = _descendants(again.process.pid)
         assert _stop(again) == 0
     assert not {pid for pid, cmd in restarted.items() if _cmdline(pid) == cmd}
+
+
+def test_one_process_connects_as_many_servers_as_may_be_registered(tmp_path: Path) -> None:
+    """In one process, one session-worker holds every session: with a server limit above the
+    per-worker default (50), every registered server connects instead of the 51st going to ERROR
+    ("no session-worker has room"), and the banner says which limit binds."""
+    port = free_port()
+    http = [sys.executable, str(DEMO_SERVER), "--transport", "http", "--port", str(port), "--name", "wide"]
+    url = f"http://127.0.0.1:{port}/mcp"
+    servers = [
+        {"name": f"h{i}", "transport_type": "HTTP", "connection_config": {"base_url": url}, "allow_insecure": True}
+        for i in range(55)
+    ]
+    config = tmp_path / "wide.yaml"
+    config.write_text(json.dumps({"servers": servers}))
+    peer = processes.spawn(http, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        log = tmp_path / "up.log"
+        with _running(
+            tmp_path / "data", config, log, MCP_AGGREGATOR_MAX_SERVERS="60", TOOLMESH_NAMESPACE_MAX_SERVERS="60"
+        ) as up:
+            everyone = {s["name"]: "CONNECTED" for s in servers}
+
+            def all_connected() -> bool:
+                statuses = _statuses(up, *everyone)
+                assert statuses == everyone, {name: s for name, s in statuses.items() if s != "CONNECTED"}
+                return True
+
+            _wait_for("every server to connect", all_connected, up, START_SECONDS + SETTLE_SECONDS)
+            assert "MCP_AGGREGATOR_MAX_SERVERS binds" in log.read_text()
+    finally:
+        processes.stop_sync(peer, signal.SIGKILL, 0)

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import nats
 import pytest
-from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from tests.harness import ADMIN_TOKEN, RoleProcess, System, eventually, second_gateway
 from tests.mcp_raw import modern_call
-from tests.tasks_client import TASKS, ended_task, get_task, start_task, task_tools_system
+from tests.tasks_client import ASKING, TASKS, ended_task, get_task, start_task, task_tools_system
 from toolmesh.platform.bus.topology import TASKS_BUCKET
+from toolmesh_gateway.front_door.task_records import BEAT_SUFFIX
 from toolmesh_gateway.front_door.tasks import STALE_SECONDS
 
 pytestmark = pytest.mark.integration
@@ -84,11 +85,20 @@ async def _upstream_runs(url: str, label: str) -> str:
 
 
 async def _stale(nats_url: str, task_id: str) -> bool:
+    """Whether the task's runner has given no sign of life for ``STALE_SECONDS`` (its claim in the
+    record, its heartbeat key)."""
     connection = await nats.connect(nats_url)
     try:
-        entry = await (await connection.jetstream().key_value(TASKS_BUCKET)).get(task_id)
-        record = json.loads(entry.value or b"{}")
-        return time.time() - float(record["heartbeat"]) > STALE_SECONDS
+        kv = await connection.jetstream().key_value(TASKS_BUCKET)
+        record = json.loads((await kv.get(task_id)).value or b"{}")
+        try:
+            beat = json.loads((await kv.get(task_id + BEAT_SUFFIX)).value or b"{}")
+        except KeyNotFoundError:
+            beat = {}
+        alive = max(
+            float(record["heartbeat"]), float(beat.get("at", 0)) if beat.get("runner") == record["runner"] else 0
+        )
+        return time.time() - alive > STALE_SECONDS
     finally:
         await connection.close()
 
@@ -137,8 +147,9 @@ async def _lapse(nats_url: str, task_id: str) -> None:
         kv = await connection.jetstream().key_value(TASKS_BUCKET)
         entry = await kv.get(task_id)
         record = json.loads(entry.value or b"{}")
-        with contextlib.suppress(KeyWrongLastSequenceError):  # its runner renewed it meanwhile: try again
+        with contextlib.suppress(KeyWrongLastSequenceError):  # its runner changed it meanwhile: try again
             await kv.update(task_id, json.dumps({**record, "heartbeat": 0}).encode(), last=entry.revision)
+        await kv.put(task_id + BEAT_SUFFIX, json.dumps({"runner": record["runner"], "at": 0}).encode())
     finally:
         await connection.close()
 
@@ -160,3 +171,77 @@ async def test_a_runner_whose_task_was_failed_elsewhere_stops_its_call(replicas:
         lambda: _runs_are(on_a, "orphan", "1 cancelled"), timeout=30, what="A to cancel its call"
     )
     assert cancelled is True
+
+
+async def _entry_revision(nats_url: str, key: str) -> int:
+    """The revision of ``key`` in the task bucket (0: none)."""
+    connection = await nats.connect(nats_url)
+    try:
+        kv = await connection.jetstream().key_value(TASKS_BUCKET)
+        try:
+            return int((await kv.get(key)).revision or 0)
+        except KeyNotFoundError:
+            return 0
+    finally:
+        await connection.close()
+
+
+async def test_a_heartbeat_does_not_rewrite_the_task(replicas: Replicas, nats_url: str) -> None:
+    """A runner's heartbeat is a small write of its own: before, every beat rewrote the whole record
+    (the call's arguments with it) and woke everyone watching it."""
+    on_a = replicas.url(replicas.system.settings.port)
+    task_id = await start_task(on_a, "cancellable", {"label": "beating"})
+    assert await eventually(lambda: _runs_are(on_a, "beating", "1"), timeout=30, what="A's run")
+    written = await _entry_revision(nats_url, task_id)
+    beat = task_id + BEAT_SUFFIX
+    first = await eventually(lambda: _entry_revision(nats_url, beat), timeout=30, what="a heartbeat")
+
+    async def renewed() -> bool:
+        return await _entry_revision(nats_url, beat) > first
+
+    await eventually(renewed, timeout=30, what="the next heartbeat")
+    assert await _entry_revision(nats_url, task_id) == written
+    assert (await get_task(on_a, task_id))["result"]["status"] == "working"
+    await modern_call(on_a, "tasks/cancel", {"taskId": task_id}, token=ADMIN_TOKEN, capabilities=TASKS)
+
+
+async def test_answers_for_a_task_whose_runner_stopped_are_refused_not_dropped(
+    replicas: Replicas, nats_url: str
+) -> None:
+    """A ``tasks/update`` that reaches a stale task takes it over first; before, the answers it brought
+    were then dropped with an empty ack (the takeover voided the input requests they answer)."""
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    task_id = await start_task(on_b, "confirm_delete", {"filename": "lost.txt"}, capabilities=ASKING)
+
+    async def asked() -> dict[str, object] | None:
+        task = (await get_task(on_a, task_id))["result"]
+        return task if task["status"] == "input_required" else None
+
+    (key,) = (await eventually(asked, timeout=30, what="the task to ask"))["inputRequests"]
+    replicas.b.kill()
+    await eventually(lambda: _stale(nats_url, task_id), timeout=60, what="the task's heartbeat to go stale")
+
+    update = {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    answer = await modern_call(on_a, "tasks/update", update, token=ADMIN_TOKEN, capabilities=TASKS)
+    assert answer.get("error", {}).get("code") == -32602, answer
+    assert "no longer asked, the answers were not delivered: the task is failed" in answer["error"]["message"]
+    assert answer["error"]["data"] == {"undelivered": [key], "status": "failed"}
+
+
+async def test_a_replica_shutting_down_hands_over_or_fails_its_tasks_at_once(replicas: Replicas) -> None:
+    """SIGTERM: B's task of an idempotent tool runs again on A as soon as A is asked, its other task is
+    failed saying why; before, both stayed working until their heartbeats went stale."""
+    on_b, on_a = replicas.url(replicas.port_b), replicas.url(replicas.system.settings.port)
+    handed = await start_task(on_b, "counted_sleep", {"seconds": 2, "label": "handed"})
+    failed = await start_task(on_b, "slow_compute", {"seconds": 60, "label": "shutdown"})
+    assert await eventually(lambda: _runs_are(on_a, "handed", "1"), timeout=30, what="B's run")
+    replicas.b.terminate()
+
+    ended = (await get_task(on_a, failed))["result"]
+    assert ended["status"] == "failed", ended
+    assert ended["statusMessage"].startswith("the gateway replica running this task shut down"), ended
+    assert "slow_compute is not marked idempotent" in ended["error"]["message"], ended
+    again = (await get_task(on_a, handed))["result"]
+    assert again["status"] == "working", again
+    assert (await ended_task(on_a, handed))["status"] == "completed"
+    assert (await _upstream_runs(on_a, "handed")).split()[0] == "2"

@@ -45,8 +45,17 @@ def where(settings: Settings, data_dir: Path, embedded: Sequence[str], roles: Se
     index = mask_url(settings.qdrant_url) if settings.qdrant_url else f"{data_dir / 'index'}"
     grid.add_row("index", index, "Qdrant" if settings.qdrant_url else "embedded")
     grid.add_row("roles", "in this process", ", ".join(roles))
+    grid.add_row("limits", *binding_limit(settings))
     grid.add_row("data", str(data_dir), "state, keys and logs of this instance")
     return grid
+
+
+def binding_limit(settings: Settings) -> tuple[str, str]:
+    """How many servers one process connects, and which setting says so."""
+    servers, sessions = settings.max_servers, settings.max_sessions_per_worker
+    if sessions < servers:
+        return f"{sessions} connected servers", f"TOOLMESH_MAX_SESSIONS_PER_WORKER binds (up to {servers} registered)"
+    return f"{servers} servers", "MCP_AGGREGATOR_MAX_SERVERS binds"
 
 
 def banner(

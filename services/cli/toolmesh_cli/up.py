@@ -140,11 +140,20 @@ async def _serve(
         tg.create_task(_welcome(settings, token, config, stop, announce), name="welcome")
 
 
+def one_process_limits(settings: Settings) -> Settings:
+    """``settings`` for one process holding every session: unless ``TOOLMESH_MAX_SESSIONS_PER_WORKER``
+    was set, its one session-worker may hold as many sessions as servers may be registered
+    (``MCP_AGGREGATOR_MAX_SERVERS``), so the server limit is the one that binds."""
+    if "max_sessions_per_worker" in settings.model_fields_set:
+        return settings
+    return settings.model_copy(update={"max_sessions_per_worker": settings.max_servers})
+
+
 async def run_up(settings: Settings, config: ServerConfig | None = None) -> int:
     """Run everything in one process until SIGTERM/SIGINT, registering ``config``'s servers; the exit code."""
     stop = stop_on_signals()
     data_dir = prepare_data_dir(settings.data_dir)
-    settings = settings.model_copy(update={"data_dir": data_dir})
+    settings = one_process_limits(settings.model_copy(update={"data_dir": data_dir}))
     lock = DataDirLock(data_dir)
     lock.acquire()
     try:

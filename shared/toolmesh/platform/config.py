@@ -113,7 +113,9 @@ class Settings(BaseSettings):
     # of discovery, as is one whose name breaks the MCP rule (``toolmesh.tool_definitions``).
     max_tool_description_chars: int = Field(8192, ge=1, le=DESCRIPTION_CEILING)
     max_tool_schema_bytes: int = Field(65_536, ge=2, le=SCHEMA_CEILING)
-    max_sessions_per_worker: int = Field(50, ge=1)  # upstream sessions one session-worker holds at once
+    # Upstream sessions one session-worker holds at once; ``toolmesh up`` (one worker holds every session)
+    # makes it the server limit unless it is set (``toolmesh_cli.up.one_process_limits``).
+    max_sessions_per_worker: int = Field(50, ge=1)
     # A user's own upstream session of a server registered with ``auth.identity: per_user`` closes after
     # this long without a request (it opens again on the next one).
     upstream_user_session_idle_seconds: float = Field(300.0, gt=0)

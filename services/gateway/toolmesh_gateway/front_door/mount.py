@@ -17,6 +17,7 @@ from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.front_door.shared_sessions import SharedSessions
+from toolmesh_gateway.front_door.task_status import TaskFeed
 from toolmesh_gateway.front_door.transparent import Transparent
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -71,8 +72,11 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         sessions,
         tasks,
         await kept_for(tasks, settings.task_ttl_seconds),
+        TaskFeed(backends.js, tasks),
     )
-    transparent = Transparent(feed, calls, app.state.forwarder, links, front.aggregate, sessions, front.tasks)
+    transparent = Transparent(
+        feed, calls, app.state.forwarder, links, front.aggregate, sessions, front.tasks, front.task_feed
+    )
     named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)
     front.managers.append(transparent.manager)
     front.on_changes.append(transparent.announce)

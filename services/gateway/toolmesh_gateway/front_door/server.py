@@ -23,7 +23,6 @@ import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.js.kv import KeyValue
@@ -53,6 +52,7 @@ from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
 from toolmesh_gateway.front_door.task_records import TaskRecords
+from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks, runs_as_task
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.rate_limit import RateLimiter
@@ -103,6 +103,7 @@ class FrontDoor:
         sessions: SharedSessions,
         tasks_kv: KeyValue,
         tasks_kept: float,
+        task_feed: TaskFeed,
     ) -> None:
         self._settings = settings
         self._auth = authenticator
@@ -114,6 +115,11 @@ class FrontDoor:
         self.bridge = bridge
         self._listings: dict[str, listing.AllTools] = {}  # by namespace
         self.announcer = ListAnnouncer(feed, self._listings.clear)
+        self.task_feed = task_feed
+        records = TaskRecords(tasks_kv)
+        upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept)
+        per_key = settings.task_max_per_key
+        self.tasks = Tasks(records, links, tasks_kept, self._task_call, per_key, upstream_tasks.relay)
         self.code = CodeRunner(settings)
         self._search_mode = SearchMode(search, calls, self.code)
         self.server: Server[Any] = AggregateServer(
@@ -123,19 +129,15 @@ class FrontDoor:
             instructions="Tools of every MCP server registered with toolmesh.",
             on_list_tools=self._list_tools,
             get_tool_input_schema=self._input_schema,
-            on_subscriptions_listen=ListenHandler(self.announcer.bus),
+            on_subscriptions_listen=TaskListen(self.announcer.bus, task_feed, self.tasks.revive),
         )
         # Spans come from the gateway's HTTP and NATS hops; the SDK's per-message span is dropped (cost).
         self.server.middleware.clear()
         self.server.add_notification_handler(
             "notifications/initialized", mcp_types.NotificationParams, self.announcer.track
         )
-        records = TaskRecords(tasks_kv)
-        upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept)
         self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator, upstream_tasks)
         self.aggregate.install(self.server)
-        per_key = settings.task_max_per_key
-        self.tasks = Tasks(records, links, tasks_kept, self._task_call, per_key, upstream_tasks.relay)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
         self._manager = sessions.manager(self.server, self.announcer.adopted)  # the gateway's BodyLimit guards it
@@ -148,7 +150,8 @@ class FrontDoor:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the session manager and the announcer (in one runner task)."""
+        """Follow the tasks' changes; start the session manager and the announcer (in one runner task)."""
+        await self.task_feed.start()
         self._runner = asyncio.create_task(self._run(), name="mcp-front-door")
         waiter = asyncio.ensure_future(self._ready.wait())
         await asyncio.wait({waiter, self._runner}, return_when=asyncio.FIRST_COMPLETED)
@@ -167,6 +170,7 @@ class FrontDoor:
                 await self._runner
         await self.code.close()
         await self.tasks.close()
+        await self.task_feed.close()
         await self.bridge.close()
         await self.links.close()
 

@@ -1,9 +1,14 @@
 """The records of tasks (``tasks``) in the NATS KV bucket ``toolmesh_tasks``: read, created, watched,
-and changed by compare-and-set, so that replicas writing one record at once lose no write."""
+and changed by compare-and-set, so that replicas writing one record at once lose no write.
+
+A task's runner proves it is alive in a key of its own beside the record (``{task id}.beat``: the
+runner and the time), a small blind write every few seconds, so a heartbeat neither rewrites the
+record (its call's arguments, its input requests) nor wakes those who watch it."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +16,10 @@ from typing import Any
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+PUBLIC = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
+"""The fields of a record a client sees (``Task``)."""
+BEAT_SUFFIX = ".beat"
+"""A task's heartbeat key is its id and this (a second token, so ``*`` watches records only)."""
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 """The statuses a task never leaves."""
 Change = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -34,6 +43,15 @@ def parsed(value: bytes | None) -> dict[str, Any]:
     return record if isinstance(record.get("call"), dict) or isinstance(record.get("relayed"), dict) else {}
 
 
+def detailed(record: dict[str, Any]) -> dict[str, Any]:
+    """The task as ``tasks/get`` and ``notifications/tasks`` show it (``DetailedTask``)."""
+    shown = {k: record[k] for k in PUBLIC if k in record}
+    for part in ("result", "error", "inputRequests"):
+        if part in record:
+            shown[part] = record[part]
+    return shown
+
+
 class TaskRecords:
     """The task records of one bucket."""
 
@@ -52,6 +70,32 @@ class TaskRecords:
         except (KeyNotFoundError, ValueError):  # ValueError: not a possible key
             return {}
         return parsed(entry.value)
+
+    async def entry(self, task_id: str) -> tuple[int, dict[str, Any]]:
+        """The task's record and its revision (``(0, {})``: none, as ``read`` says)."""
+        try:
+            entry = await self._kv.get(task_id)
+        except (KeyNotFoundError, ValueError):
+            return 0, {}
+        return entry.revision or 0, parsed(entry.value)
+
+    async def beat(self, task_id: str, runner: str) -> None:
+        """Say that ``runner`` runs the task now (its heartbeat)."""
+        await self._kv.put(task_id + BEAT_SUFFIX, json.dumps({"runner": runner, "at": time.time()}).encode())
+
+    async def last_beat(self, task_id: str, runner: object) -> float:
+        """When ``runner`` last said it runs the task (0: never, or another runner did last)."""
+        try:
+            entry = await self._kv.get(task_id + BEAT_SUFFIX)
+        except (KeyNotFoundError, ValueError):
+            return 0.0
+        try:
+            beat = json.loads(entry.value or b"{}")
+        except ValueError:
+            return 0.0
+        if not isinstance(beat, dict) or beat.get("runner") != runner or not isinstance(beat.get("at"), int | float):
+            return 0.0
+        return float(beat["at"])
 
     async def watch(self, task_id: str) -> KeyValue.KeyWatcher:
         """A watcher of the task's record (its current value first)."""

@@ -14,10 +14,12 @@ KV bucket ``toolmesh_tasks``, written before the ``CreateTaskResult`` leaves, so
   ``failed`` with a JSON-RPC error. It watches the record for the answers ``tasks/update`` wrote
   into it and for ``tasks/cancel``, on whichever replica those came, and cancels its call when the
   task was cancelled, ended or taken over elsewhere (its heartbeat lapsed);
-- the runner renews a heartbeat in the record; a task whose runner stopped (its replica died) is
-  taken over by the replica the next ``tasks/get``/``update``/``cancel`` reaches: the call runs again
-  there when the tool is marked idempotent (``idempotentHint``), else the task fails saying so. A
-  call the session-worker running it lost (``SERVER_UNAVAILABLE``) runs once more on the same terms;
+- the runner renews a heartbeat (a key of its own: ``task_records``); a task whose runner stopped
+  (its replica died) is taken over by the replica that the next ``tasks/*`` request, or a stream
+  listening for it (``task_status``), reaches: the call runs again there when the tool is marked
+  idempotent (``idempotentHint``), else the task fails saying so (what a shutdown or a takeover
+  leaves of a task: ``task_handovers``). A call the session-worker running it lost
+  (``SERVER_UNAVAILABLE``) runs once more on the same terms;
 - a task is its starter's (principal and namespace): anyone else gets the ``-32602`` of a task that
   does not exist. It stays readable for ``ttlMs`` after its last change (the bucket's TTL).
 
@@ -48,7 +50,8 @@ from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
-from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, now, parsed
+from toolmesh_gateway.front_door.task_handovers import settle, voided
+from toolmesh_gateway.front_door.task_records import PUBLIC, TERMINAL, TaskRecords, detailed, now, parsed
 
 log = logging.getLogger("toolmesh.gateway.tasks")
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -59,7 +62,6 @@ STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 """A task whose runner has not renewed its heartbeat for this long is taken over."""
 POLL_INTERVAL_MS = 500
 UNKNOWN_TASK = "Unknown task"
-_PUBLIC = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
 
 TaskCall = Callable[[ClientLink], Awaitable[dict[str, Any]]]
 """Runs a task's tool call with a link of its own (upstream requests queue in its ``inputs``); the
@@ -80,7 +82,8 @@ def declared(ctx: Ctx) -> bool:
     return isinstance(extensions, dict) and EXTENSION in extensions
 
 
-def _missing_extension(what: str) -> MCPError:
+def missing_extension(what: str) -> MCPError:
+    """The ``-32021`` of a request (``what`` it asks) that needs the extension and did not declare it."""
     return MCPError(
         code=MISSING_CAPABILITY,
         message=f"{what} needs the {EXTENSION} extension in the request's client capabilities",
@@ -97,7 +100,7 @@ def runs_as_task(ctx: Ctx, tool: CatalogTool | None) -> bool:
     if declared(ctx):
         return True
     if support == "required":
-        raise _missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
+        raise missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
     return False
 
 
@@ -169,14 +172,15 @@ class Tasks:
         with nats_answers("recording a task"):
             await self._records.create(task_id, record)
         self._spawn(task_id, ctx, record)
-        return {"resultType": "task", **{k: record[k] for k in _PUBLIC if k in record}}
+        return {"resultType": "task", **{k: record[k] for k in PUBLIC if k in record}}
 
     async def close(self) -> None:
-        """Stop the calls running here (their tasks are taken over by the replica asked next)."""
-        running = list(self._running.values())
-        for task in running:
+        """Stop the calls running here and say so in their tasks at once (``task_handovers.settle``)."""
+        running = dict(self._running)
+        for task in running.values():
             task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await asyncio.gather(*running.values(), return_exceptions=True)
+        await settle(self._records, running, self._links.replica)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -282,18 +286,24 @@ class Tasks:
             await self._records.change(task_id, end)
 
     async def _beat(self, task_id: str) -> None:
-        """Renew the heartbeat while the task runs here."""
+        """Renew the heartbeat while the task runs here, and rewrite the record as it is about every half
+        of the bucket's TTL, so that it does not expire while the call runs."""
         mine = self._links.replica
 
-        def renew(record: dict[str, Any]) -> dict[str, Any] | None:
+        def keep(record: dict[str, Any]) -> dict[str, Any] | None:
             if record["status"] in TERMINAL or record.get("runner") != mine:
                 return None
-            return {**record, "heartbeat": time.time()}
+            return dict(record)
 
+        since_kept = 0.0
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
+            since_kept += HEARTBEAT_SECONDS
             try:
-                await self._records.change(task_id, renew, touch=False)
+                await self._records.beat(task_id, mine)
+                if since_kept * 2000 >= self._ttl_ms:
+                    await self._records.change(task_id, keep, touch=False)
+                    since_kept = 0.0
             except NatsError as exc:  # the next beat tries again; three missed ones let another replica take over
                 log.warning("a task's heartbeat was not written: %s", type(exc).__name__)
 
@@ -303,7 +313,7 @@ class Tasks:
         """The task a ``tasks/*`` request names, if its caller started it (else ``-32602``), after
         taking it over when its runner stopped (``revive``; a task about to be cancelled is not run again)."""
         if not declared(ctx):
-            raise _missing_extension(what)
+            raise missing_extension(what)
         task_id = (ctx.params or {}).get("taskId")
         if not isinstance(task_id, str) or not task_id:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"{what} needs a taskId")
@@ -320,8 +330,10 @@ class Tasks:
 
     async def _revived(self, ctx: Ctx, task_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """The record, taken over first when it is unfinished and its runner stopped renewing it."""
-        stale = time.time() - float(record.get("heartbeat") or 0) > STALE_SECONDS
-        if record["status"] in TERMINAL or "relayed" in record or task_id in self._running or not stale:
+        if record["status"] in TERMINAL or "relayed" in record or task_id in self._running:
+            return record
+        alive = max(float(record.get("heartbeat") or 0), await self._records.last_beat(task_id, record.get("runner")))
+        if time.time() - alive <= STALE_SECONDS:
             return record
         call = record["call"]
         mine = self._links.replica
@@ -345,6 +357,12 @@ class Tasks:
             self._spawn(task_id, ctx, taken)
         return taken
 
+    async def revive(self, ctx: Ctx, task_id: str) -> None:
+        """Take the task over if its runner stopped, for its starter listening for it (``task_status``)."""
+        record = await self._records.read(task_id)
+        if record.get("starter") == starter_of(ctx):
+            await self._revived(ctx, task_id, record)
+
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------
 
     async def _get(self, ctx: Ctx, _: Any) -> dict[str, Any]:
@@ -352,20 +370,17 @@ class Tasks:
             task_id, record = await self._mine(ctx, "tasks/get")
         if "relayed" in record:
             return await self._relay(ctx, "tasks/get", task_id, record)
-        detailed = {k: record[k] for k in _PUBLIC if k in record}
-        for part in ("result", "error", "inputRequests"):
-            if part in record:
-                detailed[part] = record[part]
-        return {"resultType": "complete", **detailed}
+        return {"resultType": "complete", **detailed(record)}
 
     async def _update(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         with nats_answers("reading a task"):
-            task_id, record = await self._mine(ctx, "tasks/update")
+            task_id, before = await self._mine(ctx, "tasks/update", revive=False)
+            await self._revived(ctx, task_id, before)
         answers = (ctx.params or {}).get("inputResponses")
         if not isinstance(answers, dict):
             raise MCPError(code=mcp_types.INVALID_PARAMS, message="tasks/update needs inputResponses (an object)")
-        if "relayed" in record:
-            return await self._relay(ctx, "tasks/update", task_id, record)
+        if "relayed" in before:
+            return await self._relay(ctx, "tasks/update", task_id, before)
 
         def answer(record: dict[str, Any]) -> dict[str, Any] | None:
             asked = dict(record.get("inputRequests") or {})
@@ -381,7 +396,11 @@ class Tasks:
             return changed
 
         with nats_answers("answering a task"):
-            await self._records.change(task_id, answer)
+            after = await self._records.change(task_id, answer) or {}
+        outstanding = before.get("inputRequests") or {}
+        lost = [key for key in answers if key in outstanding and key not in (after.get("answers") or {})]
+        if lost:  # asked when the client read the task, voided before its answers were written
+            raise voided(lost, after)
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: Ctx, _: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import mcp_types
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel import Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
@@ -51,6 +51,7 @@ from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
+from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import Tasks, runs_as_task
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.routing import require_pinned
@@ -87,6 +88,7 @@ class Transparent:
         aggregate: Aggregate,
         sessions: SharedSessions,
         tasks: Tasks,
+        task_feed: TaskFeed,
     ) -> None:
         self._feed = feed
         self._calls = calls
@@ -94,6 +96,7 @@ class Transparent:
         self._links = links
         self._aggregate = aggregate
         self._tasks = tasks
+        self._task_feed = task_feed
         self.server: Server[Any] = Server(
             "toolmesh-transparent", cache_hints=CACHE_HINTS, get_tool_input_schema=self._input_schema
         )
@@ -112,7 +115,7 @@ class Transparent:
             "subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, self._listen
         )
         tasks.install(self.server)
-        self._listeners: dict[str, tuple[InMemorySubscriptionBus, ListenHandler, Lists]] = {}
+        self._listeners: dict[str, tuple[InMemorySubscriptionBus, TaskListen, Lists]] = {}
         """Per server with 2026-07-28 listen streams: their bus, its handler, the lists they last heard of."""
         self.manager = sessions.manager(self.server, self._adopted)
         self._sessions: dict[str, tuple[str, Announceable, Lists]] = {}  # session id -> server id, session, lists
@@ -169,7 +172,11 @@ class Transparent:
         found = self._listeners.get(server.id)
         if found is None:
             bus = InMemorySubscriptionBus()
-            found = self._listeners[server.id] = (bus, ListenHandler(bus), self._lists(server.id))
+            found = self._listeners[server.id] = (
+                bus,
+                TaskListen(bus, self._task_feed, self._tasks.revive),
+                self._lists(server.id),
+            )
         return await found[1](ctx, params)
 
     async def _tell_listeners(self) -> None:

@@ -198,6 +198,12 @@ async def tasks_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
     return await _bucket(js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))
 
 
+def bucket_subjects(bucket: str) -> tuple[str, str]:
+    """The stream of the KV bucket ``bucket`` and the prefix of its keys' subjects (NATS's KV layout),
+    for a consumer of the bucket's changes that the KV API does not offer (new changes only, say)."""
+    return f"KV_{bucket}", f"$KV.{bucket}."
+
+
 async def kept_for(kv: KeyValue, wanted: float) -> float:
     """How long ``kv`` keeps a value after its last write: its TTL (a bucket made earlier keeps the
     TTL it was made with, whatever this process's settings say), ``wanted`` when it has none."""
