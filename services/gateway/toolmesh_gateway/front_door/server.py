@@ -51,9 +51,10 @@ from toolmesh_gateway.front_door.rpc_errors import url_elicitation
 from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
+from toolmesh_gateway.front_door.task_extension import runs_as_task
 from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
-from toolmesh_gateway.front_door.tasks import TaskCall, Tasks, runs_as_task
+from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls

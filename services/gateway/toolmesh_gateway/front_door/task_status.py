@@ -38,8 +38,9 @@ from toolmesh.platform.bus.topology import TASKS_BUCKET, bucket_subjects
 from toolmesh_gateway.front_door.client_links import Ctx, request_channel
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import nats_answers
+from toolmesh_gateway.front_door.task_extension import declared, missing_extension
 from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, detailed, parsed
-from toolmesh_gateway.front_door.tasks import HEARTBEAT_SECONDS, declared, missing_extension
+from toolmesh_gateway.front_door.tasks import HEARTBEAT_SECONDS
 
 log = logging.getLogger("toolmesh.gateway.tasks")
 METHOD = "notifications/tasks"

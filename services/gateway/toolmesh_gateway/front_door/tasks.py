@@ -41,7 +41,6 @@ import mcp_types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.errors import Error as NatsError
 
 from toolmesh.contracts.rpc import RpcReply
@@ -50,13 +49,11 @@ from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
+from toolmesh_gateway.front_door.task_extension import EXTENSION, declared, missing_extension
 from toolmesh_gateway.front_door.task_handovers import settle, voided
 from toolmesh_gateway.front_door.task_records import PUBLIC, TERMINAL, TaskRecords, detailed, now, parsed
 
 log = logging.getLogger("toolmesh.gateway.tasks")
-EXTENSION = "io.modelcontextprotocol/tasks"
-MISSING_CAPABILITY = -32021
-"""JSON-RPC code of a request that needs a client capability the request did not declare."""
 HEARTBEAT_SECONDS = 5.0
 STALE_SECONDS = 3 * HEARTBEAT_SECONDS
 """A task whose runner has not renewed its heartbeat for this long is taken over."""
@@ -70,38 +67,6 @@ CallFactory = Callable[[Ctx, str, str, dict[str, Any]], TaskCall]
 """The call of (server id, original tool name, arguments) as the request ``ctx``'s caller makes it."""
 Relay = Callable[[Ctx, str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """``tasks/*`` (request, method, task id, record) of a task an upstream runs (``UpstreamTasks.relay``)."""
-
-
-def declared(ctx: Ctx) -> bool:
-    """Whether the request declares the Tasks extension (its 2026-07-28 ``clientCapabilities``)."""
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return False
-    meta = (ctx.params or {}).get("_meta")
-    capabilities = meta.get(mcp_types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
-    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-    return isinstance(extensions, dict) and EXTENSION in extensions
-
-
-def missing_extension(what: str) -> MCPError:
-    """The ``-32021`` of a request (``what`` it asks) that needs the extension and did not declare it."""
-    return MCPError(
-        code=MISSING_CAPABILITY,
-        message=f"{what} needs the {EXTENSION} extension in the request's client capabilities",
-        data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
-    )
-
-
-def runs_as_task(ctx: Ctx, tool: CatalogTool | None) -> bool:
-    """Whether this ``tools/call`` of ``tool`` runs as a task; ``-32021`` when the tool requires one
-    and the request did not declare the extension."""
-    support = tool.task_support if tool is not None else None
-    if support not in ("optional", "required"):
-        return False
-    if declared(ctx):
-        return True
-    if support == "required":
-        raise missing_extension(f"{tool.name if tool else 'this tool'} runs only as a task: it")
-    return False
 
 
 def _unrelayed(request: PendingInput) -> RpcReply:

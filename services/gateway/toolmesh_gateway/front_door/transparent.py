@@ -51,8 +51,9 @@ from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSessions
+from toolmesh_gateway.front_door.task_extension import runs_as_task
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
-from toolmesh_gateway.front_door.tasks import Tasks, runs_as_task
+from toolmesh_gateway.front_door.tasks import Tasks
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls

@@ -33,8 +33,9 @@ from toolmesh_gateway.front_door.eras import envelope_of
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
 from toolmesh_gateway.front_door.sessions import request_caller
+from toolmesh_gateway.front_door.task_extension import declared
 from toolmesh_gateway.front_door.task_records import TaskRecords, now
-from toolmesh_gateway.front_door.tasks import UNKNOWN_TASK, declared
+from toolmesh_gateway.front_door.tasks import UNKNOWN_TASK
 from toolmesh_gateway.offers import ServerDescription
 
 UPSTREAM_ID_MAX = 256
