@@ -137,3 +137,23 @@ async def test_a_rest_call_that_needs_an_answer_is_refused_with_the_reason(syste
     called = await system.api.post("/api/v1/tools/call", json={"name": "modern.confirm", "arguments": {"action": "x"}})
     assert called.status_code >= 400, called.text
     assert "elicitation/create" in called.text, called.text
+
+
+async def test_a_handshake_client_hears_the_log_of_its_own_call_only(system: System) -> None:
+    loud, quiet = Received(), Received()
+    async with (
+        session_at(system, "/mcp/modern", received=loud) as caller,
+        session_at(system, "/mcp/modern", received=quiet) as other,
+    ):
+        await caller.set_logging_level("info")
+        await other.set_logging_level("info")
+        result = await caller.call_tool("shout", {"text": "hey"})
+        assert text_of(result) == "shouted", result
+
+        def logged(received: Received) -> list[str]:
+            kind = mcp_types.LoggingMessageNotification
+            return [str(m.params.data) for m in received.messages if isinstance(m, kind)]
+
+        assert await eventually(lambda: logged(loud), what="the caller's log message") == ["shouting hey"]
+        await caller.call_tool("echo", {"text": "after"})  # the other client's log would have come first
+        assert logged(quiet) == []

@@ -6,8 +6,8 @@ It refuses ``initialize`` (``-32022``, naming 2026-07-28) and the GET stream, as
 handshake era does; everything else is the MCP SDK's server. Its tools ask for input the way that
 era does (``InputRequiredResult`` rounds): ``confirm`` elicits a confirmation, ``think`` samples the
 client's model. ``grow`` adds the tool ``grown`` and says the tool list changed; ``set_note`` changes
-the resource ``memo://note`` and says it was updated. ``counted`` counts its runs per label and
-``runs`` reads them back.
+the resource ``memo://note`` and says it was updated. ``shout`` logs at info level. ``counted``
+counts its runs per label and ``runs`` reads them back.
 """
 
 from __future__ import annotations
@@ -84,6 +84,12 @@ def build_server() -> MCPServer[Any]:
         NOTE["text"] = text
         await ctx.notify_resource_updated("memo://note")
         return "noted"
+
+    @server.tool()
+    async def shout(text: str, ctx: Context) -> str:
+        """Logs ``text`` at info level, then answers."""
+        await ctx.info(f"shouting {text}")
+        return "shouted"
 
     @server.tool()
     def counted(label: str) -> str:

@@ -7,7 +7,8 @@ of its own (``upstream.stateless``):
 - a 2026-07-28 client's request goes with its own ``_meta`` envelope, its ``InputRequiredResult``
   coming back as it is, as with a dual-era upstream;
 - a handshake-era client's request, and toolmesh's own (discovery, health), go with toolmesh's
-  envelope; the upstream's input requests are put to the client as the handshake era puts them
+  envelope (with the log level its clients asked for with ``logging/setLevel``); the upstream's
+  input requests are put to the client as the handshake era puts them
   (``upstream.input_rounds``), so such a client sees one call;
 - the upstream's list changes and resource updates arrive on one ``subscriptions/listen`` stream,
   asking for what the upstream declares and for the resources clients subscribed to
@@ -37,7 +38,7 @@ from toolmesh_session_worker.upstream.callbacks import (
     SessionCallbacks,
     ToolsChangedCallback,
 )
-from toolmesh_session_worker.upstream.client_side import ClientSide
+from toolmesh_session_worker.upstream.client_side import CURRENT_CALL, ClientSide
 from toolmesh_session_worker.upstream.errors import UpstreamError
 from toolmesh_session_worker.upstream.listing import list_all
 from toolmesh_session_worker.upstream.stateless import StatelessHttp, own_envelope
@@ -82,6 +83,8 @@ class ModernSession:
         )
         self._http: StatelessHttp | None = None
         self._subscribed: set[str] = set()
+        self._log_level: str | None = None
+        """The level its clients asked for (``logging/setLevel``), sent with toolmesh's requests."""
         self._resubscribe = anyio.Event()
         self._ready = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -177,13 +180,20 @@ class ModernSession:
         http = self._require(f"sending {method}")
         if method in ("resources/subscribe", "resources/unsubscribe") and envelope is None:
             return self._subscription(method, params)
+        if method == "logging/setLevel" and envelope is None:  # the era sends it with each request
+            level = (params or {}).get("level")
+            self._log_level = level if isinstance(level, str) else None
+            return {}
         self._pending += 1
+        token = CURRENT_CALL.set(call_id)  # notifications on this request's stream are its client's
         try:
             if envelope is not None:
                 return await http.request(
                     method, params, envelope, timeout=timeout, progress=progress, notify=self._callbacks.message
                 )
             own = own_envelope(http.versions[-1])
+            if self._log_level is not None:
+                own[mcp_types.LOG_LEVEL_META_KEY] = self._log_level
 
             async def send(with_answers: dict[str, Any], left: float) -> dict[str, Any]:
                 return await http.request(
@@ -200,6 +210,7 @@ class ModernSession:
                 timeout=timeout,
             )
         finally:
+            CURRENT_CALL.reset(token)
             self._pending -= 1
 
     async def call_tool(
