@@ -6,6 +6,10 @@ elicitation, roots), each of its ``inputRequests`` is put to the client as the h
 them, through ``ClientSide`` (the request whose call it is, ``call_id``), and the request is sent
 again with the answers and the upstream's ``requestState``, until the upstream answers for good:
 the client sees one call, as with a handshake-era upstream.
+
+Toolmesh's own requests (``call_id`` None: discovery, a subscription or log level it sets for its
+clients) have no client to ask: their input requests are refused, never put to whichever client
+happens to have a call in flight on the upstream.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ async def _ask(
     params = question.get("params")
     if method not in _ASKABLE or (params is not None and not isinstance(params, dict)):
         raise _refused(server_name, what, "an input request toolmesh cannot put to a client")
-    if client_side is None:
+    if client_side is None or call_id is None:  # no client's request: nobody may be asked
         raise _refused(server_name, what, f"{method} is not supported")
     answer = await client_side.request(str(method), params, call_id)
     error = answer.get("error")

@@ -9,7 +9,8 @@ of its own (``upstream.stateless``):
 - a handshake-era client's request, and toolmesh's own (discovery, health), go with toolmesh's
   envelope (with the log level its clients asked for with ``logging/setLevel``); the upstream's
   input requests are put to the client as the handshake era puts them
-  (``upstream.input_rounds``), so such a client sees one call;
+  (``upstream.input_rounds``), so such a client sees one call (toolmesh's own requests have no client
+  to ask: their input requests are refused);
 - the upstream's list changes and resource updates arrive on one ``subscriptions/listen`` stream,
   asking for what the upstream declares and for the resources clients subscribed to
   (``resources/subscribe`` and ``resources/unsubscribe`` change that stream); a stream that ends is

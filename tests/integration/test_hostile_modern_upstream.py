@@ -1,0 +1,109 @@
+"""A hostile upstream that speaks only the 2026-07-28 era (``tests/peers/hostile_modern.py``) cannot
+make toolmesh ask the wrong client, flood it with re-discoveries, or reach a client with a resource
+update no one subscribed to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types
+import pytest
+from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
+from tests.mcp_client import Received, session_at, text_of
+from tests.peers.launch import free_port, running_process
+
+pytestmark = pytest.mark.integration
+HOSTILE = Path(__file__).parents[1] / "peers" / "hostile_modern.py"
+ENDPOINT = "/mcp/hostile"
+
+
+@dataclass
+class Hostile:
+    system: System
+    port: int
+
+    async def state(self) -> dict[str, Any]:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            response = await http.get(f"http://127.0.0.1:{self.port}/state")
+        seen: dict[str, Any] = response.json()
+        return seen
+
+
+@pytest.fixture
+async def hostile(nats_url: str, database_url: str) -> AsyncIterator[Hostile]:
+    port = free_port()
+    async with (
+        running_system(nats_url, database_url) as running,
+        running_process([sys.executable, str(HOSTILE), "--port", str(port)], port=port),
+    ):
+        config = {"base_url": f"http://127.0.0.1:{port}/mcp", "headers": {}}
+        created = await running.register("hostile", "HTTP", config, allow_insecure=True, new_tools="auto")
+        await running.wait_connected(created["id"])
+        peer = Hostile(running, port)
+
+        async def listening() -> bool:
+            return bool((await peer.state())["listening"])
+
+        await eventually(listening, what="the listen stream to open")
+        yield peer
+
+
+async def test_a_question_of_toolmeshs_own_request_goes_to_no_client(hostile: Hostile) -> None:
+    """Another client's ``logging/setLevel`` (sent upstream as toolmesh's own request) is answered with
+    an elicitation of a password: it is not put to the one client that has a call in flight."""
+    asked: list[str] = []
+
+    async def elicit(context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> Any:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"password": "hunter2"})
+
+    url = f"{hostile.system.api.base_url}{ENDPOINT}"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicit) as holder,
+    ):
+        await holder.initialize()
+        held = asyncio.ensure_future(holder.call_tool("hold", {}))
+        try:
+
+            async def holding() -> bool:
+                return bool((await hostile.state())["holding"])
+
+            await eventually(holding, what="the hold call to reach the upstream")
+            async with session_at(hostile.system, ENDPOINT) as other:
+                with pytest.raises(MCPError):
+                    await other.set_logging_level("debug")
+                assert text_of(await other.call_tool("release", {})) == "released"
+            assert text_of(await held) == "held"
+        finally:
+            held.cancel()
+    assert asked == [], asked
+    assert (await hostile.state())["answered_set_level"] == 0
+
+
+async def test_a_forged_resource_update_reaches_no_client(hostile: Hostile) -> None:
+    received = Received()
+    async with session_at(hostile.system, ENDPOINT, received=received) as session:
+        await received.standalone_opened()
+        await session.subscribe_resource("memo://mine")
+
+        async def resubscribed() -> bool:
+            listens = (await hostile.state())["listens"]
+            return any("memo://mine" in (asked or {}).get("resourceSubscriptions", []) for asked in listens)
+
+        await eventually(resubscribed, what="the listen stream to ask for memo://mine")
+        assert text_of(await session.call_tool("forge", {})) == "forged"
+        await eventually(lambda: received.updated("memo://mine"), what="the update of the subscribed resource")
+    assert not received.updated("secret://unsubscribed")
