@@ -93,6 +93,23 @@ async def test_a_question_of_toolmeshs_own_request_goes_to_no_client(hostile: Ho
     assert (await hostile.state())["answered_set_level"] == 0
 
 
+async def test_a_flood_of_list_changes_is_one_rediscovery_at_a_time(hostile: Hostile) -> None:
+    before = (await hostile.state())["tools_list"]
+    api = hostile.system.api
+    for tool in ("hostile.flood", "hostile.mark"):
+        called = await api.post("/api/v1/tools/call", json={"name": tool, "arguments": {}})
+        assert called.status_code == 200, called.text
+
+    async with session_at(hostile.system, "/mcp") as session:
+
+        async def marked() -> bool:
+            return "hostile__after_flood" in {tool.name for tool in (await session.list_tools()).tools}
+
+        await eventually(marked, what="the tool added after the flood to be discovered")
+    listed = (await hostile.state())["tools_list"] - before
+    assert listed <= 6, f"{listed} tools/list for 301 list changes"
+
+
 async def test_a_forged_resource_update_reaches_no_client(hostile: Hostile) -> None:
     received = Received()
     async with session_at(hostile.system, ENDPOINT, received=received) as session:

@@ -33,7 +33,7 @@ from toolmesh_session_worker.clients import UpstreamClients
 from toolmesh_session_worker.failures import NOT_RETRIED, Attempts, error_kind, next_retry, open_with_retries
 from toolmesh_session_worker.offerings import Offerings
 from toolmesh_session_worker.principal_sessions import PrincipalSessions
-from toolmesh_session_worker.rediscovery import rediscover
+from toolmesh_session_worker.rediscovery import Rediscoveries
 from toolmesh_session_worker.status_events import status_event
 from toolmesh_session_worker.upstream import (
     LostCallback,
@@ -90,6 +90,7 @@ class OwnedServer:
         self.session: Upstream | None = None
         self.draining = False
         self.tasks = TaskSet(f"server {self.name}")
+        self._rediscoveries = Rediscoveries(self.name, self.tasks)
         self.offerings = Offerings(backends, self.server_id, self.name, self.namespace, publish)
         self.calls: dict[str, asyncio.Task[object]] = {}  # tool calls in flight by call id (for cancel)
         self.clients = UpstreamClients(
@@ -402,11 +403,11 @@ class OwnedServer:
         return await self.offerings.prompts(self._live())
 
     async def _tools_changed(self) -> None:
-        self.tasks.spawn(rediscover(self.discover, self.name))
+        self._rediscoveries.changed("tools", self.discover)
 
     async def _lists_changed(self, kind: str) -> None:
         discover = self.discover_resources if kind == "resources" else self.discover_prompts
-        self.tasks.spawn(rediscover(discover, self.name))
+        self._rediscoveries.changed(kind, discover)
 
     async def _lost(self, reason: str) -> None:
         if self.draining or self.reconnecting or self.status is ServerStatus.DISCONNECTED:

@@ -2,6 +2,9 @@
 
 A ``list_changed`` notification arrives once; if the backends cannot be reached at that moment,
 the change would be lost. ``rediscover`` keeps trying (capped backoff) until they are back.
+
+An upstream may say a list changed as often as it likes: ``Rediscoveries`` runs one re-discovery of
+a list at a time, and the changes announced while it runs make one more, however many they were.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import nats.errors
 
 from toolmesh.errors import LimitExceeded
 from toolmesh.platform.polling import poll_until
+from toolmesh.platform.supervision import TaskSet
 from toolmesh_session_worker.upstream import UpstreamError
 
 log = logging.getLogger("toolmesh.session")
@@ -48,3 +52,31 @@ async def rediscover(discover: Callable[[], Awaitable[int]], server: str) -> Non
             log.error("re-discovery gave up after %.0fs", REDISCOVERY_RETRY_SECONDS, extra={"server": server})
     except (UpstreamError, LimitExceeded) as exc:
         log.warning("re-discovery failed: %s", exc, extra={"server": server})
+
+
+class Rediscoveries:
+    """The re-discoveries of one server's lists, run in ``tasks``: one per list at a time."""
+
+    def __init__(self, server: str, tasks: TaskSet) -> None:
+        self._server = server
+        self._tasks = tasks
+        self._again: dict[str, bool] = {}  # list being re-discovered -> changed again since its pass began
+
+    def changed(self, kind: str, discover: Callable[[], Awaitable[int]]) -> None:
+        """The upstream says list ``kind`` changed: re-discover it with ``discover``, after the pass
+        running now if there is one."""
+        if kind in self._again:
+            self._again[kind] = True
+            return
+        self._again[kind] = False
+        self._tasks.spawn(self._run(kind, discover))
+
+    async def _run(self, kind: str, discover: Callable[[], Awaitable[int]]) -> None:
+        try:
+            while True:
+                self._again[kind] = False
+                await rediscover(discover, self._server)
+                if not self._again[kind]:
+                    return
+        finally:
+            self._again.pop(kind, None)
