@@ -1,11 +1,12 @@
 """A hostile upstream that speaks only the 2026-07-28 era (``tests/peers/hostile_modern.py``) cannot
 make toolmesh ask the wrong client, flood it with re-discoveries, or reach a client with a resource
-update no one subscribed to.
+update no one subscribed to; a key of another namespace subscribes to nothing through it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
-from tests.mcp_client import Received, session_at, text_of
+from tests.mcp_client import Received, mcp_session, session_at, text_of
 from tests.peers.launch import free_port, running_process
 
 pytestmark = pytest.mark.integration
@@ -57,6 +58,25 @@ async def hostile(nats_url: str, database_url: str) -> AsyncIterator[Hostile]:
 
         await eventually(listening, what="the listen stream to open")
         yield peer
+
+
+@contextlib.asynccontextmanager
+async def answering(system: System, token: str, name: str, asked: list[str]) -> AsyncIterator[ClientSession]:
+    """A handshake-era session at ``ENDPOINT`` that answers every elicitation with ``name`` (the
+    questions in ``asked``)."""
+
+    async def elicit(context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> Any:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action="accept", content={"name": name})
+
+    url = f"{system.api.base_url}{ENDPOINT}"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicit) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 async def test_a_question_of_toolmeshs_own_request_goes_to_no_client(hostile: Hostile) -> None:
@@ -124,3 +144,39 @@ async def test_a_forged_resource_update_reaches_no_client(hostile: Hostile) -> N
         assert text_of(await session.call_tool("forge", {})) == "forged"
         await eventually(lambda: received.updated("memo://mine"), what="the update of the subscribed resource")
     assert not received.updated("secret://unsubscribed")
+
+
+async def test_callers_asked_at_the_same_time_each_get_their_own_question(hostile: Hostile) -> None:
+    """Two principals' calls wait for their input at once: each question goes to its own caller."""
+    ann_token = (await hostile.system.create_key("ann", "user"))["token"]
+    asked: dict[str, list[str]] = {"admin": [], "ann": []}
+    async with (
+        answering(hostile.system, ADMIN_TOKEN, "admin", asked["admin"]) as admin,
+        answering(hostile.system, ann_token, "ann", asked["ann"]) as ann,
+    ):
+        by_admin, by_ann = await asyncio.gather(
+            admin.call_tool("ask", {"who": "admin"}), ann.call_tool("ask", {"who": "ann"})
+        )
+    assert (text_of(by_admin), text_of(by_ann)) == ("admin answered: admin", "ann answered: ann")
+    assert asked == {"admin": ["question for admin"], "ann": ["question for ann"]}, asked
+
+
+async def test_a_key_of_another_namespace_subscribes_to_nothing_upstream(hostile: Hostile) -> None:
+    stranger = (await hostile.system.create_key("stranger", "user", namespace="team-b"))["token"]
+    async with mcp_session(hostile.system, token=stranger) as session:
+        with pytest.raises(MCPError):
+            await session.subscribe_resource("memo://mine")
+    with pytest.raises(ExceptionGroup) as refused:  # the endpoint of a server it cannot see is not there
+        async with mcp_session(hostile.system, token=stranger, path=ENDPOINT) as session:
+            await session.subscribe_resource("memo://mine")
+    assert "Not Found" in repr(refused.value), refused.value
+
+    async with session_at(hostile.system, ENDPOINT) as owner:
+        await owner.subscribe_resource("memo://owner")
+
+        async def asked_for(uri: str) -> bool:
+            listens = (await hostile.state())["listens"]
+            return any(uri in (asked or {}).get("resourceSubscriptions", []) for asked in listens)
+
+        await eventually(lambda: asked_for("memo://owner"), what="the listen stream to ask for memo://owner")
+        assert not await asked_for("memo://mine")

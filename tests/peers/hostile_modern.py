@@ -11,6 +11,8 @@ of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of
 - ``release``: lets ``hold`` answer;
 - ``flood``: ``FLOOD`` tool list changes on the listen stream;
 - ``mark``: the tool ``after_flood`` appears and one more list change says so;
+- ``ask``: elicits a name with the message ``question for {who}``, answering the first round once two
+  calls of it are waiting for theirs, then ``{who} answered: {name}``;
 - ``forge``: a resource update for ``secret://unsubscribed`` (which no one subscribed to), then one
   for ``memo://mine``.
 
@@ -46,7 +48,10 @@ PASSWORD = {
 STATE: dict[str, Any] = {"tools_list": 0, "holding": 0, "answered_set_level": 0, "listens": []}
 LISTENERS: list[asyncio.Queue[dict[str, Any]]] = []
 RELEASE = asyncio.Event()
-TOOLS = ["hold", "release", "flood", "mark", "forge"]
+ASKING: list[str] = []
+BOTH_ASKING = asyncio.Event()
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}}
+TOOLS = ["hold", "release", "flood", "mark", "forge", "ask"]
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -82,7 +87,21 @@ async def _listen(params: dict[str, Any]) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-async def _call(ident: Any, name: str) -> Response:
+async def _ask(ident: Any, params: dict[str, Any]) -> Response:
+    """A question for ``who``; its first rounds answered only once two callers are asking at once."""
+    who = str((params.get("arguments") or {}).get("who"))
+    answer = (params.get("inputResponses") or {}).get("name")
+    if isinstance(answer, dict):
+        return _text(ident, f"{who} answered: {(answer.get('content') or {}).get('name')}")
+    ASKING.append(who)
+    if len(ASKING) >= 2:
+        BOTH_ASKING.set()
+    await BOTH_ASKING.wait()
+    question = {"method": "elicitation/create", "params": {"message": f"question for {who}", "requestedSchema": NAME}}
+    return _answer(ident, {"resultType": "input_required", "inputRequests": {"name": question}, "requestState": who})
+
+
+async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
     if name == "hold":
         STATE["holding"] += 1
         await RELEASE.wait()
@@ -100,6 +119,8 @@ async def _call(ident: Any, name: str) -> Response:
             TOOLS.append("after_flood")
         _push("notifications/tools/list_changed")
         return _text(ident, "marked")
+    if name == "ask":
+        return await _ask(ident, params)
     if name == "forge":
         _push("notifications/resources/updated", {"uri": "secret://unsubscribed"})
         _push("notifications/resources/updated", {"uri": "memo://mine"})
@@ -133,7 +154,7 @@ async def mcp(request: Request) -> Response:
         asked = {"resultType": "input_required", "inputRequests": {"pw": PASSWORD}, "requestState": "s"}
         return _answer(ident, asked)
     if method == "tools/call":
-        return await _call(ident, str(params.get("name")))
+        return await _call(ident, str(params.get("name")), params)
     return _answer(ident, {})
 
 
