@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import ADMIN_TOKEN, System, second_gateway
+from tests.harness import ADMIN_TOKEN, System, eventually, second_gateway
 from tests.mcp_raw import modern_call
 from tests.tasks_client import TASKS, ended_task, get_task, task_tools_system, upstream_tasks_registered
 
@@ -135,3 +135,16 @@ async def test_a_hostile_upstreams_tasks_are_screened(replicas: Replicas) -> Non
     }
     assert set(task) <= allowed, task  # no requestState, no field of its own, no status message past bounds
     assert task["status"] == "completed" and task["result"]["content"][0]["text"] == "leaked", task
+
+
+async def test_an_upstream_tasks_result_too_large_to_relay_is_an_error(replicas: Replicas) -> None:
+    huge = await _created(replicas.a(), "hostile", {"kind": "huge"})
+
+    async def refused() -> dict[str, Any] | None:
+        answer = await get_task(replicas.b(), huge)
+        return answer if "error" in answer else None
+
+    error = (await eventually(refused, what="the huge result to be refused"))["error"]
+    assert "byte limit" in error["message"], error
+    fine = await _created(replicas.a(), "slow_task", {"seconds": 0, "label": "after"})
+    assert (await ended_task(replicas.b(), fine))["result"]["content"][0]["text"] == "done after"

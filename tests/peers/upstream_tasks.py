@@ -11,7 +11,8 @@ question (``input_required``, answered through ``tasks/update``). ``hostile`` an
 task id past any sensible length (``long-id``), a task id that is not a string (``number-id``), a
 task whose ``tasks/get`` names a status the extension has not (``bad-status``), or one whose
 ``tasks/get`` carries fields a task has not, a task id of its own and a status message too long to
-keep (``leaky``). Task ids say which caller's task they are nowhere: any caller reaching this server
+keep (``leaky``), or one whose result is larger than any NATS message (``huge``: ``HUGE_BYTES`` of text, done
+after half a second). Task ids say which caller's task they are nowhere: any caller reaching this server
 could read any task, which is what toolmesh must not let happen.
 
     python tests/peers/upstream_tasks.py --port 8766
@@ -32,6 +33,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 EXTENSION = "io.modelcontextprotocol/tasks"
+HUGE_BYTES = 10 * 1024 * 1024
 TASK_SUPPORT = {"test_tool_with_task": "required", "slow_task": "optional", "confirm_task": "optional"}
 NAME_QUESTION = {
     "method": "elicitation/create",
@@ -122,6 +124,9 @@ class Tasks(Extension):
             return {"resultType": "task", "taskId": "x" * 100_000, "status": "working"}
         if kind == "number-id":
             return {"resultType": "task", "taskId": 42, "status": "working"}
+        if kind == "huge":
+            result = _text("z" * HUGE_BYTES)
+            return self._create(due=time.monotonic() + 0.5, result=result, task_id=f"huge-{next(self._ids)}")
         return self._create(due=0, result=_text("leaked"), task_id=f"{kind}-{next(self._ids)}")
 
     def _status(self, task: dict[str, Any]) -> str:
