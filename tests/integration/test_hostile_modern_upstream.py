@@ -180,3 +180,35 @@ async def test_a_key_of_another_namespace_subscribes_to_nothing_upstream(hostile
 
         await eventually(lambda: asked_for("memo://owner"), what="the listen stream to ask for memo://owner")
         assert not await asked_for("memo://mine")
+
+
+@pytest.mark.parametrize(
+    "kind, rounds, questions, words",
+    [
+        ("endless", 11, 10, "asked for input more than 10 times"),
+        ("many", 1, 0, "more than 16 input requests"),
+        ("foreign", 1, 0, "cannot put to a client"),
+        ("not-object", 1, 0, "cannot put to a client"),
+        ("not-a-map", 1, 0, "not one"),
+    ],
+)
+async def test_hostile_input_rounds_end_the_call(
+    hostile: Hostile, kind: str, rounds: int, questions: int, words: str
+) -> None:
+    asked: list[str] = []
+    async with answering(hostile.system, ADMIN_TOKEN, "admin", asked) as session:
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool("rounds", {"kind": kind})
+    assert words in refused.value.error.message, refused.value.error
+    assert len(asked) == questions, asked
+    assert (await hostile.state())["rounds"] == {kind: rounds}
+
+
+async def test_a_wide_input_request_reaches_its_caller_whole(hostile: Hostile) -> None:
+    """Parameters of thousands of keys are the upstream's business: its caller is asked, once a round."""
+    asked: list[str] = []
+    async with answering(hostile.system, ADMIN_TOKEN, "admin", asked) as session:
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool("rounds", {"kind": "wide"})
+    assert "more than 10 times" in refused.value.error.message, refused.value.error
+    assert len(asked) == 10

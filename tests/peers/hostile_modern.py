@@ -13,12 +13,17 @@ of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of
 - ``mark``: the tool ``after_flood`` appears and one more list change says so;
 - ``ask``: elicits a name with the message ``question for {who}``, answering the first round once two
   calls of it are waiting for theirs, then ``{who} answered: {name}``;
+- ``rounds``: input requests as ``kind`` says, whatever the answers: ``endless`` one elicitation every
+  round, ``many`` 17 at once, ``foreign`` a ``tools/call`` to the client, ``not-object`` params that
+  are a list, ``wide`` an elicitation with 5000 more keys every round, ``not-a-map`` a list of input
+  requests;
 - ``forge``: a resource update for ``secret://unsubscribed`` (which no one subscribed to), then one
   for ``memo://mine``.
 
 ``GET /state`` tells what it saw: ``tools_list`` (how many ``tools/list``), ``holding`` (``hold`` calls
 waiting), ``answered_set_level`` (``logging/setLevel`` requests that carried input responses),
-``listens`` (the ``notifications`` of every ``subscriptions/listen``), ``listening`` (streams open).
+``listens`` (the ``notifications`` of every ``subscriptions/listen``), ``listening`` (streams open),
+``rounds`` (``rounds`` calls by kind).
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ LISTENERS: list[asyncio.Queue[dict[str, Any]]] = []
 RELEASE = asyncio.Event()
 ASKING: list[str] = []
 BOTH_ASKING = asyncio.Event()
+ROUNDS: dict[str, int] = {}
+WIDE = {f"k{i}": i for i in range(5000)}
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}
-TOOLS = ["hold", "release", "flood", "mark", "forge", "ask"]
+TOOLS = ["hold", "release", "flood", "mark", "forge", "ask", "rounds"]
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -101,6 +108,22 @@ async def _ask(ident: Any, params: dict[str, Any]) -> Response:
     return _answer(ident, {"resultType": "input_required", "inputRequests": {"name": question}, "requestState": who})
 
 
+def _rounds(ident: Any, params: dict[str, Any]) -> Response:
+    """Input requests as ``kind`` says, counted in ``rounds`` (by kind)."""
+    kind = str((params.get("arguments") or {}).get("kind"))
+    ROUNDS[kind] = ROUNDS.get(kind, 0) + 1
+    elicit = {"method": "elicitation/create", "params": {"message": "again?", "requestedSchema": NAME}}
+    asked: dict[str, Any] = {
+        "endless": {"again": elicit},
+        "many": {f"q{i}": elicit for i in range(17)},
+        "foreign": {"x": {"method": "tools/call", "params": {"name": "steal"}}},
+        "not-object": {"x": {"method": "elicitation/create", "params": ["a", "list"]}},
+        "wide": {"x": {"method": "elicitation/create", "params": {**elicit["params"], **WIDE}}},
+        "not-a-map": ["elicitation/create"],
+    }[kind]
+    return _answer(ident, {"resultType": "input_required", "inputRequests": asked, "requestState": "again"})
+
+
 async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
     if name == "hold":
         STATE["holding"] += 1
@@ -121,6 +144,8 @@ async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
         return _text(ident, "marked")
     if name == "ask":
         return await _ask(ident, params)
+    if name == "rounds":
+        return _rounds(ident, params)
     if name == "forge":
         _push("notifications/resources/updated", {"uri": "secret://unsubscribed"})
         _push("notifications/resources/updated", {"uri": "memo://mine"})
@@ -159,7 +184,7 @@ async def mcp(request: Request) -> Response:
 
 
 async def state(request: Request) -> Response:
-    return JSONResponse({**STATE, "listening": len(LISTENERS)})
+    return JSONResponse({**STATE, "listening": len(LISTENERS), "rounds": ROUNDS})
 
 
 def main() -> None:

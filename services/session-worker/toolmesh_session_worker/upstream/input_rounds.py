@@ -52,10 +52,12 @@ async def completed(
     """
     deadline = anyio.current_time() + timeout
     params = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
-    for _ in range(MAX_ROUNDS + 1):
+    for round_ in range(MAX_ROUNDS + 1):
         result = await send(params, _left(server_name, what, deadline, timeout))
         if result.get("resultType") != "input_required":
             return result
+        if round_ == MAX_ROUNDS:  # no client is asked a question whose answer would never be sent
+            break
         questions = result.get("inputRequests") or {}
         state = result.get("requestState")
         if not isinstance(questions, dict) or (state is not None and not isinstance(state, str)):
