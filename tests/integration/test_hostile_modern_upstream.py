@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -212,3 +213,17 @@ async def test_a_wide_input_request_reaches_its_caller_whole(hostile: Hostile) -
             await session.call_tool("rounds", {"kind": "wide"})
     assert "more than 10 times" in refused.value.error.message, refused.value.error
     assert len(asked) == 10
+
+
+async def test_a_listen_stream_that_ends_at_once_is_reopened_ever_more_slowly(hostile: Hostile) -> None:
+    called = await hostile.system.api.post("/api/v1/tools/call", json={"name": "hostile.end_listens", "arguments": {}})
+    assert called.status_code == 200, called.text
+
+    async def three_ended() -> list[float] | None:
+        ended: list[float] = (await hostile.state())["ended_listens"]
+        return ended if len(ended) >= 3 else None
+
+    ended = await eventually(three_ended, what="three listen streams ended at once")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ended)]
+    assert all(gap >= 1.5 for gap in gaps), gaps  # backing off from 1s: 2s, then 4s
+    assert gaps[1] > gaps[0], gaps

@@ -17,13 +17,15 @@ of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of
   round, ``many`` 17 at once, ``foreign`` a ``tools/call`` to the client, ``not-object`` params that
   are a list, ``wide`` an elicitation with 5000 more keys every round, ``not-a-map`` a list of input
   requests;
+- ``end_listens``: ends the listen streams open, and answers every later ``subscriptions/listen`` at once;
 - ``forge``: a resource update for ``secret://unsubscribed`` (which no one subscribed to), then one
   for ``memo://mine``.
 
 ``GET /state`` tells what it saw: ``tools_list`` (how many ``tools/list``), ``holding`` (``hold`` calls
 waiting), ``answered_set_level`` (``logging/setLevel`` requests that carried input responses),
 ``listens`` (the ``notifications`` of every ``subscriptions/listen``), ``listening`` (streams open),
-``rounds`` (``rounds`` calls by kind).
+``rounds`` (``rounds`` calls by kind), ``ended_listens`` (when each listen answered at once came, in
+seconds of the peer's monotonic clock).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -50,15 +53,16 @@ PASSWORD = {
         "requestedSchema": {"type": "object", "properties": {"password": {"type": "string"}}},
     },
 }
-STATE: dict[str, Any] = {"tools_list": 0, "holding": 0, "answered_set_level": 0, "listens": []}
-LISTENERS: list[asyncio.Queue[dict[str, Any]]] = []
+STATE: dict[str, Any] = {"tools_list": 0, "holding": 0, "answered_set_level": 0, "listens": [], "ended_listens": []}
+LISTENERS: list[asyncio.Queue[dict[str, Any] | None]] = []
+ENDING = asyncio.Event()
 RELEASE = asyncio.Event()
 ASKING: list[str] = []
 BOTH_ASKING = asyncio.Event()
 ROUNDS: dict[str, int] = {}
 WIDE = {f"k{i}": i for i in range(5000)}
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}
-TOOLS = ["hold", "release", "flood", "mark", "forge", "ask", "rounds"]
+TOOLS = ["hold", "release", "flood", "mark", "forge", "ask", "rounds", "end_listens"]
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -78,15 +82,20 @@ def _push(method: str, params: dict[str, Any] | None = None) -> None:
         queue.put_nowait({"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})})
 
 
-async def _listen(params: dict[str, Any]) -> Response:
+async def _listen(ident: Any, params: dict[str, Any]) -> Response:
     STATE["listens"].append(params.get("notifications"))
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    if ENDING.is_set():
+        STATE["ended_listens"].append(time.monotonic())
+        return _answer(ident, {})
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     LISTENERS.append(queue)
 
     async def events() -> AsyncIterator[bytes]:
         try:
             while True:
                 message = await queue.get()
+                if message is None:
+                    return
                 yield f"event: message\ndata: {json.dumps(message)}\n\n".encode()
         finally:
             LISTENERS.remove(queue)
@@ -146,6 +155,11 @@ async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
         return await _ask(ident, params)
     if name == "rounds":
         return _rounds(ident, params)
+    if name == "end_listens":
+        ENDING.set()
+        for queue in LISTENERS:
+            queue.put_nowait(None)
+        return _text(ident, "ending")
     if name == "forge":
         _push("notifications/resources/updated", {"uri": "secret://unsubscribed"})
         _push("notifications/resources/updated", {"uri": "memo://mine"})
@@ -164,7 +178,7 @@ async def mcp(request: Request) -> Response:
     if method == "server/discover":
         return _answer(ident, {"supportedVersions": ["2026-07-28"], "capabilities": CAPABILITIES})
     if method == "subscriptions/listen":
-        return await _listen(params)
+        return await _listen(ident, params)
     if method == "tools/list":
         STATE["tools_list"] += 1
         return _answer(ident, {"tools": [_tool(name) for name in TOOLS]})
