@@ -227,3 +227,36 @@ async def test_a_listen_stream_that_ends_at_once_is_reopened_ever_more_slowly(ho
     gaps = [later - earlier for earlier, later in itertools.pairwise(ended)]
     assert all(gap >= 1.5 for gap in gaps), gaps  # backing off from 1s: 2s, then 4s
     assert gaps[1] > gaps[0], gaps
+
+
+def logged(received: Received, text: str) -> int:
+    """How many log messages saying ``text`` arrived."""
+    kind = mcp_types.LoggingMessageNotification
+    return sum(isinstance(m, kind) and m.params.data == text for m in received.messages)
+
+
+async def test_a_log_message_on_a_calls_stream_goes_to_its_caller_only(hostile: Hostile) -> None:
+    """Another principal with a call in flight and a log level set hears nothing of this call."""
+    ann_token = (await hostile.system.create_key("ann", "user"))["token"]
+    mine, theirs = Received(), Received()
+    async with (
+        mcp_session(hostile.system, token=ann_token, path=ENDPOINT, received=theirs) as ann,
+        session_at(hostile.system, ENDPOINT, received=mine) as admin,
+    ):
+        await ann.set_logging_level("info")
+        held = asyncio.ensure_future(ann.call_tool("hold", {}))
+        try:
+
+            async def holding() -> bool:
+                return bool((await hostile.state())["holding"])
+
+            await eventually(holding, what="the hold call to reach the upstream")
+            assert text_of(await admin.call_tool("whisper", {"who": "admin"})) == "whispered"
+            await eventually(lambda: logged(mine, "secret for admin"), what="the caller's own log message")
+            assert text_of(await ann.call_tool("release", {})) == "released"
+            assert text_of(await held) == "held"
+            assert text_of(await ann.call_tool("whisper", {"who": "ann"})) == "whispered"
+            await eventually(lambda: logged(theirs, "secret for ann"), what="ann's own log message")
+        finally:
+            held.cancel()
+    assert not logged(theirs, "secret for admin"), theirs.messages

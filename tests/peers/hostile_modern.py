@@ -4,8 +4,8 @@
 
 ``POST /mcp`` refuses ``initialize`` (``-32022``) and answers ``server/discover`` naming 2026-07-28
 with tools (list changes), resources (subscriptions) and logging. Its ``subscriptions/listen`` stream
-stays open and carries what the tools below push. ``logging/setLevel`` asks for input: an elicitation
-of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of:
+stays open and carries what the tools below push. ``logging/setLevel`` to ``debug`` asks for input: an
+elicitation of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of:
 
 - ``hold``: answers once ``release`` was called;
 - ``release``: lets ``hold`` answer;
@@ -18,6 +18,7 @@ of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of
   are a list, ``wide`` an elicitation with 5000 more keys every round, ``not-a-map`` a list of input
   requests;
 - ``end_listens``: ends the listen streams open, and answers every later ``subscriptions/listen`` at once;
+- ``whisper``: a log message ``secret for {who}`` on the call's own stream, then its result;
 - ``forge``: a resource update for ``secret://unsubscribed`` (which no one subscribed to), then one
   for ``memo://mine``.
 
@@ -62,7 +63,7 @@ BOTH_ASKING = asyncio.Event()
 ROUNDS: dict[str, int] = {}
 WIDE = {f"k{i}": i for i in range(5000)}
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}}
-TOOLS = ["hold", "release", "flood", "mark", "forge", "ask", "rounds", "end_listens"]
+TOOLS = ["hold", "release", "flood", "mark", "forge", "ask", "rounds", "end_listens", "whisper"]
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -160,6 +161,12 @@ async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
         for queue in LISTENERS:
             queue.put_nowait(None)
         return _text(ident, "ending")
+    if name == "whisper":
+        who = str((params.get("arguments") or {}).get("who"))
+        note = {"method": "notifications/message", "params": {"level": "warning", "data": f"secret for {who}"}}
+        done = {"id": ident, "result": {"content": [{"type": "text", "text": "whispered"}]}}
+        body = "".join(f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', **m})}\n\n" for m in (note, done))
+        return Response(body, media_type="text/event-stream")
     if name == "forge":
         _push("notifications/resources/updated", {"uri": "secret://unsubscribed"})
         _push("notifications/resources/updated", {"uri": "memo://mine"})
@@ -187,7 +194,7 @@ async def mcp(request: Request) -> Response:
     if method == "resources/templates/list":
         return _answer(ident, {"resourceTemplates": []})
     if method == "logging/setLevel":
-        if "inputResponses" in params:
+        if "inputResponses" in params or params.get("level") != "debug":
             STATE["answered_set_level"] += 1
             return _answer(ident, {})
         asked = {"resultType": "input_required", "inputRequests": {"pw": PASSWORD}, "requestState": "s"}
