@@ -260,3 +260,18 @@ async def test_a_log_message_on_a_calls_stream_goes_to_its_caller_only(hostile: 
         finally:
             held.cancel()
     assert not logged(theirs, "secret for admin"), theirs.messages
+
+
+async def test_subscriptions_past_what_one_listen_stream_carries_are_refused(hostile: Hostile) -> None:
+    """Every subscription reopens the listen stream asking for all of them: a key of the lowest role
+    cannot make it ask for more than 256 KiB of URIs, however many it subscribes."""
+    ann_token = (await hostile.system.create_key("ann", "user"))["token"]
+    padding = "x" * 8000
+    async with mcp_session(hostile.system, token=ann_token, path=ENDPOINT) as ann:
+        with pytest.raises(MCPError) as refused:
+            for n in range(64):
+                await ann.subscribe_resource(f"memo://{n}/{padding}")
+    assert "subscribed URIs" in refused.value.error.message, refused.value.error
+    listens = (await hostile.state())["listens"]
+    widest = max(sum(len(uri) for uri in (asked or {}).get("resourceSubscriptions", [])) for asked in listens)
+    assert widest <= 256 * 1024, widest

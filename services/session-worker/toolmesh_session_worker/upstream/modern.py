@@ -54,6 +54,9 @@ LISTEN_AGAIN_SECONDS = (1.0, 60.0)
 """How long toolmesh waits before reopening a ``subscriptions/listen`` stream the upstream ended: the
 first, doubled while streams keep ending sooner than the last, up to the second."""
 PROBE_TIMEOUT_SECONDS = 5.0
+LISTEN_URI_BYTES = 256 * 1024
+"""How many bytes of resource URIs the listen stream may ask for, all subscriptions together: every
+subscription reopens the stream with all of them, so a client subscribing past this is refused."""
 _LISTS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 
 
@@ -270,6 +273,9 @@ class ModernSession:
         if not isinstance(uri, str):
             raise UpstreamError(f"{self.server_name}: {method} without a uri", code=mcp_types.INVALID_PARAMS)
         if method == "resources/subscribe":
+            if uri not in self._subscribed and _size(self._subscribed | {uri}) > LISTEN_URI_BYTES:
+                words = f"resources/subscribe past {LISTEN_URI_BYTES} bytes of subscribed URIs"
+                raise UpstreamError(f"{self.server_name}: {words}", code=mcp_types.INVALID_PARAMS, summary=words)
             self._subscribed.add(uri)
         else:
             self._subscribed.discard(uri)
@@ -382,3 +388,7 @@ class ModernSession:
             if getattr(getattr(self.capabilities, kind, None), "list_changed", False):
                 notice = {"method": f"notifications/{kind}/list_changed"}
                 await self._callbacks.message(mcp_types.server_notification_adapter.validate_python(notice))
+
+
+def _size(uris: set[str]) -> int:
+    return sum(len(uri.encode()) for uri in uris)
