@@ -271,7 +271,7 @@ async def test_subscriptions_past_what_one_listen_stream_carries_are_refused(hos
         with pytest.raises(MCPError) as refused:
             for n in range(64):
                 await ann.subscribe_resource(f"memo://{n}/{padding}")
-    assert "subscribed URIs" in refused.value.error.message, refused.value.error
+    assert refused.value.error.code == -32602 and "subscribed URIs" in refused.value.error.message, refused.value.error
     listens = (await hostile.state())["listens"]
     widest = max(sum(len(uri) for uri in (asked or {}).get("resourceSubscriptions", [])) for asked in listens)
     assert widest <= 256 * 1024, widest
