@@ -51,7 +51,7 @@ async def completed(
             client refused a question (its JSON-RPC error code).
     """
     deadline = anyio.current_time() + timeout
-    params = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+    asking = params = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
     for round_ in range(MAX_ROUNDS + 1):
         result = await send(params, _left(server_name, what, deadline, timeout))
         if result.get("resultType") != "input_required":
@@ -65,7 +65,7 @@ async def completed(
         asked = _checked(server_name, what, questions)
         with anyio.move_on_after(_left(server_name, what, deadline, timeout)):
             answers = {key: await _ask(server_name, what, q, client_side, call_id) for key, q in asked}
-            params = {**params, "inputResponses": answers}
+            params = {**asking, "inputResponses": answers}  # this round's state only, if it has one
             if state is not None:
                 params["requestState"] = state
             continue
