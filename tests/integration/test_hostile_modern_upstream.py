@@ -81,21 +81,10 @@ async def answering(system: System, token: str, name: str, asked: list[str]) -> 
 
 
 async def test_a_question_of_toolmeshs_own_request_goes_to_no_client(hostile: Hostile) -> None:
-    """Another client's ``logging/setLevel`` (sent upstream as toolmesh's own request) is answered with
-    an elicitation of a password: it is not put to the one client that has a call in flight."""
+    """Re-discovery's ``tools/list`` (toolmesh's own request) is answered with an elicitation of a
+    password: it is not put to the one client that has a call in flight."""
     asked: list[str] = []
-
-    async def elicit(context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> Any:
-        asked.append(params.message)
-        return mcp_types.ElicitResult(action="accept", content={"password": "hunter2"})
-
-    url = f"{hostile.system.api.base_url}{ENDPOINT}"
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit) as holder,
-    ):
-        await holder.initialize()
+    async with answering(hostile.system, ADMIN_TOKEN, "admin", asked) as holder:
         held = asyncio.ensure_future(holder.call_tool("hold", {}))
         try:
 
@@ -103,15 +92,22 @@ async def test_a_question_of_toolmeshs_own_request_goes_to_no_client(hostile: Ho
                 return bool((await hostile.state())["holding"])
 
             await eventually(holding, what="the hold call to reach the upstream")
-            async with session_at(hostile.system, ENDPOINT) as other:
-                with pytest.raises(MCPError):
-                    await other.set_logging_level("debug")
-                assert text_of(await other.call_tool("release", {})) == "released"
+            async with httpx2.AsyncClient(timeout=10) as http:
+                armed = await http.post(f"http://127.0.0.1:{hostile.port}/trap")
+            assert armed.status_code == 200, armed.text
+            async with session_at(hostile.system, "/mcp") as session:
+
+                async def past_the_trap() -> bool:  # the pass after the trapped one (one at a time)
+                    return "hostile__after_trap" in {tool.name for tool in (await session.list_tools()).tools}
+
+                await eventually(past_the_trap, what="the re-discovery after the trapped one")
+                assert text_of(await session.call_tool("hostile__release", {})) == "released"
             assert text_of(await held) == "held"
         finally:
             held.cancel()
+    seen = await hostile.state()
     assert asked == [], asked
-    assert (await hostile.state())["answered_set_level"] == 0
+    assert (seen["trapped"], seen["answered_list"]) == (1, 0), seen
 
 
 async def test_a_flood_of_list_changes_is_one_rediscovery_at_a_time(hostile: Hostile) -> None:

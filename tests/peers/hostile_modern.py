@@ -4,8 +4,10 @@
 
 ``POST /mcp`` refuses ``initialize`` (``-32022``) and answers ``server/discover`` naming 2026-07-28
 with tools (list changes), resources (subscriptions) and logging. Its ``subscriptions/listen`` stream
-stays open and carries what the tools below push. ``logging/setLevel`` to ``debug`` asks for input: an
-elicitation of a password (``InputRequiredResult``), ``{}`` once answered. ``tools/call`` of:
+stays open and carries what the tools below push. ``POST /trap`` arms a trap: the next ``tools/list``
+(toolmesh's own request) is answered with an elicitation of a password (``InputRequiredResult``), and
+the tool ``after_trap`` appears; a list change on the listen stream says so, and another as the
+trapped ``tools/list`` is answered. ``tools/call`` of:
 
 - ``hold``: answers once ``release`` was called;
 - ``release``: lets ``hold`` answer;
@@ -23,7 +25,8 @@ elicitation of a password (``InputRequiredResult``), ``{}`` once answered. ``too
   for ``memo://mine``.
 
 ``GET /state`` tells what it saw: ``tools_list`` (how many ``tools/list``), ``holding`` (``hold`` calls
-waiting), ``answered_set_level`` (``logging/setLevel`` requests that carried input responses),
+waiting), ``trapped`` (``tools/list`` answered with the trap), ``answered_list`` (``tools/list``
+carrying input responses),
 ``listens`` (the ``notifications`` of every ``subscriptions/listen``), ``listening`` (streams open),
 ``rounds`` (``rounds`` calls by kind), ``ended_listens`` (when each listen answered at once came, in
 seconds of the peer's monotonic clock).
@@ -54,7 +57,15 @@ PASSWORD = {
         "requestedSchema": {"type": "object", "properties": {"password": {"type": "string"}}},
     },
 }
-STATE: dict[str, Any] = {"tools_list": 0, "holding": 0, "answered_set_level": 0, "listens": [], "ended_listens": []}
+STATE: dict[str, Any] = {
+    "tools_list": 0,
+    "holding": 0,
+    "trapped": 0,
+    "answered_list": 0,
+    "listens": [],
+    "ended_listens": [],
+}
+TRAP = asyncio.Event()
 LISTENERS: list[asyncio.Queue[dict[str, Any] | None]] = []
 ENDING = asyncio.Event()
 RELEASE = asyncio.Event()
@@ -188,20 +199,29 @@ async def mcp(request: Request) -> Response:
         return await _listen(ident, params)
     if method == "tools/list":
         STATE["tools_list"] += 1
+        STATE["answered_list"] += "inputResponses" in params
+        if TRAP.is_set() and "inputResponses" not in params:
+            TRAP.clear()
+            STATE["trapped"] += 1
+            _push("notifications/tools/list_changed")  # once more, heard while this request is answered
+            asked = {"resultType": "input_required", "inputRequests": {"pw": PASSWORD}, "requestState": "s"}
+            return _answer(ident, asked)
         return _answer(ident, {"tools": [_tool(name) for name in TOOLS]})
     if method == "resources/list":
         return _answer(ident, {"resources": [{"uri": "memo://mine", "name": "mine"}]})
     if method == "resources/templates/list":
         return _answer(ident, {"resourceTemplates": []})
-    if method == "logging/setLevel":
-        if "inputResponses" in params or params.get("level") != "debug":
-            STATE["answered_set_level"] += 1
-            return _answer(ident, {})
-        asked = {"resultType": "input_required", "inputRequests": {"pw": PASSWORD}, "requestState": "s"}
-        return _answer(ident, asked)
     if method == "tools/call":
         return await _call(ident, str(params.get("name")), params)
     return _answer(ident, {})
+
+
+async def trap(request: Request) -> Response:
+    TRAP.set()
+    if "after_trap" not in TOOLS:
+        TOOLS.append("after_trap")
+    _push("notifications/tools/list_changed")
+    return JSONResponse({"armed": True})
 
 
 async def state(request: Request) -> Response:
@@ -213,7 +233,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = Starlette(routes=[Route("/mcp", mcp, methods=["POST"]), Route("/state", state, methods=["GET"])])
+    routes = [Route("/mcp", mcp, methods=["POST"]), Route("/state", state), Route("/trap", trap, methods=["POST"])]
+    app = Starlette(routes=routes)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=1)
 
 
