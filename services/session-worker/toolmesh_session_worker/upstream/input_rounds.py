@@ -7,9 +7,8 @@ them, through ``ClientSide`` (the request whose call it is, ``call_id``), and th
 again with the answers and the upstream's ``requestState``, until the upstream answers for good:
 the client sees one call, as with a handshake-era upstream.
 
-Toolmesh's own requests (``call_id`` None: discovery, a subscription or log level it sets for its
-clients) have no client to ask: their input requests are refused, never put to whichever client
-happens to have a call in flight on the upstream.
+Toolmesh's own requests (``call_id`` None: discovery's lists) have no client to ask: their input
+requests are refused, never put to whichever client happens to have a call in flight on the upstream.
 """
 
 from __future__ import annotations
