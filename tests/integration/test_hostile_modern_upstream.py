@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import Received, mcp_session, session_at, text_of
+from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
 
 pytestmark = pytest.mark.integration
@@ -271,3 +272,34 @@ async def test_subscriptions_past_what_one_listen_stream_carries_are_refused(hos
     listens = (await hostile.state())["listens"]
     widest = max(sum(len(uri) for uri in (asked or {}).get("resourceSubscriptions", [])) for asked in listens)
     assert widest <= 256 * 1024, widest
+
+
+@pytest.mark.parametrize(
+    "kind, capabilities, words",
+    [
+        ("many", {"elicitation": {}}, "at most 16"),
+        ("foreign", {"elicitation": {}}, "not sampling, elicitation or roots"),
+        ("not-object", {"elicitation": {}}, "not sampling, elicitation or roots"),
+        ("not-a-map", {"elicitation": {}}, "at most 16"),
+        ("endless", {}, "which the request did not declare"),
+    ],
+)
+async def test_a_modern_client_is_not_put_a_hostile_question(
+    hostile: Hostile, kind: str, capabilities: dict[str, Any], words: str
+) -> None:
+    """A 2026-07-28 client gets the upstream's own ``InputRequiredResult`` only when its questions are
+    of the era's kinds, few enough, and ones the request declared it can answer."""
+    url = f"{hostile.system.api.base_url}{ENDPOINT}"
+    params = {"name": "rounds", "arguments": {"kind": kind}}
+    answer = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities=capabilities)
+    assert answer.get("error", {}).get("code") == mcp_types.INTERNAL_ERROR, answer
+    assert words in answer["error"]["message"], answer
+    assert "result" not in answer
+
+
+async def test_a_modern_client_that_declared_elicitation_is_asked(hostile: Hostile) -> None:
+    """The control: the same upstream's well-formed question reaches a client that can answer it."""
+    url = f"{hostile.system.api.base_url}{ENDPOINT}"
+    params = {"name": "rounds", "arguments": {"kind": "endless"}}
+    answer = await modern_call(url, "tools/call", params, token=ADMIN_TOKEN, capabilities={"elicitation": {}})
+    assert answer["result"]["resultType"] == "input_required", answer

@@ -19,7 +19,7 @@ import pytest
 
 from tests.harness import ADMIN_TOKEN, System, eventually, second_gateway
 from tests.mcp_raw import modern_call
-from tests.tasks_client import TASKS, ended_task, get_task, task_tools_system, upstream_tasks_registered
+from tests.tasks_client import ASKING, TASKS, ended_task, get_task, task_tools_system, upstream_tasks_registered
 
 pytestmark = pytest.mark.integration
 ENDPOINT = "/mcp/upstream-tasks"
@@ -49,7 +49,7 @@ async def replicas(nats_url: str, database_url: str) -> AsyncIterator[Replicas]:
 
 async def _call(url: str, name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
     return await modern_call(
-        url, "tools/call", {"name": name, "arguments": arguments, **params}, token=ADMIN_TOKEN, capabilities=TASKS
+        url, "tools/call", {"name": name, "arguments": arguments, **params}, token=ADMIN_TOKEN, capabilities=ASKING
     )
 
 

@@ -40,6 +40,7 @@ from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
 from toolmesh_gateway.front_door.eras import ENVELOPE, envelope_of, for_client
 from toolmesh_gateway.front_door.input_required import BRIDGED, InputBridge, bridged
 from toolmesh_gateway.front_door.names import NameMap
+from toolmesh_gateway.front_door.relayed_questions import screened_answer
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
@@ -151,6 +152,7 @@ class Aggregate:
             result = await self._send(ctx, server, method, params, client, call_id, envelope)
         if method == "tools/call" and result.get("resultType") == "task":  # the upstream runs it as a task
             return await self._upstream_tasks.adopt(ctx, server, result)
+        screened_answer(ctx, server.name, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
             result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)

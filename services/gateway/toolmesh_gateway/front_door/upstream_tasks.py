@@ -31,6 +31,7 @@ from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
 from toolmesh_gateway.front_door.eras import envelope_of
 from toolmesh_gateway.front_door.input_required import starter_of
+from toolmesh_gateway.front_door.relayed_questions import screen_questions
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.task_extension import declared
@@ -141,6 +142,7 @@ class UpstreamTasks:
         if method != "tasks/get":
             return {"resultType": "complete"}
         task = {**screened(server.name, answer, self._ttl_ms), "taskId": task_id}
+        screen_questions(ctx, server.name, task.get("inputRequests"), declared_here=False)
         task.setdefault("createdAt", record.get("createdAt"))
         await self._keep(task_id, record, task["status"])
         return {"resultType": "complete", **task}
