@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from nats.js.errors import BadRequestError
+from nats.js.errors import APIError
 
 from toolmesh.errors import StreamMisconfigured
 
@@ -38,12 +38,12 @@ def report_replicas(stream: str, found: int | None, wanted: int) -> str | None:
     return mismatch
 
 
-def lost_race(error: BadRequestError) -> bool:
+def lost_race(error: APIError) -> bool:
     """Whether a create failed only because another process made the stream first."""
     return error.err_code == STREAM_NAME_IN_USE
 
 
-def creation_refused(stream: str, replicas: int, error: BadRequestError) -> StreamMisconfigured:
+def creation_refused(stream: str, replicas: int, error: APIError) -> StreamMisconfigured:
     """The error for a create JetStream refused for another reason than a race (e.g. ``replicas > 1 not
     supported in non-clustered mode``, ``insufficient resources``), naming the stream and the count."""
     return StreamMisconfigured(

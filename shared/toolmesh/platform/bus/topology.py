@@ -13,7 +13,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
 from toolmesh.contracts.commands import COMMANDS_STREAM, COMMANDS_SUBJECTS
@@ -108,7 +108,7 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         try:
             await js.add_stream(config)
             return
-        except BadRequestError as e:
+        except APIError as e:
             if not lost_race(e):
                 raise creation_refused(config.name, replicas, e) from e
             # Another process created it between our look and our create.
@@ -153,7 +153,7 @@ async def _bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     except (NotFoundError, BadRequestError):
         try:
             return await js.create_key_value(config)
-        except BadRequestError as e:
+        except APIError as e:
             if not lost_race(e):
                 raise creation_refused(stream, config.replicas, e) from e
             info = await js.stream_info(stream)
