@@ -20,8 +20,8 @@ from nats.js.kv import KeyValue
 
 from tests.faults.cluster import running_cluster
 from tests.faults.events import projection_mismatch, read_events
-from tests.faults.nats_cluster import NatsCluster, nats_cluster
 from tests.harness import System, eventually
+from tests.nats_cluster import NatsCluster, nats_cluster
 from tests.peers.launch import launch_peer
 from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered
 from toolmesh.platform.bus.topology import leases_bucket

@@ -1,9 +1,10 @@
 """Three ``nats-server`` processes on loopback in one JetStream cluster, each with deploy/nats/cluster.conf
-(its name, its own store, routes to the others, route authentication), for the fault tests.
+(its name, its own store, routes to the others, route authentication).
 
-The servers take their users from a ``nats.conf`` next to the cluster file, written here with the one
-user and password the embedded NATS of ``toolmesh up`` has (``EmbeddedNats``): the test's own checks
-read the event log by sequence, which deploy/nats/nats.conf grants no user."""
+The servers take their users from the ``nats.conf`` next to the cluster file: deploy/nats/nats.conf (a
+user per role, every password ``<user>-pw``), or one written here with the one user and password the
+embedded NATS of ``toolmesh up`` has (``EmbeddedNats``), for the fault tests, whose own checks read the
+event log by sequence, which deploy/nats/nats.conf grants no user."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from toolmesh.platform.bus.connection import connect_nats
 from toolmesh_cli.embedded import free_port
 from toolmesh_cli.embedded.nats import MAX_PAYLOAD, NATS_USER, nats_server_binary
 
-CLUSTER_CONF = Path(__file__).parents[2] / "deploy" / "nats" / "cluster.conf"
+DEPLOY_NATS = Path(__file__).parents[1] / "deploy" / "nats"
+CLUSTER_CONF = DEPLOY_NATS / "cluster.conf"
+DEPLOY_USERS = ("gateway", "session-worker", "health-worker", "projector", "indexer", "classifier-worker", "service")
 NODES = ("n1", "n2", "n3")
 ONCE = {"allow_reconnect": False, "max_reconnect_attempts": 0}
 
@@ -53,10 +56,14 @@ class NatsCluster:
     directory: Path
     password: str
     nodes: dict[str, Node]
+    deploy_users: bool = False
+    """Whether the servers run deploy/nats/nats.conf (a user per role) rather than one user."""
     route_password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
 
-    def url(self, node: Node) -> str:
-        return f"nats://{NATS_USER}:{self.password}@127.0.0.1:{node.port}"
+    def url(self, node: Node, *, credentials: bool = True) -> str:
+        """``node``'s client URL, with the one user's credentials unless the servers run the deploy users."""
+        user = "" if self.deploy_users or not credentials else f"{NATS_USER}:{self.password}@"
+        return f"nats://{user}127.0.0.1:{node.port}"
 
     @property
     def seed_urls(self) -> str:
@@ -71,6 +78,7 @@ class NatsCluster:
             "NATS_SERVER_NAME": node.name,
             "NATS_ROUTES": f"[{routes}]",
             "TOOLMESH_NATS_ROUTE_PASSWORD": self.route_password,
+            **{deploy_password_variable(user): f"{user}-pw" for user in DEPLOY_USERS},
         }
         argv = [str(nats_server_binary()), "-c", str(self.directory / "cluster.conf")]
         argv += ["-a", "127.0.0.1", "-p", str(node.port), "--cluster_listen", f"nats://127.0.0.1:{node.cluster_port}"]
@@ -87,9 +95,13 @@ class NatsCluster:
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Until every running server answers and JetStream has a meta leader (account info answers)."""
 
+        login = {"user": "gateway", "password": "gateway-pw", "inbox_prefix": "_INBOX_gateway"}
+
         async def ready(node: Node) -> bool:
             try:
-                nc = await connect_nats(self.url(node), "probe", timeout=2, **ONCE)
+                nc = await connect_nats(
+                    self.url(node), "probe", timeout=2, **ONCE, **(login if self.deploy_users else {})
+                )
             except BackendUnavailable:
                 return False
             try:
@@ -112,22 +124,31 @@ class NatsCluster:
         return "\n".join(parts)
 
 
-def _write_configs(directory: Path, password: str) -> None:
+def deploy_password_variable(user: str) -> str:
+    """The environment variable deploy/nats/nats.conf reads ``user``'s password from."""
+    return f"TOOLMESH_NATS_{user.upper().replace('-', '_')}_PASSWORD"
+
+
+def _write_configs(directory: Path, password: str, deploy_users: bool) -> None:
     shutil.copy(CLUSTER_CONF, directory / "cluster.conf")
+    if deploy_users:
+        shutil.copy(DEPLOY_NATS / "nats.conf", directory / "nats.conf")
+        return
     users = f'authorization {{\n  user: "{NATS_USER}"\n  password: "{password}"\n}}\n'
     (directory / "nats.conf").write_text(f"max_payload: {MAX_PAYLOAD}\njetstream: enabled\n{users}")
 
 
 @contextlib.asynccontextmanager
-async def nats_cluster(directory: Path) -> AsyncIterator[NatsCluster]:
-    """Three clustered servers on loopback ports, stores under ``directory``; stopped (killed) on exit."""
+async def nats_cluster(directory: Path, *, deploy_users: bool = False) -> AsyncIterator[NatsCluster]:
+    """Three clustered servers on loopback ports, stores under ``directory``; stopped on exit. With
+    ``deploy_users`` they run deploy/nats/nats.conf's users (password ``<user>-pw`` each)."""
     password = secrets.token_urlsafe(24)
-    _write_configs(directory, password)
+    _write_configs(directory, password, deploy_users)
     nodes = {
         name: Node(name, free_port(), free_port(), directory / name / "jetstream", directory / f"{name}.log")
         for name in NODES
     }
-    cluster = NatsCluster(directory, password, nodes)
+    cluster = NatsCluster(directory, password, nodes, deploy_users)
     try:
         for node in nodes.values():
             cluster.start(node)
