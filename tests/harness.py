@@ -77,6 +77,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "MCP_CREDENTIAL_KEY": settings.credential_key or "",
         "MCP_AGGREGATOR_CONNECTION_TIMEOUT": str(settings.connection_timeout_seconds),
         "TOOLMESH_PORT": str(settings.port),
+        "TOOLMESH_NATS_REPLICAS": str(settings.nats_replicas),
     }
     for key in FAST:
         value = getattr(settings, key)

@@ -129,6 +129,8 @@ def test_every_deployment_has_a_disruption_budget_selecting_its_pods() -> None:
     budgets = of_kind("PodDisruptionBudget")
     covered = set()
     for name, budget in budgets.items():
+        if name == "nats":  # the NATS StatefulSet's (nats.yaml)
+            continue
         selector = budget["spec"]["selector"]["matchLabels"]
         matched = [
             deployment
@@ -168,15 +170,52 @@ def test_the_alert_rules_cover_the_contract_thresholds_with_exported_metrics() -
 
 def test_compose_runs_every_role_with_two_gateways_and_two_session_workers() -> None:
     services = compose()["services"]
-    assert {"nats", "postgres", "qdrant"} <= set(services)
+    assert {"nats-1", "nats-2", "nats-3", "postgres", "qdrant"} <= set(services)
     roles = {name: service for name, service in services.items() if "build" in service}
     assert {service["command"][0] for service in roles.values()} == set(ROLES)
     for role in ("gateway", "session-worker"):
         assert services[role]["deploy"]["replicas"] == 2
-    nats = services["nats"]
     config = DEPLOY / "nats" / "nats.conf"
     assert "jetstream: enabled" in config.read_text()
-    assert any(str(volume).startswith("./nats/nats.conf:") for volume in nats["volumes"])
+
+
+NATS_SERVERS = ("nats-1", "nats-2", "nats-3")
+
+
+def test_compose_runs_a_3_node_jetstream_cluster_that_every_role_knows_with_3_replicas() -> None:
+    services = compose()["services"]
+    cluster_conf = (DEPLOY / "nats" / "cluster.conf").read_text()
+    assert 'include "nats.conf"' in cluster_conf and "routes: $NATS_ROUTES" in cluster_conf
+    names, stores = set(), set()
+    for name in NATS_SERVERS:
+        server = services[name]
+        assert server["command"][:2] == ["-c", "/etc/nats/cluster.conf"]
+        mounted = {str(volume).split(":")[0] for volume in server["volumes"]}
+        assert {"./nats/nats.conf", "./nats/cluster.conf"} <= mounted
+        stores.update(volume for volume in mounted if not volume.startswith("./"))
+        names.add(server["environment"]["NATS_SERVER_NAME"])
+        assert server["environment"]["NATS_ROUTES"] == "[" + ", ".join(f"nats://{n}:6222" for n in NATS_SERVERS) + "]"
+    assert names == set(NATS_SERVERS) and len(stores) == 3  # each its own name and store
+    for service in services.values():
+        if "build" in service:
+            env = service["environment"]
+            assert env["TOOLMESH_NATS_URL"].split(",") == [f"nats://{n}:4222" for n in NATS_SERVERS]
+            assert env["TOOLMESH_NATS_REPLICAS"] == "3"
+
+
+def test_kubernetes_runs_a_3_node_jetstream_cluster_that_every_role_knows_with_3_replicas() -> None:
+    nats = of_kind("StatefulSet")["nats"]
+    assert nats["spec"]["replicas"] == 3 and nats["spec"]["serviceName"] == "nats"
+    (container,) = containers(nats)
+    assert container["args"][:2] == ["-c", "/etc/nats/cluster.conf"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NATS_SERVER_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    pods = [f"nats-{n}.nats" for n in range(3)]
+    assert env["NATS_ROUTES"]["value"] == "[" + ", ".join(f"nats://{pod}:6222" for pod in pods) + "]"
+    config = of_kind("ConfigMap")["toolmesh"]["data"]
+    assert config["TOOLMESH_NATS_URL"].split(",") == [f"nats://{pod}:4222" for pod in pods]
+    assert config["TOOLMESH_NATS_REPLICAS"] == "3"
+    assert of_kind("PodDisruptionBudget")["nats"]["spec"]["maxUnavailable"] == 1
 
 
 def test_every_variable_the_files_set_is_one_the_code_reads() -> None:

@@ -19,6 +19,7 @@ from toolmesh_cli.roles import ROLES, STREAMS
 
 pytestmark = pytest.mark.deploy
 NATS_CONF = DEPLOY / "nats" / "nats.conf"
+NATS_SERVERS = ("nats-1", "nats-2", "nats-3")
 USER_BLOCK = re.compile(r"user: (\S+)\s+password: \$(\w+)(.*?)(?=\n    \{|\n  \])", re.DOTALL)
 
 
@@ -167,7 +168,18 @@ def test_compose_connects_each_role_as_its_user_with_its_password() -> None:
         role = service["command"][0]
         _role_environment(service["environment"], role)
         assert password_variable(role) in service["environment"]["TOOLMESH_NATS_PASSWORD"], role
-    assert set(services["nats"]["environment"]) == {password_variable(user) for user in users()}
+    cluster = {"NATS_SERVER_NAME", "NATS_ROUTES", "TOOLMESH_NATS_ROUTE_PASSWORD"}
+    for name in NATS_SERVERS:
+        assert set(services[name]["environment"]) == {password_variable(user) for user in users()} | cluster
+
+
+def test_kubernetes_gives_every_nats_server_every_users_password_from_the_secret() -> None:
+    (container,) = containers(of_kind("StatefulSet")["nats"])
+    from_secret = {
+        e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    wanted = {password_variable(user) for user in users()} | {"TOOLMESH_NATS_ROUTE_PASSWORD"}
+    assert from_secret == {name: {"name": "toolmesh", "key": name} for name in wanted}
 
 
 def test_kubernetes_connects_each_role_as_its_user_with_its_password() -> None:

@@ -17,6 +17,7 @@ from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ServerNotFound, ToolNotFound, ValidationFailed
+from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +65,15 @@ async def test_client_registers_calls_and_reads_with_typed_results(client: Toolm
     await client.revoke_key(made.id)
     await client.remove(created.id)
     assert (await client.list_servers()).total == 0
+
+
+async def test_nats_client_takes_seed_urls_and_uses_one_that_answers(system: System) -> None:
+    url = system.settings.nats_url or ""
+    mesh = await ToolmeshClient.over_nats(f"nats://127.0.0.1:{free_port()}, {url}", ADMIN_TOKEN)  # nobody there
+    try:
+        assert (await mesh.list_servers(ListServersRequest())).total >= 0
+    finally:
+        await mesh.close()
 
 
 async def test_http_client_reports_fastapi_validation_as_validation_failed(system: System) -> None:

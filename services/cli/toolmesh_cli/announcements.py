@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from toolmesh.platform.bus.connection import shown_urls
 from toolmesh.platform.config import Settings
 from toolmesh.sandbox import runner as sandbox
 from toolmesh.secret_text import mask_url
@@ -39,7 +40,7 @@ def where(settings: Settings, data_dir: Path, embedded: Sequence[str], roles: Se
     grid.add_row("API", f"{base}/api/v1", f"OpenAPI at {base}/openapi.json")
     grid.add_row("console", f"{base}/ui/", "sign in with an API key")
     grid.add_row("MCP", f"{base}/mcp", "Streamable HTTP, bearer token")
-    nats, postgres = mask_url(settings.nats_url or "-"), mask_url(settings.database_url or "-")
+    nats, postgres = shown_urls(settings.nats_url or "-"), mask_url(settings.database_url or "-")
     grid.add_row("NATS", nats, f"embedded, {data_dir / 'nats'}" if "nats" in embedded else "external")
     grid.add_row("Postgres", postgres, f"embedded, {data_dir / 'postgres'}" if "postgres" in embedded else "external")
     index = mask_url(settings.qdrant_url) if settings.qdrant_url else f"{data_dir / 'index'}"

@@ -26,8 +26,10 @@ NATS_UNREACHABLE = (
     nats.errors.OutboundBufferLimitError,
     nats.errors.StaleConnectionError,
     nats.js.errors.ServiceUnavailableError,
+    nats.js.errors.NoStreamResponseError,
 )
-"""NATS failures that mean "not reachable now" (a restart, a partition): 503, worth a retry."""
+"""NATS failures that mean "not reachable now" (a restart, a partition, a stream or bucket electing a
+leader after a JetStream server of a cluster went away): 503, worth a retry."""
 
 
 class ErrorBody(JSONResponse):

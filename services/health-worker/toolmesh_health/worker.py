@@ -45,7 +45,7 @@ class HealthWorker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set."""
         settings = self._b.settings
-        kv = await leases_bucket(self._b.js, settings.lease_ttl_seconds)
+        kv = await leases_bucket(self._b.js, settings.lease_ttl_seconds, replicas=settings.nats_replicas)
         scheduler = self.scheduler = Scheduler(settings, self._b.js, self._b.db, LeaseTable(kv, self.identity))
         async with EgressClients(HEALTH_POOL_LIMITS) as http:
             checker = Checker(self._b, http, self.identity)

@@ -74,7 +74,8 @@ class SessionWorker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then close every session and give every lease back."""
         log.info("%s", (await asyncio.to_thread(sandbox.mode, self._b.settings)).describe())
-        kv = await leases_bucket(self._b.js, self._b.settings.lease_ttl_seconds)
+        settings = self._b.settings
+        kv = await leases_bucket(self._b.js, settings.lease_ttl_seconds, replicas=settings.nats_replicas)
         self._leases = LeaseTable(kv, self._b.process_id)
         # One connection pool per egress policy for every HTTP upstream session: a client of its own
         # per session would cost each one ~800 KB (its TLS context and pool).

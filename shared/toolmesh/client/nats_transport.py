@@ -26,8 +26,11 @@ class NatsTransport:
 
     @classmethod
     async def connect(cls, url: str, token: str, **options: Any) -> NatsTransport:
-        """Open a connection of its own (``options`` go to ``nats.connect``: credentials, TLS)."""
-        return cls(await nats.connect(url, **options), token, owns_connection=True)
+        """Open a connection of its own (``options`` go to ``nats.connect``: credentials, TLS). ``url``
+        may name several servers of one NATS cluster, comma-separated; give credentials in
+        ``options`` then (nats-py sends those of a URL to that server only)."""
+        servers = [part.strip() for part in url.split(",") if part.strip()]
+        return cls(await nats.connect(servers, **options), token, owns_connection=True)
 
     async def send(self, operation: Operation, request: BaseModel, idempotency_key: str | None, timeout: float) -> Any:
         payload = request.model_dump_json(exclude_unset=True).encode()

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLMESH_", extra="ignore", populate_by_name=True)
 
     # Where the backing services are; None means "start an embedded one" (toolmesh up only).
+    # ``nats_url`` may name several servers of one cluster, comma-separated (seed URLs): the client
+    # connects to any that answers and fails over to the others (bus.connection.seed_urls).
     nats_url: str | None = None
     database_url: str | None = None
     qdrant_url: str | None = None
@@ -51,6 +53,10 @@ class Settings(BaseSettings):
     # Prefix of this process's reply subjects (nats-py's default is "_INBOX"); a NATS user allowed to
     # subscribe only to "<prefix>.>" sees no other user's replies (deploy/nats/nats.conf).
     nats_inbox_prefix: str | None = None
+    # Copies JetStream keeps of every stream and KV bucket toolmesh creates (1, or 3 on a 3-node
+    # cluster; JetStream allows at most 5 and no more than its servers); an existing one keeps its own
+    # count, and a role that finds another count than this says so at start (bus.topology).
+    nats_replicas: int = Field(1, ge=1, le=5)
 
     data_dir: Path = Path.home() / ".toolmesh"
     host: str = "127.0.0.1"

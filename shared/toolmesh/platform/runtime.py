@@ -57,9 +57,9 @@ async def open_backends(
     try:
         js = nc.jetstream()
         if streams is None:
-            await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds)
+            await ensure_topology(js, lease_ttl_seconds=settings.lease_ttl_seconds, replicas=settings.nats_replicas)
         else:
-            await ensure_streams(js, streams)
+            await ensure_streams(js, streams, replicas=settings.nats_replicas)
         db = await open_pool(settings.database_url)
         bus = LocalFirstBus(NatsBus(nc))
         try:

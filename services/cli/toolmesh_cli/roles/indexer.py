@@ -20,7 +20,8 @@ async def run(b: Backends, box: CredentialBox, stop: asyncio.Event) -> None:
     """Vector index of tools and skills (embedded in the data dir, or Qdrant)."""
     embedder = await asyncio.to_thread(b.context.embedder, load_embedder)
     skills = load_taxonomy(b.settings.skills_file)
-    leases = LeaseTable(await leases_bucket(b.js, b.settings.lease_ttl_seconds), b.process_id)
+    kv = await leases_bucket(b.js, b.settings.lease_ttl_seconds, replicas=b.settings.nats_replicas)
+    leases = LeaseTable(kv, b.process_id)
 
     async def index_events() -> None:
         async with open_index(b.settings) as index:

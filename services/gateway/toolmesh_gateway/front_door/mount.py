@@ -35,7 +35,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     links = ClientLinks(backends.bus, calls.replica, channels)
     await links.start()
     settings = backends.settings
-    kv = await mcp_sessions_bucket(backends.js, settings.mcp_session_ttl_seconds)
+    kv = await mcp_sessions_bucket(backends.js, settings.mcp_session_ttl_seconds, replicas=settings.nats_replicas)
 
     async def release(session: str) -> None:
         await release_client(links, app.state.forwarder, feed, session)
@@ -51,8 +51,8 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     )
     # A requestState lives no longer than its spent mark, a task's ttlMs is no longer than its record:
     # the buckets' TTLs are the ones they were made with, perhaps by a replica with other settings.
-    spent = await spent_states_bucket(backends.js, settings.request_timeout_seconds)
-    tasks = await tasks_bucket(backends.js, settings.task_ttl_seconds)
+    spent = await spent_states_bucket(backends.js, settings.request_timeout_seconds, replicas=settings.nats_replicas)
+    tasks = await tasks_bucket(backends.js, settings.task_ttl_seconds, replicas=settings.nats_replicas)
     front = FrontDoor(
         settings,
         app.state.authenticator,

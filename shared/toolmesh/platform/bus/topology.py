@@ -13,12 +13,13 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
 from toolmesh.contracts.commands import COMMANDS_STREAM, COMMANDS_SUBJECTS
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
 from toolmesh.errors import StreamMisconfigured
+from toolmesh.platform.bus.replicas import creation_refused, lost_race, report_replicas
 
 LEASES_BUCKET = "toolmesh_leases"
 NAMES_BUCKET = "toolmesh_names"
@@ -30,10 +31,11 @@ TASKS_BUCKET = "toolmesh_tasks"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
-def events_stream_config() -> StreamConfig:
+def events_stream_config(replicas: int = 1) -> StreamConfig:
     """Facts, kept with no age limit so the projection can be rebuilt from scratch."""
     return StreamConfig(
         name=EVENTS_STREAM,
+        num_replicas=replicas,
         subjects=[EVENTS_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
@@ -42,10 +44,11 @@ def events_stream_config() -> StreamConfig:
     )
 
 
-def commands_stream_config() -> StreamConfig:
+def commands_stream_config(replicas: int = 1) -> StreamConfig:
     """Long-running commands: a work queue, so none is lost while a worker restarts."""
     return StreamConfig(
         name=COMMANDS_STREAM,
+        num_replicas=replicas,
         subjects=[COMMANDS_SUBJECTS],
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.FILE,
@@ -72,7 +75,8 @@ GUARDED_FIELDS: dict[str, object] = {
 }
 """The fields of a stream's configuration that decide what it captures, keeps, loses or copies
 elsewhere, with the server's value when none is given. Toolmesh never changes a stream once made,
-so an existing stream must match on each; the rest (replicas, placement, ...) may differ."""
+so an existing stream must match on each; the rest may differ (a replica count other than the
+configured one is reported, ``replicas.report_replicas``)."""
 
 
 def _normal(value: object, default: object) -> object:
@@ -97,13 +101,16 @@ def config_differences(expected: StreamConfig, found: StreamConfig) -> list[str]
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     assert config.name is not None
+    replicas = config.num_replicas or 1
     try:
         info = await js.stream_info(config.name)
     except NotFoundError:
         try:
             await js.add_stream(config)
             return
-        except BadRequestError:
+        except APIError as e:
+            if not lost_race(e):
+                raise creation_refused(config.name, replicas, e) from e
             # Another process created it between our look and our create.
             info = await js.stream_info(config.name)
     differences = config_differences(config, info.config)
@@ -113,89 +120,119 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
             f"({'; '.join(differences)}): not using it; correct or recreate it before starting",
             {"stream": config.name, "differences": differences},
         )
+    report_replicas(config.name, info.config.num_replicas, replicas)
 
 
 STREAMS = {EVENTS_STREAM: events_stream_config, COMMANDS_STREAM: commands_stream_config}
 """Every stream of the topology, by name, with its configuration."""
 
 
-async def ensure_streams(js: JetStreamContext, names: Iterable[str]) -> None:
-    """Create the streams ``names`` (of ``STREAMS``) if missing (safe from every process, concurrently);
-    raise StreamMisconfigured when one exists with another configuration (``config_differences``).
+async def ensure_streams(js: JetStreamContext, names: Iterable[str], *, replicas: int = 1) -> None:
+    """Create the streams ``names`` (of ``STREAMS``) with ``replicas`` copies each if missing (safe from
+    every process, concurrently); raise StreamMisconfigured when one exists with another configuration
+    (``config_differences``) or JetStream cannot keep that many copies (``replicas.creation_refused``).
 
     A role ensures only the streams it uses: its NATS user may look at and create no other.
     """
     for name in names:
-        await _ensure_stream(js, STREAMS[name]())
+        await _ensure_stream(js, STREAMS[name](replicas))
 
 
-async def ensure_topology(js: JetStreamContext, *, lease_ttl_seconds: float) -> None:
+async def ensure_topology(js: JetStreamContext, *, lease_ttl_seconds: float, replicas: int = 1) -> None:
     """Create every stream and the shared buckets if missing (for a process that runs every role)."""
-    await ensure_streams(js, STREAMS)
-    await leases_bucket(js, lease_ttl_seconds)
-    await names_bucket(js)
+    await ensure_streams(js, STREAMS, replicas=replicas)
+    await leases_bucket(js, lease_ttl_seconds, replicas=replicas)
+    await names_bucket(js, replicas=replicas)
 
 
 async def _bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    """The bucket of ``config``, created (with ``config.replicas`` copies) if missing."""
+    stream = bucket_subjects(config.bucket)[0]
     try:
-        return await js.key_value(config.bucket)
+        info = await js.stream_info(stream)
     except (NotFoundError, BadRequestError):
         try:
             return await js.create_key_value(config)
-        except BadRequestError:
-            return await js.key_value(config.bucket)
+        except APIError as e:
+            if not lost_race(e):
+                raise creation_refused(stream, config.replicas, e) from e
+            info = await js.stream_info(stream)
+    report_replicas(stream, info.config.num_replicas, config.replicas)
+    return await js.key_value(config.bucket)
 
 
-async def leases_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+async def leases_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: int = 1) -> KeyValue:
     """Ownership leases; bucket TTL (works on NATS 2.9+) expires a lease nobody renews."""
-    return await _bucket(js, KeyValueConfig(bucket=LEASES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))
-
-
-async def names_bucket(js: JetStreamContext) -> KeyValue:
-    """Server names taken, for an atomic uniqueness check across gateway replicas."""
-    return await _bucket(js, KeyValueConfig(bucket=NAMES_BUCKET, history=1, storage=StorageType.FILE))
-
-
-async def idempotency_bucket(js: JetStreamContext, window_seconds: float) -> KeyValue:
-    """First results of commands sent with an idempotency key; each expires ``window_seconds`` after
-    its last write (bucket TTL; a bucket made earlier keeps the window it was made with)."""
     return await _bucket(
-        js, KeyValueConfig(bucket=IDEMPOTENCY_BUCKET, ttl=window_seconds, history=1, storage=StorageType.FILE)
+        js,
+        KeyValueConfig(bucket=LEASES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas),
     )
 
 
-async def mcp_sessions_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+async def names_bucket(js: JetStreamContext, *, replicas: int = 1) -> KeyValue:
+    """Server names taken, for an atomic uniqueness check across gateway replicas."""
+    return await _bucket(
+        js, KeyValueConfig(bucket=NAMES_BUCKET, history=1, storage=StorageType.FILE, replicas=replicas)
+    )
+
+
+async def idempotency_bucket(js: JetStreamContext, window_seconds: float, *, replicas: int = 1) -> KeyValue:
+    """First results of commands sent with an idempotency key; each expires ``window_seconds`` after
+    its last write (bucket TTL; a bucket made earlier keeps the window it was made with)."""
+    return await _bucket(
+        js,
+        KeyValueConfig(
+            bucket=IDEMPOTENCY_BUCKET, ttl=window_seconds, history=1, storage=StorageType.FILE, replicas=replicas
+        ),
+    )
+
+
+async def mcp_sessions_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: int = 1) -> KeyValue:
     """MCP client sessions of the gateway replicas; each expires ``ttl_seconds`` after its last write
     (bucket TTL; a bucket made earlier keeps the TTL it was made with). Replicas read a session's
-    record often (``McpSessionTable.recent``), so the bucket answers direct gets (no JetStream API
-    envelope); it has one replica, so a direct get never reads a copy that lags behind."""
+    record often (``McpSessionTable.recent``), so a bucket of one replica answers direct gets (no
+    JetStream API envelope); one of several does not, since any replica answers a direct get and a
+    follower's copy may lag behind the write a replica just made (a bucket keeps what it was made with)."""
     config = KeyValueConfig(
-        bucket=MCP_SESSIONS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, direct=True
+        bucket=MCP_SESSIONS_BUCKET,
+        ttl=ttl_seconds,
+        history=1,
+        storage=StorageType.FILE,
+        replicas=replicas,
+        direct=replicas == 1,
     )
     return await _bucket(js, config)
 
 
-async def oauth_flows_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+async def oauth_flows_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: int = 1) -> KeyValue:
     """Upstream OAuth authorizations in progress (state -> flow), for the callback on any gateway
     replica; each expires ``ttl_seconds`` after it was started."""
     return await _bucket(
-        js, KeyValueConfig(bucket=OAUTH_FLOWS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
+        js,
+        KeyValueConfig(
+            bucket=OAUTH_FLOWS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas
+        ),
     )
 
 
-async def spent_states_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+async def spent_states_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: int = 1) -> KeyValue:
     """The ``requestState``s of 2026-07-28 upstreams that a client retry already spent (one key each),
     so a state is redeemed once whichever gateway replica the retry reaches; a mark expires with the
     state (``ttl_seconds``)."""
     return await _bucket(
-        js, KeyValueConfig(bucket=SPENT_STATES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE)
+        js,
+        KeyValueConfig(
+            bucket=SPENT_STATES_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas
+        ),
     )
 
 
-async def tasks_bucket(js: JetStreamContext, ttl_seconds: float) -> KeyValue:
+async def tasks_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: int = 1) -> KeyValue:
     """Tasks of the 2026-07-28 Tasks extension (task id -> record), for every gateway replica; each
     expires ``ttl_seconds`` after its last change (bucket TTL, set when the bucket is made)."""
-    return await _bucket(js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE))
+    return await _bucket(
+        js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas)
+    )
 
 
 def bucket_subjects(bucket: str) -> tuple[str, str]:
