@@ -111,14 +111,13 @@ async def _open_mcp_session(
         egress=options.egress,
         auth=options.auth,
     )
-    session = UpstreamSession(
-        server_name,
-        transport,
-        on_tools_changed=options.on_tools_changed,
-        on_lost=options.on_lost,
-        client_side=options.client_side,
-        on_list_changed=options.on_list_changed,
-    )
+    told: dict[str, Any] = {
+        "on_tools_changed": options.on_tools_changed,
+        "on_lost": options.on_lost,
+        "client_side": options.client_side,
+        "on_list_changed": options.on_list_changed,
+    }
+    session = UpstreamSession(server_name, transport, **told)
     try:
         await session.start(options.connect_timeout)
     except (UpstreamRefused, UpstreamMisconfigured):
@@ -126,14 +125,7 @@ async def _open_mcp_session(
     except UpstreamError as handshake_failure:
         if not isinstance(transport, StreamableHttpTransport):
             raise
-        modern = ModernSession(
-            server_name,
-            transport,
-            on_tools_changed=options.on_tools_changed,
-            on_lost=options.on_lost,
-            client_side=options.client_side,
-            on_list_changed=options.on_list_changed,
-        )
+        modern = ModernSession(server_name, transport, **told)
         try:
             await modern.start(min(options.connect_timeout, DISCOVER_TIMEOUT_SECONDS))
         except UpstreamError:
