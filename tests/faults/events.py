@@ -8,7 +8,13 @@ from typing import Any
 from nats.js.errors import NotFoundError
 
 from tests.harness import System
-from toolmesh.contracts.events import EVENTS_STREAM, ServerRegistered, ServerStatusChanged, ToolsDiscovered
+from toolmesh.contracts.events import (
+    EVENTS_STREAM,
+    ServerRegistered,
+    ServerRemoved,
+    ServerStatusChanged,
+    ToolsDiscovered,
+)
 from toolmesh.platform.store.queries import applied_sequence
 
 
@@ -27,14 +33,15 @@ async def read_events(system: System) -> list[tuple[int, str, dict[str, Any]]]:
 
 
 async def projection_mismatch(system: System) -> str | None:
-    """None when the projector applied every event and each server's projected status and tool count are
-    those of its last events; else what differs."""
+    """None when the projector applied every event, the projected servers are those registered and not removed,
+    and each one's projected status and tool count are those of its last events; else what differs."""
     events = await read_events(system)
     last_seq = events[-1][0] if events else 0
     applied = await applied_sequence(system.backends.db)
     if applied < last_seq:
         return f"projection at sequence {applied}, stream at {last_seq}"
-    registered = {e["server_id"] for _, subject, e in events if subject == ServerRegistered.subject}
+    removed = {e["server_id"] for _, subject, e in events if subject == ServerRemoved.subject}
+    registered = {e["server_id"] for _, subject, e in events if subject == ServerRegistered.subject} - removed
     statuses = {e["server_id"]: e["status"] for _, subject, e in events if subject == ServerStatusChanged.subject}
     tools = {e["server_id"]: len(e["tools"]) for _, subject, e in events if subject == ToolsDiscovered.subject}
     rows = await system.backends.db.fetch("SELECT id::text AS id, status, tool_count FROM mcp.external_servers")

@@ -91,16 +91,21 @@ async def _call(systems: list[System], load: Load, servers: list[str]) -> None:
 
 
 async def _register(systems: list[System], load: Load, config: dict[str, object]) -> None:
-    """Registers a server of its own name after another (each one appends events), until stopped."""
+    """Registers a server of its own name after another and removes it again (each step appends events), until
+    stopped; removing keeps the deployment under its server limit however long the election takes."""
     for n in itertools.count():
         if load.stop.is_set():
             return
         body = {"name": f"late{n}", "transport_type": "STDIO", "connection_config": config}
         response = await systems[n % 2].api.post(SERVERS, json=body)
-        if response.status_code == 201:
-            load.registered.append(response.json()["id"])
-        else:
+        if response.status_code != 201:
             load.refused.append(response.status_code)
+            continue
+        server_id = response.json()["id"]
+        load.registered.append(server_id)
+        removed = await systems[(n + 1) % 2].api.delete(f"{SERVERS}/{server_id}")
+        if removed.status_code != 204:
+            load.refused.append(removed.status_code)
 
 
 async def _watch_leases(kv: KeyValue, server_ids: list[str], orphans: Orphans, stop: asyncio.Event) -> None:
