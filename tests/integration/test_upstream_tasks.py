@@ -5,7 +5,8 @@ test's own) and replica B (a ``toolmesh gateway`` process) share the bucket of t
 upstream created through one is read, answered and cancelled through the other, under an id of the
 gateway's (the upstream's never reaches the client); another principal gets the ``-32602`` of a task
 that does not exist; and what a hostile upstream answers (a task id no one should keep, a status the
-extension has not, fields a task has not) never reaches the client as it is.
+extension has not, fields a task has not) never reaches the client as it is. A
+key's passed-through tasks count toward ``TOOLMESH_TASK_MAX_PER_KEY`` like the gateway's own.
 """
 
 from __future__ import annotations
@@ -148,3 +149,26 @@ async def test_an_upstream_tasks_result_too_large_to_relay_is_an_error(replicas:
     assert "byte limit" in error["message"], error
     fine = await _created(replicas.a(), "slow_task", {"seconds": 0, "label": "after"})
     assert (await ended_task(replicas.b(), fine))["result"]["content"][0]["text"] == "done after"
+
+
+async def test_a_keys_passed_through_tasks_count_toward_its_task_limit(nats_url: str, database_url: str) -> None:
+    """Past ``TOOLMESH_TASK_MAX_PER_KEY`` tasks an upstream runs for a key, the key's next task-asking call is
+    refused with ``LIMIT_EXCEEDED`` before it reaches the upstream; a task seen to end makes room again, and
+    a call the upstream answers without a task holds no room."""
+    async with (
+        task_tools_system(nats_url, database_url, task_max_per_key=2) as system,
+        upstream_tasks_registered(system),
+    ):
+        url = f"http://127.0.0.1:{system.settings.port}{ENDPOINT}"
+        held = [await _created(url, "slow_task", {"seconds": 3600, "label": f"held {n}"}) for n in range(2)]
+        refused = await _call(url, "slow_task", {"seconds": 3600, "label": "one too many"})
+        assert refused["error"]["data"]["error_code"] == "LIMIT_EXCEEDED", refused
+        assert refused["error"]["data"]["context"] == {"task_max_per_key": 2}, refused
+
+        cancel = await modern_call(url, "tasks/cancel", {"taskId": held[0]}, token=ADMIN_TOKEN, capabilities=TASKS)
+        assert cancel["result"]["resultType"] == "complete", cancel
+        broken = await _call(url, "hostile", {"kind": "long-id"})  # answered without a usable task
+        assert "usable taskId" in broken["error"]["message"], broken
+        await _created(url, "slow_task", {"seconds": 3600, "label": "room again"})
+        again = await _call(url, "slow_task", {"seconds": 3600, "label": "full again"})
+        assert again["error"]["data"]["error_code"] == "LIMIT_EXCEEDED", again

@@ -124,7 +124,9 @@ class Aggregate:
         comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
         described = self._view(ctx).offer(server).description
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and (described.reached_in_modern_era(method, params) or passed_through(ctx, described, method)):
+        if modern and passed_through(ctx, described, method):
+            return await self._relay_task(ctx, server, params)
+        if modern and described.reached_in_modern_era(method, params):
             return await self._relay(ctx, server, method, params)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
@@ -136,7 +138,20 @@ class Aggregate:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
 
-    async def _relay(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _relay_task(self, ctx: Ctx, server: CatalogServer, params: dict[str, Any]) -> dict[str, Any]:
+        """A ``tools/call`` the upstream may run as a task of its own, counted in the caller's task quota."""
+        task_id = self._upstream_tasks.reserve(ctx)
+        answer: dict[str, Any] = {}
+        try:
+            answer = await self._relay(ctx, server, "tools/call", params, task_id)
+        finally:
+            if answer.get("resultType") != "task":
+                self._upstream_tasks.unreserve(task_id)
+        return answer
+
+    async def _relay(
+        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], task_id: str | None = None
+    ) -> dict[str, Any]:
         """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
         ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
         asked = ctx.params or {}
@@ -150,8 +165,11 @@ class Aggregate:
         call_id = self._forwarder.new_call_id()
         with self._links.call(ctx, call_id) as client:
             result = await self._send(ctx, server, method, params, client, call_id, envelope)
-        if method == "tools/call" and result.get("resultType") == "task":  # the upstream runs it as a task
-            return await self._upstream_tasks.adopt(ctx, server, result)
+        if result.get("resultType") == "task":  # the upstream runs it as a task
+            if task_id is None:
+                words = f"the upstream {server.name} answered a task the request did not ask for"
+                raise MCPError(code=mcp_types.INTERNAL_ERROR, message=words)
+            return await self._upstream_tasks.adopt(ctx, server, task_id, result)
         screened_answer(ctx, server.name, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):

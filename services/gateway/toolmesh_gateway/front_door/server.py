@@ -52,6 +52,7 @@ from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
 from toolmesh_gateway.front_door.task_extension import runs_as_task
+from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
@@ -118,9 +119,9 @@ class FrontDoor:
         self.announcer = ListAnnouncer(feed, self._listings.clear)
         self.task_feed = task_feed
         records = TaskRecords(tasks_kv)
-        upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept)
-        per_key = settings.task_max_per_key
-        self.tasks = Tasks(records, links, tasks_kept, self._task_call, per_key, upstream_tasks.relay)
+        quota = TaskQuota(settings.task_max_per_key)
+        upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept, quota)
+        self.tasks = Tasks(records, links, tasks_kept, self._task_call, quota, upstream_tasks.relay)
         self.code = CodeRunner(settings)
         self._search_mode = SearchMode(search, calls, self.code)
         self.server: Server[Any] = AggregateServer(

@@ -44,13 +44,14 @@ from mcp.shared.inbound import MCP_NAME_HEADER
 from nats.errors import Error as NatsError
 
 from toolmesh.contracts.rpc import RpcReply
-from toolmesh.errors import LimitExceeded, ServerUnavailable, ToolmeshError
+from toolmesh.errors import ServerUnavailable, ToolmeshError
 from toolmesh_gateway.catalog import CatalogTool
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx, PendingInput
 from toolmesh_gateway.front_door.input_required import starter_of
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
 from toolmesh_gateway.front_door.task_extension import EXTENSION, declared, missing_extension
 from toolmesh_gateway.front_door.task_handovers import settle, voided
+from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import PUBLIC, TERMINAL, TaskRecords, detailed, now, parsed
 
 log = logging.getLogger("toolmesh.gateway.tasks")
@@ -89,7 +90,7 @@ class Tasks:
         links: ClientLinks,
         ttl_seconds: float,
         call_for: CallFactory,
-        per_key: int,
+        quota: TaskQuota,
         relay: Relay,
     ) -> None:
         self._records = records
@@ -97,9 +98,8 @@ class Tasks:
         self._links = links
         self._ttl_ms = int(ttl_seconds * 1000)
         self._call_for = call_for
-        self._per_key = per_key
+        self._quota = quota
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._starters: dict[str, str] = {}  # task id -> its starter, for the tasks running here
 
     def install(self, server: Server[Any]) -> None:
         """Advertise the extension on ``server`` and serve its methods there."""
@@ -110,12 +110,10 @@ class Tasks:
 
     async def start(self, ctx: Ctx, server_id: str, tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any]:
         """Record a task for this call of ``tool``, start the call here, and return the ``CreateTaskResult``
-        (``LIMIT_EXCEEDED`` when the caller has ``per_key`` tasks running on this replica already)."""
+        (``LIMIT_EXCEEDED`` when the caller holds its quota of tasks on this replica already)."""
         who = starter_of(ctx)
-        if sum(1 for running in self._starters.values() if running == who) >= self._per_key:
-            words = f"LIMIT_EXCEEDED: {self._per_key} tasks of this key run on this gateway replica already"
-            raise mcp_error(LimitExceeded(words, {"task_max_per_key": self._per_key}))
         task_id = secrets.token_urlsafe(18)
+        self._quota.take(task_id, who)
         created = now()
         record: dict[str, Any] = {
             "taskId": task_id,
@@ -134,8 +132,12 @@ class Tasks:
                 "idempotent": bool((tool.annotations or {}).get("idempotentHint")),
             },
         }
-        with nats_answers("recording a task"):
-            await self._records.create(task_id, record)
+        try:
+            with nats_answers("recording a task"):
+                await self._records.create(task_id, record)
+        except BaseException:
+            self._quota.release(task_id)
+            raise
         self._spawn(task_id, ctx, record)
         return {"resultType": "task", **{k: record[k] for k in PUBLIC if k in record}}
 
@@ -155,8 +157,13 @@ class Tasks:
         link = self._links.detached(ctx)
         runner = asyncio.ensure_future(self._run(task_id, link, work, bool(call["idempotent"])))
         self._running[task_id] = runner
-        self._starters[task_id] = str(record["starter"])
-        runner.add_done_callback(lambda _: (self._running.pop(task_id, None), self._starters.pop(task_id, None)))
+        self._quota.hold(task_id, str(record["starter"]))
+
+        def ended(_: asyncio.Future[None]) -> None:
+            self._running.pop(task_id, None)
+            self._quota.release(task_id)
+
+        runner.add_done_callback(ended)
 
     async def _run(self, task_id: str, link: ClientLink, work: TaskCall, idempotent: bool) -> None:
         """Run the call, relay its input requests and their answers through the record, write its end."""

@@ -11,7 +11,8 @@ checked that their caller started it (anyone else gets the ``-32602`` of a task 
 and go to the upstream in that era with its own task id. The upstream's task id never reaches the
 client, and what the upstream answers is screened: a task id that is not a short string fails the
 call, a status outside the extension's fails the request, and only the task's own fields pass (each
-of the type it must have), with the gateway's id.
+of the type it must have), with the gateway's id. Such a task counts in its starter's quota of tasks
+(``task_quota``) from before the call leaves until it is seen to end or its lifetime passes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from toolmesh_gateway.front_door.relayed_questions import screen_questions
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, nats_answers
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.task_extension import declared
-from toolmesh_gateway.front_door.task_records import TaskRecords, now
+from toolmesh_gateway.front_door.task_quota import TaskQuota
+from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, now
 from toolmesh_gateway.front_door.tasks import UNKNOWN_TASK
 from toolmesh_gateway.offers import ServerDescription
 
@@ -86,21 +88,33 @@ class UpstreamTasks:
         links: ClientLinks,
         view_of: Callable[[Ctx], CatalogView],
         ttl_seconds: float,
+        quota: TaskQuota,
     ) -> None:
         self._records = records
+        self._quota = quota
         self._forwarder = forwarder
         self._links = links
         self._view = view_of
         self._ttl_ms = int(ttl_seconds * 1000)
 
-    async def adopt(self, ctx: Ctx, server: CatalogServer, created: dict[str, Any]) -> dict[str, Any]:
-        """The ``CreateTaskResult`` the client gets for the upstream's: a task recorded under an id of
-        the gateway's, bound to the request's caller."""
+    def reserve(self, ctx: Ctx) -> str:
+        """The id a task the upstream may start for this call will have, counted in the caller's quota
+        before the call leaves (``LIMIT_EXCEEDED`` when it is full); ``unreserve`` it if no task came."""
+        task_id = secrets.token_urlsafe(18)
+        self._quota.take(task_id, starter_of(ctx), self._ttl_ms / 1000)
+        return task_id
+
+    def unreserve(self, task_id: str) -> None:
+        """The upstream answered the call without a task: nothing to count."""
+        self._quota.release(task_id)
+
+    async def adopt(self, ctx: Ctx, server: CatalogServer, task_id: str, created: dict[str, Any]) -> dict[str, Any]:
+        """The ``CreateTaskResult`` the client gets for the upstream's: a task recorded under the id
+        ``reserve`` gave, bound to the request's caller."""
         upstream_id = created.get("taskId")
         if not isinstance(upstream_id, str) or not 0 < len(upstream_id) <= UPSTREAM_ID_MAX:
             raise _broken(server.name, "a task without a usable taskId")
         task = screened(server.name, created, self._ttl_ms)
-        task_id = secrets.token_urlsafe(18)
         stamp = now()
         record = {
             "createdAt": stamp,
@@ -139,11 +153,15 @@ class UpstreamTasks:
                 )
         except ToolmeshError as exc:
             raise mcp_error(exc, ctx.session.client_capabilities) from exc
+        if method == "tasks/cancel":
+            self._quota.release(task_id)
         if method != "tasks/get":
             return {"resultType": "complete"}
         task = {**screened(server.name, answer, self._ttl_ms), "taskId": task_id}
         screen_questions(ctx, server.name, task.get("inputRequests"), declared_here=False)
         task.setdefault("createdAt", record.get("createdAt"))
+        if task["status"] in TERMINAL:
+            self._quota.release(task_id)
         await self._keep(task_id, record, task["status"])
         return {"resultType": "complete", **task}
 
