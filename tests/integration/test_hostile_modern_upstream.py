@@ -226,6 +226,22 @@ async def test_a_listen_stream_that_ends_at_once_is_reopened_ever_more_slowly(ho
     assert gaps[1] > gaps[0], gaps
 
 
+async def test_a_listen_stream_that_ends_soon_after_it_opened_is_reopened_ever_more_slowly(hostile: Hostile) -> None:
+    """A stream that lasts a little longer than the last pause does not reset the backoff: an upstream ending
+    each stream after 2.5 s cannot make toolmesh reopen (and rediscover) every 3.5 s."""
+    body = {"name": "hostile.end_listens", "arguments": {"after": 2.5}}
+    called = await hostile.system.api.post("/api/v1/tools/call", json=body)
+    assert called.status_code == 200, called.text
+
+    async def three_opened() -> list[float] | None:
+        opened: list[float] = (await hostile.state())["ended_listens"]
+        return opened if len(opened) >= 3 else None
+
+    opened = await eventually(three_opened, timeout=30, what="three short listen streams")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(opened)]
+    assert gaps[1] > gaps[0] + 1.0, gaps  # 2.5 s open, then a pause of 2 s, then 4 s, ...
+
+
 def logged(received: Received, text: str) -> int:
     """How many log messages saying ``text`` arrived."""
     kind = mcp_types.LoggingMessageNotification

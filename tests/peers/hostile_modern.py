@@ -19,7 +19,8 @@ trapped ``tools/list`` is answered. ``tools/call`` of:
   round, ``many`` 17 at once, ``foreign`` a ``tools/call`` to the client, ``not-object`` params that
   are a list, ``wide`` an elicitation with 5000 more keys every round, ``not-a-map`` a list of input
   requests;
-- ``end_listens``: ends the listen streams open, and answers every later ``subscriptions/listen`` at once;
+- ``end_listens``: ends the listen streams open, and ends every later ``subscriptions/listen`` at once (or,
+  with ``after``, that many seconds after it opened);
 - ``whisper``: a log message ``secret for {who}`` on the call's own stream, then its result;
 - ``forge``: a resource update for ``secret://unsubscribed`` (which no one subscribed to), then one
   for ``memo://mine``.
@@ -28,7 +29,7 @@ trapped ``tools/list`` is answered. ``tools/call`` of:
 waiting), ``trapped`` (``tools/list`` answered with the trap), ``answered_list`` (``tools/list``
 carrying input responses),
 ``listens`` (the ``notifications`` of every ``subscriptions/listen``), ``listening`` (streams open),
-``rounds`` (``rounds`` calls by kind), ``ended_listens`` (when each listen answered at once came, in
+``rounds`` (``rounds`` calls by kind), ``ended_listens`` (when each listen ended so came, in
 seconds of the peer's monotonic clock).
 """
 
@@ -68,6 +69,7 @@ STATE: dict[str, Any] = {
 TRAP = asyncio.Event()
 LISTENERS: list[asyncio.Queue[dict[str, Any] | None]] = []
 ENDING = asyncio.Event()
+LISTENS_LAST = [0.0]  # seconds a listen stream stays open once ENDING is set
 RELEASE = asyncio.Event()
 ASKING: list[str] = []
 BOTH_ASKING = asyncio.Event()
@@ -98,7 +100,14 @@ async def _listen(ident: Any, params: dict[str, Any]) -> Response:
     STATE["listens"].append(params.get("notifications"))
     if ENDING.is_set():
         STATE["ended_listens"].append(time.monotonic())
-        return _answer(ident, {})
+        if not LISTENS_LAST[0]:
+            return _answer(ident, {})
+
+        async def ending() -> AsyncIterator[bytes]:
+            await asyncio.sleep(LISTENS_LAST[0])
+            yield f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', 'id': ident, 'result': {}})}\n\n".encode()
+
+        return StreamingResponse(ending(), media_type="text/event-stream")
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     LISTENERS.append(queue)
 
@@ -168,6 +177,7 @@ async def _call(ident: Any, name: str, params: dict[str, Any]) -> Response:
     if name == "rounds":
         return _rounds(ident, params)
     if name == "end_listens":
+        LISTENS_LAST[0] = float((params.get("arguments") or {}).get("after", 0))
         ENDING.set()
         for queue in LISTENERS:
             queue.put_nowait(None)

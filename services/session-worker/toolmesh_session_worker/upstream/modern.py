@@ -52,7 +52,11 @@ CLIENT_INFO = {"name": "toolmesh", "version": "0.1.0"}
 CLOSE_GRACE_SECONDS = 2.0
 LISTEN_AGAIN_SECONDS = (1.0, 60.0)
 """How long toolmesh waits before reopening a ``subscriptions/listen`` stream the upstream ended: the
-first, doubled while streams keep ending sooner than the last, up to the second."""
+first, doubled while streams keep ending before ``LISTEN_STEADY_SECONDS``, up to the second."""
+LISTEN_STEADY_SECONDS = 30.0
+"""How long a listen stream must have lasted for the wait before the next to start again from the first:
+each reopening makes toolmesh ask for every list again, so an upstream ending its streams soon after
+they open (however soon) only slows its own reopening down."""
 PROBE_TIMEOUT_SECONDS = 5.0
 LISTEN_URI_BYTES = 256 * 1024
 """How many bytes of resource URIs the listen stream may ask for, all subscriptions together: every
@@ -353,7 +357,8 @@ class ModernSession:
                 except UpstreamError as exc:
                     return f"upstream stopped answering: {exc.summary}"
                 lasted = anyio.current_time() - opened
-                pause = LISTEN_AGAIN_SECONDS[0] if lasted > pause else min(2 * pause, LISTEN_AGAIN_SECONDS[1])
+                steady = lasted >= LISTEN_STEADY_SECONDS
+                pause = LISTEN_AGAIN_SECONDS[0] if steady else min(2 * pause, LISTEN_AGAIN_SECONDS[1])
                 await anyio.sleep(pause)
 
     async def _listened(self, http: StatelessHttp, wanted: dict[str, Any]) -> bool:
