@@ -51,6 +51,9 @@ class _Instruments:
     limit_rejections: Counter
     reconcile_rounds: Counter
     user_sessions: Counter
+    shed: Counter
+    inflight: _Gauge
+    deadline_drops: Counter
     inventory: _Inventory
 
 
@@ -114,6 +117,18 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_user_sessions_total",
             description="Users' own upstream sessions (per-user OAuth servers) opened and closed, by event",
         ),
+        shed=meter.create_counter(
+            "mcp_aggregator_calls_shed_total",
+            description="Calls refused by admission control, by role and reason (overloaded, fair_share, "
+            "server_full, worker_full)",
+        ),
+        inflight=meter.create_gauge(
+            "mcp_aggregator_inflight_calls", description="Calls admitted and not finished, by role (this process)"
+        ),
+        deadline_drops=meter.create_counter(
+            "mcp_aggregator_deadline_expired_total",
+            description="Requests dropped unexecuted because their caller's deadline had passed, by role",
+        ),
         inventory=inventory,
     )
 
@@ -149,6 +164,21 @@ def record_reconcile_round() -> None:
 def record_user_sessions(event: str, count: int = 1) -> None:
     """``count`` users' own upstream sessions were ``opened`` or ``closed``."""
     _instruments().user_sessions.add(count, {"event": event})
+
+
+def record_shed(role: str, reason: str) -> None:
+    """Admission control of ``role`` (``gateway``, ``session_worker``) refused one call for ``reason``."""
+    _instruments().shed.add(1, {"role": role, "reason": reason})
+
+
+def set_inflight(role: str, count: int) -> None:
+    """``role`` has ``count`` calls admitted and not finished in this process."""
+    _instruments().inflight.set(count, {"role": role})
+
+
+def record_deadline_expired(role: str) -> None:
+    """``role`` dropped a request without executing it: its caller's deadline had passed."""
+    _instruments().deadline_drops.add(1, {"role": role})
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:
