@@ -96,6 +96,7 @@ async def test_calls_past_the_gateway_bound_are_refused_on_every_surface_and_the
         server_id = await connected(system, peer, "slowpoke")
         held = [asyncio.create_task(system.api.post(CALL, json=call(server_id, "block", until="go"))) for _ in "ab"]
         await blocked_upstream(direct, 2)
+        assert 'mcp_aggregator_inflight_calls{role="gateway"} 2.0' in metrics.render().decode()
 
         refused = await system.api.post(CALL, json=call(server_id, "tally", key="rest"))
         assert refused.status_code == 503, refused.text

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from toolmesh.errors import FairShareExceeded, Overloaded
 from toolmesh.platform.admission import SheddingLog
 from toolmesh.platform.config import Settings
-from toolmesh.platform.metrics import set_inflight
+from toolmesh.platform.metrics import watch_inflight
 from toolmesh_gateway.idempotency import Stored
 
 log = logging.getLogger("toolmesh.gateway.admission")
@@ -66,6 +66,7 @@ class Admission:
         self._inflight = 0
         self._waiting: deque[_Waiter] = deque()
         self._shedding = SheddingLog("gateway", log)
+        watch_inflight("gateway", lambda: self._inflight)
 
     @property
     def inflight(self) -> int:
@@ -137,7 +138,6 @@ class Admission:
     def _take(self, principal: str) -> None:
         self._held[principal] += 1
         self._inflight += 1
-        set_inflight("gateway", self._inflight)
 
     def _abandon(self, waiter: _Waiter) -> None:
         """A waiter left: give back the slot it was handed, or leave the queue."""
@@ -157,7 +157,6 @@ class Admission:
             self._waiting.remove(waiter)
             self._take(waiter.principal)
             waiter.granted.set_result(None)
-        set_inflight("gateway", self._inflight)
 
     def _next_waiter(self) -> _Waiter:
         """The first waiter under its fair share (the first one when none is)."""

@@ -20,7 +20,7 @@ from toolmesh.platform.bus import verbs
 from toolmesh.platform.bus.dispatch import Dispatcher, error_reply
 from toolmesh.platform.bus.interface import Message
 from toolmesh.platform.config import Settings
-from toolmesh.platform.metrics import record_deadline_expired, set_inflight
+from toolmesh.platform.metrics import record_deadline_expired, watch_inflight
 
 log = logging.getLogger("toolmesh.session.inflight")
 BOUNDED = frozenset({verbs.CALL.name, verbs.REQUEST.name})
@@ -38,6 +38,7 @@ class Inflight:
         self._by_server: Counter[str] = Counter()
         self._total = 0
         self._shedding = SheddingLog(ROLE, log)
+        watch_inflight(ROLE, lambda: self._total)
 
     async def answer(
         self, dispatcher: Dispatcher, server_id: str, msg: Message, attributes: Mapping[str, str] | None = None
@@ -54,7 +55,6 @@ class Inflight:
             return
         self._by_server[server_id] += 1
         self._total += 1
-        set_inflight(ROLE, self._total)
         try:
             await dispatcher.dispatch(msg, attributes)
         finally:
@@ -62,7 +62,6 @@ class Inflight:
             if self._by_server[server_id] <= 0:
                 del self._by_server[server_id]
             self._total -= 1
-            set_inflight(ROLE, self._total)
 
     def _refusal(self, server_id: str, headers: Mapping[str, str] | None) -> ToolmeshError | None:
         if deadline_passed(headers):

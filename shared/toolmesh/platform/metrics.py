@@ -12,7 +12,7 @@ before ``render()``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -52,7 +52,7 @@ class _Instruments:
     reconcile_rounds: Counter
     user_sessions: Counter
     shed: Counter
-    inflight: _Gauge
+    inflight: dict[str, Callable[[], int]]
     deadline_drops: Counter
     inventory: _Inventory
 
@@ -64,6 +64,10 @@ def _instruments() -> _Instruments:
     provider = MeterProvider(metric_readers=[reader])
     meter = provider.get_meter("toolmesh")
     inventory = _Inventory()
+    inflight: dict[str, Callable[[], int]] = {}
+
+    def in_flight(_: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(read(), {"role": role}) for role, read in list(inflight.items())]
 
     def servers(_: CallbackOptions) -> Iterable[Observation]:
         with inventory.lock:
@@ -81,6 +85,11 @@ def _instruments() -> _Instruments:
         "mcp_aggregator_servers_total", callbacks=[servers], description="External servers by status"
     )
     meter.create_observable_gauge("mcp_aggregator_tools_total", callbacks=[tools], description="External tools")
+    meter.create_observable_gauge(
+        "mcp_aggregator_inflight_calls",
+        callbacks=[in_flight],
+        description="Calls admitted and not finished, by role (this process)",
+    )
     meter.create_observable_gauge(
         "mcp_aggregator_tools_classified", callbacks=[classified], description="External tools classified"
     )
@@ -122,9 +131,7 @@ def _instruments() -> _Instruments:
             description="Calls refused by admission control, by role and reason (overloaded, fair_share, "
             "server_full, worker_full)",
         ),
-        inflight=meter.create_gauge(
-            "mcp_aggregator_inflight_calls", description="Calls admitted and not finished, by role (this process)"
-        ),
+        inflight=inflight,
         deadline_drops=meter.create_counter(
             "mcp_aggregator_deadline_expired_total",
             description="Requests dropped unexecuted because their caller's deadline had passed, by role",
@@ -171,9 +178,10 @@ def record_shed(role: str, reason: str) -> None:
     _instruments().shed.add(1, {"role": role, "reason": reason})
 
 
-def set_inflight(role: str, count: int) -> None:
-    """``role`` has ``count`` calls admitted and not finished in this process."""
-    _instruments().inflight.set(count, {"role": role})
+def watch_inflight(role: str, read: Callable[[], int]) -> None:
+    """``read()`` tells, at each scrape, how many calls ``role`` admitted and has not finished in this
+    process (nothing is recorded per call)."""
+    _instruments().inflight[role] = read
 
 
 def record_deadline_expired(role: str) -> None:
