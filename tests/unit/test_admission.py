@@ -1,18 +1,22 @@
 """Admission control without servers: the gateway's slots, queue and fair share; the deadline a
-routed request carries; the stored answers an idempotency key must not keep; the shedding log."""
+routed request carries and the session-worker's checks of it; the stored answers an idempotency
+key must not keep; the shedding log."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 
 import pytest
 
+from toolmesh.contracts.rpc import CallToolRpc
 from toolmesh.errors import FairShareExceeded, Overloaded
 from toolmesh.platform.admission import DEADLINE_HEADER, SheddingLog, deadline_headers, deadline_passed
 from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.dispatch import Dispatcher
 from toolmesh.platform.bus.in_process import InProcessBus
 from toolmesh.platform.bus.interface import Message
 from toolmesh.platform.bus.requests import ok_reply, request_owner
@@ -21,6 +25,7 @@ from toolmesh.platform.polling import poll_until
 from toolmesh_gateway.admission import Admission, shed_reply
 from toolmesh_gateway.idempotency import Stored
 from toolmesh_gateway.nats_api.replies import failure
+from toolmesh_session_worker.inflight import Inflight, late
 
 pytestmark = pytest.mark.unit
 
@@ -169,3 +174,38 @@ def test_shedding_is_logged_when_it_starts_and_when_it_stops(caplog: pytest.LogC
         "gateway is shedding load: full",
         "gateway stopped shedding load: 5 calls refused in 0s",
     ]
+
+
+async def test_a_request_whose_deadline_passes_while_it_waits_is_not_executed() -> None:
+    """The deadline is checked when the request arrives and again after a wait (a reconnect's hold)."""
+    now = [100.0]
+    inflight = Inflight(Settings(), clock=lambda: now[0])
+    waited = asyncio.Event()
+    executed: list[str] = []
+
+    async def held_call(key: str, body: CallToolRpc) -> bytes:
+        await waited.wait()  # where the owner holds a call while its session reconnects
+        if (expired := late(key)) is not None:
+            raise expired
+        executed.append(body.tool)
+        return b"{}"
+
+    dispatcher = Dispatcher(verbs.RPC, {verbs.CALL: held_call}, span_name="session")
+    bus = InProcessBus()
+    await bus.subscribe(verbs.RPC.wildcard("srv"), lambda msg: inflight.answer(dispatcher, "srv", msg))
+    payload = CallToolRpc(tool="t", arguments={}, timeout_seconds=5).model_dump_json().encode()
+    try:
+        in_time = asyncio.create_task(
+            bus.request(verbs.CALL.subject("srv"), payload, timeout=10, headers=deadline_headers(5, lambda: 100.0))
+        )
+        await poll_until(lambda: inflight.in_flight == 1, 10)
+        now[0] = 106.0  # the caller's deadline passes during the wait
+        waited.set()
+        answer = json.loads(await in_time)
+        arrived_late = json.loads(
+            await bus.request(verbs.CALL.subject("srv"), payload, timeout=10, headers=deadline_headers(5, lambda: 0.0))
+        )
+    finally:
+        await bus.close()
+    assert answer["error"]["error_code"] == arrived_late["error"]["error_code"] == "EXECUTION_TIMEOUT"
+    assert executed == []
