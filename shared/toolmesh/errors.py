@@ -156,6 +156,22 @@ class RateLimited(ToolmeshError):
         return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
 
 
+class FairShareExceeded(RateLimited):
+    """The principal holds its fair share of a gateway's in-flight tool calls while others wait
+    (``RATE_LIMITED`` on the wire; ``context["retry_after_seconds"]`` says when to try again)."""
+
+
+class Overloaded(ToolmeshError):
+    """A role is at its capacity and refused the work at once rather than finish it late
+    (``context["retry_after_seconds"]`` says when to try again)."""
+
+    error_code = "OVERLOADED"
+    status = 503
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
+
+
 class UpstreamAuthorizationRequired(ToolmeshError):
     """A server registered with ``auth.identity: per_user`` has no grant of the caller's own: the
     caller authorizes at ``authorization_url`` (in the body when the gateway could start one) first."""
@@ -291,6 +307,7 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         EndpointAlreadyExists,
         RequestTooLarge,
         RateLimited,
+        Overloaded,
         ValidationFailed,
         UnsupportedVersion,
         UnknownOperation,

@@ -9,8 +9,8 @@ sends notifications/tools/list_changed), redescribe (changes a tool's descriptio
 and sends list_changed), stats (counters), ask (asks the client for a sampling completion on the
 call's own stream), roots (asks the client for its roots), touch (notifications/resources/updated
 for a URI; resource subscriptions are counted in ``stats``), tally (counts the invocations of each
-call key; ``tallies`` returns the counts), flood (log notifications in a tight loop), hang (never
-answers), big (a result of N megabytes), plus ``--tools N`` generated tools
+call key; ``tallies`` returns the counts), block (waits until ``release`` of its key), flood (log
+notifications in a tight loop), hang (never answers), big (a result of N megabytes), plus ``--tools N`` generated tools
 ``tool_0000`` ... Resources: ``demo://readme`` (text), ``demo://logo`` (binary), template
 ``demo://items/{item}`` (text); prompt ``greet(name)``. MCPServer does not paginate tools/list;
 ``--page-size N`` makes this server do it, so clients' cursor handling is exercised against a real
@@ -35,6 +35,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 TALLIES: dict[str, int] = {}
+RELEASES: dict[str, anyio.Event] = {}
 STATS = {
     "slow_started": 0,
     "slow_cancelled": 0,
@@ -42,6 +43,7 @@ STATS = {
     "subscribes": 0,
     "unsubscribes": 0,
     "flood_sent": 0,
+    "blocked": 0,
 }
 
 
@@ -173,6 +175,19 @@ def _add_inspection_tools(server: PagingServer) -> None:
     def tally(key: str) -> str:
         """Count one invocation of ``key`` (a caller's own call id) and return ``key``."""
         TALLIES[key] = TALLIES.get(key, 0) + 1
+        return key
+
+    @server.tool()
+    async def block(until: str) -> str:
+        """Wait until ``release(until)`` was called (``stats`` counts the calls that started), then return ``until``."""
+        STATS["blocked"] += 1
+        await RELEASES.setdefault(until, anyio.Event()).wait()
+        return until
+
+    @server.tool()
+    async def release(key: str) -> str:
+        """Let every ``block(key)``, running or still to come, return."""
+        RELEASES.setdefault(key, anyio.Event()).set()
         return key
 
     @server.tool()

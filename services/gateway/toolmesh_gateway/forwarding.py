@@ -100,7 +100,13 @@ class Forwarder:
         timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
         try:
             return await request_owner(
-                self._bus, server.id, "request", payload, timeout=timeout, server_name=server.name
+                self._bus,
+                server.id,
+                "request",
+                payload,
+                timeout=timeout,
+                server_name=server.name,
+                deadline=body.timeout_seconds,
             )
         except NatsTimeout as exc:
             await self._cancel(server, body)

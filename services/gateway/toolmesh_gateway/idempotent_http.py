@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.contracts.api import IDEMPOTENCY_HEADER, REPLAYED_HEADER
 from toolmesh.errors import Forbidden, RateLimited, ToolmeshError, Unauthorized
+from toolmesh_gateway.admission import shed_reply
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.errors import error_response
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
@@ -89,7 +90,7 @@ class IdempotencyMiddleware:
 
         try:
             stored, replayed = await store.run(
-                principal.key_id, key, request, work, keep=lambda s: s.status not in NOT_KEPT
+                principal.key_id, key, request, work, keep=lambda s: s.status not in NOT_KEPT and not shed_reply(s)
             )
         except ToolmeshError as exc:
             stored, replayed = Stored(exc.status, json.dumps(exc.body())), False

@@ -48,6 +48,7 @@ from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, te
 from toolmesh.platform.config import Settings
 from toolmesh.platform.metrics import record_execution, record_routing
 from toolmesh.platform.polling import poll_until
+from toolmesh_gateway.admission import Admission
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -119,6 +120,8 @@ class ToolCalls:
         self._audit = audit
         self._default_timeout = settings.request_timeout_seconds
         self._namespace_calls = NamespaceCallLimiter(settings)
+        self.admission = Admission(settings)
+        """The bound on this process's tool calls in flight (every surface takes its slots)."""
         # Call ids: unique per gateway process and cheap (no urandom syscall per call).
         self._call_prefix = secrets.token_hex(6)
         self.replica = self._call_prefix  # names this gateway process on the client bus
@@ -161,9 +164,10 @@ class ToolCalls:
         try:
             self.admit(route.server.namespace)
             hooks = _Hooks(abandoned, progress, client, call_id)
-            response = await self.authorized(
-                caller, lambda: self._call_routed(request, route, warning, started, hooks, caller)
-            )
+            async with self.slot(caller, request.timeout_seconds):
+                response = await self.authorized(
+                    caller, lambda: self._call_routed(request, route, warning, started, hooks, caller)
+                )
         except ToolmeshError as exc:
             self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
             raise
@@ -190,6 +194,11 @@ class ToolCalls:
     def admit(self, namespace: str) -> None:
         """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""
         self._namespace_calls.check(namespace)
+
+    def slot(self, caller: Caller, timeout: float | None = None) -> contextlib.AbstractAsyncContextManager[None]:
+        """One of this process's in-flight call slots for ``caller`` while the block runs, waiting at
+        most the call's ``timeout`` for it (``admission.Admission.slot``)."""
+        return self.admission.slot(caller.principal.key_id, timeout or self._default_timeout)
 
     def record(
         self, caller: Caller, server: ServerRoute, tool: str, started: float, outcome: str, error: str | None
@@ -271,7 +280,15 @@ class ToolCalls:
         """One request to the owner; cancels the call upstream when the caller leaves or time runs out."""
         server_id = route.server.id
         timeout = body.timeout_seconds + REPLY_GRACE_SECONDS
-        request = request_owner(self._bus, server_id, "call", payload, timeout=timeout, server_name=route.server.name)
+        request = request_owner(
+            self._bus,
+            server_id,
+            "call",
+            payload,
+            timeout=timeout,
+            server_name=route.server.name,
+            deadline=body.timeout_seconds,
+        )
         try:
             if abandoned is None:
                 return await request

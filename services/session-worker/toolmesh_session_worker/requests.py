@@ -41,6 +41,7 @@ from toolmesh.platform.bus.verbs import Verb
 from toolmesh.platform.telemetry import outgoing_headers
 from toolmesh_session_worker import forwarding
 from toolmesh_session_worker.forwarding import live_session as _live_session
+from toolmesh_session_worker.inflight import late
 from toolmesh_session_worker.owned import HELD_VERBS, OwnedServer
 from toolmesh_session_worker.upstream import (
     ProgressCallback,
@@ -216,6 +217,8 @@ def _held(server: OwnedServer, verb: Verb, act: Act, hold_seconds: float) -> Han
     async def handle(key: str, body: Any) -> Result:
         if verb.name in HELD_VERBS:
             await server.hold_while_reconnecting(hold_seconds)
+            if (expired := late(server.server_id)) is not None:  # its caller gave up while it waited
+                raise expired
         return await act(server, body)
 
     return handle

@@ -37,6 +37,7 @@ from toolmesh.platform.supervision import TaskSet, supervise, wait_event
 from toolmesh.sandbox import runner as sandbox
 from toolmesh_session_worker.failures import next_retry
 from toolmesh_session_worker.homes import HomeSweeper
+from toolmesh_session_worker.inflight import Inflight
 from toolmesh_session_worker.owned import OwnedServer
 from toolmesh_session_worker.requests import owner_dispatcher
 from toolmesh_session_worker.upstream.transports import SHARED_POOL_LIMITS
@@ -61,6 +62,7 @@ class SessionWorker:
         # server go (its connect failed, its lease was lost) must not cancel an answer half-way and
         # leave its requester waiting out its timeout (a remove answered SESSION_NOT_FOUND).
         self._answers = TaskSet("answers")
+        self._inflight = Inflight(backends.settings)  # bounds the requests answered at once
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
         self._http: EgressClients | None = None
@@ -179,7 +181,7 @@ class SessionWorker:
         attributes = {"toolmesh.server": server.name}
 
         async def on_request(msg: Message) -> None:
-            self._answers.spawn(dispatcher.dispatch(msg, attributes))
+            self._answers.spawn(self._inflight.answer(dispatcher, server_id, msg, attributes))
 
         try:  # owned: a gateway in this process hands its requests over without NATS
             self._subs[server_id] = await self._b.bus.subscribe(verbs.RPC.wildcard(server_id), on_request, owned=True)

@@ -128,6 +128,14 @@ class Settings(BaseSettings):
     # At most this many users' own sessions of one such server on a worker: a new user's session ends the
     # least recently used one with nothing in flight and no subscription, else is refused (409).
     upstream_user_sessions_per_server: int = Field(100, ge=1)
+    # Admission control (``toolmesh_gateway.admission``, ``toolmesh_session_worker.inflight``): tool calls a
+    # gateway process runs at once, how many more may wait (and how long) for one of them to end before
+    # the rest get 503 OVERLOADED; requests one session-worker runs at once for one upstream server and in all.
+    gateway_max_inflight_calls: int = Field(1024, ge=1)
+    gateway_admission_queue: int = Field(256, ge=0)
+    gateway_admission_wait_seconds: float = Field(2.0, ge=0)
+    worker_max_inflight_per_server: int = Field(256, ge=1)
+    worker_max_inflight_calls: int = Field(1024, ge=1)
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.
     skills_file: Path | None = None

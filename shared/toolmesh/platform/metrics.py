@@ -12,7 +12,7 @@ before ``render()``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -51,6 +51,9 @@ class _Instruments:
     limit_rejections: Counter
     reconcile_rounds: Counter
     user_sessions: Counter
+    shed: Counter
+    inflight: dict[str, Callable[[], int]]
+    deadline_drops: Counter
     inventory: _Inventory
 
 
@@ -61,6 +64,10 @@ def _instruments() -> _Instruments:
     provider = MeterProvider(metric_readers=[reader])
     meter = provider.get_meter("toolmesh")
     inventory = _Inventory()
+    inflight: dict[str, Callable[[], int]] = {}
+
+    def in_flight(_: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(read(), {"role": role}) for role, read in list(inflight.items())]
 
     def servers(_: CallbackOptions) -> Iterable[Observation]:
         with inventory.lock:
@@ -78,6 +85,11 @@ def _instruments() -> _Instruments:
         "mcp_aggregator_servers_total", callbacks=[servers], description="External servers by status"
     )
     meter.create_observable_gauge("mcp_aggregator_tools_total", callbacks=[tools], description="External tools")
+    meter.create_observable_gauge(
+        "mcp_aggregator_inflight_calls",
+        callbacks=[in_flight],
+        description="Calls admitted and not finished, by role (this process)",
+    )
     meter.create_observable_gauge(
         "mcp_aggregator_tools_classified", callbacks=[classified], description="External tools classified"
     )
@@ -114,6 +126,16 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_user_sessions_total",
             description="Users' own upstream sessions (per-user OAuth servers) opened and closed, by event",
         ),
+        shed=meter.create_counter(
+            "mcp_aggregator_calls_shed_total",
+            description="Calls refused by admission control, by role and reason (overloaded, fair_share, "
+            "server_full, worker_full)",
+        ),
+        inflight=inflight,
+        deadline_drops=meter.create_counter(
+            "mcp_aggregator_deadline_expired_total",
+            description="Requests dropped unexecuted because their caller's deadline had passed, by role",
+        ),
         inventory=inventory,
     )
 
@@ -149,6 +171,22 @@ def record_reconcile_round() -> None:
 def record_user_sessions(event: str, count: int = 1) -> None:
     """``count`` users' own upstream sessions were ``opened`` or ``closed``."""
     _instruments().user_sessions.add(count, {"event": event})
+
+
+def record_shed(role: str, reason: str) -> None:
+    """Admission control of ``role`` (``gateway``, ``session_worker``) refused one call for ``reason``."""
+    _instruments().shed.add(1, {"role": role, "reason": reason})
+
+
+def watch_inflight(role: str, read: Callable[[], int]) -> None:
+    """``read()`` tells, at each scrape, how many calls ``role`` admitted and has not finished in this
+    process (nothing is recorded per call)."""
+    _instruments().inflight[role] = read
+
+
+def record_deadline_expired(role: str) -> None:
+    """``role`` dropped a request without executing it: its caller's deadline had passed."""
+    _instruments().deadline_drops.add(1, {"role": role})
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

@@ -34,6 +34,7 @@ from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
 from toolmesh.platform.config import Settings
 from toolmesh.search.service import SearchService
+from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.bundles import Bundle
@@ -47,7 +48,7 @@ from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, re
 from toolmesh_gateway.front_door.code_mode import CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
-from toolmesh_gateway.front_door.rpc_errors import url_elicitation
+from toolmesh_gateway.front_door.rpc_errors import mcp_error, url_elicitation
 from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
@@ -289,6 +290,8 @@ class FrontDoor:
         except ToolmeshError as exc:
             if (elicitation := url_elicitation(exc, ctx.session.client_capabilities)) is not None:
                 raise elicitation from exc
+            if isinstance(exc, SHED):  # a refusal of the gateway, not the tool's: a JSON-RPC error
+                raise mcp_error(exc) from exc
             return listing.error_result(exc)
 
     async def _call(
@@ -341,7 +344,8 @@ class FrontDoor:
         started = time.perf_counter()
         try:
             self._calls.admit(server.namespace)
-            result = await self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool))
+            async with self._calls.slot(caller, request.timeout_seconds):
+                result = await self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool))
         except ToolmeshError as exc:
             self._calls.record(caller, server, route.tool, started, "failed", exc.error_code)
             raise

@@ -40,6 +40,7 @@ from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
 from toolmesh.errors import PromptNotFound, RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
 from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_hash
 from toolmesh_gateway import lookup
+from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -335,7 +336,11 @@ class Transparent:
             self._calls.record(caller, server, tool, started, "failed", limited.error_code)
             return for_client(ctx, error_result(limited).model_dump(by_alias=True, mode="json", exclude_none=True))
         try:
-            result = await self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
+            async with self._calls.slot(caller):
+                result = await self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
+        except SHED as refused:  # a refusal of the gateway, not the tool's: a JSON-RPC error
+            self._calls.record(caller, server, tool, started, "failed", refused.error_code)
+            raise mcp_error(refused) from refused
         except MCPError as exc:
             self._calls.record(caller, server, tool, started, "failed", str(exc.error.code))
             raise

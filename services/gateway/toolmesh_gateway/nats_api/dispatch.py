@@ -12,6 +12,7 @@ from pydantic_core import PydanticSerializationError
 
 from toolmesh.contracts.api import AUTHORIZATION_HEADER, IDEMPOTENCY_HEADER, REPLAYED_HEADER, Operation
 from toolmesh.errors import RoutingFailed, ToolmeshError, ValidationFailed
+from toolmesh_gateway.admission import shed_reply
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored, fingerprint
 from toolmesh_gateway.nats_api.handlers import HANDLERS, GatewayServices
@@ -73,4 +74,4 @@ class ApiDispatch:
         if key is None or not operation.write:
             return await work(), False
         request = fingerprint("nats", operation.name, body.model_dump_json())
-        return await self._idempotency.run(principal.key_id, key, request, work)
+        return await self._idempotency.run(principal.key_id, key, request, work, keep=lambda s: not shed_reply(s))

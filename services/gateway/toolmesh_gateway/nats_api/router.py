@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolmesh.contracts.api import API_QUEUE, OPERATIONS, Operation
 from toolmesh.payloads import invalid_payload
+from toolmesh.platform.bus.nats_bus import PENDING_BYTES_LIMIT, PENDING_MSGS_LIMIT
 from toolmesh_gateway.nats_api.dispatch import response
 from toolmesh_gateway.nats_api.replies import failure
 
@@ -35,13 +36,16 @@ def _subscriber(operation: Operation, dispatch: Dispatch) -> Callable[..., Await
 
 
 def api_router(dispatch: Dispatch, max_workers: int) -> NatsRouter:
-    """Subscribers of every operation in the queue group shared by all gateway replicas."""
+    """Subscribers of every operation in the queue group shared by all gateway replicas; each runs at
+    most ``max_workers`` requests at once and holds a bounded number waiting (``PENDING_MSGS_LIMIT``)."""
     router = NatsRouter(middlewares=[ExceptionMiddleware(publish_handlers={ValidationError: _refused})])
     for operation in OPERATIONS:
         router.subscriber(
             operation.subject,
             queue=API_QUEUE,
             max_workers=max_workers,
+            pending_msgs_limit=PENDING_MSGS_LIMIT,
+            pending_bytes_limit=PENDING_BYTES_LIMIT,
             title=operation.name,
             description=operation.summary,
         )(_subscriber(operation, dispatch))

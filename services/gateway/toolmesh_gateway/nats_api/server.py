@@ -12,6 +12,7 @@ from nats.aio.subscription import Subscription
 
 from toolmesh.contracts.api import API_WILDCARD, UNSERVED_QUEUE
 from toolmesh.platform.bus.connection import connect_nats, nats_options
+from toolmesh.platform.bus.nats_bus import PENDING_BYTES_LIMIT, PENDING_MSGS_LIMIT
 from toolmesh.platform.config import Settings
 from toolmesh_gateway.nats_api.dispatch import ApiDispatch
 from toolmesh_gateway.nats_api.handlers import GatewayServices
@@ -67,7 +68,13 @@ class NatsApi:
         broker.include_router(api_router(dispatch, settings.api_max_concurrency))
         await broker.start()
         nc = services.backends.nc
-        unknown = await nc.subscribe(API_WILDCARD, queue=UNSERVED_QUEUE, cb=UnknownSubjects(nc).answer)
+        unknown = await nc.subscribe(
+            API_WILDCARD,
+            queue=UNSERVED_QUEUE,
+            cb=UnknownSubjects(nc).answer,
+            pending_msgs_limit=PENDING_MSGS_LIMIT,
+            pending_bytes_limit=PENDING_BYTES_LIMIT,
+        )
         log.info("NATS API serving %s", API_WILDCARD, extra={"role": "gateway"})
         return cls(broker, unknown)
 

@@ -6,6 +6,13 @@ from nats.aio.client import Client as NATS
 
 from toolmesh.platform.bus.interface import Callback, Subscription
 
+PENDING_MSGS_LIMIT = 4096
+"""Messages a subscription holds for its callback before NATS drops more (a slow consumer); nats-py's
+own default (512 Ki messages, 128 MiB) is no bound in practice. A requester of a dropped message
+hears nothing and times out, as it does when the receiver is gone."""
+PENDING_BYTES_LIMIT = 64 * 1024 * 1024
+"""Bytes of those messages at most."""
+
 
 class NatsBus:
     """Core messaging over ``nc``; nats-py's errors are the contract's, so nothing is translated."""
@@ -36,4 +43,10 @@ class NatsBus:
 
     async def subscribe(self, subject: str, cb: Callback, *, queue: str = "", owned: bool = False) -> Subscription:
         """A nats-py subscription calling ``cb`` (``owned`` changes nothing: every message crosses NATS)."""
-        return await self.nc.subscribe(subject, queue=queue, cb=cb)
+        return await self.nc.subscribe(
+            subject,
+            queue=queue,
+            cb=cb,
+            pending_msgs_limit=PENDING_MSGS_LIMIT,
+            pending_bytes_limit=PENDING_BYTES_LIMIT,
+        )

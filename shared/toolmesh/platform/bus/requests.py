@@ -18,6 +18,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
+from toolmesh.platform.admission import deadline_headers
 from toolmesh.platform.bus import verbs
 from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.telemetry import mark_error, outgoing_headers, span
@@ -55,14 +56,23 @@ def reply_result(data: bytes) -> dict[str, Any]:
 
 
 async def request_owner(
-    bus: Bus, server_id: str, verb: str, payload: bytes, *, timeout: float, server_name: str | None = None
+    bus: Bus,
+    server_id: str,
+    verb: str,
+    payload: bytes,
+    *,
+    timeout: float,
+    server_name: str | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
     ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
-    that did not answer, or a call to cancel) is the caller's to say."""
+    that did not answer, or a call to cancel) is the caller's to say. ``deadline``: the seconds from
+    now after which the owner must not start the work (its ``Toolmesh-Deadline`` header)."""
     subject = rpc_verb(verb).subject(server_id)
+    headers = outgoing_headers(deadline_headers(deadline) if deadline is not None else None)
     try:
-        data = await bus.request(subject, payload, timeout=timeout, headers=outgoing_headers())
+        data = await bus.request(subject, payload, timeout=timeout, headers=headers)
     except NoRespondersError as exc:
         name = server_name or server_id
         raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
