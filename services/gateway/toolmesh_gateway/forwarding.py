@@ -107,6 +107,7 @@ class Forwarder:
                 timeout=timeout,
                 server_name=server.name,
                 deadline=body.timeout_seconds,
+                fences=self._calls.fences,
             )
         except NatsTimeout as exc:
             await self._cancel(server, body)

@@ -42,6 +42,7 @@ from toolmesh.errors import (
     ToolNotFound,
     UpstreamAuthorizationRequired,
 )
+from toolmesh.platform.bus.fencing import Fences
 from toolmesh.platform.bus.interface import Bus, Message
 from toolmesh.platform.bus.publishing import publish_command
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
@@ -126,6 +127,7 @@ class ToolCalls:
         self._call_prefix = secrets.token_hex(6)
         self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
+        self.fences = Fences()  # refuses the late replies of deposed owners (bus.fencing)
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog
@@ -288,6 +290,7 @@ class ToolCalls:
             timeout=timeout,
             server_name=route.server.name,
             deadline=body.timeout_seconds,
+            fences=self.fences,
         )
         try:
             if abandoned is None:

@@ -31,8 +31,19 @@ from toolmesh_session_worker.upstream import (
 )
 
 
+def require_lease(server: OwnedServer) -> None:
+    """``ServerUnavailable`` unless this worker's lease of the server is younger than its safety
+    point: past it, another worker may soon own the server, so nothing more is executed here."""
+    if not server.lease_valid():
+        raise ServerUnavailable(
+            f"Server unavailable: {server.name}: this worker's lease of it lapsed",
+            server={"id": server.server_id, "name": server.name, "status": str(server.status)},
+        )
+
+
 def live_session(server: OwnedServer) -> Upstream:
     """The server's session when it can take requests; ``ServerUnavailable`` otherwise."""
+    require_lease(server)
     session = server.session
     if session is None or not session.alive or server.draining or server.status not in SERVING:
         raise ServerUnavailable(
@@ -125,6 +136,7 @@ async def forward(server: OwnedServer, body: UpstreamRequestRpc, progress: Progr
         server.calls[body.call_id] = asyncio.current_task()  # type: ignore[assignment]
     clients.begin(body.call_id, body.client)
     try:
+        require_lease(server)  # right before it is sent: opening a caller's session may have taken long
         result = await session.request(
             body.method,
             body.params,

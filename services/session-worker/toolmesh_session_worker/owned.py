@@ -97,6 +97,8 @@ class OwnedServer:
             backends.bus, self.server_id, self.name, backends.settings.request_timeout_seconds
         )
         self.on_released: Callable[[OwnedServer], Awaitable[None]] | None = None
+        self.lease_valid: Callable[[], bool] = lambda: True  # the worker's lease is fresh (self-fencing)
+        self.fence_token: int | None = None  # the lease's fencing token, stamped on every reply
         self.reconnecting = False  # a health-driven reconnect is in progress (EC-010)
         self._settled = asyncio.Event()  # set whenever no reconnect is in progress
         self._status_seq = 0  # stream sequence of the last status this owner published

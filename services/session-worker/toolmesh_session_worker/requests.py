@@ -85,6 +85,7 @@ async def _call(server: OwnedServer, body: CallToolRpc, progress: ProgressCallba
     clients.begin(body.call_id, body.client)
     span: dict[str, Any] = {"status": "FAILED"}
     try:
+        forwarding.require_lease(server)  # right before it executes: never a call this worker may no longer own
         result = await session.call_tool(
             body.tool, body.arguments, timeout=body.timeout_seconds, progress=progress, call_id=body.call_id
         )
@@ -215,6 +216,7 @@ def _held(server: OwnedServer, verb: Verb, act: Act, hold_seconds: float) -> Han
     """``act`` as a handler; a verb of ``HELD_VERBS`` first waits out a reconnect in progress (EC-010)."""
 
     async def handle(key: str, body: Any) -> Result:
+        forwarding.require_lease(server)  # first: a request buffered while the process was paused
         if verb.name in HELD_VERBS:
             await server.hold_while_reconnecting(hold_seconds)
             if (expired := late(server.server_id)) is not None:  # its caller gave up while it waited
@@ -256,4 +258,5 @@ def owner_dispatcher(server: OwnedServer, *, drain_timeout: float, hold_seconds:
         span_name="session",
         reply_limit=lambda: server.bus.max_payload - REPLY_HEADROOM_BYTES,
         oversize=functools.partial(_too_large, server),
+        fence=lambda: server.fence_token,
     )

@@ -27,6 +27,7 @@ from toolmesh.lifecycle import ServerStatus
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 ROUTING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
+LEASE_RENEWAL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 EXECUTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -38,6 +39,7 @@ class _Inventory:
     tools_total: int | None = None
     tools_classified: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    lease_ages: list[Callable[[], float]] = field(default_factory=list)  # each lease holder's oldest lease
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class _Instruments:
     shed: Counter
     inflight: dict[str, Callable[[], int]]
     deadline_drops: Counter
+    lease_renewal: Histogram
+    lease_step_downs: Counter
     inventory: _Inventory
 
 
@@ -81,6 +85,17 @@ def _instruments() -> _Instruments:
         with inventory.lock:
             return [] if inventory.tools_classified is None else [Observation(inventory.tools_classified)]
 
+    def lease_age(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            ages = [age() for age in inventory.lease_ages]
+        return [Observation(max(ages))] if ages else []
+
+    meter.create_observable_gauge(
+        "mcp_aggregator_lease_oldest_age_seconds",
+        callbacks=[lease_age],
+        unit="s",
+        description="Time since the least recently renewed lease a session-worker holds was last extended",
+    )
     meter.create_observable_gauge(
         "mcp_aggregator_servers_total", callbacks=[servers], description="External servers by status"
     )
@@ -136,6 +151,16 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_deadline_expired_total",
             description="Requests dropped unexecuted because their caller's deadline had passed, by role",
         ),
+        lease_renewal=meter.create_histogram(
+            "mcp_aggregator_lease_renewal_duration_seconds",
+            unit="s",
+            description="Round trip of one lease renewal to the leases bucket, by outcome",
+            explicit_bucket_boundaries_advisory=list(LEASE_RENEWAL_BUCKETS),
+        ),
+        lease_step_downs=meter.create_counter(
+            "mcp_aggregator_lease_step_downs_total",
+            description="Servers a session-worker stopped serving because their lease went unrenewed too long",
+        ),
         inventory=inventory,
     )
 
@@ -187,6 +212,29 @@ def watch_inflight(role: str, read: Callable[[], int]) -> None:
 def record_deadline_expired(role: str) -> None:
     """``role`` dropped a request without executing it: its caller's deadline had passed."""
     _instruments().deadline_drops.add(1, {"role": role})
+
+
+def record_lease_renewal(seconds: float, outcome: str) -> None:
+    """One lease renewal took ``seconds``: ``renewed``, ``lost`` (expired or taken) or ``failed`` (no answer)."""
+    _instruments().lease_renewal.record(seconds, {"outcome": outcome})
+
+
+def record_lease_step_down() -> None:
+    """A session-worker stepped down from a server whose lease passed its safety point."""
+    _instruments().lease_step_downs.add(1)
+
+
+def watch_lease_age(oldest: Callable[[], float]) -> Callable[[], None]:
+    """Report ``oldest()`` (seconds) as the oldest lease's age at each scrape; returns the unwatch."""
+    inventory = _instruments().inventory
+    with inventory.lock:
+        inventory.lease_ages.append(oldest)
+
+    def unwatch() -> None:
+        with inventory.lock:
+            inventory.lease_ages.remove(oldest)
+
+    return unwatch
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

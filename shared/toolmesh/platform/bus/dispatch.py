@@ -6,7 +6,8 @@ A ``Dispatcher`` reads the verb from the subject, decodes the payload with the v
 runs the handler inside a server span that continues the sender's trace (its ``traceparent``
 header), and encodes the reply: the handler's model as an ``RpcReply``, raw JSON bytes (a peer's
 result passed through) without decoding them, a ``ToolmeshError`` as the family's error reply. A
-reply over the connection's limit is refused the same way. ``request`` and ``publish`` send a verb
+reply over the connection's limit is refused the same way. With ``fence``, every reply carries the
+fencing token it gives (``fencing``). ``request`` and ``publish`` send a verb
 with the sender's trace headers inside a client span.
 """
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from toolmesh.contracts.rpc import RpcReply
 from toolmesh.errors import ExecutionFailed, RoutingFailed, ToolmeshError
 from toolmesh.payloads import parse_payload
+from toolmesh.platform.bus.fencing import stamped
 from toolmesh.platform.bus.interface import Bus, Message
 from toolmesh.platform.bus.requests import ok_reply
 from toolmesh.platform.bus.verbs import Family, UnknownSubject, Verb
@@ -72,6 +74,7 @@ class Dispatcher:
         errors: ErrorReply = error_reply,
         reply_limit: Callable[[], int] | None = None,
         oversize: Oversize = too_large,
+        fence: Callable[[], int | None] | None = None,
     ) -> None:
         strangers = [verb.name for verb in handlers if verb.family is not family]
         if strangers:
@@ -82,6 +85,7 @@ class Dispatcher:
         self._errors = errors
         self._reply_limit = reply_limit
         self._oversize = oversize
+        self._fence = fence
 
     def verb_of(self, subject: str) -> Verb | None:
         """The verb a subject of this family names, None when this dispatcher serves no such verb."""
@@ -110,6 +114,9 @@ class Dispatcher:
             reply, failed = await self._reply(key, name, msg.data)
             if failed is not None:
                 mark_error(current, failed)
+        token = self._fence() if self._fence is not None else None
+        if token is not None:
+            reply = stamped(reply, token)
         if msg.reply:  # once the span has ended: a sender that got the reply finds the handling recorded
             await msg.respond(reply)
 

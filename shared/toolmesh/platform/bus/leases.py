@@ -1,6 +1,21 @@
-"""Ownership leases in the ``toolmesh_leases`` KV bucket: create wins, renew keeps, TTL frees."""
+"""Ownership leases in the ``toolmesh_leases`` KV bucket: create wins, renew keeps, TTL frees.
+
+Each held lease carries a fencing token, the KV revision of its claim: revisions are the sequence
+numbers of the bucket's stream, so a later claim of the same key (possible only once the earlier one
+expired or was released) always has a higher token, and the token stays the same while its holder
+renews (a reply stamped before a renewal never looks older than one stamped after it).
+
+The table also remembers, on the monotonic clock, when each lease was last known to be extended: the
+moment the successful claim or renewal was *sent* (the bucket restarted the TTL no earlier than that),
+so ``age`` never underestimates how long the lease has left. Renewals may run on another thread than
+claims and releases (the session-worker's renewer has a thread and a connection of its own): the
+table's bookkeeping is guarded by a lock.
+"""
 
 from __future__ import annotations
+
+import threading
+import time
 
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
@@ -16,50 +31,99 @@ class LeaseTable:
         self._kv = kv
         self.holder = holder
         self._revisions: dict[str, int] = {}
+        self._tokens: dict[str, int] = {}
+        self._extended: dict[str, float] = {}  # monotonic send time of the last successful claim/renew
+        self._lock = threading.Lock()
 
     def held(self) -> list[str]:
         """Keys this process believes it holds."""
-        return list(self._revisions)
+        with self._lock:
+            return list(self._revisions)
+
+    def token(self, key: str) -> int | None:
+        """The fencing token of a held lease (its claim's revision), None when not held."""
+        return self._tokens.get(key)
+
+    def age(self, key: str) -> float | None:
+        """Seconds since the lease was last known to be extended (None when not held)."""
+        extended = self._extended.get(key)
+        return None if extended is None else time.monotonic() - extended
+
+    def older_than(self, seconds: float) -> list[str]:
+        """Held keys last extended more than ``seconds`` ago."""
+        now = time.monotonic()
+        with self._lock:
+            return [key for key, at in self._extended.items() if now - at > seconds]
+
+    def oldest_age(self) -> float:
+        """Age of the least recently extended lease held (0 when none is)."""
+        with self._lock:
+            return max((time.monotonic() - at for at in self._extended.values()), default=0.0)
+
+    def forget(self, key: str) -> int | None:
+        """Stop holding ``key`` without telling the bucket (it expires there); its revision, if held."""
+        with self._lock:
+            self._tokens.pop(key, None)
+            self._extended.pop(key, None)
+            return self._revisions.pop(key, None)
 
     async def claim(self, key: str) -> bool:
         """Atomically take ``key`` if nobody holds it; True when we now hold it."""
         if key in self._revisions:
             return True
+        sent = time.monotonic()
         try:
-            self._revisions[key] = await self._kv.create(key, self.holder.encode())
+            revision = await self._kv.create(key, self.holder.encode())
         except KeyWrongLastSequenceError:
             return False
+        with self._lock:
+            self._revisions[key] = self._tokens[key] = revision
+            self._extended[key] = sent
         return True
 
-    async def renew(self, key: str) -> bool:
-        """Extend our lease; False (and forgotten) when it expired or someone else took it, or when
-        it was released while the renewal was in flight (the renewed revision is given back too)."""
+    async def renew(self, key: str, kv: KeyValue | None = None) -> bool:
+        """Extend our lease (through ``kv``, another connection's view of the bucket, if given); False
+        (and forgotten) when it expired or someone else took it, or when it was released while the
+        renewal was in flight (the renewed revision is given back too)."""
         revision = self._revisions.get(key)
         if revision is None:
             return False
+        kv = kv or self._kv
+        sent = time.monotonic()
         try:
-            renewed = await self._kv.update(key, self.holder.encode(), last=revision)
+            renewed = await kv.update(key, self.holder.encode(), last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
-            if self._revisions.get(key) == revision:
-                del self._revisions[key]
+            with self._lock:
+                if self._revisions.get(key) == revision:
+                    del self._revisions[key]
+                    self._tokens.pop(key, None)
+                    self._extended.pop(key, None)
             return False
-        if self._revisions.get(key) != revision:
+        with self._lock:
+            kept = self._revisions.get(key) == revision
+            if kept:
+                self._revisions[key] = renewed
+                self._extended[key] = sent
+        if not kept:
             # Released meanwhile: its conditional delete met this newer revision and left it.
-            await self._delete(key, renewed)
-            return False
-        self._revisions[key] = renewed
-        return True
+            await self._delete(kv, key, renewed)
+        return kept
 
     async def release(self, key: str) -> None:
         """Give a lease back so another process can claim it at once."""
-        revision = self._revisions.pop(key, None)
+        revision = self.forget(key)
         if revision is not None:
-            await self._delete(key, revision)
+            await self._delete(self._kv, key, revision)
 
-    async def _delete(self, key: str, revision: int) -> None:
+    async def give_back(self, key: str, revision: int) -> None:
+        """Delete ``key`` from the bucket if it is still at ``revision`` (a lease already forgotten)."""
+        await self._delete(self._kv, key, revision)
+
+    @staticmethod
+    async def _delete(kv: KeyValue, key: str, revision: int) -> None:
         """Delete ``key`` if it is still at ``revision`` (ours); otherwise leave it."""
         try:
-            await self._kv.delete(key, last=revision)
+            await kv.delete(key, last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
             pass  # it had already expired or moved on: nothing of ours to give back
         except BadRequestError as exc:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from toolmesh.errors import SessionNotFound, ToolmeshError, error_from_body
 from toolmesh.platform.admission import deadline_headers
 from toolmesh.platform.bus import verbs
+from toolmesh.platform.bus.fencing import FENCE_FIELD, Fences
 from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.telemetry import mark_error, outgoing_headers, span
 
@@ -48,7 +49,10 @@ def ok_reply(result: bytes) -> bytes:
 
 def reply_result(data: bytes) -> dict[str, Any]:
     """The result of an ``RpcReply``, or raise the error (of the error table) it carries."""
-    reply = json.loads(data)
+    return _result(json.loads(data))
+
+
+def _result(reply: dict[str, Any]) -> dict[str, Any]:
     if not reply.get("ok"):
         raise error_from_body(reply.get("error") or {})
     result: dict[str, Any] = reply.get("result") or {}
@@ -64,11 +68,13 @@ async def request_owner(
     timeout: float,
     server_name: str | None = None,
     deadline: float | None = None,
+    fences: Fences | None = None,
 ) -> dict[str, Any]:
     """Send ``payload`` to the server's owner and return its result, or raise the error it answered;
-    ``NoOwner`` when nobody holds the session. A NATS timeout propagates: what it means (a session
-    that did not answer, or a call to cancel) is the caller's to say. ``deadline``: the seconds from
-    now after which the owner must not start the work (its ``Toolmesh-Deadline`` header)."""
+    ``NoOwner`` when nobody holds the session; with ``fences``, ``ServerUnavailable`` for the late
+    reply of an owner that was deposed (``fencing``). A NATS timeout propagates: what it means (a
+    session that did not answer, or a call to cancel) is the caller's to say. ``deadline``: the
+    seconds from now after which the owner must not start the work (its ``Toolmesh-Deadline`` header)."""
     subject = rpc_verb(verb).subject(server_id)
     headers = outgoing_headers(deadline_headers(deadline) if deadline is not None else None)
     try:
@@ -76,7 +82,10 @@ async def request_owner(
     except NoRespondersError as exc:
         name = server_name or server_id
         raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
-    return reply_result(data)
+    reply = json.loads(data)
+    if fences is not None:
+        fences.check(server_id, reply.get(FENCE_FIELD), server_name)
+    return _result(reply)
 
 
 async def tell_owner(bus: Bus, server_id: str, verb: str, payload: bytes) -> None:
