@@ -5,11 +5,13 @@ another worker claim it)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+import nats
 import pytest
 
 from tests.harness import System, credential_box, eventually, running_system
@@ -17,6 +19,8 @@ from tests.peers.launch import launch_peer
 from toolmesh.contracts.rpc import PingRpc
 from toolmesh.errors import ServerUnavailable, SessionNotFound
 from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.local_first import LocalFirstBus
+from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.platform.bus.requests import ask_owner
 from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh_cli.roles import ROLES
@@ -113,3 +117,27 @@ async def test_leases_are_renewed_while_the_event_loop_is_blocked(owner: Owner) 
     assert owner.worker.owned.get(owner.server_id) is server
     pong = await ask_owner(owner.system.backends.bus, owner.server_id, "ping", PingRpc(timeout_seconds=5), timeout=10)
     assert pong["response_time_ms"] >= 0
+
+
+async def test_a_worker_whose_own_connection_is_down_stops_renewing_and_steps_down(
+    nats_url: str, database_url: str
+) -> None:
+    others = [role for role in ROLES if role != "session-worker"]
+    async with running_system(nats_url, database_url, roles=others) as system:
+        nc = await nats.connect(nats_url)  # the worker's own connection, on which its requests arrive
+        backends = dataclasses.replace(system.backends, nc=nc, bus=LocalFirstBus(NatsBus(nc)), js=nc.jetstream())
+        worker, stop = SessionWorker(backends, credential_box(system.settings)), asyncio.Event()
+        running = asyncio.create_task(worker.run(stop))
+        try:
+            async with launch_peer("stdio") as peer:
+                server_id = (await system.register("demo", peer.transport_type, peer.config))["id"]
+            await system.wait_connected(server_id)
+            server = worker.owned[server_id]
+            pid = server.session.pid if server.session else None
+            assert pid is not None
+            await nc.close()  # the renewer's connection stays up
+            await eventually(lambda: server_id not in worker.owned, what="the worker to step down")
+            await eventually(lambda: _gone(pid), timeout=10, what="the STDIO child to be killed")
+        finally:
+            stop.set()
+            await running

@@ -5,9 +5,11 @@ Renewals must not wait behind the worker's call traffic: not behind a busy event
 encoded, hundreds of replies dispatched) nor behind megabytes of replies queued on the shared
 connection. So the renewer runs its own event loop in a thread, over its own connection, and renews
 every lease of a round concurrently (one renewal per lease in flight at a time; a slow one does not
-hold the next round up). A lease found lost (expired, or taken by another worker) is handed to the
-worker's loop through ``on_lost``. Each renewal's round trip is recorded by outcome
-(``mcp_aggregator_lease_renewal_duration_seconds``).
+hold the next round up). It renews only while ``serving()`` (the worker's own connection, on which
+its requests arrive, is up): a worker cut off from its requests lets its leases age, and steps
+down, as it did when the renewals went over that connection. A lease found lost (expired, or taken
+by another worker) is handed to the worker's loop through ``on_lost``. Each renewal's round trip is
+recorded by outcome (``mcp_aggregator_lease_renewal_duration_seconds``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,17 @@ THREAD_CHECK_SECONDS = 1.0
 class LeaseRenewer:
     """Renews the leases of ``leases`` from its own thread; ``on_lost(key)`` runs on the caller's loop."""
 
-    def __init__(self, leases: LeaseTable, settings: Settings, on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        leases: LeaseTable,
+        settings: Settings,
+        on_lost: Callable[[str], None],
+        serving: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._leases = leases
         self._settings = settings
         self._on_lost = on_lost
+        self._serving = serving
         self._started = threading.Event()
         self._in_flight: set[str] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -81,7 +90,14 @@ class LeaseRenewer:
         try:
             kv = await self.nc.jetstream().key_value(LEASES_BUCKET)
             renewals: set[asyncio.Task[None]] = set()
+            cut_off = False
             while not await wait_event(self._stop, settings.lease_renew_seconds):
+                if not self._serving():
+                    if not cut_off:
+                        log.warning("the worker's own NATS connection is down: its leases are not renewed")
+                    cut_off = True
+                    continue
+                cut_off = False
                 for key in self._leases.held():
                     if key not in self._in_flight:
                         self._in_flight.add(key)

@@ -108,7 +108,7 @@ class SessionWorker:
             )
             self.safety_seconds = ttl - settings.lease_renew_seconds
         self._leases = LeaseTable(kv, self._b.process_id)
-        self.renewer = LeaseRenewer(self._leases, settings, self._lost)
+        self.renewer = LeaseRenewer(self._leases, settings, self._lost, lambda: self._b.bus.is_connected)
         unwatch = watch_lease_age(self._leases.oldest_age)
         # One connection pool per egress policy for every HTTP upstream session: a client of its own
         # per session would cost each one ~800 KB (its TLS context and pool).
