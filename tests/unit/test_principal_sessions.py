@@ -84,6 +84,7 @@ def _server(bus: Any, limit: int = 100) -> tuple[Any, dict[str, UpstreamClients]
         principals=principals,
         clients=UpstreamClients(bus, "s1", "saas", 5.0),
         losses=losses,
+        lease_valid=lambda: True,
     )
     return server, sides
 
