@@ -69,10 +69,12 @@ class Cluster:
         self.log_dir = log_dir
         self.roles: list[Role] = []
 
-    def start(self, name: str) -> Role:
-        """Start one more ``name`` role process (a gateway gets a port of its own)."""
+    def start(self, name: str, **overrides: Any) -> Role:
+        """Start one more ``name`` role process (a gateway gets a port of its own); ``overrides`` are
+        settings of this process alone (e.g. ``nats_url`` of a proxy in front of NATS)."""
         port = free_port() if name == "gateway" else None
-        env = {**settings_env(self.settings), "TOOLMESH_DATA_DIR": str(self.settings.data_dir)}
+        settings = self.settings.model_copy(update=overrides) if overrides else self.settings
+        env = {**settings_env(settings), "TOOLMESH_DATA_DIR": str(settings.data_dir)}
         if port is not None:
             env["TOOLMESH_PORT"] = str(port)
         index = sum(1 for r in self.roles if r.name == name)
@@ -128,14 +130,15 @@ async def wait_answering(api: httpx.AsyncClient, timeout: float = 60.0) -> None:
 
 @contextlib.asynccontextmanager
 async def running_cluster(
-    nats_url: str, database_url: str, log_dir: Path, **overrides: Any
+    nats_url: str, database_url: str, log_dir: Path, roles: dict[str, int] | None = None, **overrides: Any
 ) -> AsyncIterator[tuple[Cluster, list[System]]]:
-    """Every role as its own process; yields the cluster and a ``System`` (API client) per gateway."""
+    """Every role as its own process (``roles``: how many of each, default ``ROLES``); yields the
+    cluster and a ``System`` (API client) per gateway."""
     settings = make_settings(nats_url, database_url, **overrides)
     cluster = Cluster(settings, log_dir)
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     try:
-        for name, count in ROLES.items():
+        for name, count in (ROLES if roles is None else roles).items():
             for _ in range(count):
                 cluster.start(name)
         async with contextlib.AsyncExitStack() as stack:
