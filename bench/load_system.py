@@ -36,13 +36,15 @@ def rss_mb(pid: int) -> float:
 class Http:
     """One keep-alive connection: requests with a JSON body; answers by ``Content-Length`` or chunked."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str) -> None:
-        self._reader, self._writer, self._host = reader, writer, host
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, token: str = TOKEN
+    ) -> None:
+        self._reader, self._writer, self._host, self._token = reader, writer, host, token
 
     @classmethod
-    async def open(cls, port: int) -> Http:
+    async def open(cls, port: int, token: str = TOKEN) -> Http:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer, f"127.0.0.1:{port}")
+        return cls(reader, writer, f"127.0.0.1:{port}", token)
 
     async def exchange(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
@@ -50,7 +52,7 @@ class Http:
         """Status, headers (lower-case names) and body of one request."""
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\nAuthorization: Bearer {self._token}\r\n"
             f"Accept: application/json, text/event-stream\r\n{extra}"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
@@ -84,29 +86,36 @@ class Http:
 
 
 class Pool:
-    """Keep-alive connections to one port, opened as concurrency needs them."""
+    """Keep-alive connections to one port, opened as concurrency needs them (``token``: the bearer)."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    def __init__(self, port: int, token: str = TOKEN) -> None:
+        self.port, self._token = port, token
         self._idle: list[Http] = []
 
     async def request(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
     ) -> tuple[int, bytes]:
         """One request; a kept connection the server closed meanwhile is replaced once (it saw nothing)."""
+        status, _, content = await self.exchange(method, path, body, headers)
+        return status, content
+
+    async def exchange(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Like ``request``, with the answer's headers (lower-case names)."""
         if self._idle:
             connection = self._idle.pop()
             try:
                 return await self._on(connection, method, path, body, headers)
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass
-        return await self._on(await Http.open(self.port), method, path, body, headers)
+        return await self._on(await Http.open(self.port, self._token), method, path, body, headers)
 
     async def _on(
         self, connection: Http, method: str, path: str, body: bytes, headers: dict[str, str] | None
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, dict[str, str], bytes]:
         try:
-            answer = await connection.request(method, path, body, headers)
+            answer = await connection.exchange(method, path, body, headers)
         except BaseException:
             connection.close()
             raise

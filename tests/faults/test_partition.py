@@ -81,7 +81,9 @@ async def _taken_over(s: Scene) -> bool:
 async def _settled(s: Scene) -> bool:
     holders = await lease_holders(s.systems[0], list(s.servers.ids.values()))
     live = {s.victim.pid, s.survivor.pid}
-    return all(pid in live for pid in holders.values()) and set(s.servers.stdio_processes().values()) == {1}
+    if not all(pid in live for pid in holders.values()) or set(s.servers.stdio_processes().values()) != {1}:
+        return False
+    return all((await s.systems[0].server(sid))["status"] == "CONNECTED" for sid in s.servers.ids.values())
 
 
 async def _sample(s: Scene, load: Load, samples: list[tuple[Phase, dict[str, int]]]) -> None:
@@ -115,7 +117,9 @@ async def _fault_and_heal(s: Scene, load: Load, fault: str) -> None:
         s.proxy.restore()
         os.kill(s.victim.pid, signal.SIGCONT)
     load.phase = Phase.HEALED
-    await eventually(lambda: _settled(s), timeout=30, what="one STDIO process per server, held by a live worker")
+    await eventually(
+        lambda: _settled(s), timeout=30, what="one STDIO process per server, connected and held by a live worker"
+    )
     load.phase = Phase.SETTLED
     await eventually(lambda: load.succeeded(Phase.SETTLED) >= 60, timeout=30, what="calls after it settled")
 
