@@ -83,7 +83,8 @@ async def _settled(s: Scene) -> bool:
     live = {s.victim.pid, s.survivor.pid}
     if not all(pid in live for pid in holders.values()) or set(s.servers.stdio_processes().values()) != {1}:
         return False
-    return all((await s.systems[0].server(sid))["status"] == "CONNECTED" for sid in s.servers.ids.values())
+    statuses = [(await s.systems[0].server(sid))["status"] for sid in s.servers.ids.values()]
+    return set(statuses) == {"CONNECTED"}
 
 
 async def _sample(s: Scene, load: Load, samples: list[tuple[Phase, dict[str, int]]]) -> None:
