@@ -27,7 +27,7 @@ from toolmesh_cli.embedded import EmbeddedNats
 SERVERS = 4
 RATE = 1500.0  # calls/s offered: well above what two cores sustain with every role in its own process
 SECONDS = 20.0
-IN_FLIGHT = 2048  # open connections (half per gateway): within a listener's default accept backlog
+IN_FLIGHT = 3072  # open connections, 1,536 per gateway: within a listener's default accept backlog (2,048)
 CALL_TIMEOUT_SECONDS = 5
 LEASE = {"lease_ttl_seconds": 5.0, "lease_renew_seconds": 1.0}
 REFUSALS = (429, 503)
