@@ -96,7 +96,6 @@ class Outcome:
     ended: int
     status: int
     text: str
-    retry_after: str | None = None
 
 
 @dataclass
@@ -122,8 +121,7 @@ class Load:
             if status == 200:
                 answer = response.json()
                 status, text = (TOOL_ERROR, text) if answer.get("isError") else (200, answer["content"][0]["text"])
-            retry_after = response.headers.get("retry-after")
-            self.outcomes.append(Outcome(key, server, started, self.phase, status, text, retry_after))
+            self.outcomes.append(Outcome(key, server, started, self.phase, status, text))
 
     def succeeded(self, since: int = 0, server: str | None = None) -> int:
         """Calls answered 200 that started in phase ``since`` or later (of ``server`` only, if given)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
-from collections import Counter
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -26,12 +25,7 @@ def read_ledger(path: Path) -> list[tuple[str, str]]:
     """Every execution noted in ``path``: (key, process token)."""
     if not path.exists():
         return []
-    return [tuple(line.split(" ", 1)) for line in path.read_text().splitlines() if line]  # type: ignore[misc]
-
-
-def executions(path: Path) -> Counter[str]:
-    """How often each key was executed."""
-    return Counter(key for key, _ in read_ledger(path))
+    return [(key, process) for key, _, process in (line.partition(" ") for line in path.read_text().splitlines())]
 
 
 def build_server(name: str, ledger: Path) -> MCPServer[object]:
