@@ -50,6 +50,9 @@ FAST = {
     # Tests drive bursts of hundreds of calls with one key (EC-007); the limiter has tests of its own.
     "rate_limit_per_second": 0.0,
     "namespace_calls_per_second": 0.0,
+    # Every role, the peers and the test's client share one event loop here, so its lag is the test
+    # session's, not a deployment's; shedding on it has tests of its own (and the fault tests' processes).
+    "shed_loop_lag_ms": 0.0,
 }
 
 

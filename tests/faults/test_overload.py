@@ -22,6 +22,7 @@ from tests.faults.cluster import running_cluster
 from tests.faults.ledger_servers import CALL, LedgerServers
 from tests.harness import ADMIN_TOKEN, System
 from toolmesh.platform.bus.topology import leases_bucket
+from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import EmbeddedNats
 
 SERVERS = 4
@@ -30,6 +31,8 @@ SECONDS = 20.0
 IN_FLIGHT = 3072  # open connections, 1,536 per gateway: within a listener's default accept backlog (2,048)
 CALL_TIMEOUT_SECONDS = 5
 LEASE = {"lease_ttl_seconds": 5.0, "lease_renew_seconds": 1.0}
+SHEDDING = {"shed_loop_lag_ms": Settings.model_fields["shed_loop_lag_ms"].default}
+"""Every role in its own process sheds on its own loop's lag as a deployment does (the harness turns it off)."""
 REFUSALS = (429, 503)
 
 
@@ -123,7 +126,9 @@ async def test_overload_is_refused_with_retry_after_and_moves_no_server(
     (tmp_path / "logs").mkdir()
     (tmp_path / "ledger").mkdir()
     servers = LedgerServers(tmp_path / "ledger")
-    async with running_cluster(fault_nats.url, fault_database_url, tmp_path / "logs", **LEASE) as (cluster, systems):
+    overrides = {**LEASE, **SHEDDING}
+    logs = tmp_path / "logs"
+    async with running_cluster(fault_nats.url, fault_database_url, logs, **overrides) as (cluster, systems):
         for index in range(SERVERS):
             await systems[0].wait_connected(await servers.register(systems[0], f"o{index}"), timeout=60)
         apis = [Pool(gateway.port or 0, ADMIN_TOKEN) for gateway in cluster.of("gateway")]

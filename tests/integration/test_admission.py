@@ -210,3 +210,59 @@ async def test_a_request_whose_deadline_passed_is_not_executed(nats_url: str, da
         tallies = await structured(direct, "tallies")
         assert tallies.get("in-time") == 1 and "late" not in tallies
     assert 'mcp_aggregator_deadline_expired_total{role="session_worker"}' in metrics.render().decode()
+
+
+@contextlib.asynccontextmanager
+async def hogged_loop(block_seconds: float) -> AsyncIterator[None]:
+    """The event loop of this process kept busy: a callback holds it ``block_seconds`` at a time, over and
+    over (what a role starved of CPU sees), until the block exits."""
+    stop = asyncio.Event()
+
+    async def hog() -> None:
+        while not stop.is_set():
+            time.sleep(block_seconds)  # noqa: ASYNC251 - holding the loop is the point
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(hog())
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_role_whose_event_loop_runs_late_refuses_calls_at_once_and_admits_again_after(
+    nats_url: str, database_url: str
+) -> None:
+    """With its loop held 0.3 s at a time (far past ``shed_loop_lag_ms``), the process lowers the calls it
+    admits at once: of bursts of 20 calls, those past the lowered limit get 503 ``OVERLOADED`` (reason
+    ``busy``) and ``Retry-After``, without reaching the upstream; once the loop runs on time again, calls are
+    admitted."""
+    async with (
+        launch_peer("http") as peer,
+        running_system(nats_url, database_url, shed_loop_lag_ms=20.0) as system,
+        upstream(peer) as direct,
+    ):
+        server_id = await connected(system, peer, "busy")
+        statuses: list[int] = []
+        async with hogged_loop(0.3):
+
+            async def refused() -> httpx.Response | None:
+                burst = [system.api.post(CALL, json=call(server_id, "tally", key="hogged")) for _ in range(20)]
+                answers = await asyncio.gather(*burst)
+                statuses.extend(answer.status_code for answer in answers)
+                return next((answer for answer in answers if answer.status_code == 503), None)
+
+            busy = await eventually(refused, timeout=30, what="a call refused while the loop runs late")
+        assert busy.json()["error_code"] == "OVERLOADED" and busy.json()["context"]["reason"] == "busy", busy.text
+        assert int(busy.headers["retry-after"]) >= 1
+
+        async def admitted() -> bool:
+            answer = await system.api.post(CALL, json=call(server_id, "tally", key="on time"))
+            return answer.status_code == 200
+
+        await eventually(admitted, timeout=30, what="a call admitted once the loop runs on time")
+        tallies = await structured(direct, "tallies")
+        assert tallies.get("hogged", 0) == statuses.count(200), (tallies, statuses)  # no refused call ran
+    assert 'mcp_aggregator_calls_shed_total{reason="busy"' in metrics.render().decode()
+    assert "mcp_aggregator_event_loop_lag_seconds" in metrics.render().decode()

@@ -6,7 +6,10 @@ longer than its own timeout), in a queue of at most ``TOOLMESH_GATEWAY_ADMISSION
 past either it is refused with 503 ``OVERLOADED`` and ``Retry-After``. While other principals
 wait, a principal holding its fair share of the slots (the bound divided by the principals holding
 or waiting for one) is refused at once with 429 ``RATE_LIMITED``; a freed slot goes to the first
-waiter under its share. Each replica bounds only itself.
+waiter under its share. Each replica bounds only itself. Before any of that, while the process's
+event loop runs late (its CPU cannot keep up) the bound is lowered (``toolmesh.platform.capacity``),
+and a call past the lowered bound is refused at once with 503 ``OVERLOADED`` (reason ``busy``): work
+the process cannot finish in time is not taken on.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 from toolmesh.errors import FairShareExceeded, Overloaded
 from toolmesh.platform.admission import SheddingLog
+from toolmesh.platform.capacity import Capacity
 from toolmesh.platform.config import Settings
 from toolmesh.platform.metrics import watch_inflight
 from toolmesh_gateway.idempotency import Stored
@@ -62,6 +66,7 @@ class Admission:
         self._limit = settings.gateway_max_inflight_calls
         self._queue = settings.gateway_admission_queue
         self._wait = settings.gateway_admission_wait_seconds
+        self._capacity = Capacity("gateway", self._limit, settings.shed_loop_lag_ms)
         self._held: Counter[str] = Counter()
         self._inflight = 0
         self._waiting: deque[_Waiter] = deque()
@@ -93,6 +98,13 @@ class Admission:
             self._release(principal)
 
     async def _acquire(self, principal: str, timeout: float) -> None:
+        if not self._capacity.admits(self._inflight) and self._capacity.limit < self._limit:
+            self._shedding.shed("busy", f"its event loop runs late: {self._capacity.limit} calls at once for now")
+            raise Overloaded(
+                f"This gateway is busy: it runs {self._capacity.limit} tool calls at once for now, its event "
+                f"loop running late; retry in {RETRY_AFTER_SECONDS} s",
+                {"retry_after_seconds": RETRY_AFTER_SECONDS, "reason": "busy", "max_in_flight": self._capacity.limit},
+            )
         if self._inflight < self._limit and not self._waiting:
             self._take(principal)
             self._shedding.admitted()

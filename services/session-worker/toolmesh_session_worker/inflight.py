@@ -3,7 +3,8 @@
 Tool calls and forwarded MCP requests (the ``call`` and ``request`` verbs) of one upstream server
 run at most ``TOOLMESH_WORKER_MAX_INFLIGHT_PER_SERVER`` at once, and of all its servers at most
 ``TOOLMESH_WORKER_MAX_INFLIGHT_CALLS``; past either the request is answered at once with 503
-``OVERLOADED`` and a ``retry_after_seconds`` instead of waiting without end. A request whose
+``OVERLOADED`` and a ``retry_after_seconds`` instead of waiting without end; while the worker's event
+loop runs late, its bound in all is lowered (reason ``busy``: ``toolmesh.platform.capacity``). A request whose
 ``Toolmesh-Deadline`` has passed when it arrives is dropped unexecuted (its caller gave up) and
 answered with ``EXECUTION_TIMEOUT``, as is one whose deadline passed while it waited for a
 reconnect (``late``). Other verbs (cancel, ping, health...) are never held back.
@@ -22,6 +23,7 @@ from toolmesh.platform.admission import SheddingLog, deadline_passed
 from toolmesh.platform.bus import verbs
 from toolmesh.platform.bus.dispatch import Dispatcher, error_reply
 from toolmesh.platform.bus.interface import Message
+from toolmesh.platform.capacity import Capacity
 from toolmesh.platform.config import Settings
 from toolmesh.platform.metrics import record_deadline_expired, watch_inflight
 
@@ -52,6 +54,7 @@ class Inflight:
         self._clock = clock
         self._per_server = settings.worker_max_inflight_per_server
         self._per_worker = settings.worker_max_inflight_calls
+        self._capacity = Capacity(ROLE, self._per_worker, settings.shed_loop_lag_ms)
         self._by_server: Counter[str] = Counter()
         self._total = 0
         self._shedding = SheddingLog(ROLE, log)
@@ -90,6 +93,8 @@ class Inflight:
     def _refusal(self, server_id: str) -> ToolmeshError | None:
         if (expired := late(server_id)) is not None:
             return expired
+        if not self._capacity.admits(self._total) and self._capacity.limit < self._per_worker:
+            return self._overloaded("busy", f"{self._capacity.limit} requests at once for now, its event loop late")
         if self._by_server[server_id] >= self._per_server:
             return self._overloaded("server_full", f"{self._per_server} requests in flight to this server")
         if self._total >= self._per_worker:
@@ -100,6 +105,6 @@ class Inflight:
     def _overloaded(self, reason: str, what: str) -> Overloaded:
         self._shedding.shed(reason, what)
         return Overloaded(
-            f"The session-worker has {what}, its maximum; retry in {RETRY_AFTER_SECONDS} s",
+            f"The session-worker is at its capacity ({what}); retry in {RETRY_AFTER_SECONDS} s",
             {"retry_after_seconds": RETRY_AFTER_SECONDS, "reason": reason},
         )

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     gateway_admission_wait_seconds: float = Field(2.0, ge=0)
     worker_max_inflight_per_server: int = Field(256, ge=1)
     worker_max_inflight_calls: int = Field(1024, ge=1)
+    # Both refuse a share of new calls (503 OVERLOADED, reason "busy") while their event loop runs later
+    # than this on average, all of them at five times it (``toolmesh.platform.loop_lag``); 0: never.
+    shed_loop_lag_ms: float = Field(40.0, ge=0)
 
     # Search and skills: the index lives in data_dir / "index" unless qdrant_url is set.
     skills_file: Path | None = None

@@ -40,6 +40,8 @@ class _Inventory:
     tools_classified: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     lease_ages: list[Callable[[], float]] = field(default_factory=list)  # each lease holder's oldest lease
+    loop_lags: list[Callable[[], float]] = field(default_factory=list)  # each event loop's mean lag
+    capacities: dict[str, Callable[[], int]] = field(default_factory=dict)  # each role's adaptive limit
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,28 @@ def _instruments() -> _Instruments:
             ages = [age() for age in inventory.lease_ages]
         return [Observation(max(ages))] if ages else []
 
+    def loop_lag(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            lags = [lag() for lag in inventory.loop_lags]
+        return [Observation(max(lags))] if lags else []
+
+    def capacity(_: CallbackOptions) -> Iterable[Observation]:
+        with inventory.lock:
+            reads = list(inventory.capacities.items())
+        return [Observation(read(), {"role": role}) for role, read in reads]
+
+    meter.create_observable_gauge(
+        "mcp_aggregator_capacity_calls",
+        callbacks=[capacity],
+        description="Calls a role admits at once now, by role: its ceiling, lowered while its event loop runs late",
+    )
+    meter.create_observable_gauge(
+        "mcp_aggregator_event_loop_lag_seconds",
+        callbacks=[loop_lag],
+        unit="s",
+        description="How late this process's event loop runs its callbacks (mean); load is shed past "
+        "TOOLMESH_SHED_LOOP_LAG_MS",
+    )
     meter.create_observable_gauge(
         "mcp_aggregator_lease_oldest_age_seconds",
         callbacks=[lease_age],
@@ -144,7 +168,7 @@ def _instruments() -> _Instruments:
         shed=meter.create_counter(
             "mcp_aggregator_calls_shed_total",
             description="Calls refused by admission control, by role and reason (overloaded, fair_share, "
-            "server_full, worker_full)",
+            "server_full, worker_full, busy)",
         ),
         inflight=inflight,
         deadline_drops=meter.create_counter(
@@ -207,6 +231,20 @@ def watch_inflight(role: str, read: Callable[[], int]) -> None:
     """``read()`` tells, at each scrape, how many calls ``role`` admitted and has not finished in this
     process (nothing is recorded per call)."""
     _instruments().inflight[role] = read
+
+
+def watch_loop_lag(read: Callable[[], float]) -> None:
+    """``read()`` tells, at each scrape, the mean lag of one event loop of this process, in seconds."""
+    inventory = _instruments().inventory
+    with inventory.lock:
+        inventory.loop_lags.append(read)
+
+
+def watch_capacity(role: str, read: Callable[[], int]) -> None:
+    """``read()`` tells, at each scrape, how many calls ``role`` admits at once now in this process."""
+    inventory = _instruments().inventory
+    with inventory.lock:
+        inventory.capacities[role] = read
 
 
 def record_deadline_expired(role: str) -> None:
