@@ -21,6 +21,7 @@ from toolmesh.platform.bus.in_process import InProcessBus
 from toolmesh.platform.bus.interface import Message
 from toolmesh.platform.bus.requests import ok_reply, request_owner
 from toolmesh.platform.config import Settings
+from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.polling import poll_until
 from toolmesh_gateway.admission import Admission, shed_reply
 from toolmesh_gateway.idempotency import Stored
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.unit
 
 def admission(limit: int, queue: int, wait: float = 60.0) -> Admission:
     return Admission(
-        Settings(gateway_max_inflight_calls=limit, gateway_admission_queue=queue, gateway_admission_wait_seconds=wait)
+        Settings(gateway_max_inflight_calls=limit, gateway_admission_queue=queue, gateway_admission_wait_seconds=wait),
+        LoopLag(),
     )
 
 
@@ -179,7 +181,7 @@ def test_shedding_is_logged_when_it_starts_and_when_it_stops(caplog: pytest.LogC
 async def test_a_request_whose_deadline_passes_while_it_waits_is_not_executed() -> None:
     """The deadline is checked when the request arrives and again after a wait (a reconnect's hold)."""
     now = [100.0]
-    inflight = Inflight(Settings(), clock=lambda: now[0])
+    inflight = Inflight(Settings(), LoopLag(), clock=lambda: now[0])
     waited = asyncio.Event()
     executed: list[str] = []
 

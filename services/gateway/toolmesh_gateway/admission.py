@@ -26,6 +26,7 @@ from toolmesh.errors import FairShareExceeded, Overloaded
 from toolmesh.platform.admission import SheddingLog
 from toolmesh.platform.capacity import Capacity
 from toolmesh.platform.config import Settings
+from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import watch_inflight
 from toolmesh_gateway.idempotency import Stored
 
@@ -62,11 +63,11 @@ class _Waiter:
 class Admission:
     """The in-flight tool calls of this process, by principal, and the calls waiting for a slot."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, lag: LoopLag) -> None:
         self._limit = settings.gateway_max_inflight_calls
         self._queue = settings.gateway_admission_queue
         self._wait = settings.gateway_admission_wait_seconds
-        self._capacity = Capacity("gateway", self._limit, settings.shed_loop_lag_ms)
+        self._capacity = Capacity("gateway", self._limit, settings.shed_loop_lag_ms, lag)
         self._held: Counter[str] = Counter()
         self._inflight = 0
         self._waiting: deque[_Waiter] = deque()
@@ -98,13 +99,8 @@ class Admission:
             self._release(principal)
 
     async def _acquire(self, principal: str, timeout: float) -> None:
-        if not self._capacity.admits(self._inflight) and self._capacity.limit < self._limit:
-            self._shedding.shed("busy", f"its event loop runs late: {self._capacity.limit} calls at once for now")
-            raise Overloaded(
-                f"This gateway is busy: it runs {self._capacity.limit} tool calls at once for now, its event "
-                f"loop running late; retry in {RETRY_AFTER_SECONDS} s",
-                {"retry_after_seconds": RETRY_AFTER_SECONDS, "reason": "busy", "max_in_flight": self._capacity.limit},
-            )
+        if (busy := self.refuse_early()) is not None:
+            raise busy
         if self._inflight < self._limit and not self._waiting:
             self._take(principal)
             self._shedding.admitted()
@@ -130,6 +126,19 @@ class Admission:
             self._abandon(waiter)
             raise self._overloaded(f"no call ended within {min(self._wait, timeout):g} s")
         self._shedding.admitted()
+
+    def refuse_early(self) -> Overloaded | None:
+        """The refusal of a new call while this process takes fewer calls than its bound for now (its
+        event loop runs late) and they are all taken; None otherwise. Cheap: the HTTP entry asks it before
+        anything of a ``tools/call`` request is read."""
+        if self._capacity.admits(self._inflight) or self._capacity.limit >= self._limit:
+            return None
+        self._shedding.shed("busy", f"its event loop runs late: {self._capacity.limit} calls at once for now")
+        return Overloaded(
+            f"This gateway is busy: it runs {self._capacity.limit} tool calls at once for now, its event "
+            f"loop running late; retry in {RETRY_AFTER_SECONDS} s",
+            {"retry_after_seconds": RETRY_AFTER_SECONDS, "reason": "busy", "max_in_flight": self._capacity.limit},
+        )
 
     def _others_wait(self, principal: str) -> bool:
         return any(w.principal != principal for w in self._waiting)

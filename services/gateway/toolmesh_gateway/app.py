@@ -80,7 +80,13 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     call_audit.start()
     app.state.call_audit = call_audit
     app.state.tool_calls = ToolCalls(
-        backends.bus, backends.js, feed, backends.settings, call_audit, app.state.upstream_authorizations
+        backends.bus,
+        backends.js,
+        feed,
+        backends.settings,
+        call_audit,
+        app.state.upstream_authorizations,
+        backends.context.loop_lag,
     )
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
@@ -121,7 +127,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
 
 def http_entry(app: FastAPI) -> GatewayEntry:
     """The ASGI app to serve over HTTP: ``app``'s MCP routes on their own short path, the rest through ``app``."""
-    return GatewayEntry(app, app.state.mcp_routes, app.state.backends.settings)
+    return GatewayEntry(app, app.state.mcp_routes, app.state.backends.settings, app.state.tool_calls.admission)
 
 
 async def close_app(app: FastAPI) -> None:

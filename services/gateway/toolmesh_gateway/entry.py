@@ -6,7 +6,9 @@ body limit, and the contract's error answers (auth, the rate limit and namespace
 front door's own). Either path with a trailing slash is
 redirected (307) to it, as FastAPI redirects its own routes. Every other request, odd ``/mcp/...``
 paths included, goes to the FastAPI app and its middleware (idempotency, its exception handlers,
-routing of every REST route).
+routing of every REST route). While the process admits fewer calls than its bound for now (its event
+loop runs late) and they are all taken, ``POST /api/v1/tools/call`` is refused here (503 ``OVERLOADED``,
+``Retry-After``), at a small part of what the same refusal costs past the REST stack.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolmesh.loopback import is_loopback_host
 from toolmesh.platform.config import Settings
+from toolmesh_gateway.admission import Admission
 from toolmesh_gateway.body_limit import BodyLimit
-from toolmesh_gateway.errors import ErrorResponses
+from toolmesh_gateway.errors import ErrorResponses, error_response
 from toolmesh_gateway.front_door.mount import MCP_PATH
 from toolmesh_gateway.observability import TracingMiddleware
 from toolmesh_gateway.origin import OriginGuard
+
+TOOL_CALL_PATH = "/api/v1/tools/call"
 
 
 def guarded_mcp(app: ASGIApp, settings: Settings) -> ASGIApp:
@@ -67,14 +72,20 @@ class McpRoutes:
 
 
 class GatewayEntry:
-    """``/mcp`` routes to the guarded front door, the rest to the FastAPI app."""
+    """``/mcp`` routes to the guarded front door, the rest to the FastAPI app; a REST tool call that admission
+    control refuses while the process is busy, before anything of it is read."""
 
-    def __init__(self, app: FastAPI, routes: Iterable[Route], settings: Settings) -> None:
+    def __init__(self, app: FastAPI, routes: Iterable[Route], settings: Settings, admission: Admission) -> None:
         self._rest = app
         self._routes = McpRoutes(routes)
         self._mcp = guarded_mcp(self._routes, settings)
+        self._admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == TOOL_CALL_PATH and scope["method"] == "POST":
+            if (busy := self._admission.refuse_early()) is not None:
+                await error_response(busy)(scope, receive, send)
+                return
         matched = self._routes.match(scope) if scope["type"] == "http" else None
         if matched is not None:
             await self._mcp(matched, receive, send)

@@ -47,6 +47,7 @@ from toolmesh.platform.bus.interface import Bus, Message
 from toolmesh.platform.bus.publishing import publish_command
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
+from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_execution, record_routing
 from toolmesh.platform.polling import poll_until
 from toolmesh_gateway.admission import Admission
@@ -113,6 +114,7 @@ class ToolCalls:
         settings: Settings,
         audit: CallAudit,
         links: AuthorizationLinks,
+        lag: LoopLag,
     ) -> None:
         self._bus = bus
         self._links = links
@@ -121,7 +123,7 @@ class ToolCalls:
         self._audit = audit
         self._default_timeout = settings.request_timeout_seconds
         self._namespace_calls = NamespaceCallLimiter(settings)
-        self.admission = Admission(settings)
+        self.admission = Admission(settings, lag)
         """The bound on this process's tool calls in flight (every surface takes its slots)."""
         # Call ids: unique per gateway process and cheap (no urandom syscall per call).
         self._call_prefix = secrets.token_hex(6)

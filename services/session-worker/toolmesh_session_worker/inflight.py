@@ -25,6 +25,7 @@ from toolmesh.platform.bus.dispatch import Dispatcher, error_reply
 from toolmesh.platform.bus.interface import Message
 from toolmesh.platform.capacity import Capacity
 from toolmesh.platform.config import Settings
+from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_deadline_expired, watch_inflight
 
 log = logging.getLogger("toolmesh.session.inflight")
@@ -50,11 +51,11 @@ def late(server_id: str) -> ExecutionTimeout | None:
 class Inflight:
     """The upstream work this worker runs now, by server."""
 
-    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: Settings, lag: LoopLag, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._per_server = settings.worker_max_inflight_per_server
         self._per_worker = settings.worker_max_inflight_calls
-        self._capacity = Capacity(ROLE, self._per_worker, settings.shed_loop_lag_ms)
+        self._capacity = Capacity(ROLE, self._per_worker, settings.shed_loop_lag_ms, lag)
         self._by_server: Counter[str] = Counter()
         self._total = 0
         self._shedding = SheddingLog(ROLE, log)

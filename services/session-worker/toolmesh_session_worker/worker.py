@@ -79,7 +79,7 @@ class SessionWorker:
         # server go (its connect failed, its lease was lost) must not cancel an answer half-way and
         # leave its requester waiting out its timeout (a remove answered SESSION_NOT_FOUND).
         self._answers = TaskSet("answers")
-        self._inflight = Inflight(backends.settings)  # bounds the requests answered at once
+        self._inflight = Inflight(backends.settings, backends.context.loop_lag)  # bounds the requests answered at once
         self._taking: set[str] = set()
         self._leases: LeaseTable | None = None
         self.renewer: LeaseRenewer | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from toolmesh.platform.loop_lag import loop_lag
+from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import watch_capacity
 
 ADJUST_SECONDS = 0.1
@@ -28,8 +28,11 @@ FLOOR = 4
 class Capacity:
     """The adaptive limit of one role in this process."""
 
-    def __init__(self, role: str, ceiling: int, shed_at_ms: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, role: str, ceiling: int, shed_at_ms: float, lag: LoopLag, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ceiling = ceiling
+        self._lag = lag
         self.limit = ceiling
         self._shed_at = shed_at_ms / 1000
         self._clock = clock
@@ -42,7 +45,7 @@ class Capacity:
             steps = int((self._clock() - self._adjusted) / ADJUST_SECONDS)
             if steps:
                 self._adjusted = self._clock()
-                self.adjust(loop_lag().seconds, steps)
+                self.adjust(self._lag.seconds, steps)
         return in_flight < self.limit
 
     def adjust(self, lag_seconds: float, steps: int = 1) -> None:

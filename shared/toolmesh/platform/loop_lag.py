@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
-
-from toolmesh.platform.metrics import watch_loop_lag
 
 SAMPLE_SECONDS = 0.02
 SMOOTHING = 0.3
@@ -22,32 +19,16 @@ SMOOTHING = 0.3
 
 
 class LoopLag:
-    """The lag of one event loop, sampled by a task of its own."""
+    """The lag of one process's event loop, sampled while ``run`` runs (``runtime.open_backends`` runs it
+    for as long as the process's backends are open)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
 
-    async def sample(self) -> None:
-        """Measure until cancelled (the loop's end)."""
+    async def run(self) -> None:
+        """Measure until cancelled."""
         while True:
             asked = time.monotonic()
             await asyncio.sleep(SAMPLE_SECONDS)
             late = max(0.0, time.monotonic() - asked - SAMPLE_SECONDS)
             self.seconds += SMOOTHING * (late - self.seconds)
-
-
-_samplers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
-_tasks: set[asyncio.Task[None]] = set()
-
-
-def loop_lag() -> LoopLag:
-    """The sampler of the running loop, started on first use (one per loop, however many roles run on it)."""
-    loop = asyncio.get_running_loop()
-    lag = _samplers.get(loop)
-    if lag is None:
-        lag = _samplers[loop] = LoopLag()
-        task = loop.create_task(lag.sample(), name="loop-lag")
-        _tasks.add(task)
-        task.add_done_callback(_tasks.discard)
-        watch_loop_lag(lambda: lag.seconds)
-    return lag

@@ -40,7 +40,7 @@ class _Inventory:
     tools_classified: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     lease_ages: list[Callable[[], float]] = field(default_factory=list)  # each lease holder's oldest lease
-    loop_lags: list[Callable[[], float]] = field(default_factory=list)  # each event loop's mean lag
+    loop_lags: dict[str, Callable[[], float]] = field(default_factory=dict)  # by process role: its loop's lag
     capacities: dict[str, Callable[[], int]] = field(default_factory=dict)  # each role's adaptive limit
 
 
@@ -94,7 +94,7 @@ def _instruments() -> _Instruments:
 
     def loop_lag(_: CallbackOptions) -> Iterable[Observation]:
         with inventory.lock:
-            lags = [lag() for lag in inventory.loop_lags]
+            lags = [lag() for lag in inventory.loop_lags.values()]
         return [Observation(max(lags))] if lags else []
 
     def capacity(_: CallbackOptions) -> Iterable[Observation]:
@@ -233,11 +233,12 @@ def watch_inflight(role: str, read: Callable[[], int]) -> None:
     _instruments().inflight[role] = read
 
 
-def watch_loop_lag(read: Callable[[], float]) -> None:
-    """``read()`` tells, at each scrape, the mean lag of one event loop of this process, in seconds."""
+def watch_loop_lag(process: str, read: Callable[[], float]) -> None:
+    """``read()`` tells, at each scrape, the mean lag of the event loop of ``process`` (the roles it
+    runs; the latest one so named counts), in seconds."""
     inventory = _instruments().inventory
     with inventory.lock:
-        inventory.loop_lags.append(read)
+        inventory.loop_lags[process] = read
 
 
 def watch_capacity(role: str, read: Callable[[], int]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from toolmesh.embed.lane import EmbeddingLanes
+from toolmesh.platform.loop_lag import LoopLag
 
 if TYPE_CHECKING:
     from toolmesh.embed.model import Embedder
@@ -30,10 +31,13 @@ class ProcessContext:
     * ``lent_table``: the catalog of this process's indexer, which its gateway's searches read
       (``search.setup.lend_table``); None while no indexer runs here.
     * the embedder, loaded by the first role that asks (``embedder``).
+    * ``loop_lag``: how late the process's event loop runs (``loop_lag``), which its roles' admission
+      control follows (``capacity``).
     """
 
     def __init__(self) -> None:
         self.lanes = EmbeddingLanes()
+        self.loop_lag = LoopLag()
         self.lent_table: SearchTable | None = None
         self._embedder: Embedder | None = None
         self._embedder_loaded = False

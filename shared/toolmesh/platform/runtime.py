@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -19,6 +20,7 @@ from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.platform.bus.topology import ensure_streams, ensure_topology
 from toolmesh.platform.config import Settings
 from toolmesh.platform.deployment_secrets import guard_deployment_secrets
+from toolmesh.platform.metrics import watch_loop_lag
 from toolmesh.platform.process_context import ProcessContext
 from toolmesh.platform.store.pool import open_pool
 
@@ -62,6 +64,9 @@ async def open_backends(
             await ensure_streams(js, streams, replicas=settings.nats_replicas)
         db = await open_pool(settings.database_url)
         bus = LocalFirstBus(NatsBus(nc))
+        context = ProcessContext()
+        watch_loop_lag(role, lambda: context.loop_lag.seconds)
+        sampling = asyncio.create_task(context.loop_lag.run(), name="loop-lag")
         try:
             yield Backends(
                 settings=settings,
@@ -70,9 +75,10 @@ async def open_backends(
                 js=js,
                 db=db,
                 process_id=process_identity(settings),
-                context=ProcessContext(),
+                context=context,
             )
         finally:
+            sampling.cancel()
             await bus.close()
             await db.close()
     finally:
