@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from toolmesh.platform.store.locks import transaction_lock
+
 Row = asyncpg.Record
 BOOTSTRAP_OWNER = "admin"
 """Name of the owner whose key start-up seeds from the admin token (no event records it)."""
@@ -79,8 +81,10 @@ async def seed_owner(db: asyncpg.Pool, *, name: str, token_hash: str, namespace:
     """Make ``token_hash`` the key of the bootstrap owner ``name`` (created, or re-keyed at start-up).
 
     Re-keyed, the owner's connected apps and unused OAuth codes go with the old token: they were
-    allowed by whoever held it, and rotating a leaked admin token must end them too."""
+    allowed by whoever held it, and rotating a leaked admin token must end them too. Processes starting
+    at once seed one after another: inserted side by side, the same token would collide on its own index."""
     async with db.acquire() as conn, conn.transaction():
+        await transaction_lock(conn, f"seed-owner:{namespace}:{name}")
         old = await conn.fetchval(
             "SELECT key_id FROM mcp.principals WHERE namespace = $1 AND name = $2 AND token_hash <> $3 FOR UPDATE",
             namespace,
