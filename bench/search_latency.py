@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qdrant_client import AsyncQdrantClient
-from search_common import classifications, one_server
 
+from tests.retrieval.catalog import classifications, one_server
 from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.embed.lane import EmbeddingLanes

@@ -15,24 +15,40 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from search_common import DATA, classify_index, livemcp_servers, load_index, read_jsonl
+from tests.retrieval.catalog import classify_index, load_index, read_jsonl, servers_of  # noqa: E402
+from tests.retrieval.scoring import means, per_task  # noqa: E402
+from toolmesh.contracts.search import SearchRequest  # noqa: E402
+from toolmesh.embed.lane import EmbeddingLanes  # noqa: E402
+from toolmesh.embed.model import DIMENSIONS, load_embedder  # noqa: E402
+from toolmesh.search.ranking import BM25_ONLY, DENSE_ONLY, Weights  # noqa: E402
+from toolmesh.search.service import SearchService  # noqa: E402
+from toolmesh_projector.vector_index.edge import EdgeIndex  # noqa: E402
 
-from toolmesh.contracts.search import SearchRequest
-from toolmesh.embed.lane import EmbeddingLanes
-from toolmesh.embed.model import DIMENSIONS, load_embedder
-from toolmesh.search.ranking import BM25_ONLY, DENSE_ONLY, Weights
-from toolmesh.search.service import SearchService
-from toolmesh_projector.vector_index.edge import EdgeIndex
 
-VARIANTS: dict[str, tuple[Weights, str]] = {
+def _data_dir() -> Path:
+    """``TOOLMESH_BENCH_DATA``, else the first ``shared/data/livemcpbench`` above this file."""
+    if os.environ.get("TOOLMESH_BENCH_DATA"):
+        return Path(os.environ["TOOLMESH_BENCH_DATA"])
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "data" / "livemcpbench"
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("LiveMCPBench data not found: set TOOLMESH_BENCH_DATA")
+
+
+DATA = _data_dir()
+
+VARIANTS: dict[str, tuple[Weights, Literal["hierarchical", "flat"]]] = {
     "bm25": (BM25_ONLY, "flat"),
     "dense": (DENSE_ONLY, "flat"),
     "flat": (Weights(), "flat"),
@@ -40,33 +56,12 @@ VARIANTS: dict[str, tuple[Weights, str]] = {
 }
 
 
-def scores(ranked: list[str], slots: list[list[str]]) -> tuple[float, float, float]:
-    def recall(k: int) -> float:
-        top = set(ranked[:k])
-        return sum(1 for slot in slots if top & set(slot)) / len(slots)
-
-    gold = {name for slot in slots for name in slot}
-    rr = next((1.0 / rank for rank, name in enumerate(ranked[:10], start=1) if name in gold), 0.0)
-    return recall(1), recall(5), rr
-
-
-async def evaluate(service: SearchService, strategy: str, queries: list[dict[str, Any]]) -> dict[str, Any]:
+async def evaluate(
+    service: SearchService, strategy: Literal["hierarchical", "flat"], queries: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Metrics on the tuning half, the held-out half and all tasks."""
-    per_query = []
-    for q in queries:
-        request = SearchRequest(query=str(q["query"]), limit=10, strategy=strategy)  # type: ignore[arg-type]
-        response = await service.search(request)
-        ranked = [f"{t.source_server.name}.{t.original_name}" for t in response.tools]
-        per_query.append(scores(ranked, q["gold_slots"]))
-    result: dict[str, Any] = {}
-    for part, rows in (("tune", per_query[0::2]), ("held_out", per_query[1::2]), ("all", per_query)):
-        n = len(rows)
-        result[part] = {
-            "recall@1": round(sum(r[0] for r in rows) / n, 3),
-            "recall@5": round(sum(r[1] for r in rows) / n, 3),
-            "mrr@10": round(sum(r[2] for r in rows) / n, 3),
-        }
-    return result
+    rows = await per_task(service, strategy, queries)
+    return {"tune": means(rows[0::2]), "held_out": means(rows[1::2]), "all": means(rows)}
 
 
 async def main() -> None:
@@ -74,7 +69,7 @@ async def main() -> None:
     if embedder is None:
         raise SystemExit("the embedding model did not load")
     queries = read_jsonl(DATA / "queries.jsonl")
-    servers = livemcp_servers()
+    servers = servers_of(DATA / "tools.jsonl")
     lanes = EmbeddingLanes()  # one lane for the indexer and the classifier, as in one process
     result: dict[str, Any] = {"benchmark": "search_quality", "tools": 527, "queries": len(queries)}
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,10 +1,9 @@
-"""Shared by the search benchmarks: feed tools through the real index projection into an embedded index,
-and classify them with the product's classifier."""
+"""A tool catalog through the product's indexing path: tools fed to the index projection as events,
+classified by the product's classifier (used by the search benchmarks and the quality gate)."""
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -28,25 +27,13 @@ from toolmesh_classifier.worker import batches
 from toolmesh_projector.index_projection import IndexProjection
 
 
-def _data_dir() -> Path:
-    """``TOOLMESH_BENCH_DATA``, else the first ``shared/data/livemcpbench`` above this file."""
-    if os.environ.get("TOOLMESH_BENCH_DATA"):
-        return Path(os.environ["TOOLMESH_BENCH_DATA"])
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "data" / "livemcpbench"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("LiveMCPBench data not found: set TOOLMESH_BENCH_DATA")
-
-
-DATA = _data_dir()
-
-
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """One JSON object per non-empty line."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def server_id(name: str) -> str:
+    """A stable server id for a server name."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
 
 
@@ -83,9 +70,10 @@ async def classifications(
     ]
 
 
-def livemcp_servers() -> dict[str, list[DiscoveredTool]]:
+def servers_of(tools_jsonl: Path) -> dict[str, list[DiscoveredTool]]:
+    """The tools of a ``tools.jsonl`` (LiveMCPBench's form: server, name, description, input_schema) by server."""
     servers: dict[str, list[DiscoveredTool]] = defaultdict(list)
-    for tool in read_jsonl(DATA / "tools.jsonl"):
+    for tool in read_jsonl(tools_jsonl):
         servers[tool["server"]].append(
             DiscoveredTool(
                 original_name=tool["name"],
@@ -99,6 +87,7 @@ def livemcp_servers() -> dict[str, list[DiscoveredTool]]:
 async def load_index(
     index: ToolIndex, embedder: Embedder | None, servers: dict[str, list[DiscoveredTool]], lanes: EmbeddingLanes
 ) -> IndexProjection:
+    """An index projection over ``index`` that applied every server's events, with every vector embedded."""
     projection = IndexProjection(index, embedder, load_taxonomy(), lanes=lanes)
     await projection.start()
     for seq, event in server_events(servers):
