@@ -140,6 +140,9 @@ async def test_a_key_limited_to_an_endpoint_searches_and_runs_code_within_its_bu
             return names if "alpha.add" in names else None
 
         assert await eventually(found, what="alpha.add in the bundle's search") <= {"alpha.add", "alpha.echo"}
+        grouped = await session.call_tool("search_tools", {"query": "add two numbers", "group_by": "server"})
+        [server] = json.loads(text_of(grouped))["servers"]  # its tool count is the bundle's, not the server's
+        assert (server["server"], server["tool_count"]) == ("alpha", 2) and server["matching_tools"] <= 2
         listed = await session.call_tool("run", {"code": "proxy.list_servers()"})
         assert [s["name"] for s in json.loads(text_of(listed))["result"]] == ["alpha"]
         searched = await session.call_tool("run", {"code": "toolmesh.search('add two numbers', limit=20)"})

@@ -26,13 +26,36 @@ META_TOOLS = [
     mcp_types.Tool(
         name=SEARCH_TOOLS,
         description="Find tools of the servers behind this gateway by what they do (hybrid semantic + keyword "
-        "search). Returns namespaced names (server.tool) with descriptions and input schemas, for call_tool.",
+        "search). Returns namespaced names (server.tool) with descriptions and input schemas, for call_tool. "
+        'With group_by "server": the servers that fit, best first, each with its best matching tools (no '
+        "schemas: search again with server_filter for them). When more results follow, the answer has a "
+        "next_cursor: repeat the call with the same query, filter and group_by, and that cursor, for the next page.",
         input_schema={
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What the tool should do"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "default": 10,
+                    "description": "Results per page (servers when grouped by server)",
+                },
                 "server_filter": {"type": "array", "items": {"type": "string"}, "description": "Only these servers"},
+                "group_by": {
+                    "type": "string",
+                    "enum": ["tool", "server"],
+                    "default": "tool",
+                    "description": "tool: a page of tools; server: a page of servers with their best tools",
+                },
+                "tools_per_server": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10,
+                    "default": 3,
+                    "description": "With group_by server: how many of each server's best tools to show",
+                },
+                "cursor": {"type": "string", "description": "next_cursor of the previous page of this search"},
             },
             "required": ["query"],
         },

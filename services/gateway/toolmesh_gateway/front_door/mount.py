@@ -12,6 +12,7 @@ from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
+from toolmesh_gateway.front_door.search_cursor import SEARCH_CURSOR
 from toolmesh_gateway.front_door.server import FrontDoor
 from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
@@ -59,6 +60,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         feed,
         calls,
         app.state.search,
+        app.state.credential_box.purpose_keys(SEARCH_CURSOR),
         app.state.rate_limiter,
         app.state.forwarder,
         links,

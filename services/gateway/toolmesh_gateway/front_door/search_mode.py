@@ -1,22 +1,22 @@
-"""Two of the tools of ``?mode=search``: ``search_tools`` (the hybrid search as a tool) and ``run``
-(Python in the sandbox, which calls tools and searches through packs); ``call_tool`` is the front
-door's own call."""
+"""Two of the tools of ``?mode=search``: ``search_tools`` (the hybrid search as a tool, a page at a
+time: ``search_pages``) and ``run`` (Python in the sandbox, which calls tools and searches through
+packs); ``call_tool`` is the front door's own call."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import mcp_types
-from pydantic import ValidationError
 
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.tools import ToolCallRequest
-from toolmesh.payloads import invalid_payload
 from toolmesh.search.service import SearchService
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.front_door import listing
 from toolmesh_gateway.front_door.code_mode import CallerPacks, CodeRunner
+from toolmesh_gateway.front_door.search_cursor import SearchCursors
+from toolmesh_gateway.front_door.search_pages import SearchPages
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -24,35 +24,16 @@ from toolmesh_gateway.tool_calls import ToolCalls
 class SearchMode:
     """``search_tools`` and ``run`` for a caller in its view."""
 
-    def __init__(self, search: SearchService, calls: ToolCalls, code: CodeRunner) -> None:
+    def __init__(self, search: SearchService, calls: ToolCalls, code: CodeRunner, cursors: SearchCursors) -> None:
         self._search = search
         self._calls = calls
         self._code = code
+        self._pages = SearchPages(search, cursors)
 
     async def search_tools(self, view: CatalogView, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """The tools ``view`` shows that match the query, with their input schemas."""
-        wanted = {
-            "query": arguments.get("query") or "*",
-            "limit": arguments.get("limit", 10),
-            "server_filter": arguments.get("server_filter") or None,
-            "include_schemas": True,
-        }
-        try:
-            search = SearchRequest.model_validate(wanted)
-        except ValidationError as exc:  # a tool error the model can read and correct, as for any tool
-            raise invalid_payload(exc) from exc
-        found = await search_visible(self._search, search, view)
-        tools = [
-            {
-                "name": t.name,
-                "description": t.description,
-                "server": t.source_server.name,
-                "score": t.score,
-                "input_schema": t.input_schema,
-            }
-            for t in found.tools
-        ]
-        return listing.text_result({"tools": tools})
+        """A page of the tools ``view`` shows that match the query, with their input schemas (or of the
+        servers they belong to, with their best tools), and the next page's cursor when more follow."""
+        return listing.text_result(await self._pages.page(view, arguments))
 
     async def run(self, view: CatalogView, caller: Caller, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Run the ``code`` argument in the sandbox, its packs calling tools as ``caller`` in ``view``."""

@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -49,6 +50,7 @@ from toolmesh_gateway.front_door.code_mode import CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, url_elicitation
+from toolmesh_gateway.front_door.search_cursor import SearchCursors
 from toolmesh_gateway.front_door.search_mode import SearchMode
 from toolmesh_gateway.front_door.sessions import as_user, authenticate, query_of, refuse, request_caller
 from toolmesh_gateway.front_door.shared_sessions import SharedSessionManager, SharedSessions
@@ -99,6 +101,7 @@ class FrontDoor:
         feed: CatalogFeed,
         calls: ToolCalls,
         search: SearchService,
+        cursor_keys: Sequence[bytes],
         rate_limiter: RateLimiter,
         forwarder: Forwarder,
         links: ClientLinks,
@@ -124,7 +127,7 @@ class FrontDoor:
         upstream_tasks = UpstreamTasks(records, forwarder, links, self._view, tasks_kept, quota)
         self.tasks = Tasks(records, links, tasks_kept, self._task_call, quota, upstream_tasks.relay)
         self.code = CodeRunner(settings)
-        self._search_mode = SearchMode(search, calls, self.code)
+        self._search_mode = SearchMode(search, calls, self.code, SearchCursors(cursor_keys))
         self.server: Server[Any] = AggregateServer(
             "toolmesh",
             cache_hints=CACHE_HINTS,
