@@ -38,10 +38,12 @@ from load_calls import rotating
 from load_system import Pool, deployment, register_all, upstreams
 from nats.errors import TimeoutError as NatsTimeout
 
+from toolmesh.platform.bus.leases import lease_holder
+from toolmesh.platform.bus.topology import LEASES_BUCKET
+
 ROLES = ("gateway", "projector", "indexer", "classifier-worker", "health-worker")
 MAX_IN_FLIGHT = 2048  # open connections: within a listener's default accept backlog
 CALL_TIMEOUT_SECONDS = 30.0
-LEASES_BUCKET = "toolmesh_leases"
 REFUSALS = (429, 503)
 
 
@@ -167,7 +169,7 @@ class OwnerWatch:
                     continue
                 if entry is None:  # the end of the initial values
                     continue
-                holder = "" if entry.operation in ("DEL", "PURGE") or not entry.value else entry.value.decode()
+                holder = "" if entry.operation in ("DEL", "PURGE") else lease_holder(entry.value) or ""
                 if entry.key in self.holders and holder != self.holders[entry.key]:
                     self.changes[entry.key] += 1
                 self.holders[entry.key] = holder

@@ -21,6 +21,7 @@ from bench.load_system import Pool
 from tests.faults.cluster import running_cluster
 from tests.faults.ledger_servers import CALL, LedgerServers
 from tests.harness import ADMIN_TOKEN, System
+from toolmesh.platform.bus.leases import lease_holder
 from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import EmbeddedNats
@@ -65,7 +66,7 @@ class Owners:
                     continue
                 if entry is None:  # the end of the initial values
                     continue
-                holder = "" if entry.operation in ("DEL", "PURGE") or not entry.value else entry.value.decode()
+                holder = "" if entry.operation in ("DEL", "PURGE") else lease_holder(entry.value) or ""
                 before = self.holders.get(entry.key)
                 if before is not None and holder != before:
                     self.changes.append((entry.key, before, holder))

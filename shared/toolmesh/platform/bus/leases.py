@@ -3,7 +3,10 @@
 Each held lease carries a fencing token, the KV revision of its claim: revisions are the sequence
 numbers of the bucket's stream, so a later claim of the same key (possible only once the earlier one
 expired or was released) always has a higher token, and the token stays the same while its holder
-renews (a reply stamped before a renewal never looks older than one stamped after it).
+renews (a reply stamped before a renewal never looks older than one stamped after it). A renewal
+writes the token after the holder in the entry's value (``holder``, newline, token; a claim's value is
+the holder alone, its token its own revision), so anyone reading the bucket can tell the token of the
+lease in force (``claim_token``) although the bucket keeps only the latest revision of a key.
 
 The table also remembers, on the monotonic clock, when each lease was last known to be extended: the
 moment the successful claim or renewal was *sent* (the bucket restarted the TTL no earlier than that),
@@ -22,6 +25,23 @@ from nats.js.kv import KeyValue
 
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code when a conditional write finds another revision (a delete is not translated)."""
+
+
+def lease_holder(value: bytes | None) -> str | None:
+    """The holder named by a lease entry's value (None for an empty one)."""
+    return value.decode().partition("\n")[0] if value else None
+
+
+async def claim_token(kv: KeyValue, key: str) -> int | None:
+    """The fencing token of the lease in force on ``key`` (its claim's revision), None when nobody holds it."""
+    try:
+        entry = await kv.get(key)
+    except (KeyNotFoundError, NotFoundError):
+        return None
+    if not entry.value:
+        return None
+    token = entry.value.decode().partition("\n")[2]
+    return int(token) if token else entry.revision
 
 
 class LeaseTable:
@@ -85,13 +105,13 @@ class LeaseTable:
         """Extend our lease (through ``kv``, another connection's view of the bucket, if given); False
         (and forgotten) when it expired or someone else took it, or when it was released while the
         renewal was in flight (the renewed revision is given back too)."""
-        revision = self._revisions.get(key)
-        if revision is None:
+        revision, token = self._revisions.get(key), self._tokens.get(key)
+        if revision is None or token is None:
             return False
         kv = kv or self._kv
         sent = time.monotonic()
         try:
-            renewed = await kv.update(key, self.holder.encode(), last=revision)
+            renewed = await kv.update(key, f"{self.holder}\n{token}".encode(), last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
             with self._lock:
                 if self._revisions.get(key) == revision:
@@ -136,4 +156,4 @@ class LeaseTable:
             entry = await self._kv.get(key)
         except (KeyNotFoundError, NotFoundError):
             return None
-        return entry.value.decode() if entry.value else None
+        return lease_holder(entry.value)
