@@ -3,9 +3,10 @@ requester refuses the late reply of an owner deposed since (a lower token than i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -35,35 +36,47 @@ async def _fence_of(bus: Bus, server_id: str) -> int:
     return token
 
 
+class StampingOwner:
+    """An owner of a server answering pings stamped with ``token``, and a requester checking the stamps."""
+
+    def __init__(self, nc: NATS, server_id: str) -> None:
+        self.bus, self.server_id, self.fences = NatsBus(nc), server_id, Fences(nc.jetstream())
+        self.token: int | None = None
+
+    async def ping(self) -> float:
+        payload = PingRpc().model_dump_json().encode()
+        result = await request_owner(self.bus, self.server_id, "ping", payload, timeout=10, fences=self.fences)
+        return float(result["response_time_ms"])
+
+    @contextlib.asynccontextmanager
+    async def answering(self) -> AsyncIterator[StampingOwner]:
+        async def pong(key: str, body: PingRpc) -> PingRpcResult:
+            return PingRpcResult(response_time_ms=1.0)
+
+        owner = Dispatcher(verbs.RPC, {verbs.PING: pong}, span_name="owner", fence=lambda: self.token)
+        sub = await self.bus.subscribe(verbs.RPC.wildcard(self.server_id), owner.dispatch)
+        try:
+            yield self
+        finally:
+            await sub.unsubscribe()
+
+
 async def test_a_reply_stamped_with_a_lower_token_than_seen_is_refused(nc: NATS) -> None:
-    bus, server_id, fences = NatsBus(nc), f"fenced-{uuid.uuid4().hex}", Fences(nc.jetstream())
+    server_id = f"fenced-{uuid.uuid4().hex}"
     kv = await leases_bucket(nc.jetstream(), 30)
     before, after = LeaseTable(kv, "before"), LeaseTable(kv, "after")
     assert await before.claim(server_id)
-    stamp = {"token": before.token(server_id)}
-
-    async def pong(key: str, body: PingRpc) -> PingRpcResult:
-        return PingRpcResult(response_time_ms=1.0)
-
-    owner = Dispatcher(verbs.RPC, {verbs.PING: pong}, span_name="owner", fence=lambda: stamp["token"])
-    sub = await bus.subscribe(verbs.RPC.wildcard(server_id), owner.dispatch)
-
-    async def ping() -> dict[str, Any]:
-        payload = PingRpc().model_dump_json().encode()
-        return await request_owner(bus, server_id, "ping", payload, timeout=10, fences=fences)
-
-    try:
-        assert (await ping())["response_time_ms"] == 1.0
+    async with StampingOwner(nc, server_id).answering() as owner:
+        owner.token = before.token(server_id)
+        assert await owner.ping() == 1.0
         await before.release(server_id)
         assert await after.claim(server_id) and await after.renew(server_id)  # its token is no longer its revision
-        late, stamp["token"] = stamp["token"], after.token(server_id)
-        assert (await ping())["response_time_ms"] == 1.0
-        stamp["token"] = late  # the late reply of the owner before
+        late, owner.token = owner.token, after.token(server_id)
+        assert await owner.ping() == 1.0
+        owner.token = late  # the late reply of the owner before
         with pytest.raises(ServerUnavailable) as refused:
-            await ping()
+            await owner.ping()
         assert refused.value.status == 503 and refused.value.error_code == "SERVER_UNAVAILABLE"
-    finally:
-        await sub.unsubscribe()
 
 
 @pytest.mark.parametrize(
@@ -107,6 +120,23 @@ async def test_a_reply_with_a_forged_token_does_not_move_the_fence(nc: NATS, for
         assert (await ping())["response_time_ms"] == 1.0
     finally:
         await sub.unsubscribe()
+
+
+async def test_a_lease_an_earlier_version_renewed_is_taken_without_moving_the_fence(nc: NATS) -> None:
+    """An earlier version's renewal did not record the token: replies are taken, the fence stays, until
+    the holder claims again."""
+    server_id = f"earlier-{uuid.uuid4().hex}"
+    kv = await leases_bucket(nc.jetstream(), 30)
+    leases = LeaseTable(kv, "owner")
+    assert await leases.claim(server_id)
+    token = leases.token(server_id)
+    assert token is not None
+    await kv.update(server_id, b"owner", last=token)  # renewed as an earlier version did
+    async with StampingOwner(nc, server_id).answering() as owner:
+        owner.token = token + 1000
+        assert await owner.ping() == 1.0
+        owner.token = token
+        assert await owner.ping() == 1.0  # the fence did not move to the unconfirmed token
 
 
 async def test_the_owner_stamps_its_claims_revision_however_often_it_renews(system: System) -> None:

@@ -13,7 +13,9 @@ taken (and becomes the known one) only when it is the token of the lease in forc
 a reply stamped with a made-up token (anything able to answer on the bus, a confused worker) cannot
 raise the fence above the real owner's and have every later reply of it refused. A reply stamped
 with the known token, the common case, costs no read of the bucket. A reply with no token, or with
-something other than a positive integer, is taken as it is and moves nothing.
+something other than a positive integer, is taken as it is and moves nothing; so is a reply while the
+lease in force was written by an earlier version, which did not record its token (until its holder
+claims again: a rolling upgrade does not fence off the servers of workers not yet upgraded).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from toolmesh.errors import ServerUnavailable
-from toolmesh.platform.bus.leases import claim_token
+from toolmesh.platform.bus.leases import Lease, lease_in_force
 from toolmesh.platform.bus.topology import LEASES_BUCKET
 
 log = logging.getLogger("toolmesh.bus.fencing")
@@ -59,11 +61,13 @@ class Fences:
             return
         name = server_name or server_id
         if token > highest:
-            in_force = await self._in_force(server_id, name)
-            if in_force is not None:
-                highest = self._raise(server_id, in_force)
-            if token == in_force:
-                return
+            lease = await self._in_force(server_id, name)
+            if lease is not None:
+                if lease.token is None:  # an earlier version's lease: nothing to confirm against
+                    return
+                highest = self._raise(server_id, lease.token)
+                if token == lease.token:
+                    return
         reason = "an owner that lost the server meanwhile" if token < highest else "no lease of the server"
         log.warning(
             "reply discarded: its fencing token %d is not the lease in force (%d known)",
@@ -81,12 +85,12 @@ class Fences:
             highest = self._highest[server_id] = max(token, self._highest.get(server_id, 0))
         return highest
 
-    async def _in_force(self, server_id: str, name: str) -> int | None:
-        """The token of the server's lease in the bucket; None when there is none or it cannot be read."""
+    async def _in_force(self, server_id: str, name: str) -> Lease | None:
+        """The server's lease in the bucket; None when there is none or the bucket cannot be read."""
         try:
             if self._leases is None:
                 self._leases = await self._js.key_value(LEASES_BUCKET)
-            return await claim_token(self._leases, server_id)
+            return await lease_in_force(self._leases, server_id)
         except NatsError as exc:  # the bucket missing or out of reach: nothing confirms the token
             log.warning("leases bucket unreadable: %s", exc, extra={"server_id": server_id, "server": name})
             return None
