@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import nats
 from load_system import Http, Pool
+from pacing import paced
 
 from toolmesh.platform.store.queries import PROJECTOR
 
@@ -36,31 +37,18 @@ async def open_loop(call: Call, rate: float, seconds: float) -> dict[str, Any]:
     total = max(1, int(rate * seconds))
     latencies: list[float] = []
     errors: Counter[str] = Counter()
-    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-    tasks: set[asyncio.Task[None]] = set()
 
-    async def one(scheduled: float) -> None:
+    async def one(_: int, scheduled: float) -> None:
         try:
             error = await asyncio.wait_for(call(), CALL_TIMEOUT_SECONDS)
         except Exception as exc:  # a failed or timed-out call counts as an error; the run goes on
             error = type(exc).__name__
-        finally:
-            slots.release()
         latencies.append(time.perf_counter() - scheduled)
         if error is not None:
             errors[error] += 1
 
     start = time.perf_counter()
-    for i in range(total):
-        scheduled = start + i / rate
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await slots.acquire()
-        task = asyncio.create_task(one(scheduled))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    await asyncio.gather(*tasks)
+    await paced(one, rate, total, MAX_IN_FLIGHT)
     elapsed = time.perf_counter() - start
     cuts = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 else [latencies[0]] * 99
     return {

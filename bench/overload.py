@@ -27,21 +27,24 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
+from lease_owners import OwnerWatch
 from load_calls import rotating
 from load_system import Pool, deployment, register_all, upstreams
-from nats.errors import TimeoutError as NatsTimeout
+from nats.js.kv import KeyValue
+from pacing import paced
+
+from toolmesh.platform.bus.topology import LEASES_BUCKET
 
 ROLES = ("gateway", "projector", "indexer", "classifier-worker", "health-worker")
 MAX_IN_FLIGHT = 2048  # open connections: within a listener's default accept backlog
 CALL_TIMEOUT_SECONDS = 30.0
-LEASES_BUCKET = "toolmesh_leases"
 REFUSALS = (429, 503)
 
 
@@ -83,33 +86,19 @@ def rest_tally(api: Pool, names: list[tuple[int, str, str]]) -> Call:
 async def offer(call: Call, rate: float, seconds: float) -> tuple[list[Answer], float, float]:
     """Open-loop calls at ``rate`` for ``seconds``; every answer, the rate actually offered and the seconds
     until the last answer."""
-    total = max(1, int(rate * seconds))
     answers: list[Answer] = []
-    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-    tasks: set[asyncio.Task[None]] = set()
 
-    async def one(scheduled: float) -> None:
+    async def one(_: int, scheduled: float) -> None:
         sent = time.perf_counter()
         try:
             status, retry_after, error = await asyncio.wait_for(call(), CALL_TIMEOUT_SECONDS)
         except Exception as exc:  # no answer at all: an error of its own kind
             status, retry_after, error = 0, False, type(exc).__name__
-        finally:
-            slots.release()
         now = time.perf_counter()
         answers.append(Answer(status, retry_after, now - scheduled, now - sent, error))
 
     start = time.perf_counter()
-    for i in range(total):
-        delay = start + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await slots.acquire()
-        task = asyncio.create_task(one(start + i / rate))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    offered = total / (time.perf_counter() - start)
-    await asyncio.gather(*tasks)
+    offered = await paced(one, rate, max(1, int(rate * seconds)), MAX_IN_FLIGHT)
     return answers, offered, time.perf_counter() - start
 
 
@@ -142,46 +131,6 @@ def _percentiles(values: list[float]) -> list[float]:
     return statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else [0.0] * 99
 
 
-@dataclass
-class OwnerWatch:
-    """Owner changes per server in the leases bucket (a renewal by the same holder is none)."""
-
-    holders: dict[str, str] = field(default_factory=dict)
-    changes: Counter[str] = field(default_factory=Counter)
-
-    def total(self) -> int:
-        return sum(self.changes.values())
-
-    @contextlib.asynccontextmanager
-    async def running(self, nats_url: str) -> AsyncIterator[OwnerWatch]:
-        nc = await nats.connect(nats_url)
-        watcher = await nc.jetstream().key_value(LEASES_BUCKET)
-        updates = await watcher.watchall()
-        stop = asyncio.Event()
-
-        async def follow() -> None:
-            while not stop.is_set():
-                try:
-                    entry = await updates.updates(timeout=0.5)
-                except NatsTimeout:
-                    continue
-                if entry is None:  # the end of the initial values
-                    continue
-                holder = "" if entry.operation in ("DEL", "PURGE") or not entry.value else entry.value.decode()
-                if entry.key in self.holders and holder != self.holders[entry.key]:
-                    self.changes[entry.key] += 1
-                self.holders[entry.key] = holder
-
-        task = asyncio.create_task(follow())
-        try:
-            yield self
-        finally:
-            stop.set()
-            await task
-            await updates.stop()
-            await nc.close()
-
-
 async def saturation(call: Call, args: argparse.Namespace) -> tuple[float, float]:
     """Step the rate up until it no longer holds; (the highest rate that held, the peak goodput)."""
     rate, held, peak, base_p95 = args.start_rate, 0.0, 0.0, None
@@ -195,6 +144,16 @@ async def saturation(call: Call, args: argparse.Namespace) -> tuple[float, float
         if line["goodput"] < 0.9 * rate or line["admitted_p95_ms"] > 10 * base_p95 or failed > 0.01 * line["calls"]:
             return held or rate, peak
         held, rate = rate, rate * 1.5
+
+
+@contextlib.asynccontextmanager
+async def leases(nats_url: str) -> AsyncIterator[KeyValue]:
+    """The leases bucket, over a connection of the benchmark's own."""
+    nc = await nats.connect(nats_url)
+    try:
+        yield await nc.jetstream().key_value(LEASES_BUCKET)
+    finally:
+        await nc.close()
 
 
 def emit(line: dict[str, Any]) -> None:
@@ -215,7 +174,7 @@ async def main(args: argparse.Namespace) -> None:
                 saturated, peak = await saturation(call, args)
                 emit({"run": "saturation", "rate": saturated, "peak_goodput": peak})
                 for factor in (float(f) for f in args.factors.split(",")):
-                    async with OwnerWatch().running(deploy.nats_url) as owners:
+                    async with leases(deploy.nats_url) as bucket, OwnerWatch().watching(bucket) as owners:
                         rate = factor * saturated
                         note(f"offering {rate:g}/s ({factor:g}x) for {args.seconds:g} s")
                         answers, offered, took = await offer(call, rate, args.seconds)
@@ -226,8 +185,8 @@ async def main(args: argparse.Namespace) -> None:
                             "run": f"overload@{factor:g}x",
                             **line,
                             "goodput_share_of_peak": share,
-                            "owner_changes": owners.total(),
-                            "owner_changes_by_server": dict(owners.changes),
+                            "owner_changes": len(owners.changes),
+                            "owner_changes_by_server": dict(Counter(server for server, _, _ in owners.changes)),
                         }
                     )
             api.close()

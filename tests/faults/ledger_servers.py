@@ -12,10 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nats.js.errors import KeyNotFoundError
-
 from tests.harness import System, processes_running
 from tests.peers.ledger import read_ledger
+from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.bus.topology import leases_bucket
 
 LEDGER_PEER = Path(__file__).resolve().parents[1] / "peers" / "ledger.py"
@@ -75,14 +74,11 @@ class LedgerServers:
 async def lease_holders(system: System, server_ids: list[str]) -> dict[str, int | None]:
     """The pid of the process holding each server's lease (None: nobody)."""
     kv = await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds)
+    leases = LeaseTable(kv, "observer")
     holders: dict[str, int | None] = {}
     for server_id in server_ids:
-        try:
-            entry = await kv.get(server_id)
-        except KeyNotFoundError:
-            holders[server_id] = None
-            continue
-        holders[server_id] = int(entry.value.decode().rsplit(":", 1)[1]) if entry.value else None
+        holder = await leases.holder_of(server_id)
+        holders[server_id] = int(holder.rsplit(":", 1)[1]) if holder else None
     return holders
 
 

@@ -6,21 +6,17 @@ Latency is the benchmark's business (``bench/overload.py``), not this test's."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import json
-import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from nats.errors import TimeoutError as NatsTimeout
-
+from bench.lease_owners import OwnerWatch
 from bench.load_system import Pool
+from bench.pacing import paced
 from tests.faults.cluster import running_cluster
 from tests.faults.ledger_servers import CALL, LedgerServers
-from tests.harness import ADMIN_TOKEN, System
+from tests.harness import ADMIN_TOKEN
 from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh.platform.config import Settings
 from toolmesh_cli.embedded import EmbeddedNats
@@ -44,42 +40,6 @@ class Answer:
     detail: str
 
 
-@dataclass
-class Owners:
-    """Lease holders per server as the leases bucket's watch shows them, and every change of holder."""
-
-    holders: dict[str, str] = field(default_factory=dict)
-    changes: list[tuple[str, str, str]] = field(default_factory=list)
-
-    @contextlib.asynccontextmanager
-    async def watching(self, system: System) -> AsyncIterator[Owners]:
-        kv = await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds)
-        updates = await kv.watchall()
-        stop = asyncio.Event()
-
-        async def follow() -> None:
-            while not stop.is_set():
-                try:
-                    entry = await updates.updates(timeout=0.5)
-                except NatsTimeout:
-                    continue
-                if entry is None:  # the end of the initial values
-                    continue
-                holder = "" if entry.operation in ("DEL", "PURGE") or not entry.value else entry.value.decode()
-                before = self.holders.get(entry.key)
-                if before is not None and holder != before:
-                    self.changes.append((entry.key, before, holder))
-                self.holders[entry.key] = holder
-
-        task = asyncio.create_task(follow())
-        try:
-            yield self
-        finally:
-            stop.set()
-            await task
-            await updates.stop()
-
-
 async def _call(api: Pool, key: str, server: str) -> Answer:
     """One call with the benchmarks' cheap HTTP/1.1 client (an httpx client would saturate first)."""
     body = {"name": f"{server}.tally", "arguments": {"key": key}, "timeout_seconds": CALL_TIMEOUT_SECONDS}
@@ -96,27 +56,11 @@ async def _call(api: Pool, key: str, server: str) -> Answer:
 async def _offer(apis: list[Pool], servers: list[str]) -> tuple[list[Answer], float]:
     """Open-loop calls at ``RATE`` for ``SECONDS`` (at most ``IN_FLIGHT`` at once); answers, rate offered."""
     answers: list[Answer] = []
-    slots = asyncio.Semaphore(IN_FLIGHT)
-    tasks = set()
-    cycle = itertools.cycle(servers)
 
-    async def one(n: int) -> None:
-        try:
-            answers.append(await _call(apis[n % len(apis)], f"o-{n}", next(cycle)))
-        finally:
-            slots.release()
+    async def one(n: int, _: float) -> None:
+        answers.append(await _call(apis[n % len(apis)], f"o-{n}", servers[n % len(servers)]))
 
-    start = time.monotonic()
-    for n in range(int(RATE * SECONDS)):
-        delay = start + n / RATE - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await slots.acquire()
-        task = asyncio.create_task(one(n))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    offered = int(RATE * SECONDS) / (time.monotonic() - start)
-    await asyncio.gather(*tasks)
+    offered = await paced(one, RATE, int(RATE * SECONDS), IN_FLIGHT)
     return answers, offered
 
 
@@ -133,7 +77,8 @@ async def test_overload_is_refused_with_retry_after_and_moves_no_server(
             await systems[0].wait_connected(await servers.register(systems[0], f"o{index}"), timeout=60)
         apis = [Pool(gateway.port or 0, ADMIN_TOKEN) for gateway in cluster.of("gateway")]
         try:
-            async with Owners().watching(systems[0]) as owners:
+            leases = await leases_bucket(systems[0].backends.js, systems[0].settings.lease_ttl_seconds)
+            async with OwnerWatch().watching(leases) as owners:
                 answers, offered = await _offer(apis, list(servers.ids))
         finally:
             for api in apis:

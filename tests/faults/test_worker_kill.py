@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from nats.js.errors import KeyNotFoundError
-
 from tests.faults.cluster import running_cluster
 from tests.harness import System, eventually
 from tests.peers.launch import launch_peer
 from toolmesh.platform import processes
+from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.bus.topology import leases_bucket
 from toolmesh_cli.embedded import EmbeddedNats
 
@@ -51,11 +50,8 @@ class Outcome:
 
 async def _holder_pid(system: System, server_id: str) -> int | None:
     kv = await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds)
-    try:
-        entry = await kv.get(server_id)
-    except KeyNotFoundError:
-        return None
-    return int(entry.value.decode().rsplit(":", 1)[1]) if entry.value else None
+    holder = await LeaseTable(kv, "observer").holder_of(server_id)
+    return int(holder.rsplit(":", 1)[1]) if holder else None
 
 
 async def _load(

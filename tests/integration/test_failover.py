@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from nats.js.errors import KeyNotFoundError
 
 from tests.harness import RoleProcess, System, eventually, is_sandbox_wrapper, processes_running, running_system
 from tests.peers.launch import DEMO_SERVER, launch_peer
 from toolmesh.platform import processes
+from toolmesh.platform.bus.leases import LeaseTable
 from toolmesh.platform.bus.topology import leases_bucket
 
 pytestmark = pytest.mark.integration
 
 
 async def _holders(system: System, ids: list[str]) -> dict[str, str | None]:
-    kv = await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds)
-    holders: dict[str, str | None] = {}
-    for server_id in ids:
-        try:
-            entry = await kv.get(server_id)
-            holders[server_id] = entry.value.decode() if entry.value else None
-        except KeyNotFoundError:
-            holders[server_id] = None
-    return holders
+    leases = LeaseTable(await leases_bucket(system.backends.js, system.settings.lease_ttl_seconds), "observer")
+    return {server_id: await leases.holder_of(server_id) for server_id in ids}
 
 
 def _pid_of(holder: str | None) -> int:

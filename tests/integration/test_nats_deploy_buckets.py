@@ -14,7 +14,7 @@ from tests.integration.test_nats_deploy_roles import always_false, connection_as
 from tests.integration.test_oauth_flow_store import FLOW
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.credentials import CredentialBox, new_key
-from toolmesh.platform.bus.leases import LeaseTable
+from toolmesh.platform.bus.leases import LeaseTable, lease_in_force
 from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.platform.bus.topology import (
     IDEMPOTENCY_BUCKET,
@@ -92,10 +92,20 @@ async def read_leases_as_each_worker(address: str) -> None:
             assert conn.errors == [], role
 
 
+async def confirm_a_lease_as_the_gateway(address: str) -> None:
+    """The gateway reads the token of a server's lease (it confirms an owner's fencing token)."""
+    async with connection_as(address, "gateway", inbox_prefix="_INBOX_gateway") as gateway:
+        leases = await gateway.nc.jetstream(timeout=5).key_value(LEASES_BUCKET)
+        lease = await lease_in_force(leases, "server-1")
+        assert lease is not None and lease.token is not None
+        assert gateway.errors == []
+
+
 @pytest.mark.parametrize("direct", [False, True], ids=["message-get", "direct-get"])
 async def test_each_role_reads_its_buckets_however_they_were_created(tmp_path: Path, direct: bool) -> None:
     async with deploy_nats(tmp_path) as deploy:
         await create_buckets(deploy.address, direct)
         await read_as_the_gateway(deploy.address)
         await read_leases_as_each_worker(deploy.address)
+        await confirm_a_lease_as_the_gateway(deploy.address)
         assert deploy.violations() == []

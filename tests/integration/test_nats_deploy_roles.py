@@ -299,6 +299,7 @@ NOBODY: frozenset[str] = frozenset()
 GATEWAY = frozenset({"gateway"})
 COMMAND_USERS = frozenset({"gateway", "session-worker", "health-worker", "classifier-worker"})
 LEASE_USERS = frozenset({"session-worker", "health-worker", "indexer"})
+LEASE_READERS = LEASE_USERS | GATEWAY  # the gateway confirms the fencing tokens of owners' replies
 EVENTS_API = f"$JS.API.CONSUMER.CREATE.{EVENTS_STREAM}"
 READS = {
     "every event, by an ephemeral consumer": Read(EVENTS_API, GATEWAY, ephemeral(EVENTS_STREAM)),
@@ -320,7 +321,7 @@ READS = {
         frozenset({"session-worker"}),
         durable(COMMANDS_STREAM, "session-workers", ConnectServer.subject),
     ),
-    "a lease": Read("$JS.API.STREAM.MSG.GET.KV_toolmesh_leases", LEASE_USERS, last("toolmesh_leases", "s")),
+    "a lease": Read("$JS.API.STREAM.MSG.GET.KV_toolmesh_leases", LEASE_READERS, last("toolmesh_leases", "s")),
     "a server name": Read("$JS.API.STREAM.MSG.GET.KV_toolmesh_names", GATEWAY, last("toolmesh_names", "n")),
     "the idempotency records": Read(
         "$JS.API.CONSUMER.CREATE.KV_toolmesh_idempotency", GATEWAY, ephemeral("KV_toolmesh_idempotency")

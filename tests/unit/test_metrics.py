@@ -43,3 +43,20 @@ def test_a_finished_reconcile_round_is_counted() -> None:
     metrics.record_reconcile_round()
     metrics.record_reconcile_round()
     assert rounds() == before + 2
+
+
+def test_scrape_time_gauges_read_what_is_watched_when_scraped() -> None:
+    lag = {"seconds": 0.01}
+    metrics.watch_inflight("unit-gateway", lambda: 3)
+    metrics.watch_capacity("unit-gateway", lambda: 40)
+    metrics.watch_loop_lag("unit-a", lambda: lag["seconds"])
+    metrics.watch_loop_lag("unit-b", lambda: 0.0)
+    unwatch = metrics.watch_lease_age(lambda: 7.5)
+    lag["seconds"] = 5.0  # read at the scrape, not at the watch
+    text = metrics.render().decode()
+    assert 'mcp_aggregator_inflight_calls{role="unit-gateway"} 3.0' in text
+    assert 'mcp_aggregator_capacity_calls{role="unit-gateway"} 40.0' in text
+    assert "mcp_aggregator_event_loop_lag_seconds 5.0" in text  # the highest of the loops watched
+    assert "mcp_aggregator_lease_oldest_age_seconds 7.5" in text
+    unwatch()
+    assert "mcp_aggregator_lease_oldest_age_seconds 7.5" not in metrics.render().decode()

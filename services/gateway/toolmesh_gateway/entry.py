@@ -29,8 +29,7 @@ from toolmesh_gateway.errors import ErrorResponses, error_response
 from toolmesh_gateway.front_door.mount import MCP_PATH
 from toolmesh_gateway.observability import TracingMiddleware
 from toolmesh_gateway.origin import OriginGuard
-
-TOOL_CALL_PATH = "/api/v1/tools/call"
+from toolmesh_gateway.routers.tools import call_tool
 
 
 def guarded_mcp(app: ASGIApp, settings: Settings) -> ASGIApp:
@@ -77,12 +76,13 @@ class GatewayEntry:
 
     def __init__(self, app: FastAPI, routes: Iterable[Route], settings: Settings, admission: Admission) -> None:
         self._rest = app
+        self._tool_call_path = app.url_path_for(call_tool.__name__)  # as the REST router declares it
         self._routes = McpRoutes(routes)
         self._mcp = guarded_mcp(self._routes, settings)
         self._admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == TOOL_CALL_PATH and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["path"] == self._tool_call_path and scope["method"] == "POST":
             if (busy := self._admission.refuse_early()) is not None:
                 await error_response(busy)(scope, receive, send)
                 return

@@ -129,7 +129,7 @@ class ToolCalls:
         self._call_prefix = secrets.token_hex(6)
         self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
-        self.fences = Fences()  # refuses the late replies of deposed owners (bus.fencing)
+        self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog

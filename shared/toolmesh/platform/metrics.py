@@ -39,9 +39,35 @@ class _Inventory:
     tools_total: int | None = None
     tools_classified: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    lease_ages: list[Callable[[], float]] = field(default_factory=list)  # each lease holder's oldest lease
-    loop_lags: dict[str, Callable[[], float]] = field(default_factory=dict)  # by process role: its loop's lag
-    capacities: dict[str, Callable[[], int]] = field(default_factory=dict)  # each role's adaptive limit
+
+
+class _Reads:
+    """What a gauge shows at each scrape, read then from the callables watched: one observation per
+    callable under its ``label`` (its key the label's value), or without a label the highest of them."""
+
+    def __init__(self, label: str | None = None) -> None:
+        self._label = label
+        self._reads: dict[object, Callable[[], float]] = {}
+        self._lock = threading.Lock()
+
+    def watch(self, key: object, read: Callable[[], float]) -> Callable[[], None]:
+        """Read ``read()`` at each scrape (the latest one under ``key`` counts); returns the unwatch."""
+        with self._lock:
+            self._reads[key] = read
+
+        def unwatch() -> None:
+            with self._lock:
+                if self._reads.get(key) is read:
+                    del self._reads[key]
+
+        return unwatch
+
+    def observe(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            reads = list(self._reads.items())
+        if self._label is None:
+            return [Observation(max(read() for _, read in reads))] if reads else []
+        return [Observation(read(), {self._label: str(key)}) for key, read in reads]
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,10 @@ class _Instruments:
     reconcile_rounds: Counter
     user_sessions: Counter
     shed: Counter
-    inflight: dict[str, Callable[[], int]]
+    inflight: _Reads
+    loop_lag: _Reads
+    capacity: _Reads
+    lease_age: _Reads
     deadline_drops: Counter
     lease_renewal: Histogram
     lease_step_downs: Counter
@@ -70,10 +99,11 @@ def _instruments() -> _Instruments:
     provider = MeterProvider(metric_readers=[reader])
     meter = provider.get_meter("toolmesh")
     inventory = _Inventory()
-    inflight: dict[str, Callable[[], int]] = {}
 
-    def in_flight(_: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(read(), {"role": role}) for role, read in list(inflight.items())]
+    def scraped(name: str, description: str, *, label: str | None = None, unit: str = "") -> _Reads:
+        reads = _Reads(label)
+        meter.create_observable_gauge(name, callbacks=[reads.observe], unit=unit, description=description)
+        return reads
 
     def servers(_: CallbackOptions) -> Iterable[Observation]:
         with inventory.lock:
@@ -87,47 +117,27 @@ def _instruments() -> _Instruments:
         with inventory.lock:
             return [] if inventory.tools_classified is None else [Observation(inventory.tools_classified)]
 
-    def lease_age(_: CallbackOptions) -> Iterable[Observation]:
-        with inventory.lock:
-            ages = [age() for age in inventory.lease_ages]
-        return [Observation(max(ages))] if ages else []
-
-    def loop_lag(_: CallbackOptions) -> Iterable[Observation]:
-        with inventory.lock:
-            lags = [lag() for lag in inventory.loop_lags.values()]
-        return [Observation(max(lags))] if lags else []
-
-    def capacity(_: CallbackOptions) -> Iterable[Observation]:
-        with inventory.lock:
-            reads = list(inventory.capacities.items())
-        return [Observation(read(), {"role": role}) for role, read in reads]
-
-    meter.create_observable_gauge(
+    capacity = scraped(
         "mcp_aggregator_capacity_calls",
-        callbacks=[capacity],
-        description="Calls a role admits at once now, by role: its ceiling, lowered while its event loop runs late",
+        "Calls a role admits at once now, by role: its ceiling, lowered while its event loop runs late",
+        label="role",
     )
-    meter.create_observable_gauge(
+    loop_lag = scraped(
         "mcp_aggregator_event_loop_lag_seconds",
-        callbacks=[loop_lag],
+        "How late this process's event loop runs its callbacks (mean); load is shed past TOOLMESH_SHED_LOOP_LAG_MS",
         unit="s",
-        description="How late this process's event loop runs its callbacks (mean); load is shed past "
-        "TOOLMESH_SHED_LOOP_LAG_MS",
     )
-    meter.create_observable_gauge(
+    lease_age = scraped(
         "mcp_aggregator_lease_oldest_age_seconds",
-        callbacks=[lease_age],
+        "Time since the least recently renewed lease a session-worker holds was last extended",
         unit="s",
-        description="Time since the least recently renewed lease a session-worker holds was last extended",
     )
     meter.create_observable_gauge(
         "mcp_aggregator_servers_total", callbacks=[servers], description="External servers by status"
     )
     meter.create_observable_gauge("mcp_aggregator_tools_total", callbacks=[tools], description="External tools")
-    meter.create_observable_gauge(
-        "mcp_aggregator_inflight_calls",
-        callbacks=[in_flight],
-        description="Calls admitted and not finished, by role (this process)",
+    inflight = scraped(
+        "mcp_aggregator_inflight_calls", "Calls admitted and not finished, by role (this process)", label="role"
     )
     meter.create_observable_gauge(
         "mcp_aggregator_tools_classified", callbacks=[classified], description="External tools classified"
@@ -171,6 +181,9 @@ def _instruments() -> _Instruments:
             "server_full, worker_full, busy)",
         ),
         inflight=inflight,
+        loop_lag=loop_lag,
+        capacity=capacity,
+        lease_age=lease_age,
         deadline_drops=meter.create_counter(
             "mcp_aggregator_deadline_expired_total",
             description="Requests dropped unexecuted because their caller's deadline had passed, by role",
@@ -230,22 +243,18 @@ def record_shed(role: str, reason: str) -> None:
 def watch_inflight(role: str, read: Callable[[], int]) -> None:
     """``read()`` tells, at each scrape, how many calls ``role`` admitted and has not finished in this
     process (nothing is recorded per call)."""
-    _instruments().inflight[role] = read
+    _instruments().inflight.watch(role, read)
 
 
 def watch_loop_lag(process: str, read: Callable[[], float]) -> None:
     """``read()`` tells, at each scrape, the mean lag of the event loop of ``process`` (the roles it
     runs; the latest one so named counts), in seconds."""
-    inventory = _instruments().inventory
-    with inventory.lock:
-        inventory.loop_lags[process] = read
+    _instruments().loop_lag.watch(process, read)
 
 
 def watch_capacity(role: str, read: Callable[[], int]) -> None:
     """``read()`` tells, at each scrape, how many calls ``role`` admits at once now in this process."""
-    inventory = _instruments().inventory
-    with inventory.lock:
-        inventory.capacities[role] = read
+    _instruments().capacity.watch(role, read)
 
 
 def record_deadline_expired(role: str) -> None:
@@ -265,15 +274,7 @@ def record_lease_step_down() -> None:
 
 def watch_lease_age(oldest: Callable[[], float]) -> Callable[[], None]:
     """Report ``oldest()`` (seconds) as the oldest lease's age at each scrape; returns the unwatch."""
-    inventory = _instruments().inventory
-    with inventory.lock:
-        inventory.lease_ages.append(oldest)
-
-    def unwatch() -> None:
-        with inventory.lock:
-            inventory.lease_ages.remove(oldest)
-
-    return unwatch
+    return _instruments().lease_age.watch(oldest, oldest)
 
 
 def set_inventory(servers_by_status: Mapping[str, int], *, tools_total: int, tools_classified: int) -> None:

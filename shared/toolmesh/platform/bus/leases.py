@@ -3,7 +3,11 @@
 Each held lease carries a fencing token, the KV revision of its claim: revisions are the sequence
 numbers of the bucket's stream, so a later claim of the same key (possible only once the earlier one
 expired or was released) always has a higher token, and the token stays the same while its holder
-renews (a reply stamped before a renewal never looks older than one stamped after it).
+renews (a reply stamped before a renewal never looks older than one stamped after it). The entry's
+value names the holder and the token (``holder``, newline, token; a claim writes the holder and a
+newline alone, its token being its own revision), so anyone reading the bucket can tell the token of
+the lease in force (``lease_in_force``) although the bucket keeps only the latest revision of a key. A
+value without the newline was written by an earlier version, which did not record the token.
 
 The table also remembers, on the monotonic clock, when each lease was last known to be extended: the
 moment the successful claim or renewal was *sent* (the bucket restarted the TTL no earlier than that),
@@ -16,12 +20,42 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code when a conditional write finds another revision (a delete is not translated)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease in force: who holds it and its fencing token (None: written by an earlier version)."""
+
+    holder: str
+    token: int | None
+
+
+def lease_holder(value: bytes | None) -> str | None:
+    """The holder named by a lease entry's value (None for an empty one)."""
+    return value.decode().partition("\n")[0] if value else None
+
+
+async def lease_in_force(kv: KeyValue, key: str) -> Lease | None:
+    """The lease in force on ``key``, None when nobody holds it."""
+    try:
+        entry = await kv.get(key)
+    except (KeyNotFoundError, NotFoundError):
+        return None
+    if not entry.value:
+        return None
+    holder, newline, token = entry.value.decode().partition("\n")
+    if not newline:  # an earlier version's value: no token recorded
+        return Lease(holder, None)
+    if not token:  # the claim itself
+        return Lease(holder, entry.revision)
+    return Lease(holder, int(token) if token.isdigit() else None)
 
 
 class LeaseTable:
@@ -73,7 +107,7 @@ class LeaseTable:
             return True
         sent = time.monotonic()
         try:
-            revision = await self._kv.create(key, self.holder.encode())
+            revision = await self._kv.create(key, f"{self.holder}\n".encode())
         except KeyWrongLastSequenceError:
             return False
         with self._lock:
@@ -85,13 +119,13 @@ class LeaseTable:
         """Extend our lease (through ``kv``, another connection's view of the bucket, if given); False
         (and forgotten) when it expired or someone else took it, or when it was released while the
         renewal was in flight (the renewed revision is given back too)."""
-        revision = self._revisions.get(key)
-        if revision is None:
+        revision, token = self._revisions.get(key), self._tokens.get(key)
+        if revision is None or token is None:
             return False
         kv = kv or self._kv
         sent = time.monotonic()
         try:
-            renewed = await kv.update(key, self.holder.encode(), last=revision)
+            renewed = await kv.update(key, f"{self.holder}\n{token}".encode(), last=revision)
         except (KeyWrongLastSequenceError, NotFoundError):
             with self._lock:
                 if self._revisions.get(key) == revision:
@@ -132,8 +166,5 @@ class LeaseTable:
 
     async def holder_of(self, key: str) -> str | None:
         """Who holds ``key`` now, or None."""
-        try:
-            entry = await self._kv.get(key)
-        except (KeyNotFoundError, NotFoundError):
-            return None
-        return entry.value.decode() if entry.value else None
+        lease = await lease_in_force(self._kv, key)
+        return lease.holder if lease is not None else None

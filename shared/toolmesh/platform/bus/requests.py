@@ -84,7 +84,7 @@ async def request_owner(
         raise NoOwner(f"No active session for server {name}", {"server_id": server_id}) from exc
     reply = json.loads(data)
     if fences is not None:
-        fences.check(server_id, reply.get(FENCE_FIELD), server_name)
+        await fences.check(server_id, reply.get(FENCE_FIELD), server_name)
     return _result(reply)
 
 
