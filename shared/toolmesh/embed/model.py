@@ -29,6 +29,10 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # sentence-transformers runs it at 256, and long tool descriptions keep useful words past 128.
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+# A batch runs padded to its longest text, and the model's cost grows with the tokens it runs, so a
+# batch takes texts up to this much longer than its shortest. A long query and its clauses (a third
+# of its length each) then run as two batches, not one padded to the query seven times over.
+MAX_PADDING = 1.25
 CACHE_TEXTS = 20_000  # recent texts whose vectors are kept (~30 MB)
 
 Vectors = npt.NDArray[np.float32]
@@ -84,6 +88,20 @@ def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.in
     return (pooled / norms).astype(np.float32)
 
 
+def batches(lengths: list[int]) -> list[list[int]]:
+    """Indices of texts of ``lengths`` tokens in batches of at most ``BATCH_SIZE``, shortest first, each
+    batch's longest at most ``MAX_PADDING`` times (and a few tokens more than) its shortest."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    result: list[list[int]] = []
+    for i in order:
+        batch = result[-1] if result else None
+        if batch is None or len(batch) == BATCH_SIZE or lengths[i] > lengths[batch[0]] * MAX_PADDING + 4:
+            result.append([i])
+        else:
+            batch.append(i)
+    return result
+
+
 class OnnxEmbedder:
     """The int8 ONNX export of all-MiniLM-L6-v2; thread-safe, batched, on the caller's thread.
 
@@ -134,10 +152,9 @@ class OnnxEmbedder:
         # Batch texts of similar token counts together: padding is wasted work. Sorting by token
         # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
         # say little about tokens: CJK text, code, truncation at MAX_TOKENS).
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        lengths = [len(e.ids) for e in encodings]
         result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(order), BATCH_SIZE):
-            chunk = order[start : start + BATCH_SIZE]
+        for chunk in batches(lengths):
             result[chunk] = self._run([encodings[i] for i in chunk])
         return result
 
