@@ -3,6 +3,8 @@ and runs little padding (a long query and its short clauses do not share a batch
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,15 @@ def test_a_long_query_and_its_clauses_run_with_little_padding(monkeypatch: pytes
     assert run_tokens <= MAX_PADDING * text_tokens  # one batch padded to the query ran ~3x its tokens
     monkeypatch.undo()
     np.testing.assert_allclose(vectors, np.vstack([embedder.embed([t]) for t in texts]), atol=1e-5)
+
+
+def test_a_query_does_not_wait_for_a_tokenizer_another_caller_holds() -> None:
+    embedder = OnnxEmbedder()
+    busy = embedder._tokenizers.get()  # as a bulk batch being tokenized on a lane thread holds it
+    answered: list[np.ndarray] = []
+    query = threading.Thread(target=lambda: answered.append(embedder.embed(["send an email"])))
+    query.start()
+    query.join(timeout=60)  # waiting for the busy tokenizer would never end
+    embedder._tokenizers.put(busy)
+    assert not query.is_alive()
+    assert answered[0].shape == (1, 384)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -119,9 +120,12 @@ class OnnxEmbedder:
             raise EmbedderUnavailable(f"embedding runtime missing: {exc}") from exc
         path = model_path or default_model_path()
         verify_checksum(path)
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
+        # A tokenizer serves one caller at a time (its Python binding refuses a second borrow), and
+        # a bulk batch takes it for tens of ms: callers take an idle one, or a new one when all are busy,
+        # so a query never waits behind the indexer's tokenizing.
+        self._tokenizer_class = Tokenizer
+        self._tokenizers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._tokenizers.put(self._new_tokenizer())
         # One thread per run, no spinning: a query is a few ms of work, and waking (or spinning) a
         # per-core pool for each of the model's ops costs more than it saves, and jitters most on a
         # small busy host. Throughput comes from running requests side by side on the one session
@@ -141,14 +145,29 @@ class OnnxEmbedder:
         self._runtime, self._path, self._options = onnxruntime, path, options
         self._session: Any = None
         self._session_lock = threading.Lock()
-        self._lock = threading.Lock()
+
+    def _new_tokenizer(self) -> Any:
+        tokenizer = self._tokenizer_class.from_file(str(tokenizer_path()))
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
+        return tokenizer
+
+    def _encode(self, texts: list[str]) -> list[Any]:
+        """Token ids of ``texts`` from an idle tokenizer (a new one when every one is busy)."""
+        try:
+            tokenizer = self._tokenizers.get_nowait()
+        except queue.Empty:
+            tokenizer = self._new_tokenizer()
+        try:
+            return list(tokenizer.encode_batch(texts))
+        finally:
+            self._tokenizers.put(tokenizer)
 
     def embed(self, texts: list[str]) -> Vectors:
         """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` texts of similar token counts."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
+        encodings = self._encode(texts)
         # Batch texts of similar token counts together: padding is wasted work. Sorting by token
         # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
         # say little about tokens: CJK text, code, truncation at MAX_TOKENS).
