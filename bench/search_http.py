@@ -146,6 +146,7 @@ async def run(args: Any) -> dict[str, Any]:
         "MCP_AGGREGATOR_MAX_SERVERS": str(servers + 10),
         "TOOLMESH_NAMESPACE_MAX_SERVERS": str(servers + 10),
         "TOOLMESH_NAMESPACE_MAX_TOOLS": str(servers * each),
+        "TOOLMESH_MAX_TOTAL_TOOLS": str(servers * each),
         "TOOLMESH_MAX_SESSIONS_PER_WORKER": str(servers + 10),
     }
     with (
