@@ -132,10 +132,11 @@ class Pool:
 
 
 @contextlib.contextmanager
-def upstreams(servers: int, tools: int) -> Any:
-    """``load_upstreams.py`` as a child process; yields its ports."""
+def upstreams(servers: int, tools: int, tools_file: Path | None = None) -> Any:
+    """``load_upstreams.py`` as a child process (``tools_file``: its real tools); yields its ports."""
+    extra = ["--tools-file", str(tools_file)] if tools_file is not None else []
     process = subprocess.Popen(
-        [sys.executable, str(BENCH / "load_upstreams.py"), "--servers", str(servers), "--tools", str(tools)],
+        [sys.executable, str(BENCH / "load_upstreams.py"), "--servers", str(servers), "--tools", str(tools), *extra],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         start_new_session=True,

@@ -8,6 +8,10 @@ Each server listens on its own loopback port (``/mcp``) and answers JSON-RPC in 
 Notifications get 202; GET (the optional server stream) gets 405. One asyncio HTTP/1.1 loop keeps
 the cost per server small, so 500 of them fit on a small machine. When every port listens, one
 JSON line ``{"ports": [...]}`` goes to stdout; SIGTERM stops it.
+
+``--tools-file`` (a JSON-lines file of tools with ``name``, ``description``, ``input_schema``, such as
+LiveMCPBench's ``tools.jsonl``) gives the servers real tools instead: server ``i`` lists ``--tools``
+consecutive tools of the file from tool ``i * --tools`` on, wrapping round (each name once a server).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import functools
 import json
 import signal
+from pathlib import Path
 from typing import Any
 
 PROTOCOL = "2025-06-18"
@@ -32,6 +37,25 @@ def tool_list(tools: int) -> list[dict[str, Any]]:
         }
         for i in range(tools)
     ]
+
+
+def file_tool_lists(path: Path, servers: int, tools: int) -> list[list[dict[str, Any]]]:
+    """Per server, ``tools`` consecutive tools of the file at ``path`` (wrapping round), names made unique."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    result = []
+    for index in range(servers):
+        chosen = [rows[(index * tools + i) % len(rows)] for i in range(tools)]
+        result.append(
+            [
+                {
+                    "name": f"{row['name']}_{i}" if sum(r["name"] == row["name"] for r in chosen[:i]) else row["name"],
+                    "description": row.get("description") or "",
+                    "inputSchema": row.get("input_schema") or {"type": "object", "properties": {}},
+                }
+                for i, row in enumerate(chosen)
+            ]
+        )
+    return result
 
 
 def answer(message: dict[str, Any], name: str, listing: bytes) -> bytes | None:
@@ -90,12 +114,14 @@ async def serve_connection(
         writer.close()
 
 
-async def main(servers: int, tools: int) -> None:
+async def main(servers: int, tools: int, tools_file: Path | None) -> None:
     listing = json.dumps({"tools": tool_list(tools)}).encode()
+    lists = file_tool_lists(tools_file, servers, tools) if tools_file is not None else []
     started = []
     for index in range(servers):
         name = f"load{index:03d}"
-        handle = functools.partial(serve_connection, name=name, listing=listing)
+        listed = json.dumps({"tools": lists[index]}).encode() if lists else listing
+        handle = functools.partial(serve_connection, name=name, listing=listed)
         server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=512)
         started.append(server)
     ports = [server.sockets[0].getsockname()[1] for server in started]
@@ -113,5 +139,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--servers", type=int, default=50)
     parser.add_argument("--tools", type=int, default=200)
+    parser.add_argument("--tools-file", type=Path, help="real tools (JSON lines) instead of echo tools")
     args = parser.parse_args()
-    asyncio.run(main(args.servers, args.tools))
+    asyncio.run(main(args.servers, args.tools, args.tools_file))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -25,6 +24,8 @@ from typing import Any, Literal
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from livemcpbench import DATA  # noqa: E402
+
 from tests.retrieval.catalog import classify_index, load_index, read_jsonl, servers_of  # noqa: E402
 from tests.retrieval.scoring import means, per_task  # noqa: E402
 from toolmesh.contracts.search import SearchRequest  # noqa: E402
@@ -33,20 +34,6 @@ from toolmesh.embed.model import DIMENSIONS, load_embedder  # noqa: E402
 from toolmesh.search.ranking import BM25_ONLY, DENSE_ONLY, Weights  # noqa: E402
 from toolmesh.search.service import SearchService  # noqa: E402
 from toolmesh_projector.vector_index.edge import EdgeIndex  # noqa: E402
-
-
-def _data_dir() -> Path:
-    """``TOOLMESH_BENCH_DATA``, else the first ``shared/data/livemcpbench`` above this file."""
-    if os.environ.get("TOOLMESH_BENCH_DATA"):
-        return Path(os.environ["TOOLMESH_BENCH_DATA"])
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "data" / "livemcpbench"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("LiveMCPBench data not found: set TOOLMESH_BENCH_DATA")
-
-
-DATA = _data_dir()
 
 VARIANTS: dict[str, tuple[Weights, Literal["hierarchical", "flat"]]] = {
     "bm25": (BM25_ONLY, "flat"),

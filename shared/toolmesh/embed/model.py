@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -29,6 +30,10 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # sentence-transformers runs it at 256, and long tool descriptions keep useful words past 128.
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+# A batch runs padded to its longest text, and the model's cost grows with the tokens it runs, so a
+# batch takes texts up to this much longer than its shortest. A long query and its clauses (a third
+# of its length each) then run as two batches, not one padded to the query seven times over.
+MAX_PADDING = 1.25
 CACHE_TEXTS = 20_000  # recent texts whose vectors are kept (~30 MB)
 
 Vectors = npt.NDArray[np.float32]
@@ -84,6 +89,20 @@ def mean_pool_normalise(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.in
     return (pooled / norms).astype(np.float32)
 
 
+def batches(lengths: list[int]) -> list[list[int]]:
+    """Indices of texts of ``lengths`` tokens in batches of at most ``BATCH_SIZE``, shortest first, each
+    batch's longest at most ``MAX_PADDING`` times (and a few tokens more than) its shortest."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    result: list[list[int]] = []
+    for i in order:
+        batch = result[-1] if result else None
+        if batch is None or len(batch) == BATCH_SIZE or lengths[i] > lengths[batch[0]] * MAX_PADDING + 4:
+            result.append([i])
+        else:
+            batch.append(i)
+    return result
+
+
 class OnnxEmbedder:
     """The int8 ONNX export of all-MiniLM-L6-v2; thread-safe, batched, on the caller's thread.
 
@@ -101,9 +120,12 @@ class OnnxEmbedder:
             raise EmbedderUnavailable(f"embedding runtime missing: {exc}") from exc
         path = model_path or default_model_path()
         verify_checksum(path)
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_path()))
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
+        # A tokenizer serves one caller at a time (its Python binding refuses a second borrow), and
+        # a bulk batch takes it for tens of ms: callers take an idle one, or a new one when all are busy,
+        # so a query never waits behind the indexer's tokenizing.
+        self._tokenizer_class = Tokenizer
+        self._tokenizers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._tokenizers.put(self._new_tokenizer())
         # One thread per run, no spinning: a query is a few ms of work, and waking (or spinning) a
         # per-core pool for each of the model's ops costs more than it saves, and jitters most on a
         # small busy host. Throughput comes from running requests side by side on the one session
@@ -123,21 +145,35 @@ class OnnxEmbedder:
         self._runtime, self._path, self._options = onnxruntime, path, options
         self._session: Any = None
         self._session_lock = threading.Lock()
-        self._lock = threading.Lock()
+
+    def _new_tokenizer(self) -> Any:
+        tokenizer = self._tokenizer_class.from_file(str(tokenizer_path()))
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.no_padding()  # each batch is padded to its own longest text (``_run``)
+        return tokenizer
+
+    def _encode(self, texts: list[str]) -> list[Any]:
+        """Token ids of ``texts`` from an idle tokenizer (a new one when every one is busy)."""
+        try:
+            tokenizer = self._tokenizers.get_nowait()
+        except queue.Empty:
+            tokenizer = self._new_tokenizer()
+        try:
+            return list(tokenizer.encode_batch(texts))
+        finally:
+            self._tokenizers.put(tokenizer)
 
     def embed(self, texts: list[str]) -> Vectors:
         """Unit vectors for ``texts``, in batches of ``BATCH_SIZE`` texts of similar token counts."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
+        encodings = self._encode(texts)
         # Batch texts of similar token counts together: padding is wasted work. Sorting by token
         # count instead of by characters embeds LiveMCPBench's tool texts 1.6x faster (characters
         # say little about tokens: CJK text, code, truncation at MAX_TOKENS).
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        lengths = [len(e.ids) for e in encodings]
         result = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(order), BATCH_SIZE):
-            chunk = order[start : start + BATCH_SIZE]
+        for chunk in batches(lengths):
             result[chunk] = self._run([encodings[i] for i in chunk])
         return result
 
