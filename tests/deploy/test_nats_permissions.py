@@ -78,6 +78,8 @@ BUCKETS = {
     "indexer": {"toolmesh_leases"},
 }
 """The KV buckets each role uses (each opens, and creates when missing, its own)."""
+READ_ONLY = {"gateway": {"toolmesh_leases"}}
+"""Buckets a role reads but never writes nor creates: the gateway confirms an owner's fencing token."""
 JETSTREAM_SUBJECT = re.compile(
     r"^\$(?:JS\.API\.(?:STREAM\.(?:INFO|CREATE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)"
     r"|JS\.ACK|JS\.FC)\.(?P<stream>[^.*>]+)(?:\.|$)|^\$KV\.(?P<bucket>[^.*>]+)\."
@@ -102,8 +104,10 @@ def test_each_role_reaches_only_its_own_streams_and_buckets_and_may_create_each(
         reached = {stream_of(subject) for subject in allowed}
         created = {s.removeprefix("$JS.API.STREAM.CREATE.") for s in allowed if s.startswith("$JS.API.STREAM.CREATE.")}
         uses = {*STREAMS.get(name, ()), *(f"KV_{bucket}" for bucket in BUCKETS.get(name, ()))}
-        assert reached == uses, name
+        assert reached == uses | {f"KV_{bucket}" for bucket in READ_ONLY.get(name, ())}, name
         assert created == uses, name  # whichever role starts first creates what it uses
+        written = [s for s in allowed for bucket in READ_ONLY.get(name, ()) if s.startswith(f"$KV.{bucket}.")]
+        assert not written, (name, written)
 
 
 def test_each_role_reads_its_buckets_by_message_get_and_by_direct_get() -> None:
@@ -111,7 +115,7 @@ def test_each_role_reads_its_buckets_by_message_get_and_by_direct_get() -> None:
     good: a bucket an earlier version made without direct gets is read by message get."""
     for name, (_, block) in users().items():
         allowed = set(subjects(block, "publish"))
-        for bucket in BUCKETS.get(name, ()):
+        for bucket in {*BUCKETS.get(name, ()), *READ_ONLY.get(name, ())}:
             reads = {"$JS.API.STREAM.MSG.GET.KV_", "$JS.API.DIRECT.GET.KV_"}
             forms = {f"{read}{bucket}" for read in reads} | {f"$JS.API.DIRECT.GET.KV_{bucket}.>"}
             assert forms <= allowed, (name, bucket, forms - allowed)
