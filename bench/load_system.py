@@ -280,20 +280,21 @@ async def state(api: Pool) -> dict[str, Any]:
     return loaded
 
 
+async def register_http(api: Pool, name: str, port: int) -> None:
+    """Register the loopback MCP server on ``port`` as the HTTP server ``name``; raise unless 201."""
+    body = json.dumps(
+        {"name": name, "transport_type": "HTTP", "connection_config": {"base_url": f"http://127.0.0.1:{port}/mcp"}}
+    ).encode()
+    status, answer = await api.request("POST", "/api/v1/aggregator/servers", body)
+    if status != 201:
+        raise RuntimeError(f"registration failed: {status} {answer[:300]!r}")
+
+
 async def register_all(api: Pool, ports: list[int], tools_each: int, *, classified: bool) -> float:
     """Register one HTTP server per port and wait until every one is connected with its tools; seconds."""
     started = time.perf_counter()
     for index, port in enumerate(ports):
-        body = json.dumps(
-            {
-                "name": f"load{index:03d}",
-                "transport_type": "HTTP",
-                "connection_config": {"base_url": f"http://127.0.0.1:{port}/mcp"},
-            }
-        ).encode()
-        status, answer = await api.request("POST", "/api/v1/aggregator/servers", body)
-        if status != 201:
-            raise RuntimeError(f"registration failed: {status} {answer[:300]!r}")
+        await register_http(api, f"load{index:03d}", port)
 
     async def connected() -> bool:
         now = await state(api)

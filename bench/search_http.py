@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from livemcpbench import DATA
-from load_system import Pool, deployment, poll, upstreams
+from load_system import Pool, deployment, poll, register_http, upstreams
 
 from tests.retrieval.catalog import read_jsonl
 
@@ -88,16 +88,7 @@ async def register(api: Pool, ports: list[int], first: int, rate: float) -> None
     started = time.perf_counter()
     for number, port in enumerate(ports):
         await asyncio.sleep(max(0.0, started + number / rate - time.perf_counter()))
-        body = json.dumps(
-            {
-                "name": f"tools{first + number:04d}",
-                "transport_type": "HTTP",
-                "connection_config": {"base_url": f"http://127.0.0.1:{port}/mcp"},
-            }
-        ).encode()
-        status, answer = await api.request("POST", "/api/v1/aggregator/servers", body)
-        if status != 201:
-            raise RuntimeError(f"registration failed: {status} {answer[:300]!r}")
+        await register_http(api, f"tools{first + number:04d}", port)
 
 
 async def steady(api: Pool, tasks: list[str], texts: Iterator[str], label: str, count: int) -> dict[str, float]:
