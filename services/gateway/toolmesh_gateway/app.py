@@ -8,10 +8,12 @@ import httpx2
 from fastapi import FastAPI
 
 from toolmesh.credentials import CredentialBox
+from toolmesh.errors import PolicyDenied
 from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket, oauth_flows_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
+from toolmesh_gateway.approval_requests import PendingCall
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.authorization_server.clients import ClientDirectory
 from toolmesh_gateway.authorization_server.consent import Consents
@@ -31,6 +33,7 @@ from toolmesh_gateway.front_door.mount import mount_front_door
 from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.policies import PolicyService
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
@@ -40,6 +43,7 @@ from toolmesh_gateway.routers import (
     events,
     identity,
     keys,
+    policies,
     prompts,
     resources,
     search,
@@ -52,6 +56,19 @@ from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore
+
+
+class NoApproverGate:
+    """Placeholder ``ApprovalGate``: refuses every call a policy holds for approval (no approver is
+    wired in this build)."""
+
+    async def approve(self, call: PendingCall) -> None:
+        """Refuse ``call``: 403 ``POLICY_DENIED``, naming the policy that asked for an approval."""
+        raise PolicyDenied(
+            f"{call.reason} (policy {call.policy} requires approval and no approver is available)",
+            {"policy": call.policy, "tool": call.tool, "approval": "unavailable"},
+        )
+
 
 OAUTH_CLIENT_LIMITS = httpx2.Limits(max_connections=8, max_keepalive_connections=0)
 """Connections for fetching Client ID Metadata Documents (one short request each)."""
@@ -87,7 +104,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         call_audit,
         app.state.upstream_authorizations,
         backends.context.loop_lag,
+        NoApproverGate(),
     )
+    app.state.policies = PolicyService(backends)
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
     clients = ClientDirectory(backends.db, box, settings, OAUTH_CLIENT_LIMITS)
@@ -113,6 +132,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(keys.router)
     app.include_router(audit.router)
     app.include_router(endpoints.router)
+    app.include_router(policies.router)
     app.include_router(resources.router)
     app.include_router(prompts.router)
     app.include_router(identity.router)

@@ -14,7 +14,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -29,8 +29,6 @@ from toolmesh.contracts.rpc import (
     CancelCallRpc,
     ClientRef,
     PingRpc,
-    ToolProgress,
-    progress_subject,
 )
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import (
@@ -43,16 +41,20 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
 )
 from toolmesh.platform.bus.fencing import Fences
-from toolmesh.platform.bus.interface import Bus, Message
+from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.publishing import publish_command
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
 from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_execution, record_routing
 from toolmesh.platform.polling import poll_until
+from toolmesh.policies.result_fields import redact_result
 from toolmesh_gateway.admission import Admission
+from toolmesh_gateway.approval_requests import ApprovalGate
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
+from toolmesh_gateway.call_policies import PASSED, CallPolicies, CallSubject, Verdict, refusal
+from toolmesh_gateway.call_progress import ProgressSink, relaying_progress
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
@@ -71,13 +73,10 @@ class CallAbandoned(Exception):
 
 
 Abandoned = Callable[[], Awaitable[object]]
-ProgressSink = Callable[[ToolProgress], Awaitable[None]]
 T = TypeVar("T")
 MAX_EXCHANGES = 2
 """Token exchanges in one call at most: one for a caller without a grant, one more for the wider scope
 an upstream's insufficient_scope challenge then wants (step-up)."""
-PROGRESS_DRAIN_SECONDS = 1.0
-"""How long progress already sent by the owner may take to arrive before the result is returned."""
 
 
 class AuthorizationLinks(Protocol):
@@ -115,6 +114,7 @@ class ToolCalls:
         audit: CallAudit,
         links: AuthorizationLinks,
         lag: LoopLag,
+        gate: ApprovalGate,
     ) -> None:
         self._bus = bus
         self._links = links
@@ -130,6 +130,8 @@ class ToolCalls:
         self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
         self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
+        self.policies = CallPolicies(feed.policies, feed.catalog, gate)
+        """The policy check of every call, on every surface (``screen``)."""
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog
@@ -156,30 +158,38 @@ class ToolCalls:
         client: ClientRef | None = None,
         call_id: str | None = None,
         view: CatalogView | None = None,
+        surface: str = "rest",
     ) -> dict[str, Any]:
         """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
 
         The caller sees only its namespace's servers. With ``progress``, every progress notification
         of the upstream is passed to it during the call; ``client`` is the MCP client session making it
-        (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle).
+        (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle);
+        ``surface`` (rest, mcp, nats, code) is where the call came from, as policies see it.
         """
         started = time.perf_counter()
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
+        verdict = PASSED
         try:
-            self.admit(route.server.namespace)
+            bundle = getattr(view, "bundle", None)
+            subject = CallSubject(
+                caller, route.server, route.tool, request.arguments, surface, bundle.name if bundle else "", client
+            )
+            verdict = await self.screen(subject)
             hooks = _Hooks(abandoned, progress, client, call_id)
             async with self.slot(caller, request.timeout_seconds):
                 response = await self.authorized(
                     caller, lambda: self._call_routed(request, route, warning, started, hooks, caller)
                 )
         except ToolmeshError as exc:
-            self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
+            self.record(caller, route.server, route.tool, started, "failed", exc.error_code, refusal(exc, verdict))
             raise
         except (CallAbandoned, asyncio.CancelledError):
-            self.record(caller, route.server, route.tool, started, "failed", "CANCELLED")
+            self.record(caller, route.server, route.tool, started, "failed", "CANCELLED", verdict)
             raise
-        self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
-        return response
+        outcome = "tool_error" if response["isError"] else "ok"
+        self.record(caller, route.server, route.tool, started, outcome, None, verdict)
+        return redact_result(response, verdict.redact)
 
     async def authorized(self, caller: Caller, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()``; when its server needs the caller's own upstream authorization, once more after
@@ -195,9 +205,13 @@ class ToolCalls:
                 raise await self._links.link(needed, caller)
             exchanges += 1
 
-    def admit(self, namespace: str) -> None:
-        """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""
-        self._namespace_calls.check(namespace)
+    async def screen(self, call: CallSubject) -> Verdict:
+        """Let one call through to its upstream, or refuse it: its policies first (``PolicyDenied``, or a
+        wait for approval), then its namespace's calls per second (``RateLimited``, fair share). Every
+        surface passes here; the result of a call let through loses the verdict's ``redact`` fields."""
+        verdict = await self.policies.check(call)
+        self._namespace_calls.check(call.server.namespace)
+        return verdict
 
     def slot(self, caller: Caller, timeout: float | None = None) -> contextlib.AbstractAsyncContextManager[None]:
         """One of this process's in-flight call slots for ``caller`` while the block runs, waiting at
@@ -205,9 +219,17 @@ class ToolCalls:
         return self.admission.slot(caller.principal.key_id, timeout or self._default_timeout)
 
     def record(
-        self, caller: Caller, server: ServerRoute, tool: str, started: float, outcome: str, error: str | None
+        self,
+        caller: Caller,
+        server: ServerRoute,
+        tool: str,
+        started: float,
+        outcome: str,
+        error: str | None,
+        verdict: Verdict = PASSED,
     ) -> None:
-        """Put one call (started at ``perf_counter()`` ``started``) in the audit trail."""
+        """Put one call (started at ``perf_counter()`` ``started``) in the audit trail, with the policy
+        that acted on it (or would have, in a dry run)."""
         self._audit.record(
             server.namespace,
             CallRecord(
@@ -220,6 +242,8 @@ class ToolCalls:
                 error_code=error,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
                 at=datetime.now(UTC),
+                policy=verdict.policy,
+                policy_effect=verdict.effect,
             ),
         )
 
@@ -352,31 +376,6 @@ class ToolCalls:
             {"server_id": server.id, "reconnect": "requested"},
             server=server.identity(),
         )
-
-
-@contextlib.asynccontextmanager
-async def relaying_progress(bus: Bus, call_id: str | None, progress: ProgressSink | None) -> AsyncIterator[None]:
-    """While the block runs, hand each progress update published for ``call_id`` to ``progress``
-    (nothing when either is None); updates already received are delivered before the block's result."""
-    if progress is None or call_id is None:
-        yield
-        return
-    sink = progress
-
-    async def forward(msg: Message) -> None:
-        try:
-            await sink(ToolProgress.model_validate_json(msg.data))
-        except Exception as exc:  # a client that cannot take progress still gets its result
-            log.debug("progress not delivered: %s", exc)
-
-    sub = await bus.subscribe(progress_subject(call_id), forward)
-    try:
-        yield
-    finally:
-        try:
-            await asyncio.wait_for(sub.drain(), PROGRESS_DRAIN_SECONDS)
-        except Exception as exc:  # the connection may be closing; the subscription dies with it
-            log.debug("progress unsubscribe failed: %s", exc)
 
 
 async def _unless_abandoned(request: Awaitable[Any], abandoned: Abandoned) -> Any:

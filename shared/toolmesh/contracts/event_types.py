@@ -33,6 +33,7 @@ from toolmesh.contracts.namespace_events import (
     KeyCreated,
     KeyRevoked,
 )
+from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.subject: cls
@@ -63,6 +64,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ServerConnected,
         ServerDisconnected,
         ToolDiscovered,
+        PolicySaved,
+        PolicyDeleted,
     )
 }
 

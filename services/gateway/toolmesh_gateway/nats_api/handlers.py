@@ -133,7 +133,7 @@ async def _delete_endpoint(s: GatewayServices, caller: Caller, body: api.Endpoin
 
 
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
-    return await s.calls.call(body, caller)
+    return await s.calls.call(body, caller, surface="nats")
 
 
 async def _search(s: GatewayServices, caller: Caller, body: SearchRequest) -> BaseModel:
