@@ -76,10 +76,11 @@ class PolicyService:
         return _info(await self._existing(policy_id, caller))
 
     async def versions(self, policy_id: str, caller: Caller) -> PolicyVersionList:
-        """A policy's every version, newest first."""
+        """A policy's every version, newest first (a deleted policy's too, the last marked deleted)."""
         caller.principal.require_manager("read policies")
-        await self._existing(policy_id, caller)
         rows = await policy_reads.policy_versions(self._b.db, policy_id)
+        if not rows or rows[0]["namespace"] not in (None, caller.scope or rows[0]["namespace"]):
+            raise PolicyNotFound(f"Policy not found: {policy_id}", {"policy_id": policy_id})
         return PolicyVersionList(versions=[PolicyVersion.model_validate(dict(r)) for r in rows])
 
     @staticmethod

@@ -41,10 +41,13 @@ async def policy_named(db: asyncpg.Pool, namespace: str | None, name: str) -> Ro
 
 
 async def policy_versions(db: asyncpg.Pool, policy_id: str) -> list[Row]:
-    """Every version of a policy, newest first."""
-    rows = await db.fetch(
-        "SELECT version, name, namespace, expression, effect, reason, redact, mode, deleted, actor, at "
-        "FROM mcp.policy_versions WHERE policy_id = $1::uuid ORDER BY version DESC",
-        policy_id,
-    )
+    """Every version of a policy, newest first (none for an unknown id or one that is not a UUID)."""
+    try:
+        rows = await db.fetch(
+            "SELECT version, name, namespace, expression, effect, reason, redact, mode, deleted, actor, at "
+            "FROM mcp.policy_versions WHERE policy_id = $1::uuid ORDER BY version DESC",
+            policy_id,
+        )
+    except asyncpg.DataError:
+        return []
     return list(rows)
