@@ -59,7 +59,7 @@ async def host(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterato
         yield Host(system, created["id"], ledger)
 
 
-async def add_policy(system: System, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+async def add_policy(system: System, body: dict[str, Any]) -> dict[str, Any]:
     response = await system.api.post("/api/v1/policies", json=body)
     assert response.status_code == 201, response.text
     policy: dict[str, Any] = response.json()
@@ -99,7 +99,8 @@ async def test_a_cel_rule_denies_deletes_by_users_on_every_surface(host: Host) -
     nc = await nats.connect(system.settings.nats_url or "")
     try:
         body = json.dumps({"name": "github.delete_repo", "arguments": {"name": "i"}}).encode()
-        msg = await nc.request("toolmesh.api.v1.tools.call", body, timeout=30, headers={"Authorization": f"Bearer {token}"})
+        headers = {"Authorization": f"Bearer {token}"}
+        msg = await nc.request("toolmesh.api.v1.tools.call", body, timeout=30, headers=headers)
         reply = json.loads(msg.data)
         assert reply["ok"] is False and reply["error"]["error_code"] == "POLICY_DENIED", reply
     finally:
