@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import nats
 import pytest
 
-from tests.harness import System
+from tests.harness import ADMIN_TOKEN, System
 
 pytestmark = pytest.mark.integration
 RULE = {"name": "no-deletes", "expression": 'tool.name.startsWith("delete_")', "effect": "deny", "reason": "No"}
@@ -88,3 +90,31 @@ async def test_changes_are_versioned_and_audited(system: System) -> None:
     page = (await system.api.get("/api/v1/audit", params={"namespace": "default"})).json()
     events = [e["event"] for e in page["entries"] if e["details"].get("policy_id") == created["id"]]
     assert events == ["policy.deleted", "policy.saved", "policy.saved"]
+
+
+async def test_policies_over_the_nats_api(system: System) -> None:
+    nc = await nats.connect(system.settings.nats_url or "")
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+    async def ask(operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+        msg = await nc.request(
+            f"toolmesh.api.v1.{operation}", json.dumps(payload).encode(), timeout=30, headers=headers
+        )
+        reply: dict[str, Any] = json.loads(msg.data)
+        return reply
+
+    try:
+        created = await ask("policies.create", {**RULE, "namespace": "default"})
+        assert created["ok"] is True, created
+        policy_id = created["result"]["id"]
+        replaced = await ask("policies.replace", {**RULE, "policy_id": policy_id, "mode": "dry_run"})
+        assert replaced["result"]["version"] == 2, replaced
+        assert (await ask("policies.get", {"policy_id": policy_id}))["result"]["mode"] == "dry_run"
+        assert (await ask("policies.list", {}))["result"]["total"] == 1
+        bad = await ask("policies.create", {**RULE, "name": "bad", "expression": "1 +"})
+        assert bad["ok"] is False and bad["error"]["error_code"] == "VALIDATION_ERROR", bad
+        assert (await ask("policies.delete", {"policy_id": policy_id}))["ok"] is True
+        versions = (await ask("policies.versions", {"policy_id": policy_id}))["result"]["versions"]
+        assert [v["version"] for v in versions] == [3, 2, 1]
+    finally:
+        await nc.close()

@@ -22,6 +22,7 @@ from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
+from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -119,6 +120,18 @@ class ReplaceEndpointRequest(EndpointRequest):
     endpoint_id: str = Field(min_length=1, max_length=64)
 
 
+class PolicyRef(_Strict):
+    """One policy the caller manages, by id."""
+
+    policy_id: str = Field(min_length=1, max_length=64)
+
+
+class ReplacePolicyRequest(PolicyRequest):
+    """``policies.replace``: the policy's id and its whole new definition."""
+
+    policy_id: str = Field(min_length=1, max_length=64)
+
+
 class KeyRef(_Strict):
     """``keys.revoke``: one key of the caller's namespace, by id."""
 
@@ -186,6 +199,8 @@ SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 APPS = "/api/v1/auth/apps"
+POLICIES = "/api/v1/policies"
+POLICY = POLICIES + "/{policy_id}"
 
 AUTHORIZE = Operation(
     "servers.authorize",
@@ -298,6 +313,32 @@ OPERATIONS: tuple[Operation, ...] = (
         ENDPOINT,
     ),
     Operation("endpoints.delete", EndpointRef, None, "Delete an endpoint", True, "DELETE", ENDPOINT),
+    Operation(
+        "policies.create", PolicyRequest, PolicyInfo, "Create a policy on tool calls (CEL)", True, "POST", POLICIES
+    ),
+    Operation(
+        "policies.list",
+        NoArguments,
+        PolicyList,
+        "The policies of the caller's namespace and the global ones",
+        False,
+        "GET",
+        POLICIES,
+    ),
+    Operation("policies.get", PolicyRef, PolicyInfo, "One policy", False, "GET", POLICY),
+    Operation(
+        "policies.versions",
+        PolicyRef,
+        PolicyVersionList,
+        "Every version of a policy",
+        False,
+        "GET",
+        POLICY + "/versions",
+    ),
+    Operation(
+        "policies.replace", ReplacePolicyRequest, PolicyInfo, "Replace a policy's definition", True, "PUT", POLICY
+    ),
+    Operation("policies.delete", PolicyRef, None, "Delete a policy", True, "DELETE", POLICY),
     Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
     Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
     Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from toolmesh.contracts import api
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
+from toolmesh.contracts.policies import PolicyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
@@ -23,6 +24,7 @@ from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.policies import PolicyService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -44,6 +46,7 @@ class GatewayServices:
     started_at: float
     authorizations: UpstreamAuthorizations
     consents: Consents
+    policies: PolicyService
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -60,6 +63,7 @@ class GatewayServices:
             state.started_at,
             state.upstream_authorizations,
             state.consents,
+            state.policies,
         )
 
 
@@ -132,6 +136,31 @@ async def _delete_endpoint(s: GatewayServices, caller: Caller, body: api.Endpoin
     await s.endpoints.delete(body.endpoint_id, caller)
 
 
+async def _create_policy(s: GatewayServices, caller: Caller, body: PolicyRequest) -> BaseModel:
+    return await s.policies.create(body, caller)
+
+
+async def _list_policies(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.policies.list(caller)
+
+
+async def _get_policy(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> BaseModel:
+    return await s.policies.get(body.policy_id, caller)
+
+
+async def _policy_versions(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> BaseModel:
+    return await s.policies.versions(body.policy_id, caller)
+
+
+async def _replace_policy(s: GatewayServices, caller: Caller, body: api.ReplacePolicyRequest) -> BaseModel:
+    definition = PolicyRequest.model_validate(body.model_dump(exclude={"policy_id"}))
+    return await s.policies.replace(body.policy_id, definition, caller)
+
+
+async def _delete_policy(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> None:
+    await s.policies.delete(body.policy_id, caller)
+
+
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
     return await s.calls.call(body, caller, surface="nats")
 
@@ -198,6 +227,12 @@ HANDLERS: dict[str, Handler] = {
     "endpoints.get": _get_endpoint,
     "endpoints.replace": _replace_endpoint,
     "endpoints.delete": _delete_endpoint,
+    "policies.create": _create_policy,
+    "policies.list": _list_policies,
+    "policies.get": _get_policy,
+    "policies.versions": _policy_versions,
+    "policies.replace": _replace_policy,
+    "policies.delete": _delete_policy,
     "tools.call": _call,
     "search.query": _search,
     "aggregator.state": _state,
