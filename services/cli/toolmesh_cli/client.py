@@ -19,6 +19,7 @@ from toolmesh.contracts.aggregator import ResealReport
 from toolmesh.contracts.api import (
     AUTHORIZATION,
     AUTHORIZE,
+    OPERATIONS_BY_NAME,
     RESEAL,
     AppRef,
     ListServersRequest,
@@ -250,6 +251,13 @@ class ApiClient:
     def disconnect_app(self, app_id: str) -> None:
         """Revoke a connected app."""
         self._run(self._mesh.disconnect_app(_valid(AppRef, {"app_id": app_id}).app_id))
+
+    def operation(self, name: str, body: Mapping[str, Any]) -> Any:
+        """Any operation of the API by name (``toolmesh.contracts.api.OPERATIONS``): its JSON result."""
+        operation = OPERATIONS_BY_NAME[name]
+        return self._run(
+            self._mesh.transport.send(operation, _valid(operation.request, body), None, self._mesh.timeout)
+        )
 
     def reseal(self) -> dict[str, Any]:
         """Seal every server's config again under the deployment's current credential key."""

@@ -66,6 +66,8 @@ class CallPolicies:
         self._book = book
         self._catalog = catalog
         self._gate = gate
+        self._failing: set[str] = set()
+        """Policies whose evaluation failed once already (logged as a warning the first time only)."""
 
     async def check(self, call: CallSubject) -> Verdict:
         """The verdict on ``call``; ``PolicyDenied`` when a policy denies it; waits for approval when one
@@ -75,7 +77,7 @@ class CallPolicies:
             return PASSED
         decision = decide(rules, cel.Context(self.attributes(call)))
         if decision.failures:
-            record_policy_errors(decision.failures)
+            self._failed(call, decision)
         verdict = self._dry_run(call, decision)
         if decision.effect == "deny" and decision.rule is not None:
             record_policy_action("deny", "enforce")
@@ -114,6 +116,21 @@ class CallPolicies:
             "args": call.arguments,
             "now": datetime.now(UTC),
         }
+
+    def _failed(self, call: CallSubject, decision: Decision) -> None:
+        record_policy_errors(len(decision.failures))
+        for rule, why in decision.failures:
+            first = rule.id not in self._failing
+            self._failing.add(rule.id)
+            log.log(
+                logging.WARNING if first else logging.DEBUG,
+                "policy %s did not match the call of %s.%s: its evaluation failed (%s)",
+                rule.name,
+                call.server.name,
+                call.tool,
+                why,
+                extra={"server": call.server.name, "tool": call.tool, "policy": rule.name},
+            )
 
     @staticmethod
     def _dry_run(call: CallSubject, decision: Decision) -> Verdict:

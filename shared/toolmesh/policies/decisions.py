@@ -15,15 +15,12 @@ counted. Rules in ``dry_run`` mode never act: the decision they would have made 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import cel
 
 from toolmesh.contracts.policies import PolicyEffect, PolicyMode
-
-log = logging.getLogger("toolmesh.policies")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +53,8 @@ class Decision:
     would: Rule | None = None
     """The dry-run rule that would have denied the call or held it (when the enforced rules did not)."""
     would_effect: PolicyEffect | None = None
-    failures: int = 0
+    failures: list[tuple[Rule, str]] = field(default_factory=list)
+    """The rules that could not be evaluated on this call, with why (they did not match)."""
     matched: list[Rule] = field(default_factory=list)
 
 
@@ -67,8 +65,7 @@ def decide(rules: Sequence[Rule], attributes: cel.Context) -> Decision:
         try:
             matched = rule.program.execute(attributes) is True
         except Exception as exc:  # a missing field or a wrong type: this rule does not match
-            decision.failures += 1
-            log.info("policy %s not evaluated: %s", rule.name, exc, extra={"policy": rule.name})
+            decision.failures.append((rule, str(exc)))
             continue
         if matched:
             decision.matched.append(rule)
