@@ -13,8 +13,9 @@ from typing import Any
 import nats
 import pytest
 
-from tests.harness import System, eventually, running_system
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system
 from tests.mcp_client import mcp_session, text_of
+from tests.mcp_raw import modern_call
 from tests.peers.repo_host import read_calls
 
 pytestmark = pytest.mark.integration
@@ -69,7 +70,8 @@ async def add_policy(system: System, body: dict[str, Any]) -> dict[str, Any]:
 async def test_a_cel_rule_denies_deletes_by_users_on_every_surface(host: Host) -> None:
     system = host.system
     await add_policy(system, DELETE_BY_USERS)
-    await system.api.post("/api/v1/endpoints", json={"name": "ops", "include": ["github.*"]})
+    ops = {"name": "ops", "include": ["github.*"], "overrides": {"github.delete_repo": {"name": "cleanup"}}}
+    assert (await system.api.post("/api/v1/endpoints", json=ops)).status_code == 201
     token = (await system.create_key("dev", "user"))["token"]
     async with system.client_as(token) as api:
         for body in (
@@ -82,6 +84,14 @@ async def test_a_cel_rule_denies_deletes_by_users_on_every_surface(host: Host) -
             assert refused.json()["error_code"] == "POLICY_DENIED"
             assert refused.json()["detail"] == "Users may not delete repositories"
         assert (await api.post(CALL, json={"name": "github.get_repo", "arguments": {"name": "a"}})).status_code == 200
+        for lookalike in (
+            "github.DELETE_REPO",
+            "github.delete\u200b_repo",
+            "github.d\u0435lete_repo",  # a Cyrillic e
+            "\uff47ithub.delete_repo",  # a fullwidth g
+        ):
+            missed = await api.post(CALL, json={"name": lookalike, "arguments": {"name": "u"}})
+            assert missed.status_code == 404, missed.text  # no other name reaches the tool
     async with mcp_session(system, token=token) as session:
         denied = await session.call_tool("github__delete_repo", {"name": "d"})
         assert denied.is_error is True and "POLICY_DENIED" in text_of(denied)
@@ -94,8 +104,10 @@ async def test_a_cel_rule_denies_deletes_by_users_on_every_surface(host: Host) -
         denied = await session.call_tool("delete_repo", {"name": "g"})
         assert denied.is_error is True and "POLICY_DENIED" in text_of(denied)
     async with mcp_session(system, token=token, path="/mcp/ops") as session:
-        denied = await session.call_tool("github__delete_repo", {"name": "h"})
+        denied = await session.call_tool("cleanup", {"name": "h"})  # renamed by the bundle: still delete_repo
         assert denied.is_error is True and "POLICY_DENIED" in text_of(denied)
+        ran = await session.call_tool("run", {"code": 'github.delete_repo(name="h2")'})
+        assert "POLICY_DENIED" in text_of(ran)
     nc = await nats.connect(system.settings.nats_url or "")
     try:
         body = json.dumps({"name": "github.delete_repo", "arguments": {"name": "i"}}).encode()
@@ -147,6 +159,18 @@ async def test_a_rule_that_fails_on_an_odd_type_does_not_match(host: Host) -> No
     assert denied.status_code == 403
     odd = await system.api.post(CALL, json={"name": "github.read_file", "arguments": {"path": ["/etc/x"]}})
     assert odd.status_code == 200, odd.text
+
+
+async def test_arguments_that_are_not_an_object_are_refused_on_the_transparent_path(host: Host) -> None:
+    """What the policies see is what the upstream would get: a list of arguments is not passed through."""
+    system = host.system
+    await add_policy(system, {"name": "no-etc", "expression": 'args.path.startsWith("/etc")', "effect": "deny"})
+    url = f"{system.api.base_url}/mcp/github"
+    answer = await modern_call(
+        url, "tools/call", {"name": "read_file", "arguments": ["/etc/passwd"]}, token=ADMIN_TOKEN
+    )
+    assert "VALIDATION_ERROR" in json.dumps(answer) and "contents of" not in json.dumps(answer), answer
+    assert host.ran("read_file") == []
 
 
 async def test_a_redaction_rule_removes_fields_from_results(host: Host) -> None:

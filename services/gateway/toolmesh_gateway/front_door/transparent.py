@@ -37,7 +37,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
-from toolmesh.errors import PromptNotFound, ServerNotFound, ToolmeshError, ToolNotFound
+from toolmesh.errors import PromptNotFound, ServerNotFound, ToolmeshError, ToolNotFound, ValidationFailed
 from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_hash
 from toolmesh_gateway import lookup
 from toolmesh_gateway.admission import SHED
@@ -323,17 +323,20 @@ class Transparent:
         caller = _caller(ctx)
         tool = str((ctx.params or {}).get("name", ""))
         started = time.perf_counter()
+        given = (ctx.params or {}).get("arguments")
+        arguments = {} if given is None else given
         try:
             await self._require_pinned(server, tool)
+            if not isinstance(arguments, dict):  # the policies must see what the upstream would get
+                raise ValidationFailed("tools/call arguments must be an object", {"field": "arguments"})
         except ToolmeshError as refused:
             self._calls.record(caller, server, tool, started, "failed", refused.error_code)
             return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
         found = self._feed.catalog.tool(server.id, tool)
         passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
-            return await self._tasks.start(ctx, server.id, found, dict((ctx.params or {}).get("arguments") or {}))
-        arguments = (ctx.params or {}).get("arguments")
-        call = CallSubject(caller, server, tool, arguments if isinstance(arguments, dict) else {}, "mcp")
+            return await self._tasks.start(ctx, server.id, found, dict(arguments))
+        call = CallSubject(caller, server, tool, arguments, "mcp")
         try:
             return await forward_screened(
                 self._calls, call, lambda: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
