@@ -106,8 +106,6 @@ async def test_a_cel_rule_denies_deletes_by_users_on_every_surface(host: Host) -
     async with mcp_session(system, token=token, path="/mcp/ops") as session:
         denied = await session.call_tool("cleanup", {"name": "h"})  # renamed by the bundle: still delete_repo
         assert denied.is_error is True and "POLICY_DENIED" in text_of(denied)
-        ran = await session.call_tool("run", {"code": 'github.delete_repo(name="h2")'})
-        assert "POLICY_DENIED" in text_of(ran)
     nc = await nats.connect(system.settings.nats_url or "")
     try:
         body = json.dumps({"name": "github.delete_repo", "arguments": {"name": "i"}}).encode()
@@ -162,14 +160,15 @@ async def test_a_rule_that_fails_on_an_odd_type_does_not_match(host: Host) -> No
 
 
 async def test_arguments_that_are_not_an_object_are_refused_on_the_transparent_path(host: Host) -> None:
-    """What the policies see is what the upstream would get: a list of arguments is not passed through."""
+    """What the policies see is what the upstream would get: a list of arguments is refused by the
+    gateway's MCP server (invalid params) before any policy or upstream."""
     system = host.system
     await add_policy(system, {"name": "no-etc", "expression": 'args.path.startsWith("/etc")', "effect": "deny"})
     url = f"{system.api.base_url}/mcp/github"
     answer = await modern_call(
         url, "tools/call", {"name": "read_file", "arguments": ["/etc/passwd"]}, token=ADMIN_TOKEN
     )
-    assert "VALIDATION_ERROR" in json.dumps(answer) and "contents of" not in json.dumps(answer), answer
+    assert answer["error"]["code"] == -32602, answer
     assert host.ran("read_file") == []
 
 
