@@ -1,4 +1,5 @@
-"""Policies: expressions checked when written, rules combined into one decision, fields redacted."""
+"""Policies: expressions checked when written, rules combined into one decision, fields redacted, changes
+streamed to managers only."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Any
 import cel
 import pytest
 
-from toolmesh.contracts.policies import PolicyRequest
+from toolmesh.contracts.policies import PolicyDeleted, PolicyRequest, PolicySaved
 from toolmesh.errors import ValidationFailed
 from toolmesh.policies.decisions import Rule, decide
 from toolmesh.policies.language import SAMPLE, compile_expression
 from toolmesh.policies.result_fields import redact_result
+from toolmesh_gateway.event_hub import visible
 
 
 @pytest.mark.parametrize(
@@ -119,3 +121,12 @@ def test_redact_lists_fields_of_redact_policies_only() -> None:
         PolicyRequest(name="p", expression="true", effect="deny", redact=["a"])
     with pytest.raises(ValueError):
         PolicyRequest(name="p", expression="true", effect="redact", redact=["a..b"])
+
+
+def test_policy_changes_are_streamed_to_managers_only() -> None:
+    """A user's console stream does not carry the policies it may not read."""
+    saved = PolicySaved(policy_id="p", policy=PolicyRequest(name="p", expression="true", effect="deny"))
+    deleted = PolicyDeleted(policy_id="p", name="p")
+    for event in (saved, deleted):
+        assert visible(event, "default", manages=True)
+        assert not visible(event, "default", manages=False)

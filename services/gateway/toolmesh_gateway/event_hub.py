@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, ServerRegistered, ToolsDiscovered
 from toolmesh.contracts.namespace_events import AppConnected, AppDisconnected, CallsRecorded, KeyCreated, KeyRevoked
+from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
 from toolmesh.contracts.stream import EVENT_PREFIX, StreamedEvent
 from toolmesh.secret_text import mask_url
 from toolmesh_gateway.auth import Principal
@@ -29,8 +30,8 @@ QUEUE_SIZE = 512
 ENVELOPE = {"event_id", "occurred_at", "server_id", "namespace", "schema_version", "actor"}
 PRIVATE = {"sealed_config", "ip_address"}
 """Fields that never leave the gateway on this stream."""
-FOR_MANAGERS = (KeyCreated, KeyRevoked, AppConnected, AppDisconnected, CallsRecorded)
-"""Events only admins and the owner receive (users may not read keys or the audit log)."""
+FOR_MANAGERS = (KeyCreated, KeyRevoked, AppConnected, AppDisconnected, CallsRecorded, PolicySaved, PolicyDeleted)
+"""Events only admins and the owner receive (users may not read keys, policies or the audit log)."""
 
 
 def visible(event: Event, scope: str | None, manages: bool) -> bool:
