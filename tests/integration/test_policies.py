@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nats
 import pytest
 
-from tests.harness import ADMIN_TOKEN, System, eventually, running_system
+from tests.harness import ADMIN_TOKEN, System, eventually, running_system, second_gateway
 from tests.mcp_client import mcp_session, text_of
 from tests.mcp_raw import modern_call
 from tests.peers.repo_host import read_calls
@@ -230,3 +231,29 @@ async def test_approval_required_is_refused_without_an_approver_unless_an_allow_
     ran = await system.api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "b"}})
     assert ran.status_code == 200 and ran.json()["isError"] is False, ran.text
     assert host.ran("delete_repo") == [{"name": "b"}]
+
+
+async def test_a_policy_written_on_one_gateway_applies_on_another_at_once(host: Host) -> None:
+    """Replica B (its own process) applies a policy written through replica A as soon as the event
+    reaches it, and a deletion too: no restart, no database read per call."""
+    system = host.system
+    async with second_gateway(system) as (_, port_b):
+        b = f"http://127.0.0.1:{port_b}"
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with httpx.AsyncClient(base_url=b, headers=headers, timeout=30) as replica:
+            call = {"name": "github.delete_repo", "arguments": {"name": "r"}}
+            assert (await replica.post(CALL, json=call)).status_code == 200
+            rule = {"name": "no-deletes", "expression": 'tool.name == "delete_repo"', "effect": "deny", "reason": "No"}
+            created = await add_policy(system, rule)
+
+            async def denied_on_b() -> bool:
+                return (await replica.post(CALL, json=call)).status_code == 403
+
+            await eventually(denied_on_b, timeout=10, what="replica B to apply the policy")
+            assert (await system.api.delete(f"/api/v1/policies/{created['id']}")).status_code == 204
+
+            async def allowed_on_b() -> bool:
+                return (await replica.post(CALL, json=call)).status_code == 200
+
+            await eventually(allowed_on_b, timeout=10, what="replica B to drop the policy")
+    assert host.ran("delete_repo") == [{"name": "r"}, {"name": "r"}]
