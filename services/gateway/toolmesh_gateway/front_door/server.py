@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -310,25 +311,15 @@ class FrontDoor:
                 return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
             return relayed
+        call = functools.partial(
+            self._calls.call, request, caller, progress=_progress_sink(ctx), view=self._view(ctx), surface="mcp"
+        )
         if bridged(ctx):
-            outcome = await self.bridge.run(
-                ctx,
-                lambda link: self._calls.call(
-                    request, caller, progress=_progress_sink(ctx), client=link.ref, view=self._view(ctx), surface="mcp"
-                ),
-            )
+            outcome = await self.bridge.run(ctx, lambda link: call(client=link.ref))
             return outcome if isinstance(outcome, mcp_types.InputRequiredResult) else listing.call_result(outcome)
         call_id = self._calls.new_call_id()
         with self.links.call(ctx, call_id) as client:
-            body = await self._calls.call(
-                request,
-                caller,
-                progress=_progress_sink(ctx),
-                client=client,
-                call_id=call_id,
-                view=self._view(ctx),
-                surface="mcp",
-            )
+            body = await call(client=client, call_id=call_id)
         return listing.call_result(body)
 
     def _passed_through(self, ctx: Ctx, server_id: str) -> bool:
