@@ -1,0 +1,83 @@
+"""The client's user decides an approval through elicitation: a handshake-era (2025) MCP client
+session on ``/mcp`` that declared elicitation is asked what will run, and its answer decides."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import httpx2
+import mcp_types
+import pytest
+from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from tests.approval_calls import gate_on, pending_call, started, waiting
+from tests.harness import ADMIN_TOKEN, System
+from toolmesh.contracts.rpc import ClientRef
+from toolmesh.errors import ApprovalRejected
+from toolmesh_gateway.front_door.client_links import ClientLinks
+
+
+class User:
+    """The person behind the MCP client: answers every question with ``action`` and keeps them."""
+
+    def __init__(self, action: Literal["accept", "decline", "cancel"]) -> None:
+        self.action = action
+        self.asked: list[str] = []
+
+    async def answer(self, context: ClientRequestContext, params: Any) -> mcp_types.ElicitResult:
+        self.asked.append(params.message)
+        return mcp_types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)
+
+
+async def session_of(system: System, user: User) -> AsyncIterator[ClientRef]:
+    """A 2025 client session on ``/mcp`` with elicitation, and its bus reference (the link the gateway
+    made for it when it set its log level: the running gateway's ``ClientLinks`` know it)."""
+    url = f"http://{system.settings.host}:{system.settings.port}/mcp"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=user.answer) as session,
+    ):
+        started_session = await session.initialize()
+        assert started_session.protocol_version not in MODERN_PROTOCOL_VERSIONS, started_session
+        await session.set_logging_level("info")
+        links = next(o for o in gc.get_objects() if isinstance(o, ClientLinks) and o._sub is not None)
+        ref = next(link.ref for link in links._links.values() if not link.detached)
+        assert ref.elicitation, ref
+        yield ref
+
+
+@pytest.mark.parametrize(("action", "approved"), [("accept", True), ("decline", False), ("cancel", False)])
+async def test_the_clients_user_decides_through_elicitation(
+    system: System, action: Literal["accept", "decline", "cancel"], approved: bool
+) -> None:
+    gate = await gate_on(system)
+    user = User(action)
+    async for ref in session_of(system, user):
+        call = await started(gate, pending_call(f"agent-{action}", client=ref))
+        if approved:
+            await asyncio.wait_for(call, 30)
+        else:
+            with pytest.raises(ApprovalRejected):
+                await asyncio.wait_for(call, 30)
+    assert len(user.asked) == 1, user.asked
+    assert "files.delete_file" in user.asked[0] and "/srv/data/report.csv" in user.asked[0], user.asked
+    assert "delete_file is destructive" in user.asked[0]
+    listed = (await system.api.get("/api/v1/approvals")).json()
+    decided = next(a for a in listed if a["caller"] == f"agent-{action}")
+    assert decided["state"] == ("approved" if approved else "rejected")
+    assert decided["decided_by"] == f"client:agent-{action}"
+
+
+async def test_without_an_answer_from_the_client_an_approver_decides(system: System) -> None:
+    gate = await gate_on(system)
+    gone = ClientRef(id="0123456789ab.no-such-session", elicitation=True)
+    call = await started(gate, pending_call("agent-nobody", client=gone))
+    shown = await waiting(system.api, "agent-nobody")
+    assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve")).status_code == 200
+    await asyncio.wait_for(call, 30)
