@@ -53,7 +53,7 @@ async def waiting(api: httpx.AsyncClient, caller: str) -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
         response = await api.get("/api/v1/approvals", params={"state": "pending"})
         assert response.status_code == 200, response.text
-        return next((a for a in response.json() if a["caller"] == caller), None)
+        return next((a for a in response.json()["approvals"] if a["caller"] == caller), None)
 
     return await eventually(probe, timeout=20, what=f"the approval of {caller} to be listed")
 

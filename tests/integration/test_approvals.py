@@ -5,12 +5,15 @@ second replica's would be), a rejection or the deadline refuses it, and only app
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from tests.approval_calls import SECRET, gate_on, pending_call, started, waiting
-from tests.harness import System, eventually
+from tests.harness import ADMIN_TOKEN, System, eventually
+from toolmesh.contracts.api import OPERATIONS_BY_NAME
 from toolmesh.contracts.keys import Role
 from toolmesh.errors import ApprovalRejected, ApprovalTimeout
 from toolmesh.platform.bus.topology import APPROVALS_BUCKET
@@ -102,7 +105,7 @@ async def test_an_admin_of_another_namespace_does_not_find_it(system: System) ->
     shown = await waiting(system.api, "agent-ns")
     async with system.client_as(other["token"]) as api:
         assert (await api.post(f"/api/v1/approvals/{shown['id']}/approve")).status_code == 404
-        assert all(a["id"] != shown["id"] for a in (await api.get("/api/v1/approvals")).json())
+        assert all(a["id"] != shown["id"] for a in (await api.get("/api/v1/approvals")).json()["approvals"])
     call.cancel()
 
 
@@ -141,3 +144,29 @@ async def test_the_arguments_are_kept_sealed_in_the_bucket(system: System, nc: N
     assert raw.value is not None and SECRET.encode() not in raw.value
     assert b"delete_file" in raw.value
     call.cancel()
+
+
+async def test_the_nats_api_lists_and_decides_approvals_with_the_same_rules(system: System, nc: NATS) -> None:
+    gate = await gate_on(system)
+    user = await system.create_key("nats-user", "user")
+    call = await started(gate, pending_call("agent-nats"))
+    shown = await waiting(system.api, "agent-nats")
+
+    async def ask(operation: str, body: dict[str, object], token: str = ADMIN_TOKEN) -> dict[str, Any]:
+        subject = OPERATIONS_BY_NAME[operation].subject
+        headers = {"Authorization": f"Bearer {token}"}
+        reply: dict[str, Any] = json.loads(
+            (await nc.request(subject, json.dumps(body).encode(), 30, headers=headers)).data
+        )
+        return reply
+
+    listed = await ask("approvals.list", {"state": "pending"})
+    assert shown["id"] in [a["id"] for a in listed["result"]["approvals"]], listed
+    refused = await ask("approvals.approve", {"approval_id": shown["id"]}, user["token"])
+    assert refused["error"]["error_code"] == "FORBIDDEN", refused
+    rejected = await ask("approvals.reject", {"approval_id": shown["id"], "comment": "over NATS"})
+    assert rejected["result"]["state"] == "rejected", rejected
+    with pytest.raises(ApprovalRejected, match="over NATS"):
+        await asyncio.wait_for(call, 20)
+    again = await ask("approvals.approve", {"approval_id": shown["id"]})
+    assert again["error"]["error_code"] == "APPROVAL_CLOSED", again

@@ -68,7 +68,7 @@ async def test_the_clients_user_decides_through_elicitation(
     assert len(user.asked) == 1, user.asked
     assert "files.delete_file" in user.asked[0] and "/srv/data/report.csv" in user.asked[0], user.asked
     assert "delete_file is destructive" in user.asked[0]
-    listed = (await system.api.get("/api/v1/approvals")).json()
+    listed = (await system.api.get("/api/v1/approvals")).json()["approvals"]
     decided = next(a for a in listed if a["caller"] == f"agent-{action}")
     assert decided["state"] == ("approved" if approved else "rejected")
     assert decided["decided_by"] == f"client:agent-{action}"

@@ -46,6 +46,12 @@ class Approval(BaseModel):
     decided_at: datetime | None = None
 
 
+class ApprovalList(BaseModel):
+    """Pending and recent approvals, newest first."""
+
+    approvals: list[Approval]
+
+
 class ApprovalDecision(BaseModel):
     """The body of ``POST /api/v1/approvals/{id}/approve`` or ``/reject`` (optional)."""
 

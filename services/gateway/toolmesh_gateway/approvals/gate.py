@@ -68,8 +68,8 @@ class Approvals:
             if call.client is not None and call.client.elicitation:
                 asking = asyncio.create_task(self._ask_user(call, approval), name=f"approval-{approval.id}")
             final = await self._outcome(approval, watcher)
-        except asyncio.CancelledError:  # the caller went away
-            await asyncio.shield(self._close_quietly(approval, ApprovalState.WITHDRAWN, None, None))
+        except BaseException:  # the caller went away (cancelled), or JetStream failed it
+            await asyncio.shield(self._withdraw(approval))
             raise
         finally:
             if asking is not None:
@@ -149,6 +149,12 @@ class Approvals:
         """Close unless someone decided first (their decision stands)."""
         with contextlib.suppress(ApprovalClosed, ApprovalNotFound):
             await self._close(approval.id, state, decided_by, comment)
+
+    async def _withdraw(self, approval: Approval) -> None:
+        try:
+            await self._close_quietly(approval, ApprovalState.WITHDRAWN, None, None)
+        except Exception as exc:  # JetStream unreachable: the record expires at its deadline
+            log.warning("approval %s not withdrawn: %r", approval.id, exc)
 
     async def _audit_requested(self, approval: Approval) -> None:
         requested = ApprovalRequested(

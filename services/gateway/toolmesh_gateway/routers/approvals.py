@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.approvals import Approval, ApprovalDecision, ApprovalState
+from toolmesh.contracts.approvals import Approval, ApprovalDecision, ApprovalList, ApprovalState
 from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import Limit
@@ -45,9 +45,9 @@ async def list_approvals(
     gate: Gate,
     state: Annotated[ApprovalState | None, Query()] = None,
     limit: Limit = 100,
-) -> list[Approval]:
+) -> ApprovalList:
     """Pending and recent approvals of the caller's namespace (every namespace for the owner), newest first."""
-    return await gate.listed(principal, state, limit)
+    return ApprovalList(approvals=await gate.listed(principal, state, limit))
 
 
 @router.get("/{approval_id}", responses=REFUSED)

@@ -27,7 +27,7 @@ export default {
     async function load() {
       messages.replaceChildren();
       try {
-        const approvals = await ctx.api.get(APPROVALS);
+        const { approvals } = await ctx.api.get(APPROVALS);
         render(approvals.filter((a) => a.state === "pending"), approvals.filter((a) => a.state !== "pending"));
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
