@@ -8,11 +8,12 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 from nats.aio.client import Client as NATS
 
 from tests.approval_calls import SECRET, gate_on, pending_call, started, waiting
-from tests.harness import ADMIN_TOKEN, System, eventually
+from tests.harness import ADMIN_TOKEN, System, eventually, second_gateway
 from toolmesh.contracts.api import OPERATIONS_BY_NAME
 from toolmesh.contracts.keys import Role
 from toolmesh.errors import ApprovalRejected, ApprovalTimeout
@@ -170,3 +171,23 @@ async def test_the_nats_api_lists_and_decides_approvals_with_the_same_rules(syst
         await asyncio.wait_for(call, 20)
     again = await ask("approvals.approve", {"approval_id": shown["id"]})
     assert again["error"]["error_code"] == "APPROVAL_CLOSED", again
+
+
+async def test_an_unknown_or_malformed_id_names_no_approval(system: System) -> None:
+    assert (await system.api.get(f"/api/v1/approvals/{'0' * 32}")).status_code == 404
+    assert (await system.api.post(f"/api/v1/approvals/{'0' * 32}/approve")).status_code == 404
+    for malformed in ("a*b", "x" * 32, "0" * 33):
+        assert (await system.api.get(f"/api/v1/approvals/{malformed}")).status_code == 422, malformed
+
+
+async def test_a_decision_on_another_gateway_process_unblocks_the_call(system: System) -> None:
+    gate = await gate_on(system)
+    call = await started(gate, pending_call("agent-process"))
+    shown = await waiting(system.api, "agent-process")
+    async with (
+        second_gateway(system) as (_, port),
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=system.api.headers, timeout=30) as b,
+    ):
+        decided = await b.post(f"/api/v1/approvals/{shown['id']}/approve", json={"comment": "from B"})
+        assert decided.status_code == 200, decided.text
+        await asyncio.wait_for(call, 20)

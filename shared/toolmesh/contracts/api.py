@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
-from toolmesh.contracts.approvals import Approval, ApprovalList, ApprovalState
+from toolmesh.contracts.approvals import APPROVAL_ID_PATTERN, Approval, ApprovalList, ApprovalState
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
@@ -142,13 +142,13 @@ class ApprovalsRequest(_Strict):
 class ApprovalRef(_Strict):
     """``approvals.get``: one approval of the caller's namespace, by id."""
 
-    approval_id: str = Field(min_length=1, max_length=64)
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
 
 
 class DecideApprovalRequest(_Strict):
     """``approvals.approve`` / ``approvals.reject``: a decision, with an optional comment."""
 
-    approval_id: str = Field(min_length=1, max_length=64)
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
     comment: str | None = Field(default=None, max_length=2000)
 
 

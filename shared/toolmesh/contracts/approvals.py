@@ -11,6 +11,9 @@ from pydantic import BaseModel, Field
 
 from toolmesh.contracts.events import Event
 
+APPROVAL_ID_PATTERN = r"^[0-9a-f]{32}$"
+"""An approval's id: 32 hex digits (a key of the bucket; anything else names no approval)."""
+
 
 class ApprovalState(StrEnum):
     """Where an approval stands; every state but ``pending`` is final."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.approvals import Approval, ApprovalDecision, ApprovalList, ApprovalState
+from toolmesh.contracts.approvals import APPROVAL_ID_PATTERN, Approval, ApprovalDecision, ApprovalList, ApprovalState
 from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import Limit
@@ -37,6 +37,7 @@ async def approvals(request: Request) -> Approvals:
 Approver = Annotated[Principal, Depends(approver)]
 Gate = Annotated[Approvals, Depends(approvals)]
 Comment = Annotated[ApprovalDecision | None, Body()]
+ApprovalId = Annotated[str, Path(pattern=APPROVAL_ID_PATTERN)]
 
 
 @router.get("", responses={403: {"model": ErrorBody}})
@@ -51,18 +52,18 @@ async def list_approvals(
 
 
 @router.get("/{approval_id}", responses=REFUSED)
-async def read_approval(approval_id: str, principal: Approver, gate: Gate) -> Approval:
+async def read_approval(approval_id: ApprovalId, principal: Approver, gate: Gate) -> Approval:
     """One approval, with the arguments of the call that waits."""
     return await gate.read(approval_id, principal)
 
 
 @router.post("/{approval_id}/approve", responses=DECIDED)
-async def approve(approval_id: str, principal: Approver, gate: Gate, body: Comment = None) -> Approval:
+async def approve(approval_id: ApprovalId, principal: Approver, gate: Gate, body: Comment = None) -> Approval:
     """Let the call run (409 when it was decided already or its deadline passed)."""
     return await gate.decide(approval_id, principal, True, body.comment if body else None)
 
 
 @router.post("/{approval_id}/reject", responses=DECIDED)
-async def reject(approval_id: str, principal: Approver, gate: Gate, body: Comment = None) -> Approval:
+async def reject(approval_id: ApprovalId, principal: Approver, gate: Gate, body: Comment = None) -> Approval:
     """Refuse the call: its caller gets 403 ``APPROVAL_REJECTED`` with the comment."""
     return await gate.decide(approval_id, principal, False, body.comment if body else None)
