@@ -1,5 +1,7 @@
-"""The client's user decides an approval through elicitation: a handshake-era (2025) MCP client
-session on ``/mcp`` that declared elicitation is asked what will run, and its answer decides."""
+"""The client's user decides an approval through elicitation, in both protocol eras: a handshake-era
+(2025) MCP client session on ``/mcp`` that declared elicitation gets an ``elicitation/create``
+request; a 2026-07-28 client whose call is in flight gets the question as an input request of an
+``InputRequiredResult`` and answers it in its retry. Its answer decides."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.approval_calls import gate_on, pending_call, started, waiting
-from tests.harness import ADMIN_TOKEN, System
+from tests.harness import ADMIN_TOKEN, System, eventually
+from tests.mcp_raw import modern_post
+from tests.peers.launch import launch_peer
 from toolmesh.contracts.rpc import ClientRef
 from toolmesh.errors import ApprovalRejected
 from toolmesh_gateway.front_door.client_links import ClientLinks
@@ -81,3 +85,42 @@ async def test_without_an_answer_from_the_client_an_approver_decides(system: Sys
     shown = await waiting(system.api, "agent-nobody")
     assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve")).status_code == 200
     await asyncio.wait_for(call, 30)
+
+
+def detached_ref() -> ClientRef | None:
+    """The bus reference of the 2026-07-28 request in flight (the gateway's link of its call)."""
+    for links in (o for o in gc.get_objects() if isinstance(o, ClientLinks) and o._sub is not None):
+        for link in list(links._links.values()):
+            if link.detached:
+                return link.ref
+    return None
+
+
+async def test_a_2026_client_answers_the_question_in_its_retry(system: System) -> None:
+    """While the client's ``demo__slow`` call runs, the gate asks its user: the call answers with the
+    question as an input request; the retry accepting it approves, then brings the tool's result."""
+    gate = await gate_on(system)
+    url = f"http://{system.settings.host}:{system.settings.port}/mcp"
+    params = {"name": "demo__slow", "arguments": {"seconds": 8}}  # long enough to be asked while it runs
+    async with launch_peer("http") as peer:
+        body = {"name": "demo", "transport_type": peer.transport_type, "connection_config": peer.config}
+        created = await system.api.post("/api/v1/aggregator/servers", json={**body, "allow_insecure": True})
+        assert created.status_code == 201, created.text
+        await system.wait_connected(created.json()["id"])
+        first = asyncio.create_task(
+            modern_post(url, "tools/call", params, token=ADMIN_TOKEN, capabilities={"elicitation": {}})
+        )
+        ref = await eventually(detached_ref, timeout=20, what="the call's link")
+        assert ref.elicitation, ref
+        call = await started(gate, pending_call("agent-modern", client=ref))
+        answer = (await asyncio.wait_for(first, 30)).json()["result"]
+        assert answer["resultType"] == "input_required", answer
+        ((key, asked),) = answer["inputRequests"].items()
+        assert asked["method"] == "elicitation/create" and "files.delete_file" in asked["params"]["message"], asked
+        retry = {**params, "requestState": answer["requestState"], "inputResponses": {key: {"action": "accept"}}}
+        response = await modern_post(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities={"elicitation": {}})
+        await asyncio.wait_for(call, 30)
+        assert "result" in response.json() and not response.json()["result"].get("isError"), response.text
+    listed = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+    decided = next(a for a in listed if a["caller"] == "agent-modern")
+    assert (decided["state"], decided["decided_by"]) == ("approved", "client:agent-modern"), decided
