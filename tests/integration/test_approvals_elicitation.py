@@ -124,3 +124,32 @@ async def test_a_2026_client_answers_the_question_in_its_retry(system: System) -
     listed = (await system.api.get("/api/v1/approvals")).json()["approvals"]
     decided = next(a for a in listed if a["caller"] == "agent-modern")
     assert (decided["state"], decided["decided_by"]) == ("approved", "client:agent-modern"), decided
+
+
+class SilentUser(User):
+    """A user who never answers (until the question is taken back)."""
+
+    def __init__(self) -> None:
+        super().__init__("accept")
+        self.withdrawn = asyncio.Event()
+
+    async def answer(self, context: ClientRequestContext, params: Any) -> mcp_types.ElicitResult:
+        self.asked.append(params.message)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.withdrawn.set()
+            raise
+        raise AssertionError("never answered")
+
+
+async def test_an_approvers_decision_takes_the_question_back_from_the_client(system: System) -> None:
+    gate = await gate_on(system)
+    user = SilentUser()
+    async for ref in session_of(system, user):
+        call = await started(gate, pending_call("agent-silent", client=ref))
+        shown = await waiting(system.api, "agent-silent")
+        await eventually(lambda: user.asked, timeout=20, what="the user to be asked")
+        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve")).status_code == 200
+        await asyncio.wait_for(call, 30)
+        await asyncio.wait_for(user.withdrawn.wait(), 20)

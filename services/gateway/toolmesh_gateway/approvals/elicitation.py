@@ -10,6 +10,7 @@ in its retry.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -19,7 +20,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from toolmesh.contracts.approvals import ApprovalState
-from toolmesh.contracts.clients import ClientRequest
+from toolmesh.contracts.clients import ClientNotification, ClientRequest
 from toolmesh.contracts.rpc import ClientRef, RpcReply
 from toolmesh.platform.bus import dispatch, verbs
 from toolmesh.platform.bus.interface import Bus
@@ -74,9 +75,27 @@ async def ask(bus: Bus, client: ClientRef, call: PendingCall, timeout: float) ->
     except (NoRespondersError, NatsTimeout) as exc:
         log.info("approval question to client %s got no answer: %r", client.id, exc)
         return None
+    except asyncio.CancelledError:  # decided elsewhere first, or the call went away: take the question back
+        await asyncio.shield(_withdraw(bus, client, body))
+        raise
     reply = RpcReply.model_validate_json(data)
     action = (reply.result or {}).get("action") if reply.ok else None
     if action not in ANSWERS:
         log.info("approval question to client %s not answered: %s", client.id, reply.error)
         return None
     return ANSWERS[str(action)]
+
+
+async def _withdraw(bus: Bus, client: ClientRef, asked: ClientRequest) -> None:
+    """Tell the client's replica the question is moot (``notifications/cancelled``): it stops waiting
+    and the client is told."""
+    body = ClientNotification(
+        server_id=asked.server_id,
+        server_name=asked.server_name,
+        method="notifications/cancelled",
+        params={"requestId": asked.request_id, "reason": "the approval was decided or withdrawn"},
+    )
+    try:
+        await dispatch.publish(bus, verbs.CLIENT_NOTIFY, client.id, body)
+    except Exception as exc:  # best effort: the question's own timeout ends it too
+        log.debug("could not withdraw an approval question: %s", exc)
