@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from toolmesh.contracts import api
+from toolmesh.contracts.approvals import ApprovalList
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
@@ -18,6 +19,7 @@ from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
+from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -44,6 +46,7 @@ class GatewayServices:
     started_at: float
     authorizations: UpstreamAuthorizations
     consents: Consents
+    approvals: Approvals
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -60,6 +63,7 @@ class GatewayServices:
             state.started_at,
             state.upstream_authorizations,
             state.consents,
+            state.approvals,
         )
 
 
@@ -179,6 +183,26 @@ async def _audit(s: GatewayServices, caller: Caller, body: api.AuditRequest) -> 
     return await reads.audit_log(s.backends.db, caller.principal, body)
 
 
+async def _approvals(s: GatewayServices, caller: Caller, body: api.ApprovalsRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return ApprovalList(approvals=await s.approvals.listed(caller.principal, body.state, body.limit))
+
+
+async def _approval(s: GatewayServices, caller: Caller, body: api.ApprovalRef) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.read(body.approval_id, caller.principal)
+
+
+async def _approve_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, True, body.comment)
+
+
+async def _reject_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, False, body.comment)
+
+
 HANDLERS: dict[str, Handler] = {
     "servers.register": _register,
     "servers.list": _list,
@@ -207,4 +231,8 @@ HANDLERS: dict[str, Handler] = {
     "apps.list": _list_apps,
     "apps.disconnect": _disconnect_app,
     "audit.list": _audit,
+    "approvals.list": _approvals,
+    "approvals.get": _approval,
+    "approvals.approve": _approve_call,
+    "approvals.reject": _reject_call,
 }
