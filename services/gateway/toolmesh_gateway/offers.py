@@ -18,6 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
+from toolmesh.poisoning.holds import flagged_prompts
 from toolmesh_gateway.front_door.uri_templates import template_matches
 
 S = TypeVar("S")
@@ -91,7 +92,15 @@ class ServerOffer:
         )
         hashes = {name: prompt_definition_hash(item) for name, item in listed.items()}
         self.load_prompts(
-            listed, review(hashes.items(), approved, first_list=first_list, policy=policy, parts=PROMPT_PARTS)
+            listed,
+            review(
+                hashes.items(),
+                approved,
+                first_list=first_list,
+                policy=policy,
+                parts=PROMPT_PARTS,
+                flagged=flagged_prompts(listed),
+            ),
         )
 
     def approve_prompts(self, approved: Iterable[tuple[str, str]]) -> None:
