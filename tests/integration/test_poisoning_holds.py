@@ -87,6 +87,18 @@ async def test_corpus_attacks_are_held_with_their_reasons_and_benign_tools_are_s
         assert result.is_error is True and "TOOL_CHANGED" in text_of(result)
         prompts = {p.name for p in (await session.list_prompts()).prompts}
         assert "shady__attack_prompt" not in prompts and f"shady__{spec['prompts'][1]['name']}" in prompts
+    attack_template, benign_template = (t["uriTemplate"] for t in spec["templates"])
+
+    async def templates_listed() -> set[str] | None:
+        async with mcp_session(system) as session:
+            listed = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+        return listed or None
+
+    assert attack_template not in await eventually(templates_listed, what="the templates discovered")
+    assert benign_template in await eventually(templates_listed, what="the templates discovered")
+    resources = (await system.api.get(f"{SERVERS}/{server_id}/resources")).json()
+    assert [t["uri_template"] for t in resources["held_templates"]] == [attack_template]
+    assert resources["held_templates"][0]["findings"][0].startswith("hidden_instruction in description")
     refused = await _call(system, spec["attacks"][0])
     assert refused.status_code == 409 and refused.json()["error_code"] == "TOOL_CHANGED", refused.text
     assert refused.json()["context"]["reason"] == "flagged" and "poisoning scan" in refused.json()["detail"]

@@ -323,8 +323,10 @@ class Catalog:
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}
             templates = {t.uri_template: t.item for t in event.templates}
-            changed = (resources, templates) != (offer.resources, offer.templates)
-            offer.resources, offer.templates = resources, templates
+            before = (offer.resources, offer.templates)
+            offer.resources = resources
+            offer.load_templates(templates)
+            changed = (offer.resources, offer.templates) != before
             if changed and server.visible:
                 self.resources_version += 1
         elif isinstance(event, PromptsDiscovered | PromptsApproved):

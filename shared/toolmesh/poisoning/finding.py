@@ -37,7 +37,7 @@ class Finding:
 def excerpt(text: str, start: int = 0, end: int | None = None) -> str:
     """At most ``EXCERPT_CHARS`` of ``text`` around ``start..end``, invisible characters made visible."""
     end = len(text) if end is None else end
-    lo = max(0, start - 10)
-    shown = text[lo : max(end, lo + 1)][:EXCERPT_CHARS]
+    lo = max(0, start - 20)
+    shown = text[lo : max(end + 20, lo + 1)][:EXCERPT_CHARS]
     visible = "".join(c if c.isprintable() and c != "\u3164" else f"<U+{ord(c):04X}>" for c in shown)
     return " ".join(visible.split())[: EXCERPT_CHARS * 2]
