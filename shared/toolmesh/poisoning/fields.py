@@ -107,7 +107,8 @@ def template_pieces(template: Mapping[str, Any]) -> Iterator[Piece]:
 
 
 def _placeholders(uri: str) -> list[str]:
-    names, rest = [], uri
+    names: list[str] = []
+    rest = uri
     while "{" in rest and "}" in rest.split("{", 1)[1]:
         inner, rest = rest.split("{", 1)[1].split("}", 1)
         names.extend(n.strip("+#./;?&*") for n in inner.split(","))

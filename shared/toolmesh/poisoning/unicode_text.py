@@ -55,8 +55,8 @@ def unicode_findings(text: str, field: str) -> Iterator[Finding]:
     """Invisible or confusable characters in one text (at most one finding of each sort)."""
     tags = [c for c in text if ord(c) in TAGS]
     if tags:
-        hidden = "".join(chr(ord(c) - 0xE0000) for c in tags if 0x20 <= ord(c) - 0xE0000 < 0x7F)
-        yield Finding(FindingKind.UNICODE, field, excerpt(hidden or text), "invisible Unicode tag characters")
+        decoded = "".join(chr(ord(c) - 0xE0000) for c in tags if 0x20 <= ord(c) - 0xE0000 < 0x7F)
+        yield Finding(FindingKind.UNICODE, field, excerpt(decoded or text), "invisible Unicode tag characters")
     selectors = sum(1 for c in text if ord(c) in VARIATION_SUPPLEMENT)
     if selectors >= RUN:
         yield Finding(FindingKind.UNICODE, field, excerpt(text), f"{selectors} variation selectors (hidden data)")
