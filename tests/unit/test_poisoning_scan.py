@@ -96,6 +96,7 @@ def test_exfiltration_shaped_parameters_are_found_wherever_they_are_in_the_schem
         tool("Создаёт новую задачу в трекере и возвращает её номер."),
         tool("Posts a message 👩‍💻 to the team channel ✔️ 👍🏽."),
         tool("Hidden files are ignored unless include_hidden is true."),
+        tool("Tells whether the request carries the client's credentials (HTTP Basic or in the form)."),
         tool("Calls a model.", messages={"type": "array", "description": "The chat messages to send to the model."}),
     ],
 )

@@ -27,7 +27,7 @@ SENSITIVE_PATH = (
     r"git-credentials|bash_history|zsh_history|config/gh|bitcoin|azure|gcloud)\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|"
     r"authorized_keys|/etc/(?:passwd|shadow|sudoers)|\bmcp\.json\b|wallet\.dat|\.env\b|"
     r"(?:chrome|firefox|browser)\S*\s*(?:\S+\s+){0,3}cookies|\bkeychain\b|"
-    r"\bcredentials(?:\.json)?\b|secrets\.json|hosts\.yml"
+    r"[/~]\S*credentials\b|\bcredentials\.json\b|secrets\.json|hosts\.yml"
 )
 _READ = (
     r"(?:read|reading|open|opens|opening|cat|access|accessing|grab|copy|paste|quote|include|load|fetch|upload|"
