@@ -23,7 +23,7 @@ _HIDE = (
     r"alert|alerting|show|showing|surface|surfacing|say|saying|let|letting|bring(?:ing)? (?:this|it) up|decir)"
 )
 SENSITIVE_PATH = (
-    r"(?:[~$]|\bhome\b|/root|%userprofile%)?[\w/*]*/?\.(?:ssh|aws|kube|docker|gnupg|cursor|netrc|npmrc|pypirc|"
+    r"\.(?:ssh|aws|kube|docker|gnupg|cursor|netrc|npmrc|pypirc|"
     r"git-credentials|bash_history|zsh_history|config/gh|bitcoin|azure|gcloud)\b|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|"
     r"authorized_keys|/etc/(?:passwd|shadow|sudoers)|\bmcp\.json\b|wallet\.dat|\.env\b|"
     r"(?:chrome|firefox|browser)\S*\s*(?:\S+\s+){0,3}cookies|\bkeychain\b|"

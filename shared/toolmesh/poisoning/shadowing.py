@@ -86,10 +86,11 @@ def shadowing_findings(
 ) -> Iterator[Finding]:
     """Mentions, in ``plain``, of tools that are neither ``siblings`` nor ``parameters``; or of other
     servers' tools in general."""
-    known = {_key(n) for n in (*siblings, *parameters)}
+    known: set[str] | None = None  # built on the first mention: most texts have none
     for pattern in _MENTIONS:
         for match in pattern.finditer(plain):
             name = _key(match.group("id"))
+            known = known if known is not None else {_key(n) for n in (*siblings, *parameters)}
             if name and name not in known and name.split(".")[-1] not in known and name not in _GENERIC:
                 yield Finding(
                     FindingKind.SHADOWING,

@@ -53,6 +53,8 @@ def _invisible_in_latin(text: str, i: int) -> bool:
 
 def unicode_findings(text: str, field: str) -> Iterator[Finding]:
     """Invisible or confusable characters in one text (at most one finding of each sort)."""
+    if text.isascii():
+        return
     tags = [c for c in text if ord(c) in TAGS]
     if tags:
         decoded = "".join(chr(ord(c) - 0xE0000) for c in tags if 0x20 <= ord(c) - 0xE0000 < 0x7F)
@@ -70,6 +72,8 @@ def unicode_findings(text: str, field: str) -> Iterator[Finding]:
             FindingKind.UNICODE, field, excerpt(text, flagged[0], flagged[0] + 30), "invisible characters in the text"
         )
     for word in _WORD.finditer(text):
+        if word.group().isascii() or not any(_is_latin(c) for c in word.group()):
+            continue
         scripts = {_script(c) for c in word.group()} - {""}
         if "LATIN" in scripts and len(scripts) > 1:
             yield Finding(
