@@ -147,3 +147,7 @@ async def test_a_rug_pull_to_a_poisoned_definition_is_held_with_the_scanners_rea
     assert any(line.startswith("hidden_instruction in description") for line in hold["fields"]), hold
     refused = await _call(system, target)
     assert refused.status_code == 409 and refused.json()["error_code"] == "TOOL_CHANGED"
+    async with mcp_session(system) as session:
+        assert f"shady__{target}" not in {t.name for t in (await session.list_tools()).tools}
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{url}/canary")).json()["calls"] == [target]  # the call before the rug pull only
