@@ -10,10 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+from nats.aio.client import Client as NATS
 
-from tests.harness import System, running_system, second_gateway
+from tests.harness import System, eventually, running_system, second_gateway
 from tests.mcp_client import mcp_session
 from tests.peers.launch import launch_peer
+from toolmesh.contracts.quotas import QUOTA_STREAMS, QuotaWindow
 
 pytestmark = pytest.mark.integration
 QUOTAS = "/api/v1/quotas"
@@ -134,10 +136,14 @@ async def test_a_namespace_quota_refuses_on_mcp_as_a_tool_error(system: System) 
         async with mcp_session(system) as session:
             assert not (await session.call_tool("canary__tally", {"key": "m-1"})).is_error
             refused = await session.call_tool("canary__tally", {"key": "m-2"})
+            async with mcp_session(system, path="/mcp/canary") as transparent:  # forwarded as it is
+                forwarded = await transparent.call_tool("tally", {"key": "t-1"})
         assert refused.is_error
         assert "Quota exceeded: 1 tool calls per day of namespace 'default'" in refused.content[0].text  # type: ignore[union-attr]
+        assert forwarded.is_error and "Quota exceeded" in forwarded.content[0].text  # type: ignore[union-attr]
         assert (await system.api.delete(f"{QUOTAS}/{quota['id']}")).status_code == 204
-        assert "m-2" not in await tallies(system.api, server_id)  # no quota now: this call goes through
+        seen = await tallies(system.api, server_id)  # no quota now: this call goes through
+        assert "m-2" not in seen and "t-1" not in seen
 
 
 async def test_only_the_owner_and_the_namespaces_admins_set_quotas(system: System) -> None:
@@ -161,3 +167,42 @@ async def test_only_the_owner_and_the_namespaces_admins_set_quotas(system: Syste
         assert changed.status_code == 200 and changed.json()["per_day"] == 4
         assert (await system.api.delete(f"{QUOTAS}/{quota['id']}")).status_code == 204
         assert (await a.get(QUOTAS)).json()["total"] == 0
+
+
+async def test_a_quota_set_through_one_replica_binds_calls_through_the_other_promptly(system: System) -> None:
+    async with launch_peer("http") as peer, second_gateway(system) as (_, port_b):
+        server_id = (await system.register("canary", peer.transport_type, peer.config))["id"]
+        await system.wait_connected(server_id)
+        b = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_b}", headers=system.api.headers, timeout=30)
+        async with b:
+            assert "x-ratelimit-limit" not in (await tally(b, server_id, "before")).headers
+            await set_quota(system.api, scope="server", target="canary", per_minute=1_000_000)
+            calls = 0
+
+            async def limited() -> httpx.Response | None:
+                nonlocal calls
+                calls += 1
+                response = await tally(b, server_id, f"b-{calls}")
+                return response if "x-ratelimit-limit" in response.headers else None
+
+            seen = await eventually(limited, timeout=20, what="replica B to load the new quota")
+        assert seen.headers["x-ratelimit-limit"] == "1000000"
+
+
+async def test_without_its_counts_a_call_under_a_quota_is_refused_and_other_calls_go_on(
+    system: System, nc: NATS
+) -> None:
+    async with launch_peer("http") as peer:
+        ids = {}
+        for name in ("limited", "free"):
+            ids[name] = (await system.register(name, peer.transport_type, peer.config))["id"]
+            await system.wait_connected(ids[name])
+        await set_quota(system.api, scope="server", target="limited", per_day=100)
+        assert (await tally(system.api, ids["limited"], "counted")).status_code == 200
+        await nc.jetstream().delete_stream(QUOTA_STREAMS[QuotaWindow.DAY][0])  # the day's counts are gone
+        refused = await tally(system.api, ids["limited"], "uncounted")
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error_code"] == "BACKEND_UNAVAILABLE"
+        assert refused.json()["context"]["reason"] == "quota_counts_unreachable"
+        assert (await tally(system.api, ids["free"], "free")).status_code == 200  # no quota: not affected
+        assert "uncounted" not in await tallies(system.api, ids["free"])  # one process serves both servers
