@@ -15,7 +15,11 @@ from nats.aio.client import Client as NATS
 from tests.harness import System, eventually, running_system, second_gateway
 from tests.mcp_client import mcp_session
 from tests.peers.launch import launch_peer
-from toolmesh.contracts.quotas import QUOTA_STREAMS, QuotaWindow
+from toolmesh.contracts.quotas import QUOTA_STREAMS, QuotaWindow, quota_subject
+from toolmesh.platform.bus.connection import connect_nats
+from toolmesh.platform.bus.topology import ensure_streams
+from toolmesh_cli.embedded import EmbeddedNats
+from toolmesh_gateway.quota_counters import QuotaCounters
 
 pytestmark = pytest.mark.integration
 QUOTAS = "/api/v1/quotas"
@@ -206,3 +210,22 @@ async def test_without_its_counts_a_call_under_a_quota_is_refused_and_other_call
         assert refused.json()["context"]["reason"] == "quota_counts_unreachable"
         assert (await tally(system.api, ids["free"], "free")).status_code == 200  # no quota: not affected
         assert "uncounted" not in await tallies(system.api, ids["free"])  # one process serves both servers
+
+
+async def test_counts_survive_a_restart_of_nats_itself(nats_url: str, embedded_nats: EmbeddedNats) -> None:
+    subject = quota_subject(QuotaWindow.MONTH, "202611", "restart-check")
+    nc = await connect_nats(nats_url, "test")
+    try:
+        await ensure_streams(nc.jetstream(timeout=5), [QUOTA_STREAMS[QuotaWindow.MONTH][0]])
+        assert await QuotaCounters(nc.jetstream(timeout=5)).add([subject, subject], 1) in ([1, 2], [2, 1])
+    finally:
+        await nc.close()
+    await embedded_nats.stop()
+    await embedded_nats.start()
+    nc = await connect_nats(embedded_nats.url, "test")
+    try:
+        counters = QuotaCounters(nc.jetstream(timeout=5))
+        assert await counters.read(QuotaWindow.MONTH, subject) == 2  # file storage: the count is still there
+        assert await counters.add([subject], 1) == [3]
+    finally:
+        await nc.close()

@@ -4,6 +4,8 @@ within ``TOOLMESH_QUOTA_REFRESH_SECONDS`` by the others (``quota_meter``)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest, QuotaScope, QuotaWindow
 from toolmesh.errors import QuotaAlreadyExists, QuotaNotFound, ToolmeshError, ValidationFailed
 from toolmesh.platform.store.connections import Db
@@ -45,7 +47,7 @@ class QuotaService:
         return await self.get(quota_id, caller)
 
     async def replace(self, quota_id: str, request: QuotaRequest, caller: Caller) -> QuotaInfo:
-        """Change a quota's scope, target and limits (its counts go on when scope and target stay)."""
+        """Change a quota's scope, target and limits (its counts, kept by its id, go on)."""
         row = await self._existing(quota_id, caller)
         caller.principal.require_manager("change quotas")
         if request.namespace not in (None, row["namespace"]):
@@ -66,7 +68,7 @@ class QuotaService:
     async def list(self, caller: Caller) -> QuotaList:
         """The quotas the caller can see, with their current counts."""
         rows = await quota_store.list_quotas(self._db, caller.scope)
-        quotas = [await self._info(row) for row in rows]
+        quotas = list(await asyncio.gather(*(self._info(row) for row in rows)))
         return QuotaList(quotas=quotas, total=len(quotas))
 
     async def get(self, quota_id: str, caller: Caller) -> QuotaInfo:
@@ -80,7 +82,7 @@ class QuotaService:
         return row
 
     async def _info(self, row: Row) -> QuotaInfo:
-        usage: dict[QuotaWindow, int] = {}
+        usage: dict[QuotaWindow, int]
         try:
             usage = await self._meter.usage(quota_from_row(row))
         except ToolmeshError:  # the quota is still shown, without its counts
