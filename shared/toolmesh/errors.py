@@ -222,6 +222,32 @@ class ToolChanged(ToolmeshError):
     status = 409
 
 
+class ApprovalRejected(ToolmeshError):
+    """A human rejected a tool call that needed an approval (``context.comment``: what they said)."""
+
+    error_code = "APPROVAL_REJECTED"
+    status = 403
+
+
+class ApprovalTimeout(ToolmeshError):
+    """Nobody decided a tool call that needed an approval before its deadline."""
+
+    error_code = "APPROVAL_TIMEOUT"
+    status = 408
+
+
+class ApprovalNotFound(ToolmeshError):
+    error_code = "APPROVAL_NOT_FOUND"
+    status = 404
+
+
+class ApprovalClosed(ToolmeshError):
+    """A decision on an approval that was decided, withdrawn or past its deadline already."""
+
+    error_code = "APPROVAL_CLOSED"
+    status = 409
+
+
 class EndpointNotFound(ToolmeshError):
     error_code = "ENDPOINT_NOT_FOUND"
     status = 404
@@ -325,6 +351,10 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         Unauthorized,
         Forbidden,
         UpstreamAuthorizationRequired,
+        ApprovalRejected,
+        ApprovalTimeout,
+        ApprovalNotFound,
+        ApprovalClosed,
         ToolChanged,
         KeyNotFound,
         KeyAlreadyExists,

@@ -8,10 +8,17 @@ import httpx2
 from fastapi import FastAPI
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket, oauth_flows_bucket
+from toolmesh.platform.bus.topology import (
+    approvals_bucket,
+    idempotency_bucket,
+    names_bucket,
+    oauth_flows_bucket,
+)
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
+from toolmesh_gateway.approvals.gate import Approvals
+from toolmesh_gateway.approvals.records import ApprovalRecords
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.authorization_server.clients import ClientDirectory
 from toolmesh_gateway.authorization_server.consent import Consents
@@ -37,6 +44,7 @@ from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
+    approvals,
     audit,
     connected_apps,
     endpoints,
@@ -57,6 +65,8 @@ from toolmesh_gateway.tool_calls import ToolCalls
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore
 
+APPROVALS_KEPT_SECONDS = 86_400.0
+"""How long a decided approval stays listed (``GET /api/v1/approvals``)."""
 OAUTH_CLIENT_LIMITS = httpx2.Limits(max_connections=8, max_keepalive_connections=0)
 """Connections for fetching Client ID Metadata Documents (one short request each)."""
 
@@ -108,6 +118,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     await app.state.event_hub.start()
     kept = await idempotency_bucket(backends.js, settings.idempotency_window_seconds, replicas=settings.nats_replicas)
     app.state.idempotency = IdempotencyStore(kept, settings.idempotency_claim_seconds)
+    pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
+    records = ApprovalRecords(pending, box)
+    app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_body_bytes, max_depth=settings.max_request_json_depth)
@@ -120,6 +133,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(search.router)
     app.include_router(keys.router)
     app.include_router(audit.router)
+    app.include_router(approvals.router)
     app.include_router(endpoints.router)
     app.include_router(resources.router)
     app.include_router(prompts.router)

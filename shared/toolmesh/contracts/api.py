@@ -18,6 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
+from toolmesh.contracts.approvals import APPROVAL_ID_PATTERN, Approval, ApprovalList, ApprovalState
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
@@ -144,6 +145,26 @@ class AppRef(_Strict):
     app_id: str = Field(min_length=1, max_length=64)
 
 
+class ApprovalsRequest(_Strict):
+    """``approvals.list``: pending and recent approvals of tool calls, newest first."""
+
+    state: ApprovalState | None = None
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ApprovalRef(_Strict):
+    """``approvals.get``: one approval of the caller's namespace, by id."""
+
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
+
+
+class DecideApprovalRequest(_Strict):
+    """``approvals.approve`` / ``approvals.reject``: a decision, with an optional comment."""
+
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
+    comment: str | None = Field(default=None, max_length=2000)
+
+
 class AuditRequest(_Strict):
     """``audit.list``: audited operations and tool calls, newest first."""
 
@@ -195,6 +216,7 @@ class Operation:
 
 
 SERVERS = "/api/v1/aggregator/servers"
+APPROVALS = "/api/v1/approvals"
 SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
@@ -340,6 +362,34 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("apps.disconnect", AppRef, None, "Revoke a connected app's tokens", True, "DELETE", APPS + "/{app_id}"),
     Operation("audit.list", AuditRequest, AuditPage, "The audit log", False, "GET", "/api/v1/audit"),
+    Operation(
+        "approvals.list",
+        ApprovalsRequest,
+        ApprovalList,
+        "Tool calls waiting for a human, and recent decisions (admins, owner)",
+        False,
+        "GET",
+        APPROVALS,
+    ),
+    Operation("approvals.get", ApprovalRef, Approval, "One approval", False, "GET", APPROVALS + "/{approval_id}"),
+    Operation(
+        "approvals.approve",
+        DecideApprovalRequest,
+        Approval,
+        "Let a waiting tool call run",
+        True,
+        "POST",
+        APPROVALS + "/{approval_id}/approve",
+    ),
+    Operation(
+        "approvals.reject",
+        DecideApprovalRequest,
+        Approval,
+        "Refuse a waiting tool call (its caller gets APPROVAL_REJECTED with the comment)",
+        True,
+        "POST",
+        APPROVALS + "/{approval_id}/reject",
+    ),
 )
 OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 OPERATIONS_BY_SUBJECT: dict[str, Operation] = {op.subject: op for op in OPERATIONS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolmesh.contracts.approvals import ApprovalDecided, ApprovalRequested
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
@@ -63,6 +64,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ServerConnected,
         ServerDisconnected,
         ToolDiscovered,
+        ApprovalRequested,
+        ApprovalDecided,
     )
 }
 

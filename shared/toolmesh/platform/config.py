@@ -197,6 +197,8 @@ class Settings(BaseSettings):
     task_ttl_seconds: float = Field(3600.0, gt=0)
     # How many tasks one key may have running on one gateway replica at once.
     task_max_per_key: int = Field(100, ge=1)
+    # How long a tool call a policy puts before a human waits for the decision (``approvals``).
+    approval_timeout_seconds: float = Field(300.0, gt=0, le=43_200.0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

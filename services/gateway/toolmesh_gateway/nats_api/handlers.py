@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from toolmesh.contracts import api
+from toolmesh.contracts.approvals import ApprovalList
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.quotas import QuotaRequest
@@ -19,6 +20,7 @@ from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
+from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
@@ -46,6 +48,7 @@ class GatewayServices:
     started_at: float
     authorizations: UpstreamAuthorizations
     consents: Consents
+    approvals: Approvals
     quotas: QuotaService
 
     @classmethod
@@ -63,6 +66,7 @@ class GatewayServices:
             state.started_at,
             state.upstream_authorizations,
             state.consents,
+            state.approvals,
             state.quotas,
         )
 
@@ -205,6 +209,26 @@ async def _audit(s: GatewayServices, caller: Caller, body: api.AuditRequest) -> 
     return await reads.audit_log(s.backends.db, caller.principal, body)
 
 
+async def _approvals(s: GatewayServices, caller: Caller, body: api.ApprovalsRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return ApprovalList(approvals=await s.approvals.listed(caller.principal, body.state, body.limit))
+
+
+async def _approval(s: GatewayServices, caller: Caller, body: api.ApprovalRef) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.read(body.approval_id, caller.principal)
+
+
+async def _approve_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, True, body.comment)
+
+
+async def _reject_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, False, body.comment)
+
+
 HANDLERS: dict[str, Handler] = {
     "servers.register": _register,
     "servers.list": _list,
@@ -238,4 +262,8 @@ HANDLERS: dict[str, Handler] = {
     "apps.list": _list_apps,
     "apps.disconnect": _disconnect_app,
     "audit.list": _audit,
+    "approvals.list": _approvals,
+    "approvals.get": _approval,
+    "approvals.approve": _approve_call,
+    "approvals.reject": _reject_call,
 }

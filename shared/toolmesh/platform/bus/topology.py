@@ -30,6 +30,7 @@ MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
 OAUTH_FLOWS_BUCKET = "toolmesh_oauth_flows"
 SPENT_STATES_BUCKET = "toolmesh_spent_request_states"
 TASKS_BUCKET = "toolmesh_tasks"
+APPROVALS_BUCKET = "toolmesh_approvals"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -257,6 +258,17 @@ async def tasks_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: in
     expires ``ttl_seconds`` after its last change (bucket TTL, set when the bucket is made)."""
     return await _bucket(
         js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas)
+    )
+
+
+async def approvals_bucket(js: JetStreamContext, kept_seconds: float, *, replicas: int = 1) -> KeyValue:
+    """Approvals of tool calls (id -> record), for every gateway replica; each expires ``kept_seconds``
+    after its last change (bucket TTL, set when the bucket is made)."""
+    return await _bucket(
+        js,
+        KeyValueConfig(
+            bucket=APPROVALS_BUCKET, ttl=kept_seconds, history=1, storage=StorageType.FILE, replicas=replicas
+        ),
     )
 
 

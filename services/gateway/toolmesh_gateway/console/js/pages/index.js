@@ -8,6 +8,7 @@
 import approvals from "./approvals.js";
 import apps from "./apps.js";
 import audit from "./audit.js";
+import calls from "./calls.js";
 import consent from "./consent.js";
 import endpoints from "./endpoints.js";
 import keys from "./keys.js";
@@ -17,4 +18,4 @@ import server from "./server.js";
 import servers from "./servers.js";
 import tools from "./tools.js";
 
-export const PAGES = [servers, server, tools, chooser, playground, endpoints, quotas, approvals, keys, apps, audit, consent];
+export const PAGES = [servers, server, tools, chooser, playground, endpoints, quotas, approvals, calls, keys, apps, audit, consent];
