@@ -156,6 +156,34 @@ class RateLimited(ToolmeshError):
         return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
 
 
+class QuotaExceeded(RateLimited):
+    """A durable quota (``/api/v1/quotas``) has no calls left in its current window; ``context`` names it
+    (``quota_id``, ``scope``, ``target``, ``namespace``, ``window``, ``limit``, ``reset_at``,
+    ``retry_after_seconds``)."""
+
+    def headers(self) -> dict[str, str]:
+        return {
+            **super().headers(),
+            "X-RateLimit-Limit": str(self.context["limit"]),
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(self.context["reset_epoch"]),
+        }
+
+
+class QuotaAlreadyExists(ToolmeshError):
+    """The namespace has a quota of that scope and target already (change it instead)."""
+
+    error_code = "QUOTA_EXISTS"
+    status = 409
+
+
+class QuotaNotFound(ToolmeshError):
+    """No quota of that id is the caller's to see."""
+
+    error_code = "QUOTA_NOT_FOUND"
+    status = 404
+
+
 class FairShareExceeded(RateLimited):
     """The principal holds its fair share of a gateway's in-flight tool calls while others wait
     (``RATE_LIMITED`` on the wire; ``context["retry_after_seconds"]`` says when to try again)."""

@@ -19,6 +19,7 @@ from toolmesh.contracts.aggregator import ResealReport
 from toolmesh.contracts.api import (
     AUTHORIZATION,
     AUTHORIZE,
+    OPERATIONS_BY_NAME,
     RESEAL,
     AppRef,
     ListServersRequest,
@@ -250,6 +251,12 @@ class ApiClient:
     def disconnect_app(self, app_id: str) -> None:
         """Revoke a connected app."""
         self._run(self._mesh.disconnect_app(_valid(AppRef, {"app_id": app_id}).app_id))
+
+    def quotas(self, action: str, body: Mapping[str, Any]) -> Any:
+        """``quotas.<action>`` (create, list, get, replace, delete) of the API with ``body``; its result."""
+        operation = OPERATIONS_BY_NAME[f"quotas.{action}"]
+        request = _valid(operation.request, body)
+        return self._run(self._mesh.transport.send(operation, request, None, self._mesh.timeout))
 
     def reseal(self) -> dict[str, Any]:
         """Seal every server's config again under the deployment's current credential key."""

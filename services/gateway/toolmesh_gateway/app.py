@@ -38,6 +38,9 @@ from toolmesh_gateway.front_door.mount import mount_front_door
 from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.quota_counters import QuotaCounters
+from toolmesh_gateway.quota_meter import QuotaMeter
+from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
@@ -49,6 +52,7 @@ from toolmesh_gateway.routers import (
     identity,
     keys,
     prompts,
+    quotas,
     resources,
     search,
     servers,
@@ -89,6 +93,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     call_audit = CallAudit(backends.js)
     call_audit.start()
     app.state.call_audit = call_audit
+    meter = QuotaMeter(backends.db, QuotaCounters(backends.js), settings.quota_refresh_seconds)
+    await meter.start()
+    app.state.quotas = QuotaService(backends.db, meter)
     app.state.tool_calls = ToolCalls(
         backends.bus,
         backends.js,
@@ -97,6 +104,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         call_audit,
         app.state.upstream_authorizations,
         backends.context.loop_lag,
+        meter,
     )
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
@@ -133,6 +141,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(events.router)
     app.include_router(upstream_oauth.router)
     app.include_router(connected_apps.router)
+    app.include_router(quotas.router)
     app.router.routes.extend(AuthorizationRoutes(provider, settings, identity_provider).routes())
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
@@ -149,4 +158,5 @@ async def close_app(app: FastAPI) -> None:
     await app.state.mcp.close()
     await app.state.event_hub.close()
     await app.state.call_audit.close()
+    await app.state.tool_calls.quotas.close()
     await app.state.catalog_feed.close()

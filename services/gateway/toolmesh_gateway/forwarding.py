@@ -25,8 +25,9 @@ from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
 from toolmesh_gateway.routing import ServerRoute
-from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ProgressSink, ToolCalls, relaying_progress
+from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ToolCalls
 
 log = logging.getLogger("toolmesh.gateway.forwarding")
 CONTROL_TIMEOUT_SECONDS = 30.0

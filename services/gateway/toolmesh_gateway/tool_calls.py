@@ -14,7 +14,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -29,8 +29,6 @@ from toolmesh.contracts.rpc import (
     CancelCallRpc,
     ClientRef,
     PingRpc,
-    ToolProgress,
-    progress_subject,
 )
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import (
@@ -43,7 +41,7 @@ from toolmesh.errors import (
     UpstreamAuthorizationRequired,
 )
 from toolmesh.platform.bus.fencing import Fences
-from toolmesh.platform.bus.interface import Bus, Message
+from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.publishing import publish_command
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
@@ -55,6 +53,8 @@ from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
+from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
+from toolmesh_gateway.quota_meter import QuotaMeter, Standing
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
 from toolmesh_gateway.routing import Route, ServerRoute, resolve_route, serving_warning
 
@@ -71,13 +71,11 @@ class CallAbandoned(Exception):
 
 
 Abandoned = Callable[[], Awaitable[object]]
-ProgressSink = Callable[[ToolProgress], Awaitable[None]]
+StandingSink = Callable[[Standing], None]
 T = TypeVar("T")
 MAX_EXCHANGES = 2
 """Token exchanges in one call at most: one for a caller without a grant, one more for the wider scope
 an upstream's insufficient_scope challenge then wants (step-up)."""
-PROGRESS_DRAIN_SECONDS = 1.0
-"""How long progress already sent by the owner may take to arrive before the result is returned."""
 
 
 class AuthorizationLinks(Protocol):
@@ -115,8 +113,10 @@ class ToolCalls:
         audit: CallAudit,
         links: AuthorizationLinks,
         lag: LoopLag,
+        quotas: QuotaMeter,
     ) -> None:
         self._bus = bus
+        self.quotas = quotas
         self._links = links
         self._js = js
         self._feed = feed
@@ -156,17 +156,19 @@ class ToolCalls:
         client: ClientRef | None = None,
         call_id: str | None = None,
         view: CatalogView | None = None,
+        standing: StandingSink | None = None,
     ) -> dict[str, Any]:
         """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
 
         The caller sees only its namespace's servers. With ``progress``, every progress notification
         of the upstream is passed to it during the call; ``client`` is the MCP client session making it
-        (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle).
-        """
+        (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle);
+        ``standing`` hears where it left its tightest quota (``X-RateLimit-*``)."""
         started = time.perf_counter()
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
         try:
-            self.admit(route.server.namespace)
+            if (left := await self.admit(caller, route.server)) is not None and standing is not None:
+                standing(left)
             hooks = _Hooks(abandoned, progress, client, call_id)
             async with self.slot(caller, request.timeout_seconds):
                 response = await self.authorized(
@@ -195,9 +197,12 @@ class ToolCalls:
                 raise await self._links.link(needed, caller)
             exchanges += 1
 
-    def admit(self, namespace: str) -> None:
-        """Count one tool call of ``namespace``: ``RateLimited`` past its calls per second (fair share)."""
-        self._namespace_calls.check(namespace)
+    async def admit(self, caller: Caller, server: ServerRoute) -> Standing | None:
+        """Count one call of ``caller`` to ``server``: ``RateLimited`` past its namespace's calls per second
+        (fair share) or past a durable quota (``quota_meter``); where it left its tightest quota."""
+        self._namespace_calls.check(server.namespace)
+        principal = caller.principal
+        return await self.quotas.admit((principal.namespace, principal.name), server.namespace, server.name)
 
     def slot(self, caller: Caller, timeout: float | None = None) -> contextlib.AbstractAsyncContextManager[None]:
         """One of this process's in-flight call slots for ``caller`` while the block runs, waiting at
@@ -352,31 +357,6 @@ class ToolCalls:
             {"server_id": server.id, "reconnect": "requested"},
             server=server.identity(),
         )
-
-
-@contextlib.asynccontextmanager
-async def relaying_progress(bus: Bus, call_id: str | None, progress: ProgressSink | None) -> AsyncIterator[None]:
-    """While the block runs, hand each progress update published for ``call_id`` to ``progress``
-    (nothing when either is None); updates already received are delivered before the block's result."""
-    if progress is None or call_id is None:
-        yield
-        return
-    sink = progress
-
-    async def forward(msg: Message) -> None:
-        try:
-            await sink(ToolProgress.model_validate_json(msg.data))
-        except Exception as exc:  # a client that cannot take progress still gets its result
-            log.debug("progress not delivered: %s", exc)
-
-    sub = await bus.subscribe(progress_subject(call_id), forward)
-    try:
-        yield
-    finally:
-        try:
-            await asyncio.wait_for(sub.drain(), PROGRESS_DRAIN_SECONDS)
-        except Exception as exc:  # the connection may be closing; the subscription dies with it
-            log.debug("progress unsubscribe failed: %s", exc)
 
 
 async def _unless_abandoned(request: Awaitable[Any], abandoned: Abandoned) -> Any:

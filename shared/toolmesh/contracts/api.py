@@ -23,6 +23,7 @@ from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
+from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -120,6 +121,18 @@ class ReplaceEndpointRequest(EndpointRequest):
     endpoint_id: str = Field(min_length=1, max_length=64)
 
 
+class QuotaRef(_Strict):
+    """One quota of the caller's namespace, by id."""
+
+    quota_id: str = Field(min_length=1, max_length=64)
+
+
+class ReplaceQuotaRequest(QuotaRequest):
+    """``quotas.replace``: the quota's id and its whole new definition."""
+
+    quota_id: str = Field(min_length=1, max_length=64)
+
+
 class KeyRef(_Strict):
     """``keys.revoke``: one key of the caller's namespace, by id."""
 
@@ -208,6 +221,8 @@ SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 APPS = "/api/v1/auth/apps"
+QUOTAS = "/api/v1/quotas"
+QUOTA = QUOTAS + "/{quota_id}"
 
 AUTHORIZE = Operation(
     "servers.authorize",
@@ -320,6 +335,19 @@ OPERATIONS: tuple[Operation, ...] = (
         ENDPOINT,
     ),
     Operation("endpoints.delete", EndpointRef, None, "Delete an endpoint", True, "DELETE", ENDPOINT),
+    Operation(
+        "quotas.create",
+        QuotaRequest,
+        QuotaInfo,
+        "Set a quota of tool calls per minute, day and/or month on a key, a namespace or a server",
+        True,
+        "POST",
+        QUOTAS,
+    ),
+    Operation("quotas.list", NoArguments, QuotaList, "The quotas of the caller, with usage", False, "GET", QUOTAS),
+    Operation("quotas.get", QuotaRef, QuotaInfo, "One quota, with usage", False, "GET", QUOTA),
+    Operation("quotas.replace", ReplaceQuotaRequest, QuotaInfo, "Change a quota", True, "PUT", QUOTA),
+    Operation("quotas.delete", QuotaRef, None, "Remove a quota", True, "DELETE", QUOTA),
     Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
     Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
     Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),

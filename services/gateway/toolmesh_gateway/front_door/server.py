@@ -346,7 +346,7 @@ class FrontDoor:
             return None
         started = time.perf_counter()
         try:
-            self._calls.admit(server.namespace)
+            await self._calls.admit(caller, server)
             async with self._calls.slot(caller, request.timeout_seconds):
                 result = await self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool))
         except ToolmeshError as exc:

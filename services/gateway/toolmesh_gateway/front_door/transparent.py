@@ -333,7 +333,7 @@ class Transparent:
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
             return await self._tasks.start(ctx, server.id, found, dict((ctx.params or {}).get("arguments") or {}))
         try:
-            self._calls.admit(server.namespace)
+            await self._calls.admit(caller, server)
         except RateLimited as limited:
             self._calls.record(caller, server, tool, started, "failed", limited.error_code)
             return for_client(ctx, error_result(limited).model_dump(by_alias=True, mode="json", exclude_none=True))

@@ -13,6 +13,7 @@ from toolmesh.contracts import api
 from toolmesh.contracts.approvals import ApprovalList
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
+from toolmesh.contracts.quotas import QuotaRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
@@ -25,6 +26,7 @@ from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -47,6 +49,7 @@ class GatewayServices:
     authorizations: UpstreamAuthorizations
     consents: Consents
     approvals: Approvals
+    quotas: QuotaService
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -64,6 +67,7 @@ class GatewayServices:
             state.upstream_authorizations,
             state.consents,
             state.approvals,
+            state.quotas,
         )
 
 
@@ -134,6 +138,28 @@ async def _replace_endpoint(s: GatewayServices, caller: Caller, body: api.Replac
 
 async def _delete_endpoint(s: GatewayServices, caller: Caller, body: api.EndpointRef) -> None:
     await s.endpoints.delete(body.endpoint_id, caller)
+
+
+async def _create_quota(s: GatewayServices, caller: Caller, body: QuotaRequest) -> BaseModel:
+    return await s.quotas.create(body, caller)
+
+
+async def _list_quotas(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.quotas.list(caller)
+
+
+async def _get_quota(s: GatewayServices, caller: Caller, body: api.QuotaRef) -> BaseModel:
+    return await s.quotas.get(body.quota_id, caller)
+
+
+async def _replace_quota(s: GatewayServices, caller: Caller, body: api.ReplaceQuotaRequest) -> BaseModel:
+    return await s.quotas.replace(
+        body.quota_id, QuotaRequest.model_validate(body.model_dump(exclude={"quota_id"})), caller
+    )
+
+
+async def _delete_quota(s: GatewayServices, caller: Caller, body: api.QuotaRef) -> None:
+    await s.quotas.delete(body.quota_id, caller)
 
 
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
@@ -222,6 +248,11 @@ HANDLERS: dict[str, Handler] = {
     "endpoints.get": _get_endpoint,
     "endpoints.replace": _replace_endpoint,
     "endpoints.delete": _delete_endpoint,
+    "quotas.create": _create_quota,
+    "quotas.list": _list_quotas,
+    "quotas.get": _get_quota,
+    "quotas.replace": _replace_quota,
+    "quotas.delete": _delete_quota,
     "tools.call": _call,
     "search.query": _search,
     "aggregator.state": _state,

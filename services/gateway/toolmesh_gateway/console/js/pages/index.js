@@ -13,8 +13,9 @@ import consent from "./consent.js";
 import endpoints from "./endpoints.js";
 import keys from "./keys.js";
 import playground, { chooser } from "./playground.js";
+import quotas from "./quotas.js";
 import server from "./server.js";
 import servers from "./servers.js";
 import tools from "./tools.js";
 
-export const PAGES = [servers, server, tools, chooser, playground, endpoints, approvals, calls, keys, apps, audit, consent];
+export const PAGES = [servers, server, tools, chooser, playground, endpoints, quotas, approvals, calls, keys, apps, audit, consent];
