@@ -156,6 +156,34 @@ class RateLimited(ToolmeshError):
         return {"Retry-After": str(self.context.get("retry_after_seconds", 1))}
 
 
+class QuotaExceeded(RateLimited):
+    """A durable quota (``/api/v1/quotas``) has no calls left in its current window; ``context`` names it
+    (``quota_id``, ``scope``, ``target``, ``namespace``, ``window``, ``limit``, ``reset_at``,
+    ``retry_after_seconds``)."""
+
+    def headers(self) -> dict[str, str]:
+        return {
+            **super().headers(),
+            "X-RateLimit-Limit": str(self.context["limit"]),
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(self.context["reset_epoch"]),
+        }
+
+
+class QuotaAlreadyExists(ToolmeshError):
+    """The namespace has a quota of that scope and target already (change it instead)."""
+
+    error_code = "QUOTA_EXISTS"
+    status = 409
+
+
+class QuotaNotFound(ToolmeshError):
+    """No quota of that id is the caller's to see."""
+
+    error_code = "QUOTA_NOT_FOUND"
+    status = 404
+
+
 class FairShareExceeded(RateLimited):
     """The principal holds its fair share of a gateway's in-flight tool calls while others wait
     (``RATE_LIMITED`` on the wire; ``context["retry_after_seconds"]`` says when to try again)."""
@@ -208,6 +236,32 @@ class ToolChanged(ToolmeshError):
     """A tool's definition changed (or it is new under review) and waits for an admin's approval."""
 
     error_code = "TOOL_CHANGED"
+    status = 409
+
+
+class ApprovalRejected(ToolmeshError):
+    """A human rejected a tool call that needed an approval (``context.comment``: what they said)."""
+
+    error_code = "APPROVAL_REJECTED"
+    status = 403
+
+
+class ApprovalTimeout(ToolmeshError):
+    """Nobody decided a tool call that needed an approval before its deadline."""
+
+    error_code = "APPROVAL_TIMEOUT"
+    status = 408
+
+
+class ApprovalNotFound(ToolmeshError):
+    error_code = "APPROVAL_NOT_FOUND"
+    status = 404
+
+
+class ApprovalClosed(ToolmeshError):
+    """A decision on an approval that was decided, withdrawn or past its deadline already."""
+
+    error_code = "APPROVAL_CLOSED"
     status = 409
 
 
@@ -314,6 +368,10 @@ ERROR_TYPES: dict[str, type[ToolmeshError]] = {
         Unauthorized,
         Forbidden,
         UpstreamAuthorizationRequired,
+        ApprovalRejected,
+        ApprovalTimeout,
+        ApprovalNotFound,
+        ApprovalClosed,
         ToolChanged,
         KeyNotFound,
         KeyAlreadyExists,

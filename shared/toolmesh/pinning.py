@@ -159,7 +159,9 @@ def _named(approved_hash: str, current: str) -> str:
 
 @dataclass(frozen=True)
 class Hold:
-    """Why a tool is held back: ``changed`` (``fields`` differ from the approved hash) or ``new``."""
+    """Why a tool is held back: ``changed`` (``fields`` differ from the approved hash), ``new``, or
+    ``flagged`` (the poisoning scanner found something in a definition no admin approved; ``fields``
+    are its findings, see ``toolmesh.poisoning``)."""
 
     reason: str
     fields: list[str] = field(default_factory=list)
@@ -187,17 +189,25 @@ def review(
     first_list: bool,
     policy: NewToolsPolicy,
     parts: tuple[str, ...] = PARTS,
+    flagged: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Pin]:
     """Pins of a server's new tool (or prompt: ``PROMPT_PARTS``) list ``(name, definition hash)``
-    against the approved hashes the server's tools had so far (a tool absent from ``approved`` is new)."""
+    against the approved hashes the server's tools had so far (a tool absent from ``approved`` is new).
+
+    A definition with findings of the poisoning scanner (``flagged``: findings by name) is held
+    (``flagged``) unless exactly it was approved: neither a first list nor ``new_tools: auto``
+    approves it."""
     pins: dict[str, Pin] = {}
     for name, current in listed:
+        findings = (flagged or {}).get(name)
         if name in approved and approved[name] is not None:
             pinned = approved[name]
             assert pinned is not None
             pinned = upgraded_approval(pinned, current)
             hold = None if pinned == current else Hold("changed", changed_fields(pinned, current, parts))
-            pins[name] = Pin(current, pinned, hold)
+            pins[name] = Pin(current, pinned, Hold("flagged", findings) if hold and findings else hold)
+        elif findings:
+            pins[name] = Pin(current, None, Hold("flagged", findings))
         elif name in approved or (not first_list and policy is NewToolsPolicy.REVIEW):
             pins[name] = Pin(current, None, Hold("new"))  # known unapproved, or new under review
         else:

@@ -184,7 +184,7 @@ def test_keys_show_the_token_once_a_user_sees_less_and_revoking_signs_it_out(
     user = Console(browser.new_page(), toolmesh)
     try:
         user.sign_in(token)
-        assert user.nav() == ["Servers", "Tools", "Playground", "Endpoints", "Connected apps"]
+        assert user.nav() == ["Servers", "Tools", "Playground", "Endpoints", "Quotas", "Connected apps"]
         expect(user.page.get_by_role("button", name="Register a server")).to_have_count(0)
         user.go("keys")
         expect(user.page.locator("main")).to_contain_text("may not open this page")
@@ -293,6 +293,30 @@ def test_add_and_delete_a_policy(console: Console, toolmesh: Toolmesh) -> None:
     row.get_by_role("button", name="Delete browser-no-deletes").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()
     expect(page.locator("tr[data-policy='browser-no-deletes']")).to_have_count(0)
+
+
+def test_set_a_quota_see_its_usage_and_remove_it(console: Console, toolmesh: Toolmesh) -> None:
+    page = console.page
+    console.sign_in(toolmesh.token)
+    console.go("quotas")
+    page.get_by_label("Scope").select_option("key")
+    page.get_by_label("Target").fill("browser-bot")
+    page.get_by_label("Calls per day").fill("0")
+    page.get_by_role("button", name="Set quota").click()
+    expect(page.locator("#quota-day-error")).to_be_visible()  # refused by the API (at least 1), shown at the field
+    page.get_by_label("Calls per day").fill("100")
+    page.get_by_label("Calls per month").fill("2000")
+    page.get_by_role("button", name="Set quota").click()
+    row = page.locator("tr[data-quota='key:browser-bot']")
+    expect(row).to_contain_text("0 / 100")
+    expect(row).to_contain_text("0 / 2000")
+    assert console.unlabelled() == []
+    console.shot("quotas")
+    row.get_by_role("button", name="Remove the key quota of browser-bot").click()
+    page.get_by_role("dialog").get_by_role("button", name="Remove").click()
+    expect(page.locator("tr[data-quota='key:browser-bot']")).to_have_count(0)
+    with toolmesh.api() as api:
+        assert api.get("/api/v1/quotas").json()["quotas"] == []
 
 
 def test_keyboard_only(console: Console, toolmesh: Toolmesh) -> None:

@@ -72,6 +72,7 @@ BUCKETS = {
         "toolmesh_oauth_flows",
         "toolmesh_spent_request_states",
         "toolmesh_tasks",
+        "toolmesh_approvals",
     },
     "session-worker": {"toolmesh_leases"},
     "health-worker": {"toolmesh_leases"},

@@ -157,3 +157,17 @@ async def test_a_handshake_client_hears_the_log_of_its_own_call_only(system: Sys
         assert await eventually(lambda: logged(loud), what="the caller's log message") == ["shouting hey"]
         await caller.call_tool("echo", {"text": "after"})  # the other client's log would have come first
         assert logged(quiet) == []
+
+
+async def test_a_call_relayed_in_its_era_counts_against_a_quota_and_is_refused_past_it(system: System) -> None:
+    created = await system.api.post("/api/v1/quotas", json={"scope": "server", "target": "modern", "per_day": 1})
+    assert created.status_code == 201, created.text
+    call = {"name": "modern.counted", "arguments": {"label": "quota"}}
+    first = await modern(system, "/mcp", "tools/call", call)
+    assert first["result"].get("isError") is not True, first
+    refused = await modern(system, "/mcp", "tools/call", call)
+    assert refused["result"]["isError"] is True, refused
+    assert "Quota exceeded: 1 tool calls per day of server 'modern'" in refused["result"]["content"][0]["text"]
+    assert (await system.api.delete(f"/api/v1/quotas/{created.json()['id']}")).status_code == 204
+    runs = await system.api.post("/api/v1/tools/call", json={"name": "modern.runs", "arguments": {"label": "quota"}})
+    assert "1" == runs.json()["content"][0]["text"]  # the refused call never reached the upstream

@@ -306,3 +306,24 @@ async def test_connected_apps_are_listed_and_disconnected_over_nats(service: Ser
     for gone in (listed["id"], "not-a-uuid"):
         error = await service.error("apps.disconnect", {"app_id": gone}, token=user)
         assert error["error_code"] == "APP_NOT_FOUND"
+
+
+async def test_quotas_are_managed_over_nats_and_refuse_nats_tool_calls(service: Service, peer: PeerInfo) -> None:
+    created = await service.ok("servers.register", register_body("demo", peer))
+    await service.system.wait_connected(created["id"])
+    quota = await service.ok("quotas.create", {"scope": "server", "target": "demo", "per_day": 1})
+    assert (quota["scope"], quota["target"], quota["per_day"]) == ("server", "demo", 1)
+    call = {"name": "demo.echo", "arguments": {"text": "once"}}
+    assert (await service.ok("tools.call", call))["isError"] is False
+    refused = await service.error("tools.call", call)
+    assert refused["error_code"] == "RATE_LIMITED" and refused["context"]["quota_id"] == quota["id"]
+    assert (await service.ok("quotas.get", {"quota_id": quota["id"]}))["usage"] == {"day": 1}
+    raised = await service.ok(
+        "quotas.replace", {"quota_id": quota["id"], "scope": "server", "target": "demo", "per_day": 9}
+    )
+    assert raised["per_day"] == 9 and [q["id"] for q in (await service.ok("quotas.list", {}))["quotas"]] == [
+        quota["id"]
+    ]
+    assert (await service.ok("tools.call", call))["isError"] is False
+    assert await service.ok("quotas.delete", {"quota_id": quota["id"]}) is None
+    assert (await service.error("quotas.get", {"quota_id": quota["id"]}))["error_code"] == "QUOTA_NOT_FOUND"

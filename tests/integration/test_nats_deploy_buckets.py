@@ -5,29 +5,41 @@ sessions' without direct gets) or made by hand (`nats kv add` allows direct gets
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig, StorageType
 
+from tests.approval_calls import pending_call
+from tests.harness import eventually
 from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
 from tests.integration.test_oauth_flow_store import FLOW
+from toolmesh.contracts.events import EVENTS_STREAM
+from toolmesh.contracts.keys import Role
 from toolmesh.contracts.mcp_sessions import McpSessionRecord
 from toolmesh.credentials import CredentialBox, new_key
 from toolmesh.platform.bus.leases import LeaseTable, lease_in_force
 from toolmesh.platform.bus.nats_bus import NatsBus
 from toolmesh.platform.bus.topology import (
+    APPROVALS_BUCKET,
     IDEMPOTENCY_BUCKET,
     LEASES_BUCKET,
     MCP_SESSIONS_BUCKET,
     NAMES_BUCKET,
     OAUTH_FLOWS_BUCKET,
+    approvals_bucket,
+    ensure_streams,
     idempotency_bucket,
     leases_bucket,
     mcp_sessions_bucket,
     names_bucket,
     oauth_flows_bucket,
 )
+from toolmesh_gateway.approvals.gate import Approvals
+from toolmesh_gateway.approvals.records import ApprovalRecords
+from toolmesh_gateway.auth import Principal
 from toolmesh_gateway.front_door.session_table import McpSessionTable
 from toolmesh_gateway.idempotency import IdempotencyStore, Stored
 from toolmesh_gateway.name_reservations import reserve_name
@@ -35,7 +47,7 @@ from toolmesh_gateway.upstream_oauth.flows import FlowStore
 
 pytestmark = pytest.mark.integration
 ROLE_BUCKETS = {
-    "gateway": (NAMES_BUCKET, IDEMPOTENCY_BUCKET, MCP_SESSIONS_BUCKET, OAUTH_FLOWS_BUCKET),
+    "gateway": (NAMES_BUCKET, IDEMPOTENCY_BUCKET, MCP_SESSIONS_BUCKET, OAUTH_FLOWS_BUCKET, APPROVALS_BUCKET),
     "session-worker": (LEASES_BUCKET,),
     "health-worker": (LEASES_BUCKET,),
     "indexer": (LEASES_BUCKET,),
@@ -80,7 +92,25 @@ async def read_as_the_gateway(address: str) -> None:
         await flows.put("state-1", FLOW)
         assert await flows.take("state-1") == FLOW
         assert await flows.take("state-1") is None  # single use
+        await decide_an_approval(gateway.nc)
         assert gateway.errors == []
+
+
+async def decide_an_approval(nc: NATS) -> None:
+    """A call waits in the approvals bucket (watching its record) until a decision, then is listed."""
+    js = nc.jetstream(timeout=5)
+    await ensure_streams(js, [EVENTS_STREAM])  # requests and decisions are audited as events
+    records = ApprovalRecords(await approvals_bucket(js, 60), CredentialBox(new_key()))
+    gate = Approvals(records, js, NatsBus(nc), 30)
+    waiting = asyncio.create_task(gate.approve(pending_call("agent-deploy")))
+    owner = Principal(key_id="owner", name="owner", role=Role.OWNER, namespace="default")
+
+    async def listed() -> str | None:
+        return next((a.id for a in await gate.listed(owner, None, 10) if a.caller == "agent-deploy"), None)
+
+    approval_id = await eventually(listed, timeout=20, what="the approval to be listed")
+    await gate.decide(approval_id, owner, True, None)
+    await asyncio.wait_for(waiting, 20)
 
 
 async def read_leases_as_each_worker(address: str) -> None:

@@ -45,10 +45,11 @@ async def test_a_changed_description_is_withheld_until_approved(system: System) 
             return tool if tool and tool["held"] else None
 
         tool = await eventually(held, timeout=20, what="echo to be held")
-        assert tool["held"]["reason"] == "changed" and tool["held"]["fields"] == ["description"]
+        assert tool["held"]["reason"] == "flagged"  # the poisoning scan's reason, with its findings
+        assert tool["held"]["fields"][0].startswith("hidden_instruction in description: ")
         refused = await call(system, "docs.echo", text="after")
         assert refused.status_code == 409 and refused.json()["error_code"] == "TOOL_CHANGED"
-        assert refused.json()["context"]["fields"] == ["description"]
+        assert refused.json()["context"]["fields"] == tool["held"]["fields"]
         async with mcp_session(system) as session:
             names = {t.name for t in (await session.list_tools()).tools}
             assert "docs__add" in names and "docs__echo" not in names

@@ -3,6 +3,7 @@ argument rules; redaction of results; dry runs; who may manage policies."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ import httpx
 import nats
 import pytest
 
+from tests.approval_calls import waiting
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system, second_gateway
 from tests.mcp_client import mcp_session, text_of
 from tests.mcp_raw import modern_call
@@ -214,23 +216,36 @@ async def test_a_dry_run_rule_is_audited_and_does_not_deny(host: Host) -> None:
     assert entry["details"]["policy_effect"] == "dry_run:deny" and entry["details"]["outcome"] == "ok"
 
 
-async def test_approval_required_is_refused_without_an_approver_unless_an_allow_matches(host: Host) -> None:
+async def test_a_call_a_policy_holds_waits_for_an_approval_and_a_rejection_refuses_it(host: Host) -> None:
     system = host.system
     await add_policy(
         system,
         {
             "name": "destructive-needs-approval",
-            "expression": "tool.annotations.destructiveHint == true",
+            "expression": "has(tool.annotations.destructiveHint) && tool.annotations.destructiveHint == true",
             "effect": "require_approval",
             "reason": "Destructive tools need a human's approval",
         },
     )
-    held = await system.api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "a"}})
-    assert held.status_code == 403 and "no approver is available" in held.json()["detail"], held.text
+    token = (await system.create_key("dev", "user"))["token"]
+    async with system.client_as(token) as api:
+        call = asyncio.create_task(api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "a"}}))
+        shown = await waiting(system.api, "dev")
+        assert (shown["tool"], shown["reason"]) == ("delete_repo", "Destructive tools need a human's approval")
+        assert host.ran("delete_repo") == []  # held before the upstream
+        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
+        approved = await call
+        assert approved.status_code == 200 and approved.json()["isError"] is False, approved.text
+        call = asyncio.create_task(api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "b"}}))
+        shown = await waiting(system.api, "dev")
+        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/reject", json={})).status_code == 200
+        rejected = await call
+        assert rejected.status_code == 403 and rejected.json()["error_code"] == "APPROVAL_REJECTED", rejected.text
+        assert (await api.post(CALL, json={"name": "github.get_repo", "arguments": {"name": "c"}})).status_code == 200
     await add_policy(system, {"name": "owners-may", "expression": 'principal.role == "owner"', "effect": "allow"})
-    ran = await system.api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "b"}})
-    assert ran.status_code == 200 and ran.json()["isError"] is False, ran.text
-    assert host.ran("delete_repo") == [{"name": "b"}]
+    ran = await system.api.post(CALL, json={"name": "github.delete_repo", "arguments": {"name": "d"}})
+    assert ran.status_code == 200 and ran.json()["isError"] is False, ran.text  # an allow overrides the approval
+    assert host.ran("delete_repo") == [{"name": "a"}, {"name": "d"}]
 
 
 async def test_a_policy_written_on_one_gateway_applies_on_another_at_once(host: Host) -> None:

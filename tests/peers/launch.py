@@ -21,6 +21,7 @@ DEMO_SERVER = Path(__file__).with_name("demo_server.py")
 CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")
 REST_SERVER = Path(__file__).with_name("rest_server.py")
 RUG_PULL = Path(__file__).with_name("rug_pull.py")
+POISONED = Path(__file__).with_name("poisoned.py")
 STARTUP_SECONDS = 30.0
 STOP_GRACE_SECONDS = 3.0
 
@@ -102,6 +103,15 @@ async def launch_rug_pull() -> AsyncIterator[str]:
     ``/mcp``, the attacker's ``/rug`` and ``/canary`` beside it)."""
     port = free_port()
     async with running_process([sys.executable, str(RUG_PULL), "--port", str(port)], port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def launch_poisoned(spec: Path) -> AsyncIterator[str]:
+    """The hostile server of the poisoning scans (``poisoned.py``) serving the definitions of ``spec`` on
+    a free loopback port; yields its base URL (MCP at ``/mcp``, the attacker's ``/rug`` and ``/canary``)."""
+    port = free_port()
+    async with running_process([sys.executable, str(POISONED), "--port", str(port), "--spec", str(spec)], port=port):
         yield f"http://127.0.0.1:{port}"
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from toolmesh.contracts.rpc import CallToolRpc
-from toolmesh.errors import FairShareExceeded, Overloaded
+from toolmesh.errors import FairShareExceeded, Overloaded, QuotaExceeded
 from toolmesh.platform.admission import DEADLINE_HEADER, SheddingLog, deadline_headers, deadline_passed
 from toolmesh.platform.bus import verbs
 from toolmesh.platform.bus.dispatch import Dispatcher
@@ -160,6 +160,12 @@ def test_refusals_of_admission_control_are_not_kept_for_an_idempotency_key() -> 
     assert shed_reply(Stored(503, '{"detail": "full", "error_code": "OVERLOADED"}'))
     assert not shed_reply(Stored(503, '{"detail": "x", "error_code": "SERVER_UNAVAILABLE"}'))
     assert not shed_reply(Stored(429, '{"detail": "x", "error_code": "RATE_LIMITED", "context": {}}'))
+
+
+def test_a_quota_refusal_is_not_kept_for_an_idempotency_key() -> None:
+    """Nothing ran and nothing was counted: a retry with the same key after the window reset runs the call."""
+    context = {"retry_after_seconds": 9, "quota_id": "q", "limit": 5, "reset_epoch": 1}
+    assert shed_reply(failure(QuotaExceeded("Quota exceeded", context)))
 
 
 def test_shedding_is_logged_when_it_starts_and_when_it_stops(caplog: pytest.LogCaptureFixture) -> None:

@@ -259,6 +259,12 @@ class ApiClient:
             self._mesh.transport.send(operation, _valid(operation.request, body), None, self._mesh.timeout)
         )
 
+    def quotas(self, action: str, body: Mapping[str, Any]) -> Any:
+        """``quotas.<action>`` (create, list, get, replace, delete) of the API with ``body``; its result."""
+        operation = OPERATIONS_BY_NAME[f"quotas.{action}"]
+        request = _valid(operation.request, body)
+        return self._run(self._mesh.transport.send(operation, request, None, self._mesh.timeout))
+
     def reseal(self) -> dict[str, Any]:
         """Seal every server's config again under the deployment's current credential key."""
         sent = self._mesh.transport.send(RESEAL, NoArguments(), None, self._mesh.timeout)

@@ -39,7 +39,7 @@ SHED = (Overloaded, FairShareExceeded)
 
 def shed_reply(stored: Stored) -> bool:
     """Whether a stored answer (REST's error body, or the NATS API's reply) is a refusal of admission
-    control: nothing ran, so an idempotency key must not keep it (a retry runs the call)."""
+    control or of a durable quota: nothing ran, so an idempotency key must not keep it (a retry runs the call)."""
     if stored.status not in (Overloaded.status, FairShareExceeded.status):
         return False
     try:
@@ -50,8 +50,8 @@ def shed_reply(stored: Stored) -> bool:
     if not isinstance(error, dict):
         return False
     context = error.get("context")
-    fair_share = isinstance(context, dict) and context.get("reason") == "fair_share"
-    return error.get("error_code") == Overloaded.error_code or fair_share
+    refused = isinstance(context, dict) and (context.get("reason") == "fair_share" or "quota_id" in context)
+    return error.get("error_code") == Overloaded.error_code or refused
 
 
 @dataclass(eq=False)

@@ -8,12 +8,17 @@ import httpx2
 from fastapi import FastAPI
 
 from toolmesh.credentials import CredentialBox
-from toolmesh.errors import PolicyDenied
-from toolmesh.platform.bus.topology import idempotency_bucket, names_bucket, oauth_flows_bucket
+from toolmesh.platform.bus.topology import (
+    approvals_bucket,
+    idempotency_bucket,
+    names_bucket,
+    oauth_flows_bucket,
+)
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.setup import build_search
 from toolmesh_gateway import observability
-from toolmesh_gateway.approval_requests import PendingCall
+from toolmesh_gateway.approvals.gate import Approvals
+from toolmesh_gateway.approvals.records import ApprovalRecords
 from toolmesh_gateway.auth import Authenticator
 from toolmesh_gateway.authorization_server.clients import ClientDirectory
 from toolmesh_gateway.authorization_server.consent import Consents
@@ -34,9 +39,13 @@ from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
 from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.quota_counters import QuotaCounters
+from toolmesh_gateway.quota_meter import QuotaMeter
+from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.routers import (
     aggregator,
+    approvals,
     audit,
     connected_apps,
     endpoints,
@@ -45,6 +54,7 @@ from toolmesh_gateway.routers import (
     keys,
     policies,
     prompts,
+    quotas,
     resources,
     search,
     servers,
@@ -57,19 +67,8 @@ from toolmesh_gateway.tool_calls import ToolCalls
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore
 
-
-class NoApproverGate:
-    """Placeholder ``ApprovalGate``: refuses every call a policy holds for approval (no approver is
-    wired in this build)."""
-
-    async def approve(self, call: PendingCall) -> None:
-        """Refuse ``call``: 403 ``POLICY_DENIED``, naming the policy that asked for an approval."""
-        raise PolicyDenied(
-            f"{call.reason} (policy {call.policy} requires approval and no approver is available)",
-            {"policy": call.policy, "tool": call.tool, "approval": "unavailable"},
-        )
-
-
+APPROVALS_KEPT_SECONDS = 86_400.0
+"""How long a decided approval stays listed (``GET /api/v1/approvals``)."""
 OAUTH_CLIENT_LIMITS = httpx2.Limits(max_connections=8, max_keepalive_connections=0)
 """Connections for fetching Client ID Metadata Documents (one short request each)."""
 
@@ -96,6 +95,12 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     call_audit = CallAudit(backends.js)
     call_audit.start()
     app.state.call_audit = call_audit
+    meter = QuotaMeter(backends.db, QuotaCounters(backends.js), settings.quota_refresh_seconds)
+    await meter.start()
+    app.state.quotas = QuotaService(backends.db, meter)
+    pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
+    records = ApprovalRecords(pending, box)
+    app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
     app.state.tool_calls = ToolCalls(
         backends.bus,
         backends.js,
@@ -104,7 +109,8 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         call_audit,
         app.state.upstream_authorizations,
         backends.context.loop_lag,
-        NoApproverGate(),
+        meter,
+        app.state.approvals,
     )
     app.state.policies = PolicyService(backends)
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
@@ -131,6 +137,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(search.router)
     app.include_router(keys.router)
     app.include_router(audit.router)
+    app.include_router(approvals.router)
     app.include_router(endpoints.router)
     app.include_router(policies.router)
     app.include_router(resources.router)
@@ -139,6 +146,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(events.router)
     app.include_router(upstream_oauth.router)
     app.include_router(connected_apps.router)
+    app.include_router(quotas.router)
     app.router.routes.extend(AuthorizationRoutes(provider, settings, identity_provider).routes())
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)
@@ -155,4 +163,5 @@ async def close_app(app: FastAPI) -> None:
     await app.state.mcp.close()
     await app.state.event_hub.close()
     await app.state.call_audit.close()
+    await app.state.tool_calls.quotas.close()
     await app.state.catalog_feed.close()

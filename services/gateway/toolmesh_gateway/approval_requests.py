@@ -33,6 +33,9 @@ class PendingCall:
     """Where the call came from: ``rest``, ``mcp``, ``nats``, ``code``, ``bundle``."""
     client: ClientRef | None = field(default=None)
     """The MCP client session making the call, when there is one (elicitation reaches it)."""
+    call_id: str | None = field(default=None)
+    """The upstream call id the client's request is linked to (``ClientLinks.call``), so a handshake-era
+    client gets the question on that request's own stream rather than its standalone one."""
 
 
 class ApprovalGate(Protocol):

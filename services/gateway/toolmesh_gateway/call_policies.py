@@ -1,9 +1,10 @@
 """The policy check every tool call passes, on every surface, before it reaches its upstream.
 
-``ToolCalls.screen`` calls ``CallPolicies.check`` for the calls it routes and for the two ``/mcp``
-paths that forward a call themselves. A denied call raises ``PolicyDenied`` (403, the policy's
-reason); a call a policy holds waits for the ``ApprovalGate``; the ``Verdict`` returned names the
-result fields to remove and what a dry-run policy would have done (for the audit log).
+``ToolCalls.call`` calls ``CallPolicies.check`` for the calls it routes, ``forward_screened`` for the
+two ``/mcp`` paths that forward a call themselves; both before the quotas (``ToolCalls.admit``). A
+denied call raises ``PolicyDenied`` (403, the policy's reason); a call a policy holds waits for the
+``ApprovalGate``; the ``Verdict`` returned names the result fields to remove and what a dry-run
+policy would have done (for the audit log).
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ class CallSubject:
     surface: str
     endpoint: str = ""
     client: ClientRef | None = None
+
+    @classmethod
+    def seen_in(
+        cls, view: object, caller: Caller, server: ServerRoute, tool: str, arguments: dict[str, Any], surface: str
+    ) -> CallSubject:
+        """The call as made in ``view`` (an endpoint's ``BundleView`` names its endpoint)."""
+        bundle = getattr(view, "bundle", None)
+        return cls(caller, server, tool, arguments, surface, bundle.name if bundle else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from toolmesh.pinning import (
     retired,
     review,
 )
+from toolmesh.poisoning.holds import flagged_tools
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
@@ -253,7 +254,9 @@ class Catalog:
             left=self._retired.get((server.namespace, server.name)),
         )
         hashes = {t.original_name: definition_hash(t) for t in event.tools}
-        pins = review(hashes.items(), approved, first_list=first_list, policy=server.new_tools)
+        pins = review(
+            hashes.items(), approved, first_list=first_list, policy=server.new_tools, flagged=flagged_tools(event.tools)
+        )
         listed = {
             t.original_name: CatalogTool(
                 t.original_name,
@@ -320,8 +323,10 @@ class Catalog:
         elif isinstance(event, ResourcesDiscovered):
             resources = {r.uri: r.item for r in event.resources}
             templates = {t.uri_template: t.item for t in event.templates}
-            changed = (resources, templates) != (offer.resources, offer.templates)
-            offer.resources, offer.templates = resources, templates
+            before = (offer.resources, offer.templates)
+            offer.resources = resources
+            offer.load_templates(templates)
+            changed = (offer.resources, offer.templates) != before
             if changed and server.visible:
                 self.resources_version += 1
         elif isinstance(event, PromptsDiscovered | PromptsApproved):

@@ -89,8 +89,11 @@ class CatalogFeed:
             offers[r["id"]] = ServerOffer(description=description)
         for row in snapshot.resources:
             offers[row["server_id"]].resources[str(row["item"]["uri"])] = row["item"]
+        templates: dict[str, dict[str, dict[str, Any]]] = {}
         for row in snapshot.templates:
-            offers[row["server_id"]].templates[str(row["item"]["uriTemplate"])] = row["item"]
+            templates.setdefault(row["server_id"], {})[str(row["item"]["uriTemplate"])] = row["item"]
+        for server_id, listed in templates.items():
+            offers[server_id].load_templates(listed)
         _load_prompts(offers, snapshot)
         bundles = [
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])

@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
+from toolmesh.contracts.approvals import ApprovalDecided, ApprovalRequested
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, ServerRegistered, ToolsDiscovered
 from toolmesh.contracts.namespace_events import AppConnected, AppDisconnected, CallsRecorded, KeyCreated, KeyRevoked
@@ -30,8 +31,18 @@ QUEUE_SIZE = 512
 ENVELOPE = {"event_id", "occurred_at", "server_id", "namespace", "schema_version", "actor"}
 PRIVATE = {"sealed_config", "ip_address"}
 """Fields that never leave the gateway on this stream."""
-FOR_MANAGERS = (KeyCreated, KeyRevoked, AppConnected, AppDisconnected, CallsRecorded, PolicySaved, PolicyDeleted)
-"""Events only admins and the owner receive (users may not read keys, policies or the audit log)."""
+FOR_MANAGERS = (
+    KeyCreated,
+    KeyRevoked,
+    AppConnected,
+    AppDisconnected,
+    CallsRecorded,
+    ApprovalRequested,
+    ApprovalDecided,
+    PolicySaved,
+    PolicyDeleted,
+)
+"""Events only admins and the owner receive (users may not read keys, approvals, policies or the audit log)."""
 
 
 def visible(event: Event, scope: str | None, manages: bool) -> bool:

@@ -25,7 +25,7 @@ from toolmesh.platform.bus.interface import Bus
 from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
 from toolmesh.platform.config import Settings
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.call_progress import ProgressSink, relaying_progress
+from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
 from toolmesh_gateway.routing import ServerRoute
 from toolmesh_gateway.tool_calls import REPLY_GRACE_SECONDS, ToolCalls
 

@@ -75,7 +75,9 @@ def refuse_held_prompt(catalog: CatalogView, server: CatalogServer, name: str) -
     """``PromptChanged`` when ``server`` lists a prompt ``name`` that is held back for review."""
     hold = catalog.offer(server).prompt_hold(name)
     if hold is not None:
-        what = "changed" if hold.reason == "changed" else "is new"
+        what = {"changed": "changed", "flagged": f"was flagged by the poisoning scan ({'; '.join(hold.fields)})"}.get(
+            hold.reason, "is new"
+        )
         raise PromptChanged(
             f"Prompt {server.name}.{name} {what}; an admin must approve it before it is served",
             {"prompt": name, "server": server.name, "reason": hold.reason, "fields": hold.fields},

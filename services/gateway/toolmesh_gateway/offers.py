@@ -18,6 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
+from toolmesh.poisoning.holds import flagged_prompts, flagged_templates
 from toolmesh_gateway.front_door.uri_templates import template_matches
 
 S = TypeVar("S")
@@ -70,10 +71,17 @@ class ServerOffer:
 
     description: ServerDescription = field(default_factory=ServerDescription)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri -> item
-    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item, unflagged ones
+    held_templates: dict[str, list[str]] = field(default_factory=dict)  # uri template -> the scanner's findings
     prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, approved ones
     prompt_pins: dict[str, Pin] | None = None  # original name -> pin of every listed prompt; None: never listed
     listed_prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, held too
+
+    def load_templates(self, templates: dict[str, dict[str, Any]]) -> None:
+        """A server's resource templates: those the poisoning scanner flags are held (``held_templates``),
+        neither listed nor used to route a read; the others are served (``templates``)."""
+        self.held_templates = flagged_templates(templates)
+        self.templates = {key: item for key, item in templates.items() if key not in self.held_templates}
 
     def prompt_hold(self, name: str) -> Hold | None:
         """Why the listed prompt ``name`` is held back, or None."""
@@ -91,7 +99,15 @@ class ServerOffer:
         )
         hashes = {name: prompt_definition_hash(item) for name, item in listed.items()}
         self.load_prompts(
-            listed, review(hashes.items(), approved, first_list=first_list, policy=policy, parts=PROMPT_PARTS)
+            listed,
+            review(
+                hashes.items(),
+                approved,
+                first_list=first_list,
+                policy=policy,
+                parts=PROMPT_PARTS,
+                flagged=flagged_prompts(listed),
+            ),
         )
 
     def approve_prompts(self, approved: Iterable[tuple[str, str]]) -> None:
@@ -106,6 +122,13 @@ class ServerOffer:
         """Every listed prompt with its pin; the approved ones are shown (``prompts``)."""
         self.listed_prompts, self.prompt_pins = listed, pins
         self.prompts = {n: item for n, item in listed.items() if n in pins and pins[n].hold is None}
+
+
+def unflagged_templates(listed: dict[str, Any]) -> dict[str, Any]:
+    """An upstream's own ``resources/templates/list`` result without the templates the poisoning scanner flags."""
+    templates = [t for t in listed.get("resourceTemplates") or () if isinstance(t, dict)]
+    flagged = flagged_templates({str(t.get("uriTemplate")): t for t in templates})
+    return {**listed, "resourceTemplates": [t for t in templates if str(t.get("uriTemplate")) not in flagged]}
 
 
 def serving_server(uri: str, offers: Iterable[tuple[S, ServerOffer]]) -> S | None:

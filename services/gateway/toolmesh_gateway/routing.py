@@ -105,7 +105,10 @@ def require_pinned(source: RouteSource, server: ServerRoute, tool: str) -> None:
         raise ToolNotFound(f"Tool not found: {server.name}.{tool}", {"tool": tool, "server": server.name})
     hold = source.hold_of(server.id, tool)
     if hold is not None:
-        what = "is new and waits for review" if hold.reason == "new" else f"changed its {' and '.join(hold.fields)}"
+        what = {
+            "new": "is new and waits for review",
+            "flagged": f"was flagged by the poisoning scan ({'; '.join(hold.fields)})",
+        }.get(hold.reason, f"changed its {' and '.join(hold.fields)}")
         raise ToolChanged(
             f"Tool {server.name}.{tool} {what}; an admin must approve it before it can be called",
             {

@@ -15,7 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -54,9 +54,10 @@ from toolmesh_gateway.approval_requests import ApprovalGate
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
 from toolmesh_gateway.call_policies import PASSED, CallPolicies, CallSubject, Verdict, refusal
-from toolmesh_gateway.call_progress import ProgressSink, relaying_progress
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
+from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
+from toolmesh_gateway.quota_meter import QuotaMeter, Standing
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
 from toolmesh_gateway.routing import Route, ServerRoute, resolve_route, serving_warning
 
@@ -73,6 +74,7 @@ class CallAbandoned(Exception):
 
 
 Abandoned = Callable[[], Awaitable[object]]
+StandingSink = Callable[[Standing], None]
 T = TypeVar("T")
 MAX_EXCHANGES = 2
 """Token exchanges in one call at most: one for a caller without a grant, one more for the wider scope
@@ -114,9 +116,11 @@ class ToolCalls:
         audit: CallAudit,
         links: AuthorizationLinks,
         lag: LoopLag,
+        quotas: QuotaMeter,
         gate: ApprovalGate,
     ) -> None:
         self._bus = bus
+        self.quotas = quotas
         self._links = links
         self._js = js
         self._feed = feed
@@ -131,7 +135,7 @@ class ToolCalls:
         self._call_numbers = itertools.count(1)
         self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
         self.policies = CallPolicies(feed.policies, feed.catalog, gate)
-        """The policy check of every call, on every surface (``screen``)."""
+        """The policy check of every call, on every surface, before ``admit`` (``call_policies``)."""
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog
@@ -159,23 +163,23 @@ class ToolCalls:
         call_id: str | None = None,
         view: CatalogView | None = None,
         surface: str = "rest",
+        standing: StandingSink | None = None,
     ) -> dict[str, Any]:
         """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
 
         The caller sees only its namespace's servers. With ``progress``, every progress notification
         of the upstream is passed to it during the call; ``client`` is the MCP client session making it
         (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle);
-        ``surface`` (rest, mcp, nats, code) is where the call came from, as policies see it.
-        """
+        ``surface`` (rest, mcp, nats, code) is where the call came from, as policies see it; ``standing``
+        hears where it left its tightest quota (``X-RateLimit-*``)."""
         started = time.perf_counter()
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
         verdict = PASSED
         try:
-            bundle = getattr(view, "bundle", None)
-            subject = CallSubject(
-                caller, route.server, route.tool, request.arguments, surface, bundle.name if bundle else "", client
-            )
-            verdict = await self.screen(subject)
+            subject = CallSubject.seen_in(view, caller, route.server, route.tool, request.arguments, surface)
+            verdict = await self.policies.check(replace(subject, client=client))
+            if (left := await self.admit(caller, route.server)) is not None and standing is not None:
+                standing(left)
             hooks = _Hooks(abandoned, progress, client, call_id)
             async with self.slot(caller, request.timeout_seconds):
                 response = await self.authorized(
@@ -205,13 +209,12 @@ class ToolCalls:
                 raise await self._links.link(needed, caller)
             exchanges += 1
 
-    async def screen(self, call: CallSubject) -> Verdict:
-        """Let one call through to its upstream, or refuse it: its policies first (``PolicyDenied``, or a
-        wait for approval), then its namespace's calls per second (``RateLimited``, fair share). Every
-        surface passes here; the result of a call let through loses the verdict's ``redact`` fields."""
-        verdict = await self.policies.check(call)
-        self._namespace_calls.check(call.server.namespace)
-        return verdict
+    async def admit(self, caller: Caller, server: ServerRoute) -> Standing | None:
+        """Count one call of ``caller`` to ``server``: ``RateLimited`` past its namespace's calls per second
+        (fair share) or past a durable quota (``quota_meter``); where it left its tightest quota."""
+        self._namespace_calls.check(server.namespace)
+        principal = caller.principal
+        return await self.quotas.admit((principal.namespace, principal.name), server.namespace, server.name)
 
     def slot(self, caller: Caller, timeout: float | None = None) -> contextlib.AbstractAsyncContextManager[None]:
         """One of this process's in-flight call slots for ``caller`` while the block runs, waiting at

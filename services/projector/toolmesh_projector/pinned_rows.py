@@ -53,11 +53,16 @@ async def listing_server(conn: Conn, kind: PinnedTable, server_id: str) -> Recor
 
 
 async def review_listed(
-    conn: Conn, kind: PinnedTable, server_id: str, server: Record, listed: dict[str, str]
+    conn: Conn,
+    kind: PinnedTable,
+    server_id: str,
+    server: Record,
+    listed: dict[str, str],
+    flagged: dict[str, list[str]],
 ) -> dict[str, Pin]:
     """Each listed definition's pin (``listed``: definition hash by original name): its stored approval
     or, on the server's first list, the approval a removed server of the same name left; reviewed under
-    the server's new-tools policy."""
+    the server's new-tools policy; ``flagged``: the poisoning scanner's findings by name."""
     rows = await conn.fetch(
         f"SELECT original_name, definition_hash, approved_hash FROM {kind.table} WHERE {kind.server_column} = $1",
         server_id,
@@ -67,7 +72,7 @@ async def review_listed(
     left = await kind.left(conn, server["namespace"], server["name"]) if first_list else None
     approved, first_list = inherit(approvals(stored, listed), first_list=first_list, left=left)
     policy = NewToolsPolicy(server["new_tools"])
-    return review(listed.items(), approved, first_list=first_list, policy=policy, parts=kind.parts)
+    return review(listed.items(), approved, first_list=first_list, policy=policy, parts=kind.parts, flagged=flagged)
 
 
 async def pins_approved(

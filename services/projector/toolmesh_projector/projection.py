@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from toolmesh.contracts.approvals import ApprovalDecided, ApprovalRequested
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
@@ -296,6 +297,16 @@ async def _endpoint_deleted(conn: Conn, event: EndpointDeleted) -> None:
     await audit(conn, event, None, {"endpoint_id": event.endpoint_id, "name": event.name})
 
 
+async def _approval(conn: Conn, event: ApprovalRequested | ApprovalDecided) -> None:
+    details: dict[str, Any] = {"approval_id": event.approval_id, "tool": event.tool}
+    if isinstance(event, ApprovalRequested):
+        details.update(policy=event.policy, reason=event.reason, surface=event.surface)
+        details["deadline"] = event.deadline.isoformat()
+    else:
+        details.update(state=str(event.state), comment=event.comment, caller=event.caller)
+    await audit(conn, event, event.server_name, details)
+
+
 _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerRegistered: _server_registered,
     ServerStatusChanged: _status_changed,
@@ -321,4 +332,6 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     EndpointDeleted: _endpoint_deleted,
     PolicySaved: policy_saved,
     PolicyDeleted: policy_deleted,
+    ApprovalRequested: _approval,
+    ApprovalDecided: _approval,
 }

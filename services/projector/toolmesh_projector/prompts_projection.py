@@ -6,6 +6,7 @@ from __future__ import annotations
 from toolmesh.contracts.events import PromptsApproved, PromptsDiscovered
 from toolmesh.pinning import prompt_definition_hash
 from toolmesh.platform.store.connections import Conn
+from toolmesh.poisoning.holds import flagged_prompts
 from toolmesh_projector.pinned_rows import PROMPTS, listing_server, pin_columns, pins_approved, review_listed
 from toolmesh_projector.projection_trail import history
 
@@ -17,7 +18,8 @@ async def prompts_discovered(conn: Conn, event: PromptsDiscovered) -> None:
     if server is None:
         return
     listed = {p.original_name: prompt_definition_hash(p.item) for p in event.prompts}
-    pins = await review_listed(conn, PROMPTS, event.server_id, server, listed)
+    flagged = flagged_prompts({p.original_name: p.item for p in event.prompts})
+    pins = await review_listed(conn, PROMPTS, event.server_id, server, listed, flagged)
     await conn.execute("DELETE FROM mcp.prompts WHERE server_id = $1", event.server_id)
     await conn.executemany(
         "INSERT INTO mcp.prompts(server_id, original_name, description, arguments, item, discovered_at, "

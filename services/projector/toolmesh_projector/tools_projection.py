@@ -9,6 +9,7 @@ from toolmesh.contracts.events import ToolsApproved, ToolsChanged, ToolsClassifi
 from toolmesh.naming import namespace_tool
 from toolmesh.pinning import Pin, definition_hash
 from toolmesh.platform.store.connections import Conn
+from toolmesh.poisoning.holds import flagged_tools
 from toolmesh_projector.pinned_rows import TOOLS, listing_server, pin_columns, pins_approved, review_listed
 from toolmesh_projector.projection_trail import audit, history
 
@@ -20,7 +21,7 @@ async def tools_discovered(conn: Conn, event: ToolsDiscovered) -> None:
     if server is None:
         return
     listed = {t.original_name: definition_hash(t) for t in event.tools}
-    pins = await review_listed(conn, TOOLS, event.server_id, server, listed)
+    pins = await review_listed(conn, TOOLS, event.server_id, server, listed, flagged_tools(event.tools))
     names = await _replace_tools(conn, server["namespace"], event, pins)
     await conn.execute(
         "UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3, tools_seen = TRUE WHERE id = $1",

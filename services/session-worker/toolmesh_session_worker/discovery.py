@@ -30,6 +30,7 @@ from toolmesh.naming import namespace_tool
 from toolmesh.pinning import approvals, definition_hash, inherit, recorded, review, upgraded_approval
 from toolmesh.platform.config import Settings
 from toolmesh.platform.store.queries import Row
+from toolmesh.poisoning.holds import flagged_tools
 from toolmesh.tool_definitions import PRESENTATION, refusal, shown_name
 
 log = logging.getLogger("toolmesh.discovery")
@@ -115,7 +116,8 @@ def newly_held(
         first_list=not server["tools_seen"],
         left=left,
     )
-    pins = review(listed.items(), approved, first_list=first_list, policy=NewToolsPolicy(server["new_tools"]))
+    policy = NewToolsPolicy(server["new_tools"])
+    pins = review(listed.items(), approved, first_list=first_list, policy=policy, flagged=flagged_tools(snapshot.tools))
     already = {r["original_name"]: r["definition_hash"] for r in stored if r["held_reason"] is not None}
     changes = [
         ToolChange(

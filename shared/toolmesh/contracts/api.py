@@ -18,11 +18,13 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
+from toolmesh.contracts.approvals import APPROVAL_ID_PATTERN, Approval, ApprovalList, ApprovalState
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
+from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -132,6 +134,18 @@ class ReplacePolicyRequest(PolicyRequest):
     policy_id: str = Field(min_length=1, max_length=64)
 
 
+class QuotaRef(_Strict):
+    """One quota of the caller's namespace, by id."""
+
+    quota_id: str = Field(min_length=1, max_length=64)
+
+
+class ReplaceQuotaRequest(QuotaRequest):
+    """``quotas.replace``: the quota's id and its whole new definition."""
+
+    quota_id: str = Field(min_length=1, max_length=64)
+
+
 class KeyRef(_Strict):
     """``keys.revoke``: one key of the caller's namespace, by id."""
 
@@ -142,6 +156,26 @@ class AppRef(_Strict):
     """``apps.disconnect``: one connected app (an MCP client signed in with OAuth) the caller sees, by id."""
 
     app_id: str = Field(min_length=1, max_length=64)
+
+
+class ApprovalsRequest(_Strict):
+    """``approvals.list``: pending and recent approvals of tool calls, newest first."""
+
+    state: ApprovalState | None = None
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ApprovalRef(_Strict):
+    """``approvals.get``: one approval of the caller's namespace, by id."""
+
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
+
+
+class DecideApprovalRequest(_Strict):
+    """``approvals.approve`` / ``approvals.reject``: a decision, with an optional comment."""
+
+    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
+    comment: str | None = Field(default=None, max_length=2000)
 
 
 class AuditRequest(_Strict):
@@ -195,12 +229,15 @@ class Operation:
 
 
 SERVERS = "/api/v1/aggregator/servers"
+APPROVALS = "/api/v1/approvals"
 SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 APPS = "/api/v1/auth/apps"
 POLICIES = "/api/v1/policies"
 POLICY = POLICIES + "/{policy_id}"
+QUOTAS = "/api/v1/quotas"
+QUOTA = QUOTAS + "/{quota_id}"
 
 AUTHORIZE = Operation(
     "servers.authorize",
@@ -339,6 +376,19 @@ OPERATIONS: tuple[Operation, ...] = (
         "policies.replace", ReplacePolicyRequest, PolicyInfo, "Replace a policy's definition", True, "PUT", POLICY
     ),
     Operation("policies.delete", PolicyRef, None, "Delete a policy", True, "DELETE", POLICY),
+    Operation(
+        "quotas.create",
+        QuotaRequest,
+        QuotaInfo,
+        "Set a quota of tool calls per minute, day and/or month on a key, a namespace or a server",
+        True,
+        "POST",
+        QUOTAS,
+    ),
+    Operation("quotas.list", NoArguments, QuotaList, "The quotas of the caller, with usage", False, "GET", QUOTAS),
+    Operation("quotas.get", QuotaRef, QuotaInfo, "One quota, with usage", False, "GET", QUOTA),
+    Operation("quotas.replace", ReplaceQuotaRequest, QuotaInfo, "Change a quota", True, "PUT", QUOTA),
+    Operation("quotas.delete", QuotaRef, None, "Remove a quota", True, "DELETE", QUOTA),
     Operation("keys.create", CreateKeyRequest, CreatedKey, "Create an API key", True, "POST", "/api/v1/auth/keys"),
     Operation("keys.list", NoArguments, KeyList, "The keys the caller manages", False, "GET", "/api/v1/auth/keys"),
     Operation("keys.revoke", KeyRef, None, "Revoke an API key", True, "DELETE", "/api/v1/auth/keys/{key_id}"),
@@ -353,6 +403,34 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("apps.disconnect", AppRef, None, "Revoke a connected app's tokens", True, "DELETE", APPS + "/{app_id}"),
     Operation("audit.list", AuditRequest, AuditPage, "The audit log", False, "GET", "/api/v1/audit"),
+    Operation(
+        "approvals.list",
+        ApprovalsRequest,
+        ApprovalList,
+        "Tool calls waiting for a human, and recent decisions (admins, owner)",
+        False,
+        "GET",
+        APPROVALS,
+    ),
+    Operation("approvals.get", ApprovalRef, Approval, "One approval", False, "GET", APPROVALS + "/{approval_id}"),
+    Operation(
+        "approvals.approve",
+        DecideApprovalRequest,
+        Approval,
+        "Let a waiting tool call run",
+        True,
+        "POST",
+        APPROVALS + "/{approval_id}/approve",
+    ),
+    Operation(
+        "approvals.reject",
+        DecideApprovalRequest,
+        Approval,
+        "Refuse a waiting tool call (its caller gets APPROVAL_REJECTED with the comment)",
+        True,
+        "POST",
+        APPROVALS + "/{approval_id}/reject",
+    ),
 )
 OPERATIONS_BY_NAME: dict[str, Operation] = {op.name: op for op in OPERATIONS}
 OPERATIONS_BY_SUBJECT: dict[str, Operation] = {op.subject: op for op in OPERATIONS}

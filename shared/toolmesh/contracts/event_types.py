@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolmesh.contracts.approvals import ApprovalDecided, ApprovalRequested
 from toolmesh.contracts.events import (
     Event,
     HealthChecked,
@@ -66,6 +67,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolDiscovered,
         PolicySaved,
         PolicyDeleted,
+        ApprovalRequested,
+        ApprovalDecided,
     )
 }
 

@@ -324,11 +324,12 @@ class ServerConfigResealed(ServerEvent):
 
 
 class ToolChange(BaseModel):
-    """One tool held back: its definition changed after it was approved, or it is new under ``review``."""
+    """One tool held back: its definition changed after it was approved, it is new under ``review``, or
+    the poisoning scanner flagged a definition no admin approved."""
 
     original_name: str
-    reason: Literal["changed", "new"]
-    fields: list[str] = Field(default_factory=list)  # parts of toolmesh.pinning.PARTS: "description", "title", ...
+    reason: Literal["changed", "new", "flagged"]
+    fields: list[str] = Field(default_factory=list)  # parts of toolmesh.pinning.PARTS, or the scanner's findings
     approved_hash: str | None = None
     definition_hash: str
     description: str | None = None

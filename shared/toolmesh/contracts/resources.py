@@ -11,12 +11,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class HeldTemplate(BaseModel):
+    """A resource template held back from clients, with the poisoning scanner's findings (one line each)."""
+
+    uri_template: str
+    findings: list[str]
+
+
 class ResourceList(BaseModel):
     """``GET /api/v1/aggregator/servers/{id}/resources``: resources and resource templates of one server."""
 
     resources: list[dict[str, Any]]
     resource_templates: list[dict[str, Any]]
     total: int
+    held_templates: list[HeldTemplate] = Field(default_factory=list)
+    """Templates listed in ``resource_templates`` that clients are not shown: the poisoning scanner flags them."""
 
 
 class HeldPrompt(BaseModel):

@@ -248,7 +248,8 @@ class ToolInfo(BaseModel):
 class HeldChange(BaseModel):
     """Why a tool is held back from clients until an admin approves its current definition."""
 
-    reason: str  # "changed" (a part of the definition changed, named in ``fields``) or "new" (policy ``review``)
+    reason: str  # "changed" (a part of the definition changed, named in ``fields``), "new" (policy ``review``),
+    # or "flagged" (the poisoning scanner's findings, one line each in ``fields``)
     fields: list[str]
     definition_hash: str
     approved_hash: str | None

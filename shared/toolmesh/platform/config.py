@@ -197,6 +197,8 @@ class Settings(BaseSettings):
     task_ttl_seconds: float = Field(3600.0, gt=0)
     # How many tasks one key may have running on one gateway replica at once.
     task_max_per_key: int = Field(100, ge=1)
+    # How long a tool call a policy puts before a human waits for the decision (``approvals``).
+    approval_timeout_seconds: float = Field(300.0, gt=0, le=43_200.0)
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 
@@ -255,6 +257,9 @@ class Settings(BaseSettings):
     namespace_calls_burst: int = Field(200, ge=1)
     namespace_code_workers: int | None = Field(None, ge=1)
     namespace_limits: dict[str, NamespaceLimitOverrides] = Field(default_factory=dict)
+    # Durable quotas (/api/v1/quotas) are stored in Postgres; each gateway replica reloads them this often
+    # (the replica that changes one, at once).
+    quota_refresh_seconds: float = Field(2.0, gt=0)
     # Failed authentications: a client address with this many refused tokens within the window gets
     # 429 ``RATE_LIMITED`` for every request (right token or not) until the oldest failure leaves
     # the window (counted by each gateway replica; a limit of 0 turns it off).

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from toolmesh.contracts.commands import COMMANDS_STREAM
 from toolmesh.contracts.events import EVENTS_STREAM
+from toolmesh.contracts.quotas import QUOTA_STREAMS
 from toolmesh.credentials import CredentialBox, hash_token
 from toolmesh.naming import DEFAULT_NAMESPACE
 from toolmesh.platform.runtime import Backends
@@ -33,7 +34,7 @@ ROLES: dict[str, str] = {
 """Every role and the module whose ``run(backends, box, stop)`` runs it."""
 
 STREAMS: dict[str, tuple[str, ...]] = {
-    "gateway": (EVENTS_STREAM, COMMANDS_STREAM),
+    "gateway": (EVENTS_STREAM, COMMANDS_STREAM, *(name for name, _ in QUOTA_STREAMS.values())),
     "session-worker": (EVENTS_STREAM, COMMANDS_STREAM),
     "health-worker": (EVENTS_STREAM, COMMANDS_STREAM),
     "projector": (EVENTS_STREAM,),

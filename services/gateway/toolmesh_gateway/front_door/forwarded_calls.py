@@ -21,13 +21,15 @@ async def forward_screened(
     forward: Callable[[], Awaitable[dict[str, Any]]],
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """``forward()``'s result once ``call`` passed ``ToolCalls.screen`` and got a slot, without the fields
-    its policies redact; every outcome is audited. Refusals raise (``PolicyDenied``, ``RateLimited``,
-    ``SHED``), as do the upstream's own errors (``MCPError``)."""
+    """``forward()``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
+    ``ToolCalls.admit`` and got a slot, without the fields its policies redact; every outcome is
+    audited. Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do
+    the upstream's own errors (``MCPError``)."""
     started = time.perf_counter()
     verdict = PASSED
     try:
-        verdict = await calls.screen(call)
+        verdict = await calls.policies.check(call)
+        await calls.admit(call.caller, call.server)
         async with calls.slot(call.caller, timeout):
             result = await forward()
     except ToolmeshError as exc:

@@ -39,7 +39,6 @@ from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.call_policies import CallSubject
-from toolmesh_gateway.call_progress import ProgressSink
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -62,6 +61,7 @@ from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
+from toolmesh_gateway.progress_relay import ProgressSink
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -342,8 +342,7 @@ class FrontDoor:
         described = view.offer(server).description
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
-        bundle = getattr(view, "bundle", None)
-        call = CallSubject(caller, server, route.tool, request.arguments, "mcp", bundle.name if bundle else "")
+        call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
         return await forward_screened(
             self._calls,
             call,

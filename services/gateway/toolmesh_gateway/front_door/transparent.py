@@ -58,6 +58,7 @@ from toolmesh_gateway.front_door.task_extension import runs_as_task
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import Tasks
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
+from toolmesh_gateway.offers import unflagged_templates
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -253,7 +254,8 @@ class Transparent:
         return result
 
     async def _forward(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        return await self._aggregate.forward(ctx, self._server(ctx), ctx.method, upstream_params(ctx))
+        forwarded = await self._aggregate.forward(ctx, self._server(ctx), ctx.method, upstream_params(ctx))
+        return unflagged_templates(forwarded) if ctx.method == "resources/templates/list" else forwarded
 
     async def _list_tools(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         """The upstream's own tools/list, with only the tools whose live definition is pinned and approved."""

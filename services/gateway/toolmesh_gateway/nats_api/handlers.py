@@ -10,21 +10,25 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from toolmesh.contracts import api
+from toolmesh.contracts.approvals import ApprovalList
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.policies import PolicyRequest
+from toolmesh.contracts.quotas import QuotaRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
 from toolmesh_gateway import reads
+from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
 from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -47,6 +51,8 @@ class GatewayServices:
     authorizations: UpstreamAuthorizations
     consents: Consents
     policies: PolicyService
+    approvals: Approvals
+    quotas: QuotaService
 
     @classmethod
     def of(cls, app: FastAPI) -> GatewayServices:
@@ -64,6 +70,8 @@ class GatewayServices:
             state.upstream_authorizations,
             state.consents,
             state.policies,
+            state.approvals,
+            state.quotas,
         )
 
 
@@ -161,6 +169,28 @@ async def _delete_policy(s: GatewayServices, caller: Caller, body: api.PolicyRef
     await s.policies.delete(body.policy_id, caller)
 
 
+async def _create_quota(s: GatewayServices, caller: Caller, body: QuotaRequest) -> BaseModel:
+    return await s.quotas.create(body, caller)
+
+
+async def _list_quotas(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.quotas.list(caller)
+
+
+async def _get_quota(s: GatewayServices, caller: Caller, body: api.QuotaRef) -> BaseModel:
+    return await s.quotas.get(body.quota_id, caller)
+
+
+async def _replace_quota(s: GatewayServices, caller: Caller, body: api.ReplaceQuotaRequest) -> BaseModel:
+    return await s.quotas.replace(
+        body.quota_id, QuotaRequest.model_validate(body.model_dump(exclude={"quota_id"})), caller
+    )
+
+
+async def _delete_quota(s: GatewayServices, caller: Caller, body: api.QuotaRef) -> None:
+    await s.quotas.delete(body.quota_id, caller)
+
+
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
     return await s.calls.call(body, caller, surface="nats")
 
@@ -208,6 +238,26 @@ async def _audit(s: GatewayServices, caller: Caller, body: api.AuditRequest) -> 
     return await reads.audit_log(s.backends.db, caller.principal, body)
 
 
+async def _approvals(s: GatewayServices, caller: Caller, body: api.ApprovalsRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return ApprovalList(approvals=await s.approvals.listed(caller.principal, body.state, body.limit))
+
+
+async def _approval(s: GatewayServices, caller: Caller, body: api.ApprovalRef) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.read(body.approval_id, caller.principal)
+
+
+async def _approve_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, True, body.comment)
+
+
+async def _reject_call(s: GatewayServices, caller: Caller, body: api.DecideApprovalRequest) -> BaseModel:
+    caller.principal.require_manager("decide approvals")
+    return await s.approvals.decide(body.approval_id, caller.principal, False, body.comment)
+
+
 HANDLERS: dict[str, Handler] = {
     "servers.register": _register,
     "servers.list": _list,
@@ -233,6 +283,11 @@ HANDLERS: dict[str, Handler] = {
     "policies.versions": _policy_versions,
     "policies.replace": _replace_policy,
     "policies.delete": _delete_policy,
+    "quotas.create": _create_quota,
+    "quotas.list": _list_quotas,
+    "quotas.get": _get_quota,
+    "quotas.replace": _replace_quota,
+    "quotas.delete": _delete_quota,
     "tools.call": _call,
     "search.query": _search,
     "aggregator.state": _state,
@@ -242,4 +297,8 @@ HANDLERS: dict[str, Handler] = {
     "apps.list": _list_apps,
     "apps.disconnect": _disconnect_app,
     "audit.list": _audit,
+    "approvals.list": _approvals,
+    "approvals.get": _approval,
+    "approvals.approve": _approve_call,
+    "approvals.reject": _reject_call,
 }

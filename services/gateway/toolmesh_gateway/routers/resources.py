@@ -7,9 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.resources import ForwardMetadata, ReadResourceRequest, ReadResourceResponse, ResourceList
+from toolmesh.contracts.resources import (
+    ForwardMetadata,
+    HeldTemplate,
+    ReadResourceRequest,
+    ReadResourceResponse,
+    ResourceList,
+)
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
+from toolmesh.poisoning.holds import flagged_templates
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.catalog import Catalog
@@ -33,10 +40,12 @@ async def list_server_resources(
     """The resources and resource templates discovered on one server, as the upstream listed them."""
     await commands.server(server_id, caller_of(request, principal))
     resources, templates = await queries.list_resources(b.db, server_id)
+    flagged = flagged_templates({str(t["item"].get("uriTemplate")): t["item"] for t in templates})
     return ResourceList(
         resources=[r["item"] for r in resources],
         resource_templates=[t["item"] for t in templates],
         total=len(resources),
+        held_templates=[HeldTemplate(uri_template=k, findings=v) for k, v in flagged.items()],
     )
 
 

@@ -17,7 +17,7 @@ router = APIRouter(prefix="/api/v1/tools", tags=["tools"])
 Auth = Annotated[Principal, Depends(require_principal)]
 CLIENT_CLOSED = 499
 """Status logged for a call whose client disconnected (nobody reads it)."""
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 404, 409, 502, 503, 504)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 404, 409, 429, 502, 503, 504)}
 
 
 async def tool_calls(request: Request) -> ToolCalls:
@@ -37,9 +37,16 @@ async def _disconnected(request: Request) -> None:
 
 @router.post("/call", response_model=ToolCallResponse, responses=ERRORS)
 async def call_tool(body: ToolCallRequest, request: Request, principal: Auth, calls: Calls) -> Response:
-    """Execute a tool on the caller's server that has it (BR-005); cancelled upstream if the client leaves."""
+    """Execute a tool on the caller's server that has it (BR-005); cancelled upstream if the client leaves.
+    Under a durable quota, ``X-RateLimit-Limit``/``-Remaining``/``-Reset`` tell the tightest one's state."""
+    headers: dict[str, str] = {}
     try:
-        result = await calls.call(body, caller_of(request, principal), abandoned=lambda: _disconnected(request))
+        result = await calls.call(
+            body,
+            caller_of(request, principal),
+            abandoned=lambda: _disconnected(request),
+            standing=lambda left: headers.update(left.headers()),
+        )
     except CallAbandoned:
         return Response(status_code=CLIENT_CLOSED)
-    return Response(json.dumps(result, separators=(",", ":")).encode(), media_type="application/json")
+    return Response(json.dumps(result, separators=(",", ":")).encode(), media_type="application/json", headers=headers)

@@ -36,22 +36,16 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
-from toolmesh.egress.http import egress_refused
-from toolmesh.egress.policy import EgressPolicy, EgressRefused, rest_endpoint
+from toolmesh.egress.policy import EgressPolicy
 from toolmesh.platform.supervision import TaskSet
-from toolmesh.secret_text import mask_url
-from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge
 from toolmesh_session_worker.upstream.errors import (
-    REFUSED,
     UpstreamError,
     UpstreamMisconfigured,
     UpstreamRefused,
-    UpstreamScopeRequired,
     UpstreamTimeout,
-    describe,
-    summarize,
 )
-from toolmesh_session_worker.upstream.rest_answers import answer_json, execution_result
+from toolmesh_session_worker.upstream.rest_answers import execution_result
+from toolmesh_session_worker.upstream.rest_exchange import RestExchange
 from toolmesh_session_worker.upstream.translation import (
     MCPConnectionError,
     MCPProtocolError,
@@ -111,7 +105,7 @@ class RestSession:
         self._on_lost = on_lost
         self._on_tools_changed = on_tools_changed
         timeout = httpx2.Timeout(policy.timeout_seconds)
-        self._client = session_http_client(
+        client = session_http_client(
             {"Accept": "application/json", **headers},
             http_client,
             timeout,
@@ -119,6 +113,7 @@ class RestSession:
             egress=egress or EgressPolicy(),
             auth=auth,
         )
+        self._exchange = RestExchange(server_name, self._base, client, self._unreachable)
         self._tools: list[str] = []  # names of the last tool list, for a 404's answer
         self._alive = False
         self._pending = 0
@@ -184,7 +179,7 @@ class RestSession:
 
     async def list_tools(self, *, timeout: float = 60.0) -> list[mcp_types.Tool]:
         """``GET /tools``, translated whole; ``UpstreamError`` naming what is wrong with a malformed list."""
-        answer = await self._answer("GET", "/tools", timeout=timeout, what="listing tools")
+        answer = await self._exchange.answer("GET", "/tools", timeout=timeout, what="listing tools")
         try:
             tools = mcp_tools_response_to_domain(answer)
             listed = [mcp_types.Tool.model_validate(domain_tool_to_mcp(t)) for t in tools]
@@ -271,7 +266,7 @@ class RestSession:
         """Stop using the server and close the connection pool. Idempotent."""
         self._alive = False
         await self._probes.cancel_all()
-        await self._client.aclose()
+        await self._exchange.aclose()
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -279,10 +274,10 @@ class RestSession:
         body = domain_tool_execution_to_mcp(name, arguments)
         self._pending += 1
         try:
-            response = await self._send("POST", "/tools/execute", timeout, f"calling {name}", body=body)
+            response = await self._exchange.send("POST", "/tools/execute", timeout, f"calling {name}", body=body)
         finally:
             self._pending -= 1
-        self._refuse_credentials(response, f"POST /tools/execute ({name})", statuses=(401,))
+        self._exchange.refuse_credentials(response, f"POST /tools/execute ({name})", statuses=(401,))
         if response.status_code == 404:
             stale = name in self._tools
             with contextlib.suppress(UpstreamError):  # what it has now; else what it listed last
@@ -294,7 +289,7 @@ class RestSession:
 
     async def _health(self, timeout: float) -> None:
         try:
-            response = await self._send("GET", "/health", timeout, "checking health", probe=False)
+            response = await self._exchange.send("GET", "/health", timeout, "checking health", probe=False)
         except UpstreamTimeout as exc:
             raise MCPConnectionError(f"GET /health: no answer within {timeout:g}s") from exc
         except (UpstreamMisconfigured, UpstreamRefused):
@@ -302,76 +297,14 @@ class RestSession:
         except UpstreamError as exc:
             log.info("GET /health failed: %s", exc.reason, extra={"server": self.server_name})
             raise MCPConnectionError(f"GET /health failed: {exc.summary}") from exc
-        self._refuse_credentials(response, "GET /health")
+        self._exchange.refuse_credentials(response, "GET /health")
         if response.status_code != 200:
             raise MCPConnectionError(f"GET /health answered HTTP {response.status_code}")
 
-    def _refuse_credentials(self, response: httpx2.Response, what: str, statuses: tuple[int, ...] = REFUSED) -> None:
-        """``UpstreamRefused`` when the server refused our credentials (``statuses``, after the bearer
-        auth's one retry with a renewed token): trying again cannot help. A call answered a plain 403
-        is the application forbidding it, not our credentials (callers pass 401 alone)."""
-        if response.status_code in statuses:
-            words = f"{self.server_name}: {what} refused our credentials (HTTP {response.status_code})"
-            raise UpstreamRefused(words, summary=words)
-
-    async def _answer(self, method: str, path: str, *, timeout: float, what: str) -> Any:
-        """The JSON of a 200 answer; ``UpstreamError`` (a protocol error) for anything else."""
-        response = await self._send(method, path, timeout, what)
-        self._refuse_credentials(response, f"{method} {path}")
-        if response.status_code != 200:
-            words = f"{self.server_name}: protocol error: {method} {path} answered HTTP {response.status_code}"
-            raise UpstreamError(words, summary=words)
-        try:
-            return answer_json(response)
-        except MCPProtocolError as exc:
-            raise UpstreamError(
-                f"{self.server_name}: protocol error: {method} {path}: {exc}",
-                summary=f"{self.server_name}: protocol error: {method} {path}: the answer is not JSON",
-            ) from exc
-
-    async def _send(
-        self, method: str, path: str, timeout: float, what: str, *, probe: bool = True, body: Any = None
-    ) -> httpx2.Response:
-        """One request within ``timeout`` in all; an unreachable server is ``UpstreamError`` (and a probe),
-        one the egress policy refuses (another path, a refused address or redirect) ``UpstreamMisconfigured``,
-        one whose grant was refused with no renewed token ``UpstreamRefused``, and a scope challenge the grant
-        cannot meet ``UpstreamScopeRequired`` (``BearerAuth`` notes both, as for MCP sessions)."""
-        met: list[ScopeChallenge | GrantRefused] = []  # what this request's grant met (see ``challenges``)
-        listening = MET.set(met)
-        try:
-            url = rest_endpoint(self._base, path)
-            async with asyncio.timeout(timeout):
-                response = await self._client.request(method, url, json=body, timeout=timeout)
-        except EgressRefused as exc:
-            words = f"{self.server_name}: refused by the egress policy while {what}"
-            raise UpstreamMisconfigured(f"{words}: {exc}", summary=words) from exc
-        except (TimeoutError, httpx2.TimeoutException) as exc:
-            words = f"{self.server_name}: timed out after {timeout:g}s while {what}"
-            raise UpstreamTimeout(words, summary=words) from exc
-        except httpx2.HTTPError as exc:
-            if (refused := egress_refused(exc)) is not None:  # the details may quote a redirect: log only
-                words = f"{self.server_name}: refused by the egress policy while {what}"
-                raise UpstreamMisconfigured(f"{words}: {refused}", summary=words) from exc
-            reason = describe(exc)
-            if probe and self._alive:
-                self._probes.spawn(self._probe())
-            raise UpstreamError(
-                f"{self.server_name}: cannot reach {mask_url(self._base)} while {what}: {reason}",
-                reason=reason,
-                summary=f"{self.server_name}: cannot reach the server while {what}: {summarize(exc)}",
-            ) from exc
-        finally:
-            MET.reset(listening)
-        challenge = met[-1] if met else None
-        if isinstance(challenge, GrantRefused):  # the summary without the name, as an MCP session's
-            words = f"the upstream refused the grant while {what}"
-            raise UpstreamRefused(f"{self.server_name}: {words}", summary=words)
-        if challenge is not None:
-            words = f"the upstream requires a scope the grant lacks while {what}"
-            raise UpstreamScopeRequired(
-                f"{self.server_name}: {words}", required=challenge.required, wanted=challenge.wanted
-            )
-        return response
+    def _unreachable(self) -> None:
+        """A request could not reach the server: check ``/health`` in the background while in use."""
+        if self._alive:
+            self._probes.spawn(self._probe())
 
     async def _probe(self) -> None:
         """A request could not reach the server: give it up (``on_lost``) unless ``/health`` still answers."""

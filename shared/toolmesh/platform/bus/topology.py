@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
+from functools import partial
 
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -18,6 +19,7 @@ from nats.js.kv import KeyValue
 
 from toolmesh.contracts.commands import COMMANDS_STREAM, COMMANDS_SUBJECTS
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS
+from toolmesh.contracts.quotas import QUOTA_STREAMS, QuotaWindow
 from toolmesh.errors import StreamMisconfigured
 from toolmesh.platform.bus.replicas import creation_refused, lost_race, report_replicas
 
@@ -28,6 +30,7 @@ MCP_SESSIONS_BUCKET = "toolmesh_mcp_sessions"
 OAUTH_FLOWS_BUCKET = "toolmesh_oauth_flows"
 SPENT_STATES_BUCKET = "toolmesh_spent_request_states"
 TASKS_BUCKET = "toolmesh_tasks"
+APPROVALS_BUCKET = "toolmesh_approvals"
 DUPLICATE_WINDOW_SECONDS = 120.0
 
 
@@ -56,6 +59,24 @@ def commands_stream_config(replicas: int = 1) -> StreamConfig:
     )
 
 
+def quota_stream_config(window: QuotaWindow, replicas: int = 1) -> StreamConfig:
+    """Durable quota counts of one window (NATS 2.12+ distributed counters: ``Nats-Incr``), the last
+    value of each counter only, read by direct get."""
+    name, kept = QUOTA_STREAMS[window]
+    return StreamConfig(
+        name=name,
+        num_replicas=replicas,
+        subjects=[f"toolmesh.quota.{window}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_age=kept,
+        max_msgs_per_subject=1,
+        allow_msg_counter=True,
+        allow_direct=True,
+    )
+
+
 GUARDED_FIELDS: dict[str, object] = {
     "subjects": None,
     "retention": RetentionPolicy.LIMITS,
@@ -68,6 +89,7 @@ GUARDED_FIELDS: dict[str, object] = {
     "sealed": False,
     "allow_rollup_hdrs": False,
     "allow_msg_ttl": False,
+    "allow_msg_counter": False,
     "republish": None,
     "mirror": None,
     "sources": None,
@@ -123,7 +145,11 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     report_replicas(config.name, info.config.num_replicas, replicas)
 
 
-STREAMS = {EVENTS_STREAM: events_stream_config, COMMANDS_STREAM: commands_stream_config}
+STREAMS: dict[str, Callable[[int], StreamConfig]] = {
+    EVENTS_STREAM: events_stream_config,
+    COMMANDS_STREAM: commands_stream_config,
+    **{name: partial(quota_stream_config, window) for window, (name, _) in QUOTA_STREAMS.items()},
+}
 """Every stream of the topology, by name, with its configuration."""
 
 
@@ -232,6 +258,17 @@ async def tasks_bucket(js: JetStreamContext, ttl_seconds: float, *, replicas: in
     expires ``ttl_seconds`` after its last change (bucket TTL, set when the bucket is made)."""
     return await _bucket(
         js, KeyValueConfig(bucket=TASKS_BUCKET, ttl=ttl_seconds, history=1, storage=StorageType.FILE, replicas=replicas)
+    )
+
+
+async def approvals_bucket(js: JetStreamContext, kept_seconds: float, *, replicas: int = 1) -> KeyValue:
+    """Approvals of tool calls (id -> record), for every gateway replica; each expires ``kept_seconds``
+    after its last change (bucket TTL, set when the bucket is made)."""
+    return await _bucket(
+        js,
+        KeyValueConfig(
+            bucket=APPROVALS_BUCKET, ttl=kept_seconds, history=1, storage=StorageType.FILE, replicas=replicas
+        ),
     )
 
 

@@ -1,10 +1,17 @@
-// Pending tool-definition changes: tools held back (changed after approval, or new under
-// "review") until an admin approves their current definition.
+// Pending tool-definition changes: tools held back (changed after approval, new under
+// "review", or flagged by the poisoning scan) until an admin approves their current definition.
 
 import { ApiError } from "../api.js";
 import { announce, fill, h, notice, pageTitle } from "../dom.js";
 
 const SERVERS = "/api/v1/aggregator/servers";
+
+/** Why a tool is held, for the table: a new tool, the changed parts, or the poisoning scan's findings. */
+function whyHeld(held) {
+  if (held.reason === "new") return "new tool";
+  if (held.reason === "flagged") return h("ul", {}, held.fields.map((line) => h("li", {}, `flagged: ${line}`)));
+  return `${held.fields.join(" and ")} changed`;
+}
 
 /** Approve held tools of one server (all of them when ``names`` is null). */
 export async function approve(ctx, server, names) {
@@ -58,7 +65,7 @@ export default {
             h("thead", {}, h("tr", {}, ["Tool", "Why held", "Current description", ""].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", {}, tools.map((tool) => h("tr", { dataset: { tool: tool.original_name } },
               h("th", { scope: "row" }, h("code", {}, tool.name)),
-              h("td", {}, tool.held.reason === "new" ? "new tool" : `${tool.held.fields.join(" and ")} changed`),
+              h("td", {}, whyHeld(tool.held)),
               h("td", {}, tool.description || "–"),
               h("td", {}, h("button", { type: "button", "aria-label": `Approve ${tool.name}`,
                 onclick: () => decide(server, [tool.original_name]) }, "Approve")))))));

@@ -8,13 +8,15 @@
 import approvals from "./approvals.js";
 import apps from "./apps.js";
 import audit from "./audit.js";
+import calls from "./calls.js";
 import consent from "./consent.js";
 import endpoints from "./endpoints.js";
 import keys from "./keys.js";
 import playground, { chooser } from "./playground.js";
 import policies from "./policies.js";
+import quotas from "./quotas.js";
 import server from "./server.js";
 import servers from "./servers.js";
 import tools from "./tools.js";
 
-export const PAGES = [servers, server, tools, chooser, playground, endpoints, policies, approvals, keys, apps, audit, consent];
+export const PAGES = [servers, server, tools, chooser, playground, endpoints, policies, quotas, approvals, calls, keys, apps, audit, consent];

@@ -1,4 +1,4 @@
-"""The progress of a running tool call, relayed from the bus to the caller that asked for it."""
+"""Progress of a tool call, relayed from its owner to the caller while the call runs."""
 
 from __future__ import annotations
 
