@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
+import mcp_types
 import nats
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.approval_calls import waiting
 from tests.harness import ADMIN_TOKEN, System, eventually, running_system, second_gateway
@@ -272,3 +276,38 @@ async def test_a_policy_written_on_one_gateway_applies_on_another_at_once(host: 
 
             await eventually(allowed_on_b, timeout=10, what="replica B to drop the policy")
     assert host.ran("delete_repo") == [{"name": "r"}, {"name": "r"}]
+
+
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False)])
+async def test_on_mcp_the_clients_user_approves_a_held_call_through_elicitation(
+    host: Host, action: str, runs: bool
+) -> None:
+    system = host.system
+    await add_policy(
+        system,
+        {
+            "name": "destructive-needs-approval",
+            "expression": "has(tool.annotations.destructiveHint) && tool.annotations.destructiveHint == true",
+            "effect": "require_approval",
+            "reason": "Destructive tools need a human's approval",
+        },
+    )
+    asked: list[str] = []
+
+    async def answer(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params.message)
+        return mcp_types.ElicitResult(action=action, content={} if action == "accept" else None)  # type: ignore[arg-type]
+
+    url = f"http://{system.settings.host}:{system.settings.port}/mcp"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=answer) as session,
+    ):
+        await session.initialize()
+        result = await session.call_tool("github__delete_repo", {"name": "e"})
+    assert len(asked) == 1 and "delete_repo" in asked[0], asked
+    assert result.is_error is not runs, text_of(result)
+    assert host.ran("delete_repo") == ([{"name": "e"}] if runs else [])
+    if not runs:
+        assert "APPROVAL_REJECTED" in text_of(result)
