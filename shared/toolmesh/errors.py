@@ -215,6 +215,23 @@ class Forbidden(ToolmeshError):
     status = 403
 
 
+class PolicyDenied(ToolmeshError):
+    """A policy refused this tool call (its reason is the detail); the upstream never saw it."""
+
+    error_code = "POLICY_DENIED"
+    status = 403
+
+
+class PolicyNotFound(ToolmeshError):
+    error_code = "POLICY_NOT_FOUND"
+    status = 404
+
+
+class PolicyAlreadyExists(ToolmeshError):
+    error_code = "POLICY_ALREADY_EXISTS"
+    status = 409
+
+
 class ToolChanged(ToolmeshError):
     """A tool's definition changed (or it is new under review) and waits for an admin's approval."""
 

@@ -269,6 +269,32 @@ def test_create_and_delete_an_endpoint(console: Console, toolmesh: Toolmesh) -> 
     expect(page.locator("tr[data-endpoint='browser-bundle']")).to_have_count(0)
 
 
+def test_add_and_delete_a_policy(console: Console, toolmesh: Toolmesh) -> None:
+    page = console.page
+    console.sign_in(toolmesh.token)
+    console.go("policies")
+    page.get_by_label("Name", exact=True).fill("browser-no-deletes")
+    page.get_by_label("Namespace").fill("default")
+    page.get_by_label("Expression (CEL)").fill("tool.name +")
+    page.get_by_role("button", name="Add policy").click()
+    expect(page.locator("#policy-expression-error")).to_contain_text("does not parse")
+    page.get_by_label("Expression (CEL)").fill('tool.name.startsWith("delete_")')
+    page.get_by_label("Reason").fill("No deletes from the browser")
+    page.get_by_label("Dry run (log and audit only)").check()
+    page.get_by_role("button", name="Add policy").click()
+    row = page.locator("tr[data-policy='browser-no-deletes']")
+    expect(row).to_contain_text('tool.name.startsWith("delete_")')
+    expect(row).to_contain_text("dry run")
+    assert console.unlabelled() == []
+    console.shot("policies")
+    with toolmesh.api() as api:
+        (created,) = [p for p in api.get("/api/v1/policies").json()["policies"] if p["name"] == "browser-no-deletes"]
+        assert (created["effect"], created["mode"], created["namespace"]) == ("deny", "dry_run", "default")
+    row.get_by_role("button", name="Delete browser-no-deletes").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(page.locator("tr[data-policy='browser-no-deletes']")).to_have_count(0)
+
+
 def test_set_a_quota_see_its_usage_and_remove_it(console: Console, toolmesh: Toolmesh) -> None:
     page = console.page
     console.sign_in(toolmesh.token)

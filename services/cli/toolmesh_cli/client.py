@@ -252,6 +252,13 @@ class ApiClient:
         """Revoke a connected app."""
         self._run(self._mesh.disconnect_app(_valid(AppRef, {"app_id": app_id}).app_id))
 
+    def operation(self, name: str, body: Mapping[str, Any]) -> Any:
+        """Any operation of the API by name (``toolmesh.contracts.api.OPERATIONS``): its JSON result."""
+        operation = OPERATIONS_BY_NAME[name]
+        return self._run(
+            self._mesh.transport.send(operation, _valid(operation.request, body), None, self._mesh.timeout)
+        )
+
     def quotas(self, action: str, body: Mapping[str, Any]) -> Any:
         """``quotas.<action>`` (create, list, get, replace, delete) of the API with ``body``; its result."""
         operation = OPERATIONS_BY_NAME[f"quotas.{action}"]

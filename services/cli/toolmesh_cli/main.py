@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("toolmesh_cli.commands:add_parsers", "discovered tools"),
     "import": ("toolmesh_cli.import_command:add_parser", 'register the "mcpServers" of a desktop MCP client config'),
     "keys": ("toolmesh_cli.key_commands:add_parser", "API keys, connected apps and the credential key"),
+    "policies": ("toolmesh_cli.policy_commands:add_parser", "policies on tool calls (CEL): deny, approve, redact"),
     "quotas": ("toolmesh_cli.quota_commands:add_parser", "durable quotas of tool calls per key, namespace, server"),
     "search": ("toolmesh_cli.search_command:add_parser", "search tools of connected servers (BM25 + embeddings)"),
     "mcp": ("toolmesh_cli.mcp_bridge:add_parser", "serve the gateway's MCP tools over stdio (for desktop MCP clients)"),

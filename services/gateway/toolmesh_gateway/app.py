@@ -38,6 +38,7 @@ from toolmesh_gateway.front_door.mount import mount_front_door
 from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.policies import PolicyService
 from toolmesh_gateway.quota_counters import QuotaCounters
 from toolmesh_gateway.quota_meter import QuotaMeter
 from toolmesh_gateway.quotas import QuotaService
@@ -51,6 +52,7 @@ from toolmesh_gateway.routers import (
     events,
     identity,
     keys,
+    policies,
     prompts,
     quotas,
     resources,
@@ -96,6 +98,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     meter = QuotaMeter(backends.db, QuotaCounters(backends.js), settings.quota_refresh_seconds)
     await meter.start()
     app.state.quotas = QuotaService(backends.db, meter)
+    pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
+    records = ApprovalRecords(pending, box)
+    app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
     app.state.tool_calls = ToolCalls(
         backends.bus,
         backends.js,
@@ -105,7 +110,9 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         app.state.upstream_authorizations,
         backends.context.loop_lag,
         meter,
+        app.state.approvals,
     )
+    app.state.policies = PolicyService(backends)
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
     clients = ClientDirectory(backends.db, box, settings, OAUTH_CLIENT_LIMITS)
@@ -118,9 +125,6 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     await app.state.event_hub.start()
     kept = await idempotency_bucket(backends.js, settings.idempotency_window_seconds, replicas=settings.nats_replicas)
     app.state.idempotency = IdempotencyStore(kept, settings.idempotency_claim_seconds)
-    pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
-    records = ApprovalRecords(pending, box)
-    app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
     install_error_handlers(app)
     app.add_middleware(IdempotencyMiddleware)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_body_bytes, max_depth=settings.max_request_json_depth)
@@ -135,6 +139,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(approvals.router)
     app.include_router(endpoints.router)
+    app.include_router(policies.router)
     app.include_router(resources.router)
     app.include_router(prompts.router)
     app.include_router(identity.router)

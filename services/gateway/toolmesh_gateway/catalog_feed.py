@@ -33,6 +33,7 @@ from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.catalog_snapshot import CatalogSnapshot, catalog_snapshot
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
+from toolmesh_gateway.policy_book import PolicyBook
 
 log = logging.getLogger("toolmesh.gateway.catalog")
 CATCH_UP_SECONDS = 1.0
@@ -46,6 +47,8 @@ class CatalogFeed:
         self._js = js
         self._db = db
         self.catalog = catalog or Catalog()
+        self.policies = PolicyBook()
+        """The policies on tool calls, loaded and followed with the catalog."""
         self._sub: JetStreamContext.PushSubscription | None = None
         self._changed = asyncio.Condition()
         self.listeners: list[Callable[[Event], None]] = []
@@ -96,6 +99,7 @@ class CatalogFeed:
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])
             for r in snapshot.endpoints
         ]
+        self.policies.load(snapshot.policies)
         self.catalog.load(
             servers,
             tools,
@@ -161,6 +165,7 @@ class CatalogFeed:
             return
         before = self.versions()
         self.catalog.apply(event, seq)
+        self.policies.apply(event)
         if self.versions() != before:
             async with self._changed:
                 self._changed.notify_all()

@@ -18,8 +18,8 @@ class CatalogSnapshot:
     registered_seq`` and the upstream's own description with its approved instructions), tool rows
     (``server_id, original_name, description, input_schema``, pinning columns and ``category``), the
     ``server_id, item`` rows of resources and resource templates, prompt rows (with ``original_name``
-    and pinning columns), and what removed servers left to their (namespace, name), exactly as of
-    stream sequence ``seq``."""
+    and pinning columns), the policies on tool calls, and what removed servers left to their
+    (namespace, name), exactly as of stream sequence ``seq``."""
 
     servers: list[asyncpg.Record]
     tools: list[asyncpg.Record]
@@ -28,6 +28,7 @@ class CatalogSnapshot:
     templates: list[asyncpg.Record] = field(default_factory=list)
     prompts: list[asyncpg.Record] = field(default_factory=list)
     endpoints: list[asyncpg.Record] = field(default_factory=list)
+    policies: list[asyncpg.Record] = field(default_factory=list)
     left: EveryLeft = field(default_factory=lambda: EveryLeft({}, {}, {}))
 
 
@@ -56,6 +57,9 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         )
         endpoints = await list_endpoints(conn, None)
         left = await every_left(conn)
+        policies = await conn.fetch(
+            "SELECT id::text AS id, namespace, name, expression, effect, reason, redact, mode FROM mcp.policies"
+        )
     return CatalogSnapshot(
         list(servers),
         list(tools),
@@ -64,5 +68,6 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         list(templates),
         list(prompts),
         endpoints,
+        list(policies),
         left,
     )

@@ -21,6 +21,7 @@ from toolmesh.contracts.approvals import ApprovalDecided, ApprovalRequested
 from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, ServerRegistered, ToolsDiscovered
 from toolmesh.contracts.namespace_events import AppConnected, AppDisconnected, CallsRecorded, KeyCreated, KeyRevoked
+from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
 from toolmesh.contracts.stream import EVENT_PREFIX, StreamedEvent
 from toolmesh.secret_text import mask_url
 from toolmesh_gateway.auth import Principal
@@ -38,8 +39,10 @@ FOR_MANAGERS = (
     CallsRecorded,
     ApprovalRequested,
     ApprovalDecided,
+    PolicySaved,
+    PolicyDeleted,
 )
-"""Events only admins and the owner receive (users may not read keys, approvals or the audit log)."""
+"""Events only admins and the owner receive (users may not read keys, approvals, policies or the audit log)."""
 
 
 def visible(event: Event, scope: str | None, manages: bool) -> bool:

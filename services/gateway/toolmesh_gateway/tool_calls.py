@@ -15,7 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -48,9 +48,12 @@ from toolmesh.platform.config import Settings
 from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_execution, record_routing
 from toolmesh.platform.polling import poll_until
+from toolmesh.policies.result_fields import redact_result
 from toolmesh_gateway.admission import Admission
+from toolmesh_gateway.approval_requests import ApprovalGate
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
+from toolmesh_gateway.call_policies import PASSED, CallPolicies, CallSubject, Verdict, refusal
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
@@ -114,6 +117,7 @@ class ToolCalls:
         links: AuthorizationLinks,
         lag: LoopLag,
         quotas: QuotaMeter,
+        gate: ApprovalGate,
     ) -> None:
         self._bus = bus
         self.quotas = quotas
@@ -130,6 +134,8 @@ class ToolCalls:
         self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
         self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
+        self.policies = CallPolicies(feed.policies, feed.catalog, gate)
+        """The policy check of every call, on every surface, before ``admit`` (``call_policies``)."""
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog
@@ -156,6 +162,7 @@ class ToolCalls:
         client: ClientRef | None = None,
         call_id: str | None = None,
         view: CatalogView | None = None,
+        surface: str = "rest",
         standing: StandingSink | None = None,
     ) -> dict[str, Any]:
         """The response body of a call: the upstream result (``isError`` forwarded) plus ``metadata``.
@@ -163,10 +170,14 @@ class ToolCalls:
         The caller sees only its namespace's servers. With ``progress``, every progress notification
         of the upstream is passed to it during the call; ``client`` is the MCP client session making it
         (server → client requests reach it); ``view`` narrows what it may call (an endpoint's bundle);
-        ``standing`` hears where it left its tightest quota (``X-RateLimit-*``)."""
+        ``surface`` (rest, mcp, nats, code) is where the call came from, as policies see it; ``standing``
+        hears where it left its tightest quota (``X-RateLimit-*``)."""
         started = time.perf_counter()
         route, warning = await self.route(request, view or self._feed.catalog.view(caller.scope))
+        verdict = PASSED
         try:
+            subject = CallSubject.seen_in(view, caller, route.server, route.tool, request.arguments, surface)
+            verdict = await self.policies.check(replace(subject, client=client))
             if (left := await self.admit(caller, route.server)) is not None and standing is not None:
                 standing(left)
             hooks = _Hooks(abandoned, progress, client, call_id)
@@ -175,13 +186,14 @@ class ToolCalls:
                     caller, lambda: self._call_routed(request, route, warning, started, hooks, caller)
                 )
         except ToolmeshError as exc:
-            self.record(caller, route.server, route.tool, started, "failed", exc.error_code)
+            self.record(caller, route.server, route.tool, started, "failed", exc.error_code, refusal(exc, verdict))
             raise
         except (CallAbandoned, asyncio.CancelledError):
-            self.record(caller, route.server, route.tool, started, "failed", "CANCELLED")
+            self.record(caller, route.server, route.tool, started, "failed", "CANCELLED", verdict)
             raise
-        self.record(caller, route.server, route.tool, started, "tool_error" if response["isError"] else "ok", None)
-        return response
+        outcome = "tool_error" if response["isError"] else "ok"
+        self.record(caller, route.server, route.tool, started, outcome, None, verdict)
+        return redact_result(response, verdict.redact)
 
     async def authorized(self, caller: Caller, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()``; when its server needs the caller's own upstream authorization, once more after
@@ -210,9 +222,17 @@ class ToolCalls:
         return self.admission.slot(caller.principal.key_id, timeout or self._default_timeout)
 
     def record(
-        self, caller: Caller, server: ServerRoute, tool: str, started: float, outcome: str, error: str | None
+        self,
+        caller: Caller,
+        server: ServerRoute,
+        tool: str,
+        started: float,
+        outcome: str,
+        error: str | None,
+        verdict: Verdict = PASSED,
     ) -> None:
-        """Put one call (started at ``perf_counter()`` ``started``) in the audit trail."""
+        """Put one call (started at ``perf_counter()`` ``started``) in the audit trail, with the policy
+        that acted on it (or would have, in a dry run)."""
         self._audit.record(
             server.namespace,
             CallRecord(
@@ -225,6 +245,8 @@ class ToolCalls:
                 error_code=error,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
                 at=datetime.now(UTC),
+                policy=verdict.policy,
+                policy_effect=verdict.effect,
             ),
         )
 

@@ -39,12 +39,14 @@ from toolmesh.contracts.namespace_events import (
     KeyCreated,
     KeyRevoked,
 )
+from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
 from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
 from toolmesh.platform.store.queries import PROJECTOR
 from toolmesh.platform.store.retired_pins import retire_pins
 from toolmesh.platform.store.upstream_tokens import drop_grants
 from toolmesh_projector.offerings_projection import instructions_approved, resources_discovered, server_described
+from toolmesh_projector.policies_projection import policy_deleted, policy_saved
 from toolmesh_projector.projection_trail import audit, history
 from toolmesh_projector.prompts_projection import prompts_approved, prompts_discovered
 from toolmesh_projector.tools_projection import (
@@ -63,6 +65,8 @@ READ_MODEL_TABLES = (
     "mcp.resource_templates",
     "mcp.prompts",
     "mcp.endpoints",
+    "mcp.policies",
+    "mcp.policy_versions",
     "mcp.retired_pins",
     "mcp.server_connection_history",
     "mcp.audit_log",
@@ -253,6 +257,7 @@ async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
                     "outcome": call.outcome,
                     "error_code": call.error_code,
                     "duration_ms": call.duration_ms,
+                    **({"policy": call.policy, "policy_effect": call.policy_effect} if call.policy else {}),
                 },
                 call.at,
                 event.namespace,
@@ -325,6 +330,8 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     InstructionsApproved: instructions_approved,
     EndpointSaved: _endpoint_saved,
     EndpointDeleted: _endpoint_deleted,
+    PolicySaved: policy_saved,
+    PolicyDeleted: policy_deleted,
     ApprovalRequested: _approval,
     ApprovalDecided: _approval,
 }

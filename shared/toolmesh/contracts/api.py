@@ -23,6 +23,7 @@ from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
+from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
@@ -119,6 +120,18 @@ class ReplaceEndpointRequest(EndpointRequest):
     """``endpoints.replace``: the endpoint's id and its whole new definition."""
 
     endpoint_id: str = Field(min_length=1, max_length=64)
+
+
+class PolicyRef(_Strict):
+    """One policy the caller manages, by id."""
+
+    policy_id: str = Field(min_length=1, max_length=64)
+
+
+class ReplacePolicyRequest(PolicyRequest):
+    """``policies.replace``: the policy's id and its whole new definition."""
+
+    policy_id: str = Field(min_length=1, max_length=64)
 
 
 class QuotaRef(_Strict):
@@ -221,6 +234,8 @@ SERVER = SERVERS + "/{server_id}"
 ENDPOINTS = "/api/v1/endpoints"
 ENDPOINT = ENDPOINTS + "/{endpoint_id}"
 APPS = "/api/v1/auth/apps"
+POLICIES = "/api/v1/policies"
+POLICY = POLICIES + "/{policy_id}"
 QUOTAS = "/api/v1/quotas"
 QUOTA = QUOTAS + "/{quota_id}"
 
@@ -335,6 +350,32 @@ OPERATIONS: tuple[Operation, ...] = (
         ENDPOINT,
     ),
     Operation("endpoints.delete", EndpointRef, None, "Delete an endpoint", True, "DELETE", ENDPOINT),
+    Operation(
+        "policies.create", PolicyRequest, PolicyInfo, "Create a policy on tool calls (CEL)", True, "POST", POLICIES
+    ),
+    Operation(
+        "policies.list",
+        NoArguments,
+        PolicyList,
+        "The policies of the caller's namespace and the global ones",
+        False,
+        "GET",
+        POLICIES,
+    ),
+    Operation("policies.get", PolicyRef, PolicyInfo, "One policy", False, "GET", POLICY),
+    Operation(
+        "policies.versions",
+        PolicyRef,
+        PolicyVersionList,
+        "Every version of a policy",
+        False,
+        "GET",
+        POLICY + "/versions",
+    ),
+    Operation(
+        "policies.replace", ReplacePolicyRequest, PolicyInfo, "Replace a policy's definition", True, "PUT", POLICY
+    ),
+    Operation("policies.delete", PolicyRef, None, "Delete a policy", True, "DELETE", POLICY),
     Operation(
         "quotas.create",
         QuotaRequest,

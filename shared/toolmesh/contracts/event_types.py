@@ -34,6 +34,7 @@ from toolmesh.contracts.namespace_events import (
     KeyCreated,
     KeyRevoked,
 )
+from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.subject: cls
@@ -64,6 +65,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ServerConnected,
         ServerDisconnected,
         ToolDiscovered,
+        PolicySaved,
+        PolicyDeleted,
         ApprovalRequested,
         ApprovalDecided,
     )

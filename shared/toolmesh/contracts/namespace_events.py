@@ -66,6 +66,10 @@ class CallRecord(BaseModel):
     error_code: str | None = None
     duration_ms: float
     at: datetime
+    policy: str | None = None
+    """The policy that denied, held or redacted the call, or would have (a dry run)."""
+    policy_effect: str | None = None
+    """``deny``, ``require_approval``, ``redact``, or ``dry_run:`` and the effect it would have had."""
 
 
 class CallsRecorded(Event):

@@ -89,6 +89,8 @@ class _Instruments:
     deadline_drops: Counter
     lease_renewal: Histogram
     lease_step_downs: Counter
+    policy_actions: Counter
+    policy_errors: Counter
     inventory: _Inventory
 
 
@@ -198,6 +200,14 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_lease_step_downs_total",
             description="Servers a session-worker stopped serving because their lease went unrenewed too long",
         ),
+        policy_actions=meter.create_counter(
+            "mcp_aggregator_policy_actions_total",
+            description="Tool calls a policy acted on (mode enforce) or would have (dry_run), by effect and mode",
+        ),
+        policy_errors=meter.create_counter(
+            "mcp_aggregator_policy_evaluation_errors_total",
+            description="Policy evaluations that failed on a call (a missing field, a wrong type): no match",
+        ),
         inventory=inventory,
     )
 
@@ -223,6 +233,16 @@ def record_health_check(server: str, seconds: float, *, failed: bool) -> None:
 def record_limit_rejection(limit: str) -> None:
     """A resource limit (``servers``, ``tools``, ``sessions``) refused something."""
     _instruments().limit_rejections.add(1, {"limit": limit})
+
+
+def record_policy_action(effect: str, mode: str) -> None:
+    """A policy denied, held or redacted one call (``mode`` enforce), or would have (``dry_run``)."""
+    _instruments().policy_actions.add(1, {"effect": effect, "mode": mode})
+
+
+def record_policy_errors(count: int) -> None:
+    """``count`` policies failed to evaluate on one call (they did not match)."""
+    _instruments().policy_errors.add(count)
 
 
 def record_reconcile_round() -> None:

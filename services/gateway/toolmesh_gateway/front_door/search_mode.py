@@ -40,7 +40,7 @@ class SearchMode:
         timeout = arguments.get("timeout_seconds")
 
         async def call_tool(request: ToolCallRequest) -> dict[str, Any]:
-            return await self._calls.call(request, caller, view=view)
+            return await self._calls.call(request, caller, view=view, surface="code")
 
         async def search_tools(query: str, limit: int, servers: list[str] | None) -> list[dict[str, Any]]:
             return await self._search_for_code(view, query, limit, servers)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +24,6 @@ import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from nats.js.kv import KeyValue
 from starlette.responses import JSONResponse
@@ -39,6 +38,7 @@ from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.bundles import Bundle
+from toolmesh_gateway.call_policies import CallSubject
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -48,6 +48,7 @@ from toolmesh_gateway.front_door.announcements import ListAnnouncer
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
+from toolmesh_gateway.front_door.forwarded_calls import forward_screened
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, url_elicitation
 from toolmesh_gateway.front_door.search_cursor import SearchCursors
@@ -60,8 +61,9 @@ from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
+from toolmesh_gateway.progress_relay import ProgressSink
 from toolmesh_gateway.rate_limit import RateLimiter
-from toolmesh_gateway.tool_calls import ProgressSink, ToolCalls
+from toolmesh_gateway.tool_calls import ToolCalls
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 MODE_KEY, BUNDLE_KEY = "toolmesh.mode", "toolmesh.bundle"
@@ -309,19 +311,15 @@ class FrontDoor:
                 return await self.tasks.start(ctx, request.server_id, tool, request.arguments)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
             return relayed
+        call = functools.partial(
+            self._calls.call, request, caller, progress=_progress_sink(ctx), view=self._view(ctx), surface="mcp"
+        )
         if bridged(ctx):
-            outcome = await self.bridge.run(
-                ctx,
-                lambda link: self._calls.call(
-                    request, caller, progress=_progress_sink(ctx), client=link.ref, view=self._view(ctx)
-                ),
-            )
+            outcome = await self.bridge.run(ctx, lambda link: call(client=link.ref))
             return outcome if isinstance(outcome, mcp_types.InputRequiredResult) else listing.call_result(outcome)
         call_id = self._calls.new_call_id()
         with self.links.call(ctx, call_id) as client:
-            body = await self._calls.call(
-                request, caller, progress=_progress_sink(ctx), client=client, call_id=call_id, view=self._view(ctx)
-            )
+            body = await call(client=client, call_id=call_id)
         return listing.call_result(body)
 
     def _passed_through(self, ctx: Ctx, server_id: str) -> bool:
@@ -344,19 +342,13 @@ class FrontDoor:
         described = view.offer(server).description
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
-        started = time.perf_counter()
-        try:
-            await self._calls.admit(caller, server)
-            async with self._calls.slot(caller, request.timeout_seconds):
-                result = await self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool))
-        except ToolmeshError as exc:
-            self._calls.record(caller, server, route.tool, started, "failed", exc.error_code)
-            raise
-        except MCPError as exc:
-            self._calls.record(caller, server, route.tool, started, "failed", str(exc.error.code))
-            raise
-        self._calls.record(caller, server, route.tool, started, "tool_error" if result.get("isError") else "ok", None)
-        return result
+        call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
+        return await forward_screened(
+            self._calls,
+            call,
+            lambda: self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool)),
+            request.timeout_seconds,
+        )
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
         """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""
@@ -365,7 +357,7 @@ class FrontDoor:
         request = ToolCallRequest(name=tool, arguments=arguments, server_id=server_id, timeout_seconds=timeout)
 
         async def call(link: ClientLink) -> dict[str, Any]:
-            body = await self._calls.call(request, caller, client=link.ref, view=view)
+            body = await self._calls.call(request, caller, client=link.ref, view=view, surface="mcp")
             return listing.call_result(body).model_dump(by_alias=True, mode="json", exclude_none=True)
 
         return call

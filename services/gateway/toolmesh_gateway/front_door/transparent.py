@@ -37,17 +37,19 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.types import Receive, Scope, Send
 
 from toolmesh.contracts.rpc import RefreshRpc, SetLevelRpc, SubscribeRpc
-from toolmesh.errors import PromptNotFound, RateLimited, ServerNotFound, ToolmeshError, ToolNotFound
+from toolmesh.errors import PromptNotFound, ServerNotFound, ToolmeshError, ToolNotFound
 from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_hash
 from toolmesh_gateway import lookup
 from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.call_policies import CallSubject
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
+from toolmesh_gateway.front_door.forwarded_calls import forward_screened
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
@@ -323,6 +325,7 @@ class Transparent:
         caller = _caller(ctx)
         tool = str((ctx.params or {}).get("name", ""))
         started = time.perf_counter()
+        arguments = dict((ctx.params or {}).get("arguments") or {})  # an object: the SDK checked the params
         try:
             await self._require_pinned(server, tool)
         except ToolmeshError as refused:
@@ -331,24 +334,16 @@ class Transparent:
         found = self._feed.catalog.tool(server.id, tool)
         passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
-            return await self._tasks.start(ctx, server.id, found, dict((ctx.params or {}).get("arguments") or {}))
+            return await self._tasks.start(ctx, server.id, found, dict(arguments))
+        call = CallSubject(caller, server, tool, arguments, "mcp")
         try:
-            await self._calls.admit(caller, server)
-        except RateLimited as limited:
-            self._calls.record(caller, server, tool, started, "failed", limited.error_code)
-            return for_client(ctx, error_result(limited).model_dump(by_alias=True, mode="json", exclude_none=True))
-        try:
-            async with self._calls.slot(caller):
-                result = await self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
-        except SHED as refused:  # a refusal of the gateway, not the tool's: a JSON-RPC error
-            self._calls.record(caller, server, tool, started, "failed", refused.error_code)
+            return await forward_screened(
+                self._calls, call, lambda: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
+            )
+        except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
             raise mcp_error(refused) from refused
-        except MCPError as exc:
-            self._calls.record(caller, server, tool, started, "failed", str(exc.error.code))
-            raise
-        outcome = "tool_error" if result.get("isError") else "ok"
-        self._calls.record(caller, server, tool, started, outcome, None)
-        return result
+        except ToolmeshError as refused:  # a policy's or the namespace's rate: a tool error result
+            return for_client(ctx, error_result(refused).model_dump(by_alias=True, mode="json", exclude_none=True))
 
     async def _require_pinned(self, server: CatalogServer, tool: str) -> None:
         """``ToolNotFound`` or ``ToolChanged`` unless ``tool`` is pinned and approved (a miss is

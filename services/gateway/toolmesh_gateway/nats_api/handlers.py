@@ -13,6 +13,7 @@ from toolmesh.contracts import api
 from toolmesh.contracts.approvals import ApprovalList
 from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
+from toolmesh.contracts.policies import PolicyRequest
 from toolmesh.contracts.quotas import QuotaRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
@@ -26,6 +27,7 @@ from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
+from toolmesh_gateway.policies import PolicyService
 from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
@@ -48,6 +50,7 @@ class GatewayServices:
     started_at: float
     authorizations: UpstreamAuthorizations
     consents: Consents
+    policies: PolicyService
     approvals: Approvals
     quotas: QuotaService
 
@@ -66,6 +69,7 @@ class GatewayServices:
             state.started_at,
             state.upstream_authorizations,
             state.consents,
+            state.policies,
             state.approvals,
             state.quotas,
         )
@@ -140,6 +144,31 @@ async def _delete_endpoint(s: GatewayServices, caller: Caller, body: api.Endpoin
     await s.endpoints.delete(body.endpoint_id, caller)
 
 
+async def _create_policy(s: GatewayServices, caller: Caller, body: PolicyRequest) -> BaseModel:
+    return await s.policies.create(body, caller)
+
+
+async def _list_policies(s: GatewayServices, caller: Caller, body: api.NoArguments) -> BaseModel:
+    return await s.policies.list(caller)
+
+
+async def _get_policy(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> BaseModel:
+    return await s.policies.get(body.policy_id, caller)
+
+
+async def _policy_versions(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> BaseModel:
+    return await s.policies.versions(body.policy_id, caller)
+
+
+async def _replace_policy(s: GatewayServices, caller: Caller, body: api.ReplacePolicyRequest) -> BaseModel:
+    definition = PolicyRequest.model_validate(body.model_dump(exclude={"policy_id"}))
+    return await s.policies.replace(body.policy_id, definition, caller)
+
+
+async def _delete_policy(s: GatewayServices, caller: Caller, body: api.PolicyRef) -> None:
+    await s.policies.delete(body.policy_id, caller)
+
+
 async def _create_quota(s: GatewayServices, caller: Caller, body: QuotaRequest) -> BaseModel:
     return await s.quotas.create(body, caller)
 
@@ -163,7 +192,7 @@ async def _delete_quota(s: GatewayServices, caller: Caller, body: api.QuotaRef) 
 
 
 async def _call(s: GatewayServices, caller: Caller, body: ToolCallRequest) -> dict[str, Any]:
-    return await s.calls.call(body, caller)
+    return await s.calls.call(body, caller, surface="nats")
 
 
 async def _search(s: GatewayServices, caller: Caller, body: SearchRequest) -> BaseModel:
@@ -248,6 +277,12 @@ HANDLERS: dict[str, Handler] = {
     "endpoints.get": _get_endpoint,
     "endpoints.replace": _replace_endpoint,
     "endpoints.delete": _delete_endpoint,
+    "policies.create": _create_policy,
+    "policies.list": _list_policies,
+    "policies.get": _get_policy,
+    "policies.versions": _policy_versions,
+    "policies.replace": _replace_policy,
+    "policies.delete": _delete_policy,
     "quotas.create": _create_quota,
     "quotas.list": _list_quotas,
     "quotas.get": _get_quota,

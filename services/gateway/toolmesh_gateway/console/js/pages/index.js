@@ -13,9 +13,10 @@ import consent from "./consent.js";
 import endpoints from "./endpoints.js";
 import keys from "./keys.js";
 import playground, { chooser } from "./playground.js";
+import policies from "./policies.js";
 import quotas from "./quotas.js";
 import server from "./server.js";
 import servers from "./servers.js";
 import tools from "./tools.js";
 
-export const PAGES = [servers, server, tools, chooser, playground, endpoints, quotas, approvals, calls, keys, apps, audit, consent];
+export const PAGES = [servers, server, tools, chooser, playground, endpoints, policies, quotas, approvals, calls, keys, apps, audit, consent];

@@ -1,0 +1,54 @@
+"""``toolmesh policies`` against a real ``toolmesh up``: add a preset and a written policy, list them,
+refuse a bad expression, show a policy's versions, remove it."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli import START_SECONDS, Up, _start, _wait_for
+from toolmesh.platform import processes
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    config = tmp_path / "toolmesh.yaml"
+    config.write_text(json.dumps({"servers": []}))
+    running = _start(tmp_path / "data", config, tmp_path / "up.log")
+    try:
+        _wait_for(
+            "toolmesh up to answer",
+            lambda: running.cli("servers", "list", expect=None).returncode == 0,
+            running,
+            START_SECONDS,
+        )
+        yield running
+    finally:
+        processes.stop_sync(running.process, signal.SIGKILL, 0)
+
+
+def test_policies_add_list_show_and_remove(up: Up) -> None:
+    preset = up.cli_json("policies", "add", "--preset", "destructive-needs-approval", "--namespace", "default")
+    assert (preset["name"], preset["effect"], preset["namespace"]) == (
+        "destructive-needs-approval",
+        "require_approval",
+        "default",
+    )
+    written = up.cli_json(
+        "policies", "add", "no-etc", "--expression", 'args.path.startsWith("/etc")', "--effect", "deny", "--global"
+    )
+    assert written["namespace"] is None and written["mode"] == "enforce"
+    listed = {p["name"]: p for p in up.cli_json("policies", "list")}
+    assert set(listed) == {"destructive-needs-approval", "no-etc"}
+    bad = up.cli("policies", "add", "bad", "--expression", "1 +", "--effect", "deny", "--global", expect=None)
+    assert bad.returncode == 1 and "VALIDATION_ERROR" in bad.stderr
+    assert up.cli("policies", "remove", "no-etc").stdout.strip() == "removed policy no-etc"
+    versions = up.cli_json("policies", "show", written["id"])
+    assert [(v["version"], v["deleted"]) for v in versions] == [(2, True), (1, False)]
+    assert [p["name"] for p in up.cli_json("policies", "list")] == ["destructive-needs-approval"]
