@@ -156,14 +156,17 @@ async def test_an_argument_rule_denies_paths_under_etc_whatever_their_type(host:
     assert host.ran("read_file") == [{"path": "/tmp/notes"}]
 
 
-async def test_a_rule_that_fails_on_an_odd_type_does_not_match(host: Host) -> None:
-    """The documented limit: ``args.path.startsWith`` on a list is an evaluation error, not a match."""
+async def test_a_deny_rule_that_fails_on_an_odd_type_refuses_the_call(host: Host) -> None:
+    """``args.path.startsWith`` on a list or a number cannot be evaluated: a deny rule then fails closed,
+    so a caller cannot slip past it by sending another type; a call without ``path`` is not its concern."""
     system = host.system
     await add_policy(system, {"name": "naive", "expression": 'args.path.startsWith("/etc")', "effect": "deny"})
-    denied = await system.api.post(CALL, json={"name": "github.read_file", "arguments": {"path": "/etc/x"}})
-    assert denied.status_code == 403
-    odd = await system.api.post(CALL, json={"name": "github.read_file", "arguments": {"path": ["/etc/x"]}})
-    assert odd.status_code == 200, odd.text
+    for path in ("/etc/x", ["/etc/x"], 7):
+        refused = await system.api.post(CALL, json={"name": "github.read_file", "arguments": {"path": path}})
+        assert refused.status_code == 403 and refused.json()["error_code"] == "POLICY_DENIED", refused.text
+    absent = await system.api.post(CALL, json={"name": "github.get_repo", "arguments": {"name": "toolmesh"}})
+    assert absent.status_code == 200 and not absent.json()["isError"], absent.text
+    assert (host.ran("read_file"), host.ran("get_repo")) == ([], [{"name": "toolmesh"}])
 
 
 async def test_arguments_that_are_not_an_object_are_refused_on_the_transparent_path(host: Host) -> None:

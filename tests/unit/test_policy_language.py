@@ -71,12 +71,22 @@ def test_deny_beats_approval_and_allow() -> None:
     assert decide([], _call()).effect == "allow"
 
 
-def test_a_rule_that_fails_to_evaluate_does_not_match_and_is_counted() -> None:
-    rule = _rule("etc", 'args.path.startsWith("/etc")', "deny")
-    assert decide([rule], _call(args={"path": "/etc/passwd"})).effect == "deny"
-    missing = decide([rule], _call(args={}))
-    assert (missing.effect, [r for r, _ in missing.failures]) == ("allow", [rule])
-    assert len(decide([rule], _call(args={"path": ["/etc/passwd"]})).failures) == 1
+def test_a_rule_that_cannot_be_evaluated_is_counted_and_settled_by_why() -> None:
+    """A field the call lacks: no match. A value of another type: a restricting rule fails closed, an
+    allow rule does not match (it cannot lift an approval on odd input)."""
+    deny = _rule("etc", 'args.path.startsWith("/etc")', "deny")
+    assert decide([deny], _call(args={"path": "/etc/passwd"})).effect == "deny"
+    missing = decide([deny], _call(args={}))
+    assert (missing.effect, [r for r, _ in missing.failures]) == ("allow", [deny])
+    for odd in (["/etc/passwd"], 7, None, {"p": "/etc"}):
+        decided = decide([deny], _call(args={"path": odd}))
+        assert (decided.effect, decided.rule, len(decided.failures)) == ("deny", deny, 1), odd
+    held = _rule("held", "true", "require_approval")
+    allow = _rule("ok", 'args.path.startsWith("/tmp")', "allow")
+    assert decide([held, allow], _call(args={"path": "/tmp/x"})).effect == "allow"
+    assert decide([held, allow], _call(args={"path": ["/tmp/x"]})).effect == "require_approval"
+    redact = _rule("hide", 'args.path.startsWith("/home")', "redact", redact=("secret",))
+    assert decide([redact], _call(args={"path": 1})).redact == ("secret",)
 
 
 def test_a_rule_written_for_odd_types_denies_them() -> None:

@@ -133,11 +133,12 @@ class CallPolicies:
             self._failing.add(rule.id)
             log.log(
                 logging.WARNING if first else logging.DEBUG,
-                "policy %s did not match the call of %s.%s: its evaluation failed (%s)",
+                "policy %s could not be evaluated on the call of %s.%s (%s): %s",
                 rule.name,
                 call.server.name,
                 call.tool,
                 why,
+                "taken as matching" if rule in decision.matched else "not matching",
                 extra={"server": call.server.name, "tool": call.tool, "policy": rule.name},
             )
 

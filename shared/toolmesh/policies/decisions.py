@@ -8,9 +8,12 @@ attributes. Among the rules in ``enforce`` mode that match:
 - else the call is allowed (a call no rule matches is allowed);
 - every matching ``redact`` removes its fields from the result, whatever else matched.
 
-A rule whose evaluation fails (a missing field, a wrong type) does not match; the failure is
-counted. Rules in ``dry_run`` mode never act: the decision they would have made is reported in
-``would`` (logged and audited by the gateway).
+A rule that cannot be evaluated on a call is counted, and decided by why (``_on_failure``): a field
+the call lacks means the rule does not speak of this call — it does not match; a value of another type
+than the rule expects (``args.path`` a list where the rule calls ``startsWith``) is what a caller
+dodging a rule sends — a ``deny``, ``require_approval`` or ``redact`` rule then acts as if it matched
+(fail closed), an ``allow`` rule does not match. Rules in ``dry_run`` mode never act: the decision
+they would have made is reported in ``would`` (logged and audited by the gateway).
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ class Decision:
     """The dry-run rule that would have denied the call or held it (when the enforced rules did not)."""
     would_effect: PolicyEffect | None = None
     failures: list[tuple[Rule, str]] = field(default_factory=list)
-    """The rules that could not be evaluated on this call, with why (they did not match)."""
+    """The rules that could not be evaluated on this call, with why (``_on_failure`` tells whether they
+    matched)."""
     matched: list[Rule] = field(default_factory=list)
 
 
@@ -64,9 +68,9 @@ def decide(rules: Sequence[Rule], attributes: cel.Context) -> Decision:
     for rule in rules:
         try:
             matched = rule.program.execute(attributes) is True
-        except Exception as exc:  # a missing field or a wrong type: this rule does not match
-            decision.failures.append((rule, str(exc)))
-            continue
+        except Exception as exc:  # a missing field or a wrong type (``_on_failure``)
+            decision.failures.append((rule, f"{type(exc).__name__}: {exc}"))
+            matched = _on_failure(rule, exc)
         if matched:
             decision.matched.append(rule)
     enforced = [r for r in decision.matched if r.mode == "enforce"]
@@ -80,6 +84,12 @@ def decide(rules: Sequence[Rule], attributes: cel.Context) -> Decision:
         elif hidden is not None:
             decision.would, decision.would_effect = hidden, "redact"
     return decision
+
+
+def _on_failure(rule: Rule, exc: Exception) -> bool:
+    """Whether ``rule``, whose evaluation raised ``exc``, counts as matching: not when the call lacks a
+    field it reads (``KeyError``), else (a wrong type, an overflow) when it restricts the call."""
+    return not isinstance(exc, KeyError) and rule.effect != "allow"
 
 
 def _combine(matched: Sequence[Rule]) -> tuple[PolicyEffect, Rule | None]:

@@ -2,8 +2,8 @@
 
 Only the attributes below may be named; only CEL's standard functions may be called; an expression
 whose value is detectably not a boolean (a literal, arithmetic, a string) is refused. A check that
-only the call can decide (a missing field, a wrong type) is a runtime error: the rule then does not
-match (``decisions``).
+only the call can decide (a missing field, a wrong type) is a runtime error, which ``decisions``
+settles (a missing field: no match; a wrong type: a restricting rule fails closed).
 """
 
 from __future__ import annotations
