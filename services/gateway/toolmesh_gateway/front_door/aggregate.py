@@ -119,15 +119,18 @@ class Aggregate:
 
     # -- forwarding ------------------------------------------------------------------------------
 
-    async def forward(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def forward(
+        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], approved: bool = False
+    ) -> dict[str, Any]:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
-        comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
+        comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era);
+        ``approved``: a policy held this call and it was approved (a relayed state says so to its retry)."""
         described = self._view(ctx).offer(server).description
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and passed_through(ctx, described, method):
-            return await self._relay_task(ctx, server, params)
+            return await self._relay_task(ctx, server, params, approved)
         if modern and described.reached_in_modern_era(method, params):
-            return await self._relay(ctx, server, method, params)
+            return await self._relay(ctx, server, method, params, approved=approved)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
             if isinstance(outcome, mcp_types.InputRequiredResult):
@@ -138,19 +141,31 @@ class Aggregate:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
 
-    async def _relay_task(self, ctx: Ctx, server: CatalogServer, params: dict[str, Any]) -> dict[str, Any]:
+    def approved_before(self, ctx: Ctx, server: CatalogServer) -> bool:
+        """Whether this request retries a call relayed to ``server`` that was approved already."""
+        return self._bridge.approved_relayed(ctx, server.id)
+
+    async def _relay_task(
+        self, ctx: Ctx, server: CatalogServer, params: dict[str, Any], approved: bool
+    ) -> dict[str, Any]:
         """A ``tools/call`` the upstream may run as a task of its own, counted in the caller's task quota."""
         task_id = self._upstream_tasks.reserve(ctx)
         answer: dict[str, Any] = {}
         try:
-            answer = await self._relay(ctx, server, "tools/call", params, task_id)
+            answer = await self._relay(ctx, server, "tools/call", params, task_id, approved)
         finally:
             if answer.get("resultType") != "task":
                 self._upstream_tasks.unreserve(task_id)
         return answer
 
     async def _relay(
-        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], task_id: str | None = None
+        self,
+        ctx: Ctx,
+        server: CatalogServer,
+        method: str,
+        params: dict[str, Any],
+        task_id: str | None = None,
+        approved: bool = False,
     ) -> dict[str, Any]:
         """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
         ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
@@ -173,7 +188,7 @@ class Aggregate:
         screened_answer(ctx, server.name, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
-            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)
+            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state, approved)
         if "cacheScope" in result:  # the upstream's lifetime holds; who may share it is toolmesh's to say
             result["cacheScope"] = "private"
         return for_client(ctx, result)

@@ -138,9 +138,18 @@ class InputBridge:
             replica, parked_id, ResumeInput(starter=starter, request=request, input_responses=answers)
         )
 
-    def seal_relayed(self, ctx: Ctx, server_id: str, upstream_state: str) -> str:
-        """The state a client of this request gets for a 2026-07-28 upstream's own ``upstream_state``."""
-        return self._relayed.seal(upstream_state, server_id, starter_of(ctx), _request_of(ctx))
+    def seal_relayed(self, ctx: Ctx, server_id: str, upstream_state: str, approved: bool = False) -> str:
+        """The state a client of this request gets for a 2026-07-28 upstream's own ``upstream_state``
+        (``approved``: a policy held the call and it was approved)."""
+        return self._relayed.seal(upstream_state, server_id, starter_of(ctx), _request_of(ctx), approved)
+
+    def approved_relayed(self, ctx: Ctx, server_id: str) -> bool:
+        """Whether this request is the retry of a relayed call already approved: its ``requestState`` is
+        one ``seal_relayed`` gave this request's starter, saying so."""
+        presented = (ctx.params or {}).get("requestState")
+        if presented is None:
+            return False
+        return self._relayed.approved(presented, server_id, starter_of(ctx), _request_of(ctx))
 
     async def redeem_relayed(self, ctx: Ctx, server_id: str, presented: object) -> str:
         """The upstream's own state in a state ``seal_relayed`` gave this request's starter, spent now
