@@ -33,6 +33,7 @@ from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolPro
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway import lookup
 from toolmesh_gateway.bundle_view import BundleView
+from toolmesh_gateway.call_policies import APPROVED, PASSED, Verdict
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -120,17 +121,18 @@ class Aggregate:
     # -- forwarding ------------------------------------------------------------------------------
 
     async def forward(
-        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], approved: bool = False
+        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], verdict: Verdict = PASSED
     ) -> dict[str, Any]:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
         comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era);
-        ``approved``: a policy held this call and it was approved (a relayed state says so to its retry)."""
+        ``verdict``: the policies' on a tool call (whether it was approved, which a relayed state tells
+        its retry; what the result of a task the upstream runs loses)."""
         described = self._view(ctx).offer(server).description
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and passed_through(ctx, described, method):
-            return await self._relay_task(ctx, server, params, approved)
+            return await self._relay_task(ctx, server, params, verdict)
         if modern and described.reached_in_modern_era(method, params):
-            return await self._relay(ctx, server, method, params, approved=approved)
+            return await self._relay(ctx, server, method, params, verdict=verdict)
         if bridged(ctx):
             outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
             if isinstance(outcome, mcp_types.InputRequiredResult):
@@ -146,13 +148,13 @@ class Aggregate:
         return self._bridge.approved_relayed(ctx, server.id)
 
     async def _relay_task(
-        self, ctx: Ctx, server: CatalogServer, params: dict[str, Any], approved: bool
+        self, ctx: Ctx, server: CatalogServer, params: dict[str, Any], verdict: Verdict
     ) -> dict[str, Any]:
         """A ``tools/call`` the upstream may run as a task of its own, counted in the caller's task quota."""
         task_id = self._upstream_tasks.reserve(ctx)
         answer: dict[str, Any] = {}
         try:
-            answer = await self._relay(ctx, server, "tools/call", params, task_id, approved)
+            answer = await self._relay(ctx, server, "tools/call", params, task_id, verdict)
         finally:
             if answer.get("resultType") != "task":
                 self._upstream_tasks.unreserve(task_id)
@@ -165,7 +167,7 @@ class Aggregate:
         method: str,
         params: dict[str, Any],
         task_id: str | None = None,
-        approved: bool = False,
+        verdict: Verdict = PASSED,
     ) -> dict[str, Any]:
         """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
         ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
@@ -184,11 +186,11 @@ class Aggregate:
             if task_id is None:
                 words = f"the upstream {server.name} answered a task the request did not ask for"
                 raise MCPError(code=mcp_types.INTERNAL_ERROR, message=words)
-            return await self._upstream_tasks.adopt(ctx, server, task_id, result)
+            return await self._upstream_tasks.adopt(ctx, server, task_id, result, verdict.redact)
         screened_answer(ctx, server.name, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
-            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state, approved)
+            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state, verdict.effect == APPROVED)
         if "cacheScope" in result:  # the upstream's lifetime holds; who may share it is toolmesh's to say
             result["cacheScope"] = "private"
         return for_client(ctx, result)

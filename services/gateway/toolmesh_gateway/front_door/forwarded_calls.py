@@ -15,29 +15,30 @@ from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
 from toolmesh.policies.result_fields import redact_result
-from toolmesh_gateway.call_policies import APPROVED, PASSED, CallSubject, refusal
+from toolmesh_gateway.call_policies import PASSED, CallSubject, Verdict, refusal
 from toolmesh_gateway.tool_calls import ToolCalls
 
 
 async def forward_screened(
     calls: ToolCalls,
     call: CallSubject,
-    forward: Callable[[bool], Awaitable[dict[str, Any]]],
+    forward: Callable[[Verdict], Awaitable[dict[str, Any]]],
     timeout: float | None = None,
     approved: bool = False,
 ) -> dict[str, Any]:
-    """``forward(approved)``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
+    """``forward(verdict)``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
     ``ToolCalls.admit`` and got a slot, without the fields its policies redact; every outcome is
     audited. ``approved``: the call was approved in an earlier round (no approval is asked again);
-    ``forward`` is told whether the call is approved now. Refusals raise (``PolicyDenied``,
-    ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do the upstream's own errors (``MCPError``)."""
+    ``forward`` gets the verdict (whether the call is approved now, what a task's result must lose).
+    Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do the
+    upstream's own errors (``MCPError``)."""
     started = time.perf_counter()
     verdict = PASSED
     try:
         verdict = await calls.policies.check(call, approved=approved)
         await calls.admit(call.caller, call.server)
         async with calls.slot(call.caller, timeout):
-            result = await forward(verdict.effect == APPROVED)
+            result = await forward(verdict)
     except ToolmeshError as exc:
         calls.record(call.caller, call.server, call.tool, started, "failed", exc.error_code, refusal(exc, verdict))
         raise

@@ -347,7 +347,7 @@ class FrontDoor:
         return await forward_screened(
             self._calls,
             call,
-            lambda approved: self.aggregate.forward(ctx, server, "tools/call", params, approved),
+            lambda verdict: self.aggregate.forward(ctx, server, "tools/call", params, verdict),
             request.timeout_seconds,
             self.aggregate.approved_before(ctx, server),
         )

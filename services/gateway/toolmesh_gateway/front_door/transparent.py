@@ -340,7 +340,7 @@ class Transparent:
             return await forward_screened(
                 self._calls,
                 call,
-                lambda approved: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx), approved),
+                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx), verdict),
                 approved=self._aggregate.approved_before(ctx, server),
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
