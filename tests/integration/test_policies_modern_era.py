@@ -1,6 +1,7 @@
 """Policies on the ``/mcp`` path that relays a 2026-07-28 client's call itself (an upstream that speaks
 only that era): denied before the upstream, redacted after it, held for an approval once per call,
-like every other surface."""
+like every other surface; and on ``/mcp/{server}``, whose 2026-07-28 calls to a handshake-era
+upstream go through the ``InputBridge``: held once too, whatever rounds of questions follow."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.approval_calls import waiting
 from tests.harness import ADMIN_TOKEN, System, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
+from tests.tasks_client import task_tools_system
 
 pytestmark = pytest.mark.integration
 MODERN_ONLY = Path(__file__).parents[1] / "peers" / "modern_only.py"
@@ -91,3 +93,30 @@ async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: S
     assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/reject", json={})).status_code == 200
     refused = json.dumps(await retried)
     assert "APPROVAL_REJECTED" in refused and "did wipe" not in refused, refused
+
+
+async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_bridged_questions(
+    nats_url: str, database_url: str
+) -> None:
+    """``tasks.confirm_delete`` (a handshake-era upstream) asks the client mid-call, after the approval:
+    the question comes as an input request, and the retry answering it is not held again."""
+    async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
+        rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
+        rule |= {"effect": "require_approval", "reason": "Asks first"}
+        assert (await system.api.post("/api/v1/policies", json=rule)).status_code == 201
+        token = (await system.create_key("dev", "user"))["token"]
+        url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
+        elicits = {"elicitation": {}}
+        first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
+        shown = await waiting(system.api, "dev")
+        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
+        asked = (await first)["result"]
+        assert asked["resultType"] == "input_required", asked
+        ((key, question),) = asked["inputRequests"].items()
+        assert question["method"] == "elicitation/create" and "Delete f?" in json.dumps(question), question
+        retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+        retry["requestState"] = asked["requestState"]
+        done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
+        assert done.get("result", {}).get("content", [{}])[0].get("text") == "deleted f", done
+        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+        assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals

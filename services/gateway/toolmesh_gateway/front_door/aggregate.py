@@ -134,7 +134,10 @@ class Aggregate:
         if modern and described.reached_in_modern_era(method, params):
             return await self._relay(ctx, server, method, params, verdict=verdict)
         if bridged(ctx):
-            outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
+            approved = verdict.effect == APPROVED
+            outcome = await self._bridge.run(
+                ctx, lambda link: self._send(ctx, server, method, params, link.ref), approved
+            )
             if isinstance(outcome, mcp_types.InputRequiredResult):
                 return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
             return for_client(ctx, outcome)
@@ -144,8 +147,8 @@ class Aggregate:
         return for_client(ctx, result)
 
     def approved_before(self, ctx: Ctx, server: CatalogServer) -> bool:
-        """Whether this request retries a call relayed to ``server`` that was approved already."""
-        return self._bridge.approved_relayed(ctx, server.id)
+        """Whether this request retries a call to ``server`` that was approved already (its state says so)."""
+        return self._bridge.approved_before(ctx, server.id)
 
     async def _relay_task(
         self, ctx: Ctx, server: CatalogServer, params: dict[str, Any], verdict: Verdict
