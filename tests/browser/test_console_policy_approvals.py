@@ -73,7 +73,9 @@ async def test_a_held_call_completes_after_a_console_approval_and_is_refused_oth
     system: System, chromium: Path, tmp_path: Path, ledger: Path
 ) -> None:
     token = (await system.create_key("dev", "user"))["token"]
-    async with system.client_as(token) as api, async_playwright() as driver:
+    headers = {"Authorization": f"Bearer {token}"}
+    caller = httpx.AsyncClient(base_url=str(system.api.base_url), headers=headers, timeout=APPROVAL_TIMEOUT + 30)
+    async with caller as api, async_playwright() as driver:
         context = await driver.chromium.launch_persistent_context(
             str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=FLAGS
         )
