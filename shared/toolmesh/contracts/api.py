@@ -23,6 +23,7 @@ from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
+from toolmesh.contracts.resources import ApproveTemplatesResponse
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -93,6 +94,12 @@ class ApproveServerToolsRequest(ServerRef):
     """``servers.approve``: approve these held tools (every held tool when ``tools`` is omitted)."""
 
     tools: list[str] | None = None
+
+
+class ApproveServerTemplatesRequest(ServerRef):
+    """``servers.approve_templates``: approve these held resource templates (every held one when omitted)."""
+
+    templates: list[str] | None = None
 
 
 class ListServersRequest(_Strict):
@@ -276,6 +283,15 @@ OPERATIONS: tuple[Operation, ...] = (
         True,
         "POST",
         SERVER + "/tools/approve",
+    ),
+    Operation(
+        "servers.approve_templates",
+        ApproveServerTemplatesRequest,
+        ApproveTemplatesResponse,
+        "Approve held resource templates (flagged by the poisoning scan)",
+        True,
+        "POST",
+        SERVER + "/resources/approve",
     ),
     Operation(
         "tools.call", ToolCallRequest, ToolCallResponse, "Call a tool (BR-005)", True, "POST", "/api/v1/tools/call"
