@@ -92,8 +92,9 @@ class CatalogFeed:
         templates: dict[str, dict[str, dict[str, Any]]] = {}
         for row in snapshot.templates:
             templates.setdefault(row["server_id"], {})[str(row["item"]["uriTemplate"])] = row["item"]
+        names = {r["id"]: (r["namespace"], r["name"]) for r in snapshot.servers}
         for server_id, listed in templates.items():
-            offers[server_id].load_templates(listed)
+            offers[server_id].load_templates(listed, snapshot.left.templates.get(names[server_id]))
         _load_prompts(offers, snapshot)
         bundles = [
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])
