@@ -33,7 +33,7 @@ from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.catalog_snapshot import CatalogSnapshot, catalog_snapshot
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
-from toolmesh_gateway.policy_book import PolicyBook
+from toolmesh_gateway.policies.book import PolicyBook
 
 log = logging.getLogger("toolmesh.gateway.catalog")
 CATCH_UP_SECONDS = 1.0

@@ -43,7 +43,6 @@ from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_has
 from toolmesh_gateway import lookup
 from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.call_policies import CallSubject
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
@@ -61,6 +60,7 @@ from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import Tasks
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.offers import unflagged_templates
+from toolmesh_gateway.policies.checks import CallSubject
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 

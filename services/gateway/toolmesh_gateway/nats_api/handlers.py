@@ -27,7 +27,7 @@ from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
-from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.policies.service import PolicyService
 from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
