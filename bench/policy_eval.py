@@ -30,9 +30,9 @@ from toolmesh.contracts.keys import Role
 from toolmesh.contracts.policies import PolicyRequest, PolicySaved
 from toolmesh.lifecycle import ServerStatus
 from toolmesh_gateway.auth import Caller, Principal
-from toolmesh_gateway.call_policies import CallPolicies, CallSubject
 from toolmesh_gateway.catalog import Catalog
-from toolmesh_gateway.policy_book import PolicyBook
+from toolmesh_gateway.policies.book import PolicyBook
+from toolmesh_gateway.policies.checks import CallPolicies, CallSubject
 from toolmesh_gateway.routing import ServerRoute
 
 RULES = 100

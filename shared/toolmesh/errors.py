@@ -94,6 +94,14 @@ class PromptChanged(ToolmeshError):
     status = 409
 
 
+class ResourceChanged(ToolmeshError):
+    """A resource URI only a held resource template matches (the poisoning scanner flagged it) is not
+    read until an admin approves the template."""
+
+    error_code = "RESOURCE_CHANGED"
+    status = 409
+
+
 class ExecutionFailed(ToolmeshError):
     error_code = "EXECUTION_FAILED"
     status = 502

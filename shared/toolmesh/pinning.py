@@ -24,7 +24,9 @@ Prompts are pinned the same way, by the same functions: a prompt's hash has one 
 ``required``, icons), pins and holds follow the server's first prompt list and its ``new_tools``
 policy, and a removed server's prompt pins stay with its name. A server's ``instructions`` (from its initialize
 result) are pinned as one text: the first seen approve themselves, a change keeps the approved text
-served (``pin_instructions``) until an admin approves the new one.
+served (``pin_instructions``) until an admin approves the new one. Resource templates are held only
+when the poisoning scanner flags them, until an admin approves that exact definition
+(``template_definition_hash``; approvals stay with the server's name).
 """
 
 from __future__ import annotations
@@ -116,6 +118,12 @@ def prompt_definition_hash(prompt: Mapping[str, Any]) -> str:
     ]
     parts = (parsed.description or "", parsed.title or "", arguments, [_wire(i) for i in parsed.icons or []])
     return "".join(_digest(part) for part in parts)
+
+
+def template_definition_hash(template: Mapping[str, Any]) -> str:
+    """The hash of a resource template in its wire form (everything but ``_meta``): what an admin's
+    approval of a template the poisoning scanner flags names."""
+    return _digest({k: v for k, v in storable(dict(template)).items() if k != "_meta"})
 
 
 def wire_definition_hash(tool: Mapping[str, Any]) -> str:
@@ -299,11 +307,13 @@ class ApprovedText:
 @dataclass(frozen=True)
 class EveryLeft:
     """What removed servers left to their names, by (namespace, server name): approved hashes of their
-    tools and of their prompts by name (``retired``), and their approved instructions."""
+    tools and of their prompts by name (``retired``), and their approved instructions; and the approved
+    hashes of flagged resource templates by URI template, which every server name keeps, removed or not."""
 
     tools: dict[tuple[str, str], dict[str, str | None]]
     prompts: dict[tuple[str, str], dict[str, str | None]]
     instructions: dict[tuple[str, str], ApprovedText]
+    templates: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
 def instructions_hash(text: str | None) -> str:

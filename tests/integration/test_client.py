@@ -11,7 +11,7 @@ import pytest
 from tests.harness import ADMIN_TOKEN, System
 from tests.peers.launch import launch_peer
 from toolmesh.client import ToolmeshClient, follow_events
-from toolmesh.contracts.api import ListServersRequest
+from toolmesh.contracts.api_requests import ListServersRequest
 from toolmesh.contracts.events import ToolsDiscovered
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.servers import RegisterServerRequest

@@ -1,7 +1,8 @@
 """Poisoning scans against a hostile peer (``tests/peers/poisoned.py``) serving attacks of the labelled
 corpus (``tests/data/poisoning``) as tools, prompts and resource templates beside benign ones: the
 attacks are held with the scanner's reasons from the first tool list on (even under ``new_tools:
-auto``), the benign are served, an admin's approval releases one, and a rug pull to a poisoned
+auto``), the benign are served, an admin's approval releases one (a resource template too, over REST
+or the NATS API, and a held template's URIs are not read before), and a rug pull to a poisoned
 definition is held with the scanner's reason."""
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
+from mcp.shared.exceptions import MCPError
 
-from tests.harness import System, eventually
+from tests.harness import ADMIN_TOKEN, System, eventually
 from tests.mcp_client import mcp_session, text_of
 from tests.peers.launch import launch_poisoned
 from tests.poisoning.corpus import Sample, load_corpus
@@ -151,3 +154,117 @@ async def test_a_rug_pull_to_a_poisoned_definition_is_held_with_the_scanners_rea
         assert f"shady__{target}" not in {t.name for t in (await session.list_tools()).tools}
     async with httpx.AsyncClient(timeout=30) as http:
         assert (await http.get(f"{url}/canary")).json()["calls"] == [target]  # the call before the rug pull only
+
+
+ATTACK_URI = "docs://42"
+"""A URI only the corpus's first attack template (``docs://{id}``) matches."""
+
+
+async def _reads(url: str) -> list[str]:
+    async with httpx.AsyncClient(timeout=30) as http:
+        reads: list[str] = (await http.get(f"{url}/canary")).json()["reads"]
+    return reads
+
+
+async def _held_templates(system: System, server_id: str) -> list[str]:
+    """The held templates of the server, once its templates are discovered."""
+
+    async def discovered() -> dict[str, Any] | None:
+        listed: dict[str, Any] = (await system.api.get(f"{SERVERS}/{server_id}/resources")).json()
+        return listed if listed["resource_templates"] else None
+
+    listed = await eventually(discovered, what="the templates discovered")
+    return [t["uri_template"] for t in listed["held_templates"]]
+
+
+async def _read_at(system: System, path: str) -> MCPError | str:
+    """The text read of ``ATTACK_URI`` at ``path`` (``/mcp`` or ``/mcp/shady``), or the refusal."""
+    async with mcp_session(system, path=path) as session:
+        try:
+            contents = (await session.read_resource(ATTACK_URI)).contents[0]
+        except MCPError as refused:
+            return refused
+    return str(getattr(contents, "text", ""))
+
+
+async def _templates_at(system: System, path: str) -> set[str]:
+    async with mcp_session(system, path=path) as session:
+        return {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+
+
+async def test_a_flagged_template_is_not_read_until_an_admin_approves_it(
+    system: System, peer: tuple[str, dict[str, Any]]
+) -> None:
+    url, spec = peer
+    template = spec["templates"][0]["uriTemplate"]
+    server_id = await _registered(system, url)
+    assert await _held_templates(system, server_id) == [template]
+    for path in ("/mcp/shady", "/mcp"):  # read directly, the held template is refused with its reason
+        refused = await _read_at(system, path)
+        assert isinstance(refused, MCPError) and refused.data["error_code"] == "RESOURCE_CHANGED", (path, refused)
+        assert refused.data["context"]["reason"] == "flagged" and "poisoning scan" in refused.message
+    for body in ({"uri": ATTACK_URI, "server_id": server_id}, {"uri": ATTACK_URI}):
+        read = await system.api.post("/api/v1/resources/read", json=body)
+        assert read.status_code == 409 and read.json()["error_code"] == "RESOURCE_CHANGED", read.text
+    assert await _reads(url) == []  # the upstream never saw a read
+
+    user = await system.create_key("template-user", "user")
+    async with system.client_as(user["token"]) as as_user:
+        forbidden = await as_user.post(f"{SERVERS}/{server_id}/resources/approve")
+    assert forbidden.status_code == 403 and forbidden.json()["error_code"] == "FORBIDDEN", forbidden.text
+    unknown = await system.api.post(f"{SERVERS}/{server_id}/resources/approve", json={"templates": ["x://{y}"]})
+    assert unknown.status_code == 404 and unknown.json()["error_code"] == "RESOURCE_NOT_FOUND", unknown.text
+    assert await _held_templates(system, server_id) == [template]
+
+    approved = await system.api.post(f"{SERVERS}/{server_id}/resources/approve", json={"templates": [template]})
+    assert approved.status_code == 200 and approved.json()["approved"] == [template], approved.text
+    assert await _held_templates(system, server_id) == []
+    assert template in await _templates_at(system, "/mcp/shady") and template in await _templates_at(system, "/mcp")
+    assert await _read_at(system, "/mcp/shady") == f"read {ATTACK_URI}"
+    assert await _read_at(system, "/mcp") == f"read {ATTACK_URI}"
+    assert await _reads(url) == [ATTACK_URI, ATTACK_URI]
+    assert "TEMPLATES_APPROVED" in await system.history(server_id)
+    audit = (await system.api.get("/api/v1/audit", params={"event": "templates.approved"})).json()
+    assert any(row["server_name"] == "shady" for row in audit["entries"]), audit
+
+    listed_before = (await system.history(server_id)).count("TOOLS_DISCOVERED")
+    assert (await system.api.post(f"{SERVERS}/{server_id}/tools/refresh")).status_code == 202
+
+    async def listed_again() -> bool | None:
+        return (await system.history(server_id)).count("TOOLS_DISCOVERED") > listed_before or None
+
+    await eventually(listed_again, what="the lists discovered again")
+    assert await _held_templates(system, server_id) == []  # the same definition listed again stays approved
+
+
+async def test_template_approvals_over_nats_stay_with_the_servers_name(
+    system: System, peer: tuple[str, dict[str, Any]]
+) -> None:
+    url, spec = peer
+    template = spec["templates"][0]["uriTemplate"]
+    server_id = await _registered(system, url)
+    assert await _held_templates(system, server_id) == [template]
+    user = await system.create_key("nats-user", "user")
+    nc = await nats.connect(system.settings.nats_url or "", connect_timeout=10)
+    try:
+
+        async def approve(token: str) -> dict[str, Any]:
+            body = json.dumps({"server_id": server_id}).encode()
+            headers = {"Authorization": f"Bearer {token}"}
+            msg = await nc.request("toolmesh.api.v1.servers.approve_templates", body, timeout=30, headers=headers)
+            reply: dict[str, Any] = json.loads(msg.data)
+            return reply
+
+        refused = await approve(user["token"])
+        assert refused["ok"] is False and refused["error"]["error_code"] == "FORBIDDEN", refused
+        approved = await approve(ADMIN_TOKEN)
+        assert approved["ok"] is True and approved["result"]["approved"] == [template], approved
+    finally:
+        await nc.close()
+    assert (await system.api.delete(f"{SERVERS}/{server_id}")).status_code == 204
+    again = await _registered(system, url)  # registered again under the name: still approved
+    assert await _held_templates(system, again) == []
+    assert await _read_at(system, "/mcp/shady") == f"read {ATTACK_URI}"
+    other = await system.register("other", "HTTP", {"base_url": f"{url}/mcp", "headers": {}}, new_tools="auto")
+    await system.wait_connected(other["id"])  # another name: the approval is not its
+    assert await _held_templates(system, str(other["id"])) == [template]

@@ -11,10 +11,10 @@ import pytest
 
 from toolmesh.contracts.policies import PolicyDeleted, PolicyRequest, PolicySaved
 from toolmesh.errors import ValidationFailed
-from toolmesh.policies.decisions import Rule, decide
-from toolmesh.policies.language import SAMPLE, compile_expression
-from toolmesh.policies.result_fields import redact_result
 from toolmesh_gateway.event_hub import visible
+from toolmesh_gateway.policies.decisions import Rule, decide
+from toolmesh_gateway.policies.language import SAMPLE, compile_expression
+from toolmesh_gateway.policies.result_fields import redact_result
 
 
 @pytest.mark.parametrize(

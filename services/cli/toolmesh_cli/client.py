@@ -16,16 +16,8 @@ from pydantic import BaseModel
 
 from toolmesh.client import HttpTransport, ToolmeshClient
 from toolmesh.contracts.aggregator import ResealReport
-from toolmesh.contracts.api import (
-    AUTHORIZATION,
-    AUTHORIZE,
-    OPERATIONS_BY_NAME,
-    RESEAL,
-    AppRef,
-    ListServersRequest,
-    NoArguments,
-    ServerRef,
-)
+from toolmesh.contracts.api import AUTHORIZATION, AUTHORIZE, OPERATIONS_BY_NAME, RESEAL
+from toolmesh.contracts.api_requests import AppRef, ListServersRequest, NoArguments, ServerRef
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary

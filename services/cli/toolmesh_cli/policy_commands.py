@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolmesh.policies.presets import PRESETS
 from toolmesh_cli.client import ApiClient, api_options
 from toolmesh_cli.errors import UsageError
+from toolmesh_cli.policy_presets import PRESETS
 from toolmesh_cli.tables import as_json, show, table, when
 
 

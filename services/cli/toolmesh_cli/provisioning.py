@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from toolmesh.client import ToolmeshClient
-from toolmesh.contracts.api import ListServersRequest
+from toolmesh.contracts.api_requests import ListServersRequest
 from toolmesh.contracts.servers import RegisterServerRequest, ServerSummary
 from toolmesh.errors import ServerAlreadyExists, ToolmeshError
 from toolmesh.lifecycle import ServerStatus

@@ -38,7 +38,7 @@ from toolmesh_gateway.front_door.mount import mount_front_door
 from toolmesh_gateway.idempotency import IdempotencyStore
 from toolmesh_gateway.idempotent_http import IdempotencyMiddleware
 from toolmesh_gateway.keys import KeyService
-from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.policies.service import PolicyService
 from toolmesh_gateway.quota_counters import QuotaCounters
 from toolmesh_gateway.quota_meter import QuotaMeter
 from toolmesh_gateway.quotas import QuotaService

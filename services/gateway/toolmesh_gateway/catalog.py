@@ -1,16 +1,15 @@
 """The gateway's in-memory view of servers and tools: routes calls and feeds the MCP front door.
 
-It starts from a snapshot of the read model at a known stream sequence and then applies every
-later event, with the projector's rules (a registration whose name is taken in its namespace is
-dropped, tools of an unknown server are ignored, a tool list is a full snapshot, tool definitions
-are pinned by ``toolmesh.pinning``, and a removed server's pins stay with its name for the next
-server registered under it; prompts likewise, in their ``ServerOffer``). Callers read it through
-a ``CatalogView`` of one namespace (or of every namespace, for the owner), which is the
-``RouteSource`` of routing and what the front door lists. ``version`` moves when the *visible*
-tool set (tools of CONNECTED or DEGRADED servers that are not held back) changes, to announce
-``notifications/tools/list_changed``; ``resources_version`` and ``prompts_version`` do the same
-for resources (and templates) and prompts. Each server's ``ServerOffer`` (``offers``) holds its
-own description and lists for ``/mcp/{server}``. No I/O here: ``catalog_feed`` feeds it.
+It starts from a snapshot of the read model at a known stream sequence and then applies every later event, with the
+projector's rules (a registration whose name is taken in its namespace is dropped, tools of an unknown server are
+ignored, a tool list is a full snapshot, tool definitions are pinned by ``toolmesh.pinning``, and a removed server's
+pins stay with its name for the next server registered under it; prompts likewise, and approvals of flagged resource
+templates, in their ``ServerOffer``). Callers read it through a ``CatalogView`` of one namespace (or of every
+namespace, for the owner), which is the ``RouteSource`` of routing and what the front door lists. ``version`` moves
+when the *visible* tool set (tools of CONNECTED or DEGRADED servers that are not held back) changes, to announce
+``notifications/tools/list_changed``; ``resources_version`` and ``prompts_version`` do the same for resources (and
+templates) and prompts. Each server's ``ServerOffer`` (``offers``) holds its own description and lists for
+``/mcp/{server}``. No I/O here.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    TemplatesApproved,
     ToolsApproved,
     ToolsDiscovered,
 )
@@ -106,6 +106,7 @@ class Catalog:
         self._retired: dict[tuple[str, str], dict[str, str | None]] = {}  # (namespace, name) -> pins left
         self._retired_prompts: dict[tuple[str, str], dict[str, str | None]] = {}  # the same, of prompts
         self._retired_instructions: dict[tuple[str, str], ApprovedText] = {}  # approved instructions left
+        self._template_approvals: dict[tuple[str, str], dict[str, str]] = {}  # flagged templates approved
         self.applied_seq = 0
         self.version = 0
         self.resources_version = 0
@@ -166,6 +167,7 @@ class Catalog:
         self._retired = dict(left.tools) if left else {}
         self._retired_prompts = dict(left.prompts) if left else {}
         self._retired_instructions = dict(left.instructions) if left else {}
+        self._template_approvals = {k: dict(v) for k, v in left.templates.items()} if left else {}
         self.applied_seq = applied_seq
         self.version += 1
         self.resources_version += 1
@@ -219,7 +221,9 @@ class Catalog:
             approved = approve_instructions(described.instructions, described.approved, event.definition_hash)
             self._offers.setdefault(current.id, ServerOffer()).description = replace(described, approved=approved)
             return False
-        if isinstance(event, ServerDescribed | ResourcesDiscovered | PromptsDiscovered | PromptsApproved):
+        if isinstance(
+            event, ServerDescribed | ResourcesDiscovered | PromptsDiscovered | PromptsApproved | TemplatesApproved
+        ):
             self._apply_offer(current, event)
             return False
         if isinstance(event, ServerRemoved):
@@ -320,14 +324,15 @@ class Catalog:
                 {kind: frozenset(keys) for kind, keys in event.modern_only.items()},
                 event.modern_tasks,
             )
-        elif isinstance(event, ResourcesDiscovered):
-            resources = {r.uri: r.item for r in event.resources}
-            templates = {t.uri_template: t.item for t in event.templates}
-            before = (offer.resources, offer.templates)
-            offer.resources = resources
-            offer.load_templates(templates)
-            changed = (offer.resources, offer.templates) != before
-            if changed and server.visible:
+        elif isinstance(event, ResourcesDiscovered | TemplatesApproved):
+            approvals = self._template_approvals.setdefault((server.namespace, server.name), {})
+            resources, templates = offer.resources, offer.listed_templates
+            if isinstance(event, TemplatesApproved):
+                approvals.update((t.original_name, t.definition_hash) for t in event.templates)
+            else:
+                resources = {r.uri: r.item for r in event.resources}
+                templates = {t.uri_template: t.item for t in event.templates}
+            if offer.load_resources(resources, templates, approvals) and server.visible:
                 self.resources_version += 1
         elif isinstance(event, PromptsDiscovered | PromptsApproved):
             shown = offer.prompts

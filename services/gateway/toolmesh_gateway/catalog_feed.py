@@ -33,7 +33,7 @@ from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog import Catalog, CatalogServer, CatalogTool
 from toolmesh_gateway.catalog_snapshot import CatalogSnapshot, catalog_snapshot
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
-from toolmesh_gateway.policy_book import PolicyBook
+from toolmesh_gateway.policies.book import PolicyBook
 
 log = logging.getLogger("toolmesh.gateway.catalog")
 CATCH_UP_SECONDS = 1.0
@@ -92,8 +92,9 @@ class CatalogFeed:
         templates: dict[str, dict[str, dict[str, Any]]] = {}
         for row in snapshot.templates:
             templates.setdefault(row["server_id"], {})[str(row["item"]["uriTemplate"])] = row["item"]
+        names = {r["id"]: (r["namespace"], r["name"]) for r in snapshot.servers}
         for server_id, listed in templates.items():
-            offers[server_id].load_templates(listed)
+            offers[server_id].load_templates(listed, snapshot.left.templates.get(names[server_id]))
         _load_prompts(offers, snapshot)
         bundles = [
             Bundle.of(r["id"], r["name"], r["namespace"], r["include"], r["exclude"], r["overrides"], r["description"])

@@ -6,7 +6,14 @@ these functions, on the caller's ``CatalogView``: another namespace's servers ar
 
 from __future__ import annotations
 
-from toolmesh.errors import PromptAmbiguous, PromptChanged, PromptNotFound, ResourceNotFound, ServerNotFound
+from toolmesh.errors import (
+    PromptAmbiguous,
+    PromptChanged,
+    PromptNotFound,
+    ResourceChanged,
+    ResourceNotFound,
+    ServerNotFound,
+)
 from toolmesh.naming import split_namespaced
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
@@ -33,13 +40,32 @@ def serving(server: CatalogServer) -> CatalogServer:
 
 
 def server_for_uri(catalog: CatalogView, uri: str, server_id: str | None = None) -> CatalogServer:
-    """The server a resource URI is read from: ``server_id`` if given, else the collision rule of docs/usage.md."""
+    """The server a resource URI is read from: ``server_id`` if given, else the collision rule of
+    docs/usage.md; ``ResourceChanged`` when only a held resource template of that server (of any
+    visible server, without ``server_id``) matches the URI."""
     if server_id is not None:
-        return serving(server_by_id(catalog, server_id))
-    server = catalog.server_for_uri(uri)
-    if server is None:
+        server = serving(server_by_id(catalog, server_id))
+        refuse_held_template(catalog, server, uri)
+        return server
+    found = catalog.server_for_uri(uri)
+    if found is None:
+        for held, _ in catalog.visible_offers():
+            refuse_held_template(catalog, held, uri)
         raise ResourceNotFound(f"No connected server serves the resource {uri}", {"uri": uri})
-    return server
+    return found
+
+
+def refuse_held_template(catalog: CatalogView, server: CatalogServer, uri: str) -> None:
+    """``ResourceChanged`` when a read of ``uri`` on ``server`` would reach only a resource template
+    held back for review (the poisoning scanner flagged it and no admin approved it)."""
+    held = catalog.offer(server).held_template(uri)
+    if held is not None:
+        template, findings = held
+        raise ResourceChanged(
+            f"Resource template {server.name}:{template} was flagged by the poisoning scan ({'; '.join(findings)}); "
+            "an admin must approve it before it is served",
+            {"uri": uri, "uri_template": template, "server": server.name, "reason": "flagged", "fields": findings},
+        )
 
 
 def prompt_route(catalog: CatalogView, name: str, server_id: str | None = None) -> tuple[CatalogServer, str]:

@@ -5,7 +5,8 @@ The resource index answers "which server serves this URI" for the aggregate ``/m
 collision rule of docs/usage.md: an exact URI beats a template, and among several servers the one
 registered first wins (first come, first served: a server registered later, whatever its name,
 never takes a URI over). Prompts are pinned like tools (``toolmesh.pinning``): ``prompts`` holds
-only the approved ones, ``prompt_pins`` every listed prompt's pin. No I/O here.
+only the approved ones, ``prompt_pins`` every listed prompt's pin. A resource template the poisoning
+scanner flags is held until an admin approves that definition (``held_templates``). No I/O here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolmesh.contracts.servers import NewToolsPolicy
 from toolmesh.pinning import PROMPT_PARTS, ApprovedText, Hold, Pin, approve, inherit, prompt_definition_hash, review
-from toolmesh.poisoning.holds import flagged_prompts, flagged_templates
+from toolmesh.poisoning.holds import flagged_prompts, held_templates
 from toolmesh_gateway.front_door.uri_templates import template_matches
 
 S = TypeVar("S")
@@ -71,17 +72,37 @@ class ServerOffer:
 
     description: ServerDescription = field(default_factory=ServerDescription)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri -> item
-    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item, unflagged ones
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item, served ones
     held_templates: dict[str, list[str]] = field(default_factory=dict)  # uri template -> the scanner's findings
+    listed_templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # uri template -> item, held too
+    template_approvals: Mapping[str, str] = field(default_factory=dict)  # uri template -> approved hash
     prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, approved ones
     prompt_pins: dict[str, Pin] | None = None  # original name -> pin of every listed prompt; None: never listed
     listed_prompts: dict[str, dict[str, Any]] = field(default_factory=dict)  # original name -> item, held too
 
-    def load_templates(self, templates: dict[str, dict[str, Any]]) -> None:
+    def load_templates(self, templates: dict[str, dict[str, Any]], approved: Mapping[str, str] | None = None) -> None:
         """A server's resource templates: those the poisoning scanner flags are held (``held_templates``),
-        neither listed nor used to route a read; the others are served (``templates``)."""
-        self.held_templates = flagged_templates(templates)
+        neither listed nor used to route a read, unless an admin approved exactly that definition
+        (``approved``: hash by URI template); the others are served (``templates``)."""
+        self.listed_templates, self.template_approvals = templates, approved or {}
+        self.held_templates = held_templates(templates, approved)
         self.templates = {key: item for key, item in templates.items() if key not in self.held_templates}
+
+    def load_resources(
+        self, resources: dict[str, dict[str, Any]], templates: dict[str, dict[str, Any]], approved: Mapping[str, str]
+    ) -> bool:
+        """A server's resources and templates (``load_templates``); True when what is served changed."""
+        before = (self.resources, self.templates)
+        self.resources = resources
+        self.load_templates(templates, approved)
+        return (self.resources, self.templates) != before
+
+    def held_template(self, uri: str) -> tuple[str, list[str]] | None:
+        """The held template (with its findings) a read of ``uri`` would reach: one matching ``uri``
+        when no listed resource and no served template of the server does, else None."""
+        if uri in self.resources or any(template_matches(t, uri) for t in self.templates):
+            return None
+        return next(((t, found) for t, found in self.held_templates.items() if template_matches(t, uri)), None)
 
     def prompt_hold(self, name: str) -> Hold | None:
         """Why the listed prompt ``name`` is held back, or None."""
@@ -124,11 +145,12 @@ class ServerOffer:
         self.prompts = {n: item for n, item in listed.items() if n in pins and pins[n].hold is None}
 
 
-def unflagged_templates(listed: dict[str, Any]) -> dict[str, Any]:
-    """An upstream's own ``resources/templates/list`` result without the templates the poisoning scanner flags."""
+def unflagged_templates(listed: dict[str, Any], approved: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An upstream's own ``resources/templates/list`` result without the held templates: those the
+    poisoning scanner flags and no admin approved (``approved``: hash by URI template)."""
     templates = [t for t in listed.get("resourceTemplates") or () if isinstance(t, dict)]
-    flagged = flagged_templates({str(t.get("uriTemplate")): t for t in templates})
-    return {**listed, "resourceTemplates": [t for t in templates if str(t.get("uriTemplate")) not in flagged]}
+    held = held_templates({str(t.get("uriTemplate")): t for t in templates}, approved)
+    return {**listed, "resourceTemplates": [t for t in templates if str(t.get("uriTemplate")) not in held]}
 
 
 def serving_server(uri: str, offers: Iterable[tuple[S, ServerOffer]]) -> S | None:

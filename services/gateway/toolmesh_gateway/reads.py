@@ -7,7 +7,7 @@ import time
 import asyncpg
 
 from toolmesh.contracts.aggregator import AggregatorState
-from toolmesh.contracts.api import AuditRequest, ListServersRequest
+from toolmesh.contracts.api_requests import AuditRequest, ListServersRequest
 from toolmesh.contracts.audit import AuditEntry, AuditPage
 from toolmesh.contracts.servers import HistoryEntry, ServerList, ToolInfo, ToolList
 from toolmesh.lifecycle import ServerStatus

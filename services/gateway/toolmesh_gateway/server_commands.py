@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 from nats.js.kv import KeyValue
@@ -27,6 +28,7 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    TemplatesApproved,
     ToolsApproved,
 )
 from toolmesh.contracts.keys import Role
@@ -47,6 +49,7 @@ from toolmesh.credentials import CredentialBox, mask_config
 from toolmesh.errors import (
     LimitExceeded,
     PromptNotFound,
+    ResourceNotFound,
     ServerAlreadyExists,
     ServerNotFound,
     ServerUnavailable,
@@ -82,17 +85,17 @@ async def name_holder_exists(db: asyncpg.Pool, holder_id: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _Held:
-    """A kind of pinned definitions an admin approves: tools or prompts."""
+class Held:
+    """A kind of held definitions an admin approves: tools, prompts or resource templates."""
 
     noun: str  # "tools": the action, the error's context key and the event's field
-    listed: Callable[[asyncpg.Pool, str], Awaitable[list[queries.Row]]]
-    not_found: type[ToolNotFound] | type[PromptNotFound]
-    event: type[ToolsApproved] | type[PromptsApproved]
+    listed: Callable[[asyncpg.Pool, str], Awaitable[Sequence[Any]]]  # rows by original_name, with pins
+    not_found: type[ToolNotFound] | type[PromptNotFound] | type[ResourceNotFound]
+    event: type[ToolsApproved] | type[PromptsApproved] | type[TemplatesApproved]
 
 
-_TOOLS = _Held("tools", lambda db, server_id: queries.list_tools(db, [server_id]), ToolNotFound, ToolsApproved)
-_PROMPTS = _Held("prompts", queries.list_prompts, PromptNotFound, PromptsApproved)
+_TOOLS = Held("tools", lambda db, server_id: queries.list_tools(db, [server_id]), ToolNotFound, ToolsApproved)
+_PROMPTS = Held("prompts", queries.list_prompts, PromptNotFound, PromptsApproved)
 
 
 class ServerCommands:
@@ -359,17 +362,17 @@ class ServerCommands:
 
     async def approve(self, server_id: str, names: list[str] | None, caller: Caller) -> ApproveToolsResponse:
         """Approve the current definitions of held tools (all held tools when ``names`` is None)."""
-        approved = await self._approve_held(_TOOLS, server_id, names, caller)
+        approved = await self.approve_held(_TOOLS, server_id, names, caller)
         return ApproveToolsResponse(server_id=server_id, approved=approved)
 
     async def approve_prompts(self, server_id: str, names: list[str] | None, caller: Caller) -> ApprovePromptsResponse:
         """Approve the current definitions of held prompts (all held prompts when ``names`` is None)."""
-        approved = await self._approve_held(_PROMPTS, server_id, names, caller)
+        approved = await self.approve_held(_PROMPTS, server_id, names, caller)
         return ApprovePromptsResponse(server_id=server_id, approved=approved)
 
-    async def _approve_held(self, held: _Held, server_id: str, names: list[str] | None, caller: Caller) -> list[str]:
+    async def approve_held(self, held: Held, server_id: str, names: list[str] | None, caller: Caller) -> list[str]:
         """Approve the current definitions of the held ones among ``names`` (every held one when None) of
-        the server's tools or prompts (``held``); the names approved. An unknown name is a 404 naming it."""
+        the server's tools, prompts or templates (``held``); the names approved. An unknown one is a 404."""
         row = await self._managed(server_id, caller, f"approve {held.noun}", agents=False)
         listed = {r["original_name"]: r for r in await held.listed(self._b.db, server_id)}
         unknown = sorted(set(names or []) - listed.keys())

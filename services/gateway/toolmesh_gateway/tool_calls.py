@@ -48,14 +48,14 @@ from toolmesh.platform.config import Settings
 from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_execution, record_routing
 from toolmesh.platform.polling import poll_until
-from toolmesh.policies.result_fields import redact_result
 from toolmesh_gateway.admission import Admission
 from toolmesh_gateway.approval_requests import ApprovalGate
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.call_audit import CallAudit
-from toolmesh_gateway.call_policies import PASSED, CallPolicies, CallSubject, Verdict, refusal
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
+from toolmesh_gateway.policies.checks import PASSED, CallPolicies, CallSubject, Verdict, refusal
+from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
 from toolmesh_gateway.quota_meter import QuotaMeter, Standing
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
@@ -135,7 +135,7 @@ class ToolCalls:
         self._call_numbers = itertools.count(1)
         self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
         self.policies = CallPolicies(feed.policies, feed.catalog, gate)
-        """The policy check of every call, on every surface, before ``admit`` (``call_policies``)."""
+        """The policy check of every call, on every surface, before ``admit`` (``policies.checks``)."""
 
     async def route(self, request: ToolCallRequest, view: CatalogView) -> tuple[Route, str | None]:
         """The route among what ``view`` shows and its warning; on a miss, once more after the catalog

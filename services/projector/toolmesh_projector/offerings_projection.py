@@ -1,12 +1,12 @@
 """The projector's writes for what a server offers besides tools: its description (protocol,
 capabilities, instructions, with the approved instructions and their approval), resources and
-resource templates (prompts: ``prompts_projection``)."""
+resource templates with the approvals of flagged templates (prompts: ``prompts_projection``)."""
 
 from __future__ import annotations
 
 from asyncpg import Record
 
-from toolmesh.contracts.events import InstructionsApproved, ResourcesDiscovered, ServerDescribed
+from toolmesh.contracts.events import InstructionsApproved, ResourcesDiscovered, ServerDescribed, TemplatesApproved
 from toolmesh.pinning import ApprovedText, approve_instructions, pin_instructions
 from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.retired_pins import instructions_left
@@ -99,3 +99,17 @@ async def resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
             for t in event.templates
         ],
     )
+
+
+async def templates_approved(conn: Conn, event: TemplatesApproved) -> None:
+    """Flagged resource templates approved: each URI template's approved hash, kept by the server's name
+    (a removed server's approvals stay with it); the approval goes to the history and the audit log."""
+    await conn.executemany(
+        "INSERT INTO mcp.template_approvals(namespace, server_name, uri_template, approved_hash) "
+        "VALUES ($1, $2, $3, $4) ON CONFLICT (namespace, server_name, uri_template) "
+        "DO UPDATE SET approved_hash = EXCLUDED.approved_hash",
+        [(event.namespace, event.server_name, t.original_name, t.definition_hash) for t in event.templates],
+    )
+    details = {"templates": [t.model_dump() for t in event.templates]}
+    await history(conn, event, "TEMPLATES_APPROVED", details)
+    await audit(conn, event, event.server_name, details)

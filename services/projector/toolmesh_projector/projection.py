@@ -24,6 +24,7 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    TemplatesApproved,
     ToolsApproved,
     ToolsChanged,
     ToolsClassified,
@@ -45,7 +46,12 @@ from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
 from toolmesh.platform.store.queries import PROJECTOR
 from toolmesh.platform.store.retired_pins import retire_pins
 from toolmesh.platform.store.upstream_tokens import drop_grants
-from toolmesh_projector.offerings_projection import instructions_approved, resources_discovered, server_described
+from toolmesh_projector.offerings_projection import (
+    instructions_approved,
+    resources_discovered,
+    server_described,
+    templates_approved,
+)
 from toolmesh_projector.policies_projection import policy_deleted, policy_saved
 from toolmesh_projector.projection_trail import audit, history
 from toolmesh_projector.prompts_projection import prompts_approved, prompts_discovered
@@ -63,6 +69,7 @@ READ_MODEL_TABLES = (
     "mcp.tools",
     "mcp.resources",
     "mcp.resource_templates",
+    "mcp.template_approvals",
     "mcp.prompts",
     "mcp.endpoints",
     "mcp.policies",
@@ -327,6 +334,7 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ResourcesDiscovered: resources_discovered,
     PromptsDiscovered: prompts_discovered,
     PromptsApproved: prompts_approved,
+    TemplatesApproved: templates_approved,
     InstructionsApproved: instructions_approved,
     EndpointSaved: _endpoint_saved,
     EndpointDeleted: _endpoint_deleted,

@@ -15,16 +15,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from toolmesh.contracts.aggregator import AggregatorState, ErrorBody, ResealReport
-from toolmesh.contracts.approvals import APPROVAL_ID_PATTERN, Approval, ApprovalList, ApprovalState
+from toolmesh.contracts.api_requests import (
+    AppRef,
+    ApprovalRef,
+    ApprovalsRequest,
+    ApproveServerTemplatesRequest,
+    ApproveServerToolsRequest,
+    AuditRequest,
+    DecideApprovalRequest,
+    DisconnectServerRequest,
+    EndpointRef,
+    KeyRef,
+    ListServersRequest,
+    NoArguments,
+    PolicyRef,
+    QuotaRef,
+    ReplaceEndpointRequest,
+    ReplacePolicyRequest,
+    ReplaceQuotaRequest,
+    ServerRef,
+    ServerToolsRequest,
+)
+from toolmesh.contracts.approvals import Approval, ApprovalList
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.contracts.connected_apps import ConnectedAppList
 from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointRequest
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
+from toolmesh.contracts.resources import ApproveTemplatesResponse
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -41,8 +63,6 @@ from toolmesh.contracts.servers import (
 )
 from toolmesh.contracts.tools import ToolCallRequest, ToolCallResponse
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse
-from toolmesh.lifecycle import ServerStatus
-from toolmesh.naming import NAMESPACE_PATTERN
 
 API_PREFIX = "toolmesh.api"
 API_VERSION = "v1"
@@ -63,129 +83,6 @@ IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 def api_subject(operation: str, version: str = API_VERSION) -> str:
     """The request subject of one operation, e.g. ``toolmesh.api.v1.servers.register``."""
     return f"{API_PREFIX}.{version}.{operation}"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoArguments(_Strict):
-    """Operations that take nothing: send ``{}``."""
-
-
-class ServerRef(_Strict):
-    """One server of the caller's namespace, by id."""
-
-    server_id: str = Field(min_length=1, max_length=64)
-
-
-class ServerToolsRequest(ServerRef):
-    """``servers.tools``: the tools of one server."""
-
-    include_schemas: bool = False
-
-
-class DisconnectServerRequest(ServerRef):
-    """``servers.disconnect``: drain pending calls (up to 30 s), or cancel them with ``force``."""
-
-    force: bool = False
-
-
-class ApproveServerToolsRequest(ServerRef):
-    """``servers.approve``: approve these held tools (every held tool when ``tools`` is omitted)."""
-
-    tools: list[str] | None = None
-
-
-class ListServersRequest(_Strict):
-    """``servers.list``: a page of the caller's servers."""
-
-    status: ServerStatus | None = None
-    include_tools: bool = False
-    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="owner only: one namespace")
-    agent: str | None = Field(
-        default=None, min_length=1, max_length=256, pattern=r"^[^\x00]*$", description="only its servers, newest first"
-    )
-    limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=2**31 - 1)
-
-
-class EndpointRef(_Strict):
-    """One endpoint (bundle) of the caller's namespace, by id."""
-
-    endpoint_id: str = Field(min_length=1, max_length=64)
-
-
-class ReplaceEndpointRequest(EndpointRequest):
-    """``endpoints.replace``: the endpoint's id and its whole new definition."""
-
-    endpoint_id: str = Field(min_length=1, max_length=64)
-
-
-class PolicyRef(_Strict):
-    """One policy the caller manages, by id."""
-
-    policy_id: str = Field(min_length=1, max_length=64)
-
-
-class ReplacePolicyRequest(PolicyRequest):
-    """``policies.replace``: the policy's id and its whole new definition."""
-
-    policy_id: str = Field(min_length=1, max_length=64)
-
-
-class QuotaRef(_Strict):
-    """One quota of the caller's namespace, by id."""
-
-    quota_id: str = Field(min_length=1, max_length=64)
-
-
-class ReplaceQuotaRequest(QuotaRequest):
-    """``quotas.replace``: the quota's id and its whole new definition."""
-
-    quota_id: str = Field(min_length=1, max_length=64)
-
-
-class KeyRef(_Strict):
-    """``keys.revoke``: one key of the caller's namespace, by id."""
-
-    key_id: str = Field(min_length=1, max_length=64)
-
-
-class AppRef(_Strict):
-    """``apps.disconnect``: one connected app (an MCP client signed in with OAuth) the caller sees, by id."""
-
-    app_id: str = Field(min_length=1, max_length=64)
-
-
-class ApprovalsRequest(_Strict):
-    """``approvals.list``: pending and recent approvals of tool calls, newest first."""
-
-    state: ApprovalState | None = None
-    limit: int = Field(default=100, ge=1, le=1000)
-
-
-class ApprovalRef(_Strict):
-    """``approvals.get``: one approval of the caller's namespace, by id."""
-
-    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
-
-
-class DecideApprovalRequest(_Strict):
-    """``approvals.approve`` / ``approvals.reject``: a decision, with an optional comment."""
-
-    approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
-    comment: str | None = Field(default=None, max_length=2000)
-
-
-class AuditRequest(_Strict):
-    """``audit.list``: audited operations and tool calls, newest first."""
-
-    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN)
-    actor: str | None = Field(default=None, max_length=256)
-    event: str | None = Field(default=None, max_length=64, description="e.g. server.registered, tool.called")
-    limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
 
 
 T = TypeVar("T")
@@ -306,6 +203,15 @@ OPERATIONS: tuple[Operation, ...] = (
         True,
         "POST",
         SERVER + "/tools/approve",
+    ),
+    Operation(
+        "servers.approve_templates",
+        ApproveServerTemplatesRequest,
+        ApproveTemplatesResponse,
+        "Approve held resource templates (flagged by the poisoning scan)",
+        True,
+        "POST",
+        SERVER + "/resources/approve",
     ),
     Operation(
         "tools.call", ToolCallRequest, ToolCallResponse, "Call a tool (BR-005)", True, "POST", "/api/v1/tools/call"

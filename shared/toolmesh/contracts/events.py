@@ -366,6 +366,15 @@ class PromptsApproved(ServerEvent):
     prompts: list[ApprovedTool]
 
 
+class TemplatesApproved(ServerEvent):
+    """An admin approved resource templates the poisoning scanner flags (``original_name`` is the URI
+    template, ``definition_hash`` its ``template_definition_hash``): listed and used to route reads."""
+
+    subject: ClassVar[str] = "toolmesh.evt.templates.approved"
+    server_name: str
+    templates: list[ApprovedTool]
+
+
 class InstructionsApproved(ServerEvent):
     """An admin approved a server's current instructions (by their hash): they are served from now on."""
 

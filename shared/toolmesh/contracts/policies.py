@@ -1,6 +1,6 @@
 """Policies on tool calls: the REST/NATS bodies and the events that carry every change.
 
-A policy is a CEL expression over the attributes of a call (``toolmesh.policies.attributes``) and
+A policy is a CEL expression over the attributes of a call (``toolmesh_gateway.policies.language``) and
 an effect applied when it is true. ``namespace`` None is a global policy (every namespace; the
 owner's alone to manage).
 """

@@ -1,5 +1,5 @@
 """REST bodies of resources and prompts: listings per server, ``POST /resources/read``, ``POST /prompts/get``,
-and the approval of held prompts.
+and the approval of held prompts and resource templates.
 
 Items are the upstream's own wire form (``uri``, ``name``, ``mimeType``, ...), unchanged.
 """
@@ -25,7 +25,23 @@ class ResourceList(BaseModel):
     resource_templates: list[dict[str, Any]]
     total: int
     held_templates: list[HeldTemplate] = Field(default_factory=list)
-    """Templates listed in ``resource_templates`` that clients are not shown: the poisoning scanner flags them."""
+    """Templates listed in ``resource_templates`` that clients are not shown: the poisoning scanner flags
+    them and no admin approved them (``POST …/resources/approve``)."""
+
+
+class ApproveTemplatesRequest(BaseModel):
+    """``POST /servers/{id}/resources/approve``: approve these held resource templates (all when omitted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    templates: list[str] | None = Field(None, description="URI templates; omit to approve every held template")
+
+
+class ApproveTemplatesResponse(BaseModel):
+    """The resource templates (by URI template) whose current definitions are now approved."""
+
+    server_id: str
+    approved: list[str]
 
 
 class HeldPrompt(BaseModel):

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from toolmesh.contracts.events import DiscoveredTool
+from toolmesh.pinning import template_definition_hash
 from toolmesh.poisoning.scan import scan_prompt, scan_template, scan_tool
 
 CACHED = 20_000
@@ -55,3 +56,16 @@ def flagged_templates(templates: Mapping[str, Mapping[str, Any]]) -> dict[str, l
     names = [str(item.get("name", "")) for item in templates.values()]
     found = {key: [f.summary() for f in scan_template(item, names)] for key, item in templates.items()}
     return {key: lines for key, lines in found.items() if lines}
+
+
+def held_templates(
+    templates: Mapping[str, Mapping[str, Any]], approved: Mapping[str, str] | None = None
+) -> dict[str, list[str]]:
+    """Findings by URI template, for the flagged templates that stay held: all but those whose exact
+    definition an admin approved (``approved``: approved hash by URI template)."""
+    approved = approved or {}
+    return {
+        key: lines
+        for key, lines in flagged_templates(templates).items()
+        if approved.get(key) != template_definition_hash(templates[key])
+    }

@@ -33,7 +33,6 @@ from toolmesh.contracts.rpc import ClientRef, SetLevelRpc, SubscribeRpc, ToolPro
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway import lookup
 from toolmesh_gateway.bundle_view import BundleView
-from toolmesh_gateway.call_policies import APPROVED, PASSED, Verdict
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -45,6 +44,7 @@ from toolmesh_gateway.front_door.relayed_questions import screened_answer
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
+from toolmesh_gateway.policies.checks import APPROVED, PASSED, Verdict
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 SERVER_META = "toolmesh/server"

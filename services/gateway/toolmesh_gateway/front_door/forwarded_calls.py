@@ -14,8 +14,8 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
-from toolmesh.policies.result_fields import redact_result
-from toolmesh_gateway.call_policies import PASSED, CallSubject, Verdict, refusal
+from toolmesh_gateway.policies.checks import PASSED, CallSubject, Verdict, refusal
+from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.tool_calls import ToolCalls
 
 

@@ -18,6 +18,7 @@ from toolmesh.errors import (
     PromptAmbiguous,
     PromptChanged,
     PromptNotFound,
+    ResourceChanged,
     ResourceNotFound,
     ServerNotFound,
     ToolAmbiguous,
@@ -29,7 +30,15 @@ from toolmesh.errors import (
 RESOURCE_NOT_FOUND = -32002
 """The spec's code for a resource nobody serves."""
 REQUEST_TIMEOUT = -32001
-_INVALID_PARAMS = (ServerNotFound, ToolNotFound, ToolAmbiguous, PromptNotFound, PromptAmbiguous, PromptChanged)
+_INVALID_PARAMS = (
+    ServerNotFound,
+    ToolNotFound,
+    ToolAmbiguous,
+    PromptNotFound,
+    PromptAmbiguous,
+    PromptChanged,
+    ResourceChanged,
+)
 
 
 def mcp_error(exc: ToolmeshError, capabilities: object = None) -> MCPError:

@@ -38,7 +38,6 @@ from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Authenticator, Caller
 from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.bundles import Bundle
-from toolmesh_gateway.call_policies import CallSubject
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -61,6 +60,7 @@ from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
+from toolmesh_gateway.policies.checks import CallSubject
 from toolmesh_gateway.progress_relay import ProgressSink
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.tool_calls import ToolCalls

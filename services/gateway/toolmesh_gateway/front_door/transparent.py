@@ -14,7 +14,8 @@ out and the server's tools are discovered again, so the change is held on every 
 ``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
 and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
 only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
-``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``). A tool the upstream lets run as a task runs as one
+``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``), and a held resource template is neither listed nor read
+(``RESOURCE_CHANGED``). A tool the upstream lets run as a task runs as one
 for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks,
 unless the upstream runs tasks itself (``upstream_tasks``).
 """
@@ -42,7 +43,6 @@ from toolmesh.pinning import prompt_definition_hash, screen, wire_definition_has
 from toolmesh_gateway import lookup
 from toolmesh_gateway.admission import SHED
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.call_policies import CallSubject
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
@@ -50,6 +50,7 @@ from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
 from toolmesh_gateway.front_door.forwarded_calls import forward_screened
+from toolmesh_gateway.front_door.held_reads import refuse_held_read
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import as_user, refuse, request_caller
@@ -59,6 +60,7 @@ from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import Tasks
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.offers import unflagged_templates
+from toolmesh_gateway.policies.checks import CallSubject
 from toolmesh_gateway.routing import require_pinned
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -73,12 +75,7 @@ Lists = tuple[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]], tuple[st
 log = logging.getLogger("toolmesh.gateway.mcp")
 _SERVED: contextvars.ContextVar[str | None] = contextvars.ContextVar("toolmesh_transparent_server", default=None)
 """The id of the server the request being served is for (the SDK's header check asks by tool name only)."""
-FORWARDED = (
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "completion/complete",
-)
+FORWARDED = ("resources/list", "resources/templates/list", "resources/read", "completion/complete")
 
 
 class Transparent:
@@ -254,8 +251,13 @@ class Transparent:
         return result
 
     async def _forward(self, ctx: Ctx, _: Any) -> dict[str, Any]:
-        forwarded = await self._aggregate.forward(ctx, self._server(ctx), ctx.method, upstream_params(ctx))
-        return unflagged_templates(forwarded) if ctx.method == "resources/templates/list" else forwarded
+        server = self._server(ctx)
+        if ctx.method == "resources/read":  # held resource templates are neither read nor listed
+            await refuse_held_read(self._feed, server, str((ctx.params or {}).get("uri", "")))
+        forwarded = await self._aggregate.forward(ctx, server, ctx.method, upstream_params(ctx))
+        if ctx.method != "resources/templates/list":
+            return forwarded
+        return unflagged_templates(forwarded, self._feed.catalog.offer(server.id).template_approvals)
 
     async def _list_tools(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         """The upstream's own tools/list, with only the tools whose live definition is pinned and approved."""

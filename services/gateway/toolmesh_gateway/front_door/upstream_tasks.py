@@ -27,7 +27,6 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
-from toolmesh.policies.result_fields import redact_result
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
@@ -42,6 +41,7 @@ from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, now
 from toolmesh_gateway.front_door.tasks import UNKNOWN_TASK
 from toolmesh_gateway.offers import ServerDescription
+from toolmesh_gateway.policies.result_fields import redact_result
 
 UPSTREAM_ID_MAX = 256
 """The longest upstream task id kept (a longer one, or one that is not a string, fails the call)."""

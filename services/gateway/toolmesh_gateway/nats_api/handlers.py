@@ -27,10 +27,11 @@ from toolmesh_gateway.authorization_server.consent import Consents
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.endpoints import EndpointService
 from toolmesh_gateway.keys import KeyService
-from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.policies.service import PolicyService
 from toolmesh_gateway.quotas import QuotaService
 from toolmesh_gateway.searching import search_visible
 from toolmesh_gateway.server_commands import ServerCommands
+from toolmesh_gateway.template_approvals import approve_templates
 from toolmesh_gateway.tool_calls import ToolCalls
 from toolmesh_gateway.upstream_oauth.authorizing import UpstreamAuthorizations
 from toolmesh_gateway.views import server_detail
@@ -117,6 +118,10 @@ async def _refresh(s: GatewayServices, caller: Caller, body: api.ServerRef) -> B
 
 async def _approve(s: GatewayServices, caller: Caller, body: api.ApproveServerToolsRequest) -> BaseModel:
     return await s.commands.approve(body.server_id, body.tools, caller)
+
+
+async def _approve_templates(s: GatewayServices, caller: Caller, body: api.ApproveServerTemplatesRequest) -> BaseModel:
+    return await approve_templates(s.commands, body.server_id, body.templates, caller)
 
 
 async def _classify(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
@@ -271,6 +276,7 @@ HANDLERS: dict[str, Handler] = {
     "servers.history": _history,
     "servers.refresh": _refresh,
     "servers.approve": _approve,
+    "servers.approve_templates": _approve_templates,
     "servers.classify": _classify,
     "endpoints.create": _create_endpoint,
     "endpoints.list": _list_endpoints,

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.api import AuditRequest
+from toolmesh.contracts.api_requests import AuditRequest
 from toolmesh.contracts.audit import AuditPage
 from toolmesh.naming import NAMESPACE_PATTERN
 from toolmesh.platform.runtime import Backends

@@ -10,7 +10,7 @@ from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import caller_of
-from toolmesh_gateway.policies import PolicyService
+from toolmesh_gateway.policies.service import PolicyService
 
 router = APIRouter(prefix="/api/v1/policies", tags=["policies"])
 Auth = Annotated[Principal, Depends(require_principal)]

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
-from toolmesh.contracts.api import ListServersRequest
+from toolmesh.contracts.api_requests import ListServersRequest
 from toolmesh.contracts.servers import (
     ApproveInstructionsResponse,
     ApproveToolsRequest,

@@ -183,6 +183,16 @@ async def list_resources(db: asyncpg.Pool, server_id: str) -> tuple[list[Row], l
     return list(resources), list(templates)
 
 
+async def template_approvals(db: asyncpg.Pool, namespace: str, server_name: str) -> dict[str, str]:
+    """The approved hashes of flagged resource templates of a server's name, by URI template."""
+    rows = await db.fetch(
+        "SELECT uri_template, approved_hash FROM mcp.template_approvals WHERE namespace = $1 AND server_name = $2",
+        namespace,
+        server_name,
+    )
+    return {r["uri_template"]: r["approved_hash"] for r in rows}
+
+
 async def server_instructions(db: asyncpg.Pool, server_id: str) -> Row | None:
     """A server's ``instructions`` as its upstream last gave them, and the approved ones
     (``instructions_hash``, ``approved_instructions``)."""

@@ -4,7 +4,8 @@ The projector writes them when it removes a server whose tool list was seen; dis
 next server registered under that name reviews its first tool list against them
 (``toolmesh.pinning.inherit``), so removing and registering a server again approves nothing; a
 removed server's prompt pins and approved instructions are kept beside them, for the next server's
-first prompt list and first description.
+first prompt list and first description. Approvals of flagged resource templates are kept by name
+from the start (``mcp.template_approvals``), so they need no retiring.
 """
 
 from __future__ import annotations
@@ -84,11 +85,15 @@ async def instructions_left(db: Db, namespace: str, name: str) -> ApprovedText |
 
 
 async def every_left(conn: Conn) -> EveryLeft:
-    """What every removed server left to its name."""
+    """What every removed server left to its name, and every name's approvals of flagged resource templates."""
     rows = await conn.fetch("SELECT namespace, server_name, approved, prompts, instructions FROM mcp.retired_pins")
     keys = [((r["namespace"], r["server_name"]), r) for r in rows]
+    templates: dict[tuple[str, str], dict[str, str]] = {}
+    for t in await conn.fetch("SELECT namespace, server_name, uri_template, approved_hash FROM mcp.template_approvals"):
+        templates.setdefault((t["namespace"], t["server_name"]), {})[t["uri_template"]] = t["approved_hash"]
     return EveryLeft(
         {k: dict(r["approved"]) for k, r in keys if r["approved"] is not None},
         {k: dict(r["prompts"]) for k, r in keys if r["prompts"] is not None},
         {k: ApprovedText(r["instructions"]["hash"], r["instructions"]["text"]) for k, r in keys if r["instructions"]},
+        templates,
     )

@@ -1,5 +1,6 @@
 // Pending tool-definition changes: tools held back (changed after approval, new under
-// "review", or flagged by the poisoning scan) until an admin approves their current definition.
+// "review", or flagged by the poisoning scan) and resource templates flagged by the poisoning
+// scan, until an admin approves their current definition.
 
 import { ApiError } from "../api.js";
 import { announce, fill, h, notice, pageTitle } from "../dom.js";
@@ -21,6 +22,26 @@ export async function approve(ctx, server, names) {
   return reply;
 }
 
+/** Approve held resource templates of one server, by URI template. */
+async function approveTemplates(ctx, server, templates) {
+  const reply = await ctx.api.post(`${SERVERS}/${encodeURIComponent(server.id)}/resources/approve`, { templates });
+  announce(`Approved ${reply.approved.join(", ") || "nothing"} on ${server.name}`);
+  return reply;
+}
+
+/** The table of a server's held resource templates (``held``: {uri_template, findings}). */
+function templatesTable(ctx, server, held, items, decide) {
+  const described = new Map(items.map((t) => [t.uriTemplate, t.description]));
+  return h("table", {},
+    h("thead", {}, h("tr", {}, ["Resource template", "Why held", "Current description", ""].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, held.map((t) => h("tr", { dataset: { template: t.uri_template } },
+      h("th", { scope: "row" }, h("code", {}, t.uri_template)),
+      h("td", {}, h("ul", {}, t.findings.map((line) => h("li", {}, `flagged: ${line}`)))),
+      h("td", {}, described.get(t.uri_template) || "–"),
+      h("td", {}, h("button", { type: "button", "aria-label": `Approve ${server.name} ${t.uri_template}`,
+        onclick: () => decide(() => approveTemplates(ctx, server, [t.uri_template])) }, "Approve"))))));
+}
+
 export default {
   path: "approvals",
   title: "Approvals",
@@ -31,7 +52,8 @@ export default {
     const list = h("div", { class: "approvals" });
     fill(main, pageTitle("Pending approvals"),
       h("p", { class: "lead" }, "A tool whose description or input schema changed after it was approved (or a new tool of "
-        + "a server registered with review) is neither listed nor callable until its new definition is approved."),
+        + "a server registered with review) is neither listed nor callable until its new definition is approved; "
+        + "a resource template the poisoning scan flags is neither listed nor read until it is approved."),
       messages, list);
 
     async function load() {
@@ -40,8 +62,10 @@ export default {
         const servers = await ctx.api.servers();
         const held = [];
         for (const server of servers) {
-          const tools = (await ctx.api.get(`${SERVERS}/${encodeURIComponent(server.id)}/tools`)).tools.filter((t) => t.held);
-          if (tools.length) held.push({ server, tools });
+          const path = `${SERVERS}/${encodeURIComponent(server.id)}`;
+          const tools = (await ctx.api.get(`${path}/tools`)).tools.filter((t) => t.held);
+          const resources = await ctx.api.get(`${path}/resources`);
+          if (tools.length || resources.held_templates.length) held.push({ server, tools, resources });
         }
         render(held);
       } catch (error) {
@@ -55,26 +79,29 @@ export default {
         fill(list, h("p", { class: "empty" }, "Nothing is waiting for approval."));
         return;
       }
-      fill(list, held.map(({ server, tools }) => {
+      fill(list, held.map(({ server, tools, resources }) => {
         const titleId = `held-${server.id}`;
-        const all = h("button", { type: "button", class: "secondary", onclick: () => decide(server, null) },
-          `Approve all ${tools.length} of ${server.name}`);
+        const all = tools.length ? h("button", { type: "button", class: "secondary",
+          onclick: () => decide(() => approve(ctx, server, null)) }, `Approve all ${tools.length} of ${server.name}`) : null;
+        const templates = resources.held_templates.length
+          ? templatesTable(ctx, server, resources.held_templates, resources.resource_templates, decide) : null;
         return h("section", { class: "card", "aria-labelledby": titleId },
           h("div", { class: "page-head" }, h("h2", { id: titleId }, h("a", { href: `#/servers/${server.id}` }, server.name)), all),
-          h("table", {},
+          !tools.length ? null : h("table", {},
             h("thead", {}, h("tr", {}, ["Tool", "Why held", "Current description", ""].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", {}, tools.map((tool) => h("tr", { dataset: { tool: tool.original_name } },
               h("th", { scope: "row" }, h("code", {}, tool.name)),
               h("td", {}, whyHeld(tool.held)),
               h("td", {}, tool.description || "–"),
               h("td", {}, h("button", { type: "button", "aria-label": `Approve ${tool.name}`,
-                onclick: () => decide(server, [tool.original_name]) }, "Approve")))))));
+                onclick: () => decide(() => approve(ctx, server, [tool.original_name])) }, "Approve")))))),
+          templates);
       }));
     }
 
-    async function decide(server, names) {
+    async function decide(approving) {
       try {
-        await approve(ctx, server, names);
+        await approving();
         await load();
         document.getElementById("page-title").focus();
       } catch (error) {
@@ -84,7 +111,8 @@ export default {
     }
 
     const unsubscribe = ctx.live.subscribe((type) => {
-      if (type === "ready" || type === "tools.changed" || type === "tools.approved" || type === "server.removed") load();
+      if (type === "ready" || type === "tools.changed" || type === "tools.approved" || type === "templates.approved"
+        || type === "server.removed") load();
     });
     await load();
     return unsubscribe;

@@ -15,8 +15,8 @@ import asyncpg
 
 from toolmesh.contracts.events import Event
 from toolmesh.contracts.policies import PolicyDeleted, PolicyRequest, PolicySaved
-from toolmesh.policies.decisions import Rule
-from toolmesh.policies.language import compile_expression
+from toolmesh_gateway.policies.decisions import Rule
+from toolmesh_gateway.policies.language import compile_expression
 
 log = logging.getLogger("toolmesh.gateway.policies")
 

@@ -21,11 +21,11 @@ import cel
 from toolmesh.contracts.rpc import ClientRef
 from toolmesh.errors import PolicyDenied, ToolmeshError
 from toolmesh.platform.metrics import record_policy_action, record_policy_errors
-from toolmesh.policies.decisions import Decision, decide
 from toolmesh_gateway.approval_requests import ApprovalGate, PendingCall
 from toolmesh_gateway.auth import Caller, Principal
 from toolmesh_gateway.catalog import Catalog
-from toolmesh_gateway.policy_book import PolicyBook
+from toolmesh_gateway.policies.book import PolicyBook
+from toolmesh_gateway.policies.decisions import Decision, decide
 from toolmesh_gateway.routing import ServerRoute
 
 log = logging.getLogger("toolmesh.gateway.policies")
@@ -106,7 +106,7 @@ class CallPolicies:
         return verdict
 
     def attributes(self, call: CallSubject) -> dict[str, Any]:
-        """The variables of a policy expression for ``call`` (``toolmesh.policies.language.ATTRIBUTES``)."""
+        """The variables of a policy expression for ``call`` (``toolmesh_gateway.policies.language.ATTRIBUTES``)."""
         principal = call.caller.principal
         tool = self._catalog.tool(call.server.id, call.tool)
         return {

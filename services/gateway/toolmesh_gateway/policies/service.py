@@ -24,9 +24,9 @@ from toolmesh.platform.bus.publishing import publish_event
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh.platform.store.queries import Row
-from toolmesh.policies.language import compile_expression
-from toolmesh_gateway import policy_reads
 from toolmesh_gateway.auth import Caller
+from toolmesh_gateway.policies import reads as policy_reads
+from toolmesh_gateway.policies.language import compile_expression
 
 
 class PolicyService:
