@@ -314,3 +314,34 @@ async def test_on_mcp_the_clients_user_approves_a_held_call_through_elicitation(
     assert host.ran("delete_repo") == ([{"name": "e"}] if runs else [])
     if not runs:
         assert "APPROVAL_REJECTED" in text_of(result)
+
+
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False)])
+async def test_a_2026_client_approves_a_held_call_as_an_input_request_in_its_retry(
+    host: Host, action: str, runs: bool
+) -> None:
+    """The stateless era: the call a policy holds answers with the question as an input request, and
+    the client's retry carrying its user's answer decides it."""
+    system = host.system
+    await add_policy(
+        system,
+        {
+            "name": "destructive-needs-approval",
+            "expression": "has(tool.annotations.destructiveHint) && tool.annotations.destructiveHint == true",
+            "effect": "require_approval",
+            "reason": "Destructive tools need a human's approval",
+        },
+    )
+    url, elicits = f"{system.api.base_url}/mcp", {"elicitation": {}}
+    call = {"name": "github__delete_repo", "arguments": {"name": "m"}}
+    asked = (await modern_call(url, "tools/call", call, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    assert asked["resultType"] == "input_required", asked
+    ((key, question),) = asked["inputRequests"].items()
+    assert question["method"] == "elicitation/create" and "delete_repo" in question["params"]["message"], question
+    assert host.ran("delete_repo") == []  # held before the upstream
+    retry = {**call, "requestState": asked["requestState"], "inputResponses": {key: {"action": action}}}
+    done = await modern_call(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities=elicits)
+    assert done["result"].get("isError", False) is not runs, done
+    assert host.ran("delete_repo") == ([{"name": "m"}] if runs else [])
+    if not runs:
+        assert "APPROVAL_REJECTED" in json.dumps(done), done

@@ -1,8 +1,11 @@
 """Policies on the ``/mcp`` path that relays a 2026-07-28 client's call itself (an upstream that speaks
-only that era): denied before the upstream, redacted after it, like every other surface."""
+only that era): denied before the upstream, redacted after it, held for an approval once per call,
+like every other surface; and on ``/mcp/{server}``, whose 2026-07-28 calls to a handshake-era
+upstream go through the ``InputBridge``: held once too, whatever rounds of questions follow."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -10,19 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.approval_calls import waiting
 from tests.harness import ADMIN_TOKEN, System, running_system
 from tests.mcp_raw import modern_call
 from tests.peers.launch import free_port, running_process
+from tests.tasks_client import task_tools_system
 
 pytestmark = pytest.mark.integration
 MODERN_ONLY = Path(__file__).parents[1] / "peers" / "modern_only.py"
+APPROVAL_TIMEOUT = 20.0
+"""The approval deadline here: a call asked twice would wait this long and fail, rather than 300 s."""
 
 
 @pytest.fixture
 async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
     port = free_port()
     async with (
-        running_system(nats_url, database_url) as running,
+        running_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as running,
         running_process([sys.executable, str(MODERN_ONLY), "--port", str(port)], port=port),
     ):
         config = {"base_url": f"http://127.0.0.1:{port}/mcp", "headers": {}}
@@ -43,3 +50,73 @@ async def test_a_relayed_modern_call_is_denied_by_a_policy(system: System) -> No
         url, "tools/call", {"name": "modern__echo", "arguments": {"text": "hi"}}, token=ADMIN_TOKEN
     )
     assert "POLICY_DENIED" in json.dumps(after) and "echo: hi" not in json.dumps(after), after
+
+
+async def test_a_relayed_call_a_policy_holds_is_approved_once_for_all_its_input_rounds(system: System) -> None:
+    """The upstream asks the client a question after the approval: the client's retry carries the
+    answer back, and the approval of the first round holds for it (nobody is asked again)."""
+    rule = {"name": "confirm-needs-approval", "expression": 'tool.name == "confirm"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    token = (await system.create_key("dev", "user"))["token"]
+    url, call = f"{system.api.base_url}/mcp", {"name": "modern__confirm", "arguments": {"action": "ship"}}
+    elicits = {"elicitation": {}}
+    first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
+    shown = await waiting(system.api, "dev")
+    assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
+    asked = (await first)["result"]
+    assert asked["resultType"] == "input_required", asked
+    ((key, question),) = asked["inputRequests"].items()
+    assert question["method"] == "elicitation/create", question
+    retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    retry["requestState"] = asked["requestState"]
+    done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
+    assert done.get("result", {}).get("content", [{}])[0].get("text") == "did ship", done
+    approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+    assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals
+
+
+async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: System) -> None:
+    """Only a state sealed after an approval spares its retry one: a call started before the policy
+    existed is held in its retry, and refused when the approver rejects it."""
+    token = (await system.create_key("dev", "user"))["token"]
+    url, call = f"{system.api.base_url}/mcp", {"name": "modern__confirm", "arguments": {"action": "wipe"}}
+    elicits = {"elicitation": {}}
+    asked = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+    assert asked["resultType"] == "input_required", asked
+    rule = {"name": "confirm-needs-approval", "expression": 'tool.name == "confirm"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    ((key, _),) = asked["inputRequests"].items()
+    retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+    retry["requestState"] = asked["requestState"]
+    retried = asyncio.create_task(modern_call(url, "tools/call", retry, token=token, capabilities=elicits))
+    shown = await waiting(system.api, "dev")
+    assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/reject", json={})).status_code == 200
+    refused = json.dumps(await retried)
+    assert "APPROVAL_REJECTED" in refused and "did wipe" not in refused, refused
+
+
+async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_bridged_questions(
+    nats_url: str, database_url: str
+) -> None:
+    """``tasks.confirm_delete`` (a handshake-era upstream) asks the client mid-call, after the approval:
+    the question comes as an input request, and the retry answering it is not held again."""
+    async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
+        rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
+        rule |= {"effect": "require_approval", "reason": "Asks first"}
+        assert (await system.api.post("/api/v1/policies", json=rule)).status_code == 201
+        token = (await system.create_key("dev", "user"))["token"]
+        url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
+        elicits = {"elicitation": {}}
+        first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
+        shown = await waiting(system.api, "dev")
+        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
+        asked = (await first)["result"]
+        assert asked["resultType"] == "input_required", asked
+        ((key, question),) = asked["inputRequests"].items()
+        assert question["method"] == "elicitation/create" and "Delete f?" in json.dumps(question), question
+        retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
+        retry["requestState"] = asked["requestState"]
+        done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
+        assert done.get("result", {}).get("content", [{}])[0].get("text") == "deleted f", done
+        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+        assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals

@@ -5,7 +5,8 @@ test's own) and replica B (a ``toolmesh gateway`` process) share the bucket of t
 upstream created through one is read, answered and cancelled through the other, under an id of the
 gateway's (the upstream's never reaches the client); another principal gets the ``-32602`` of a task
 that does not exist; and what a hostile upstream answers (a task id no one should keep, a status the
-extension has not, fields a task has not) never reaches the client as it is. A
+extension has not, fields a task has not) never reaches the client as it is, nor a result field a
+``redact`` policy removes. A
 key's passed-through tasks count toward ``TOOLMESH_TASK_MAX_PER_KEY`` like the gateway's own.
 """
 
@@ -172,3 +173,12 @@ async def test_a_keys_passed_through_tasks_count_toward_its_task_limit(nats_url:
         await _created(url, "slow_task", {"seconds": 3600, "label": "room again"})
         again = await _call(url, "slow_task", {"seconds": 3600, "label": "full again"})
         assert again["error"]["data"]["error_code"] == "LIMIT_EXCEEDED", again
+
+
+async def test_the_result_of_a_task_the_upstream_runs_is_redacted_by_a_policy(replicas: Replicas) -> None:
+    rule = {"name": "no-secrets", "expression": 'tool.name == "slow_task"', "effect": "redact", "redact": ["secret"]}
+    assert (await replicas.system.api.post("/api/v1/policies", json=rule)).status_code == 201
+    task_id = await _created(replicas.a(), "slow_task", {"seconds": 0.2, "label": "kept"})
+    ended = await ended_task(replicas.a(), task_id)
+    assert ended["status"] == "completed" and ended["result"]["structuredContent"] == {"label": "kept"}, ended
+    assert "s3cret" not in json.dumps(ended), ended

@@ -6,7 +6,8 @@ For a 2026-07-28 client that declares the extension: ``test_tool_with_task`` (``
 ``required``) first answers an ``InputRequiredResult`` asking for a name, and on the retry with the
 answer a ``CreateTaskResult`` whose task completes saying hello to it, as the suite's
 ``tasks-mrtr-composition`` wants; ``slow_task`` (``optional``) makes a task that completes after
-``seconds`` (``label`` in its result) unless cancelled; ``confirm_task`` a task that asks its client a
+``seconds`` (``label`` in its result, and in its structured content with a ``secret``) unless
+cancelled; ``confirm_task`` a task that asks its client a
 question (``input_required``, answered through ``tasks/update``). ``hostile`` answers as ``kind`` says: a
 task id past any sensible length (``long-id``), a task id that is not a string (``number-id``), a
 task whose ``tasks/get`` names a status the extension has not (``bad-status``), or one whose
@@ -106,7 +107,11 @@ class Tasks(Extension):
             return self._create(due=time.monotonic() + 0.5, result=_text(f"Hello, {name}!"))
         if params.name == "slow_task":
             seconds = float(arguments.get("seconds", 1))
-            return self._create(due=time.monotonic() + seconds, result=_text(f"done {arguments.get('label', '')}"))
+            label = str(arguments.get("label", ""))
+            structured = {"label": label, "secret": f"s3cret-{label}"}
+            return self._create(
+                due=time.monotonic() + seconds, result={**_text(f"done {label}"), "structuredContent": structured}
+            )
         if params.name == "confirm_task":
             return self._create(due=None, result=None, asking=True)
         return self._hostile(str(arguments.get("kind", "")))

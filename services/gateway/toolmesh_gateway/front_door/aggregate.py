@@ -44,6 +44,7 @@ from toolmesh_gateway.front_door.relayed_questions import screened_answer
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
+from toolmesh_gateway.policies.checks import APPROVED, PASSED, Verdict
 
 log = logging.getLogger("toolmesh.gateway.mcp")
 SERVER_META = "toolmesh/server"
@@ -119,17 +120,24 @@ class Aggregate:
 
     # -- forwarding ------------------------------------------------------------------------------
 
-    async def forward(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def forward(
+        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], verdict: Verdict = PASSED
+    ) -> dict[str, Any]:
         """One request to ``server``'s upstream on behalf of this client (its server → client traffic
-        comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era)."""
+        comes back on this request's stream, or as an ``InputRequiredResult`` in the 2026-07-28 era);
+        ``verdict``: the policies' on a tool call (whether it was approved, which a relayed state tells
+        its retry; what the result of a task the upstream runs loses)."""
         described = self._view(ctx).offer(server).description
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and passed_through(ctx, described, method):
-            return await self._relay_task(ctx, server, params)
+            return await self._relay_task(ctx, server, params, verdict)
         if modern and described.reached_in_modern_era(method, params):
-            return await self._relay(ctx, server, method, params)
+            return await self._relay(ctx, server, method, params, verdict=verdict)
         if bridged(ctx):
-            outcome = await self._bridge.run(ctx, lambda link: self._send(ctx, server, method, params, link.ref))
+            approved = verdict.effect == APPROVED
+            outcome = await self._bridge.run(
+                ctx, lambda link: self._send(ctx, server, method, params, link.ref), approved
+            )
             if isinstance(outcome, mcp_types.InputRequiredResult):
                 return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
             return for_client(ctx, outcome)
@@ -138,19 +146,31 @@ class Aggregate:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
 
-    async def _relay_task(self, ctx: Ctx, server: CatalogServer, params: dict[str, Any]) -> dict[str, Any]:
+    def approved_before(self, ctx: Ctx, server: CatalogServer) -> bool:
+        """Whether this request retries a call to ``server`` that was approved already (its state says so)."""
+        return self._bridge.approved_before(ctx, server.id)
+
+    async def _relay_task(
+        self, ctx: Ctx, server: CatalogServer, params: dict[str, Any], verdict: Verdict
+    ) -> dict[str, Any]:
         """A ``tools/call`` the upstream may run as a task of its own, counted in the caller's task quota."""
         task_id = self._upstream_tasks.reserve(ctx)
         answer: dict[str, Any] = {}
         try:
-            answer = await self._relay(ctx, server, "tools/call", params, task_id)
+            answer = await self._relay(ctx, server, "tools/call", params, task_id, verdict)
         finally:
             if answer.get("resultType") != "task":
                 self._upstream_tasks.unreserve(task_id)
         return answer
 
     async def _relay(
-        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], task_id: str | None = None
+        self,
+        ctx: Ctx,
+        server: CatalogServer,
+        method: str,
+        params: dict[str, Any],
+        task_id: str | None = None,
+        verdict: Verdict = PASSED,
     ) -> dict[str, Any]:
         """A 2026-07-28 client's request to an upstream of that era, in that era: the client's own
         ``inputResponses`` and (opened) ``requestState`` with it, an upstream state sealed on the way back."""
@@ -169,11 +189,11 @@ class Aggregate:
             if task_id is None:
                 words = f"the upstream {server.name} answered a task the request did not ask for"
                 raise MCPError(code=mcp_types.INTERNAL_ERROR, message=words)
-            return await self._upstream_tasks.adopt(ctx, server, task_id, result)
+            return await self._upstream_tasks.adopt(ctx, server, task_id, result, verdict.redact)
         screened_answer(ctx, server.name, result)
         state = result.get("requestState")
         if result.get("resultType") == "input_required" and isinstance(state, str):
-            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state)
+            result["requestState"] = self._bridge.seal_relayed(ctx, server.id, state, verdict.effect == APPROVED)
         if "cacheScope" in result:  # the upstream's lifetime holds; who may share it is toolmesh's to say
             result["cacheScope"] = "private"
         return for_client(ctx, result)

@@ -1,5 +1,9 @@
 """A tool call the front door forwards to its upstream itself (a relayed 2026-07-28 call, a transparent
-``/mcp/{server}`` call): screened by the policies and admission like every call, audited, redacted."""
+``/mcp/{server}`` call): screened by the policies and admission like every call, audited, redacted.
+
+A relayed call may take several rounds (the upstream's ``InputRequiredResult``, the client's retry):
+the policies check each, but a call approved in one round is not held for approval again (its sealed
+state says it was approved: ``relayed_states``)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
-from toolmesh_gateway.policies.checks import PASSED, CallSubject, refusal
+from toolmesh_gateway.policies.checks import PASSED, CallSubject, Verdict, refusal
 from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -18,20 +22,23 @@ from toolmesh_gateway.tool_calls import ToolCalls
 async def forward_screened(
     calls: ToolCalls,
     call: CallSubject,
-    forward: Callable[[], Awaitable[dict[str, Any]]],
+    forward: Callable[[Verdict], Awaitable[dict[str, Any]]],
     timeout: float | None = None,
+    approved: bool = False,
 ) -> dict[str, Any]:
-    """``forward()``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
+    """``forward(verdict)``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
     ``ToolCalls.admit`` and got a slot, without the fields its policies redact; every outcome is
-    audited. Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do
-    the upstream's own errors (``MCPError``)."""
+    audited. ``approved``: the call was approved in an earlier round (no approval is asked again);
+    ``forward`` gets the verdict (whether the call is approved now, what a task's result must lose).
+    Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do the
+    upstream's own errors (``MCPError``)."""
     started = time.perf_counter()
     verdict = PASSED
     try:
-        verdict = await calls.policies.check(call)
+        verdict = await calls.policies.check(call, approved=approved)
         await calls.admit(call.caller, call.server)
         async with calls.slot(call.caller, timeout):
-            result = await forward()
+            result = await forward(verdict)
     except ToolmeshError as exc:
         calls.record(call.caller, call.server, call.tool, started, "failed", exc.error_code, refusal(exc, verdict))
         raise

@@ -6,7 +6,9 @@ derives from the deployment's credential key, the ``InputBridge``'s) with who as
 namespace), the server, the request it belongs to (endpoint, method, target, arguments: what the
 retry repeats), an expiry and a nonce. The retry may reach any replica: that one opens the state,
 checks all of it, spends it (once: a mark in a NATS KV bucket every replica shares) and gives the
-upstream its own state back. A tampered, foreign, expired or spent state, or one presented with
+upstream its own state back. A state also says whether the call was approved (a policy held it and
+a human said yes): its retries are then not held again, and only a state this deployment sealed
+can say so. A tampered, foreign, expired or spent state, or one presented with
 another request, is answered with the one ``-32602`` (the reason in the log only), so a state tells
 nobody but its holder anything, and the upstream never sees it.
 """
@@ -41,9 +43,10 @@ class RelayedStates:
         self._lifetime = lifetime
         self._spent = spent
 
-    def seal(self, upstream_state: str, server_id: str, starter: str, request: str) -> str:
+    def seal(self, upstream_state: str, server_id: str, starter: str, request: str, approved: bool = False) -> str:
         """The state the client gets for ``upstream_state`` of ``server_id``, bound to the ``starter``
-        and the ``request`` (see ``input_required._starter`` and ``_request_of``)."""
+        and the ``request`` (see ``input_required._starter`` and ``_request_of``); ``approved``: the
+        call was approved already."""
         claims = {
             "kind": KIND,
             "state": upstream_state,
@@ -52,6 +55,7 @@ class RelayedStates:
             "request": request,
             "expires": time.time() + self._lifetime,
             "nonce": secrets.token_urlsafe(18),
+            "approved": approved,
         }
         return self._codec.seal(json.dumps(claims, separators=(",", ":")).encode())
 
@@ -74,6 +78,14 @@ class RelayedStates:
             log.info("requestState refused: %s", problem)
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=UNKNOWN_STATE)
         return str(claims["state"])
+
+    def approved(self, presented: object, server_id: str, starter: str, request: str) -> bool:
+        """Whether ``presented`` is a state sealed for this starter, server and request, unexpired, that
+        says its call was approved (not spent by this: ``redeem`` spends it before the upstream sees it)."""
+        claims = self._open(presented)
+        if claims is None or claims.get("kind") != KIND or not starter or claims.get("starter") != starter:
+            return False
+        return _problem(claims, server_id, request) is None and claims.get("approved") is True
 
     def _open(self, presented: object) -> dict[str, Any] | None:
         try:

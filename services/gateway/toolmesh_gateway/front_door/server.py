@@ -343,11 +343,13 @@ class FrontDoor:
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
+        params = upstream_params(ctx, name=route.tool)
         return await forward_screened(
             self._calls,
             call,
-            lambda: self.aggregate.forward(ctx, server, "tools/call", upstream_params(ctx, name=route.tool)),
+            lambda verdict: self.aggregate.forward(ctx, server, "tools/call", params, verdict),
             request.timeout_seconds,
+            self.aggregate.approved_before(ctx, server),
         )
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:

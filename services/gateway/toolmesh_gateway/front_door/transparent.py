@@ -340,7 +340,10 @@ class Transparent:
         call = CallSubject(caller, server, tool, arguments, "mcp")
         try:
             return await forward_screened(
-                self._calls, call, lambda: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx))
+                self._calls,
+                call,
+                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx), verdict),
+                approved=self._aggregate.approved_before(ctx, server),
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
             raise mcp_error(refused) from refused

@@ -11,7 +11,8 @@ checked that their caller started it (anyone else gets the ``-32602`` of a task 
 and go to the upstream in that era with its own task id. The upstream's task id never reaches the
 client, and what the upstream answers is screened: a task id that is not a short string fails the
 call, a status outside the extension's fails the request, and only the task's own fields pass (each
-of the type it must have), with the gateway's id. Such a task counts in its starter's quota of tasks
+of the type it must have), with the gateway's id; its result loses the fields the call's ``redact``
+policies named (kept in the record). Such a task counts in its starter's quota of tasks
 (``task_quota``) from before the call leaves until it is seen to end or its lifetime passes.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mcp_types
@@ -40,6 +41,7 @@ from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import TERMINAL, TaskRecords, now
 from toolmesh_gateway.front_door.tasks import UNKNOWN_TASK
 from toolmesh_gateway.offers import ServerDescription
+from toolmesh_gateway.policies.result_fields import redact_result
 
 UPSTREAM_ID_MAX = 256
 """The longest upstream task id kept (a longer one, or one that is not a string, fails the call)."""
@@ -108,9 +110,11 @@ class UpstreamTasks:
         """The upstream answered the call without a task: nothing to count."""
         self._quota.release(task_id)
 
-    async def adopt(self, ctx: Ctx, server: CatalogServer, task_id: str, created: dict[str, Any]) -> dict[str, Any]:
+    async def adopt(
+        self, ctx: Ctx, server: CatalogServer, task_id: str, created: dict[str, Any], redact: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """The ``CreateTaskResult`` the client gets for the upstream's: a task recorded under the id
-        ``reserve`` gave, bound to the request's caller."""
+        ``reserve`` gave, bound to the request's caller; ``redact``: the fields its result loses."""
         upstream_id = created.get("taskId")
         if not isinstance(upstream_id, str) or not 0 < len(upstream_id) <= UPSTREAM_ID_MAX:
             raise _broken(server.name, "a task without a usable taskId")
@@ -123,7 +127,7 @@ class UpstreamTasks:
             "taskId": task_id,
             "starter": starter_of(ctx),
             "written": time.time(),
-            "relayed": {"server": server.id, "taskId": upstream_id},
+            "relayed": {"server": server.id, "taskId": upstream_id, "redact": list(redact)},
         }
         with nats_answers("recording a task"):
             await self._records.create(task_id, record)
@@ -158,6 +162,8 @@ class UpstreamTasks:
         if method != "tasks/get":
             return {"resultType": "complete"}
         task = {**screened(server.name, answer, self._ttl_ms), "taskId": task_id}
+        if "result" in task:
+            task["result"] = redact_result(task["result"], tuple(relayed.get("redact") or ()))
         screen_questions(ctx, server.name, task.get("inputRequests"), declared_here=False)
         task.setdefault("createdAt", record.get("createdAt"))
         if task["status"] in TERMINAL:

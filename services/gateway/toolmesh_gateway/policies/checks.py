@@ -66,6 +66,8 @@ class Verdict:
 
 
 PASSED = Verdict()
+APPROVED = "require_approval"
+"""The ``Verdict.effect`` of a call a policy held and a human approved."""
 
 
 class CallPolicies:
@@ -78,9 +80,10 @@ class CallPolicies:
         self._failing: set[str] = set()
         """Policies whose evaluation failed once already (logged as a warning the first time only)."""
 
-    async def check(self, call: CallSubject) -> Verdict:
+    async def check(self, call: CallSubject, approved: bool = False) -> Verdict:
         """The verdict on ``call``; ``PolicyDenied`` when a policy denies it; waits for approval when one
-        holds it (the gate raises on a rejection or a deadline)."""
+        holds it (the gate raises on a rejection or a deadline), unless the call was ``approved`` in an
+        earlier round of its own (a relayed call's retry)."""
         rules = self._book.rules_for(call.server.namespace)
         if not rules:
             return PASSED
@@ -92,9 +95,10 @@ class CallPolicies:
             record_policy_action("deny", "enforce")
             raise PolicyDenied(decision.rule.told, {"policy": decision.rule.name, "tool": call.tool})
         if decision.effect == "require_approval" and decision.rule is not None:
-            record_policy_action("require_approval", "enforce")
-            await self._gate.approve(self._pending(call, decision))
-            verdict = Verdict(verdict.redact, decision.rule.name, "require_approval")
+            if not approved:
+                record_policy_action("require_approval", "enforce")
+                await self._gate.approve(self._pending(call, decision))
+            verdict = Verdict(verdict.redact, decision.rule.name, APPROVED)
         if decision.redact:
             record_policy_action("redact", "enforce")
             named = next(r.name for r in decision.matched if r.effect == "redact" and r.mode == "enforce")
