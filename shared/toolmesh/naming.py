@@ -7,6 +7,10 @@ import re
 SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]*$"
 SERVER_NAME_RE = re.compile(SERVER_NAME_PATTERN)
 NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+STORABLE_TEXT = r"^[^\x00]*$"
+"""Free text Postgres can keep (a NUL is refused in TEXT and JSONB): names, reasons, comments."""
+MAX_COUNT = 2**31 - 1
+"""The largest count a Postgres INTEGER column keeps (limits, offsets)."""
 DEFAULT_NAMESPACE = "default"
 """Where everything lives that was created before namespaces, or by a principal that named none."""
 

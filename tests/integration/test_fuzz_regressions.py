@@ -52,3 +52,32 @@ async def test_nul_in_a_registration_is_refused_and_cannot_stop_the_projection(
         return [s["id"] for s in servers] == [created["id"]]
 
     await eventually(listed, timeout=10, what="the next registration to be projected")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/quotas", {"scope": "namespace", "per_month": 9999999999}, "per_month"),
+        ("/api/v1/quotas", {"scope": "key", "target": "dev\u0000", "per_day": 5}, "target"),
+        ("/api/v1/policies", {"name": "p", "expression": "true", "effect": "deny", "reason": "a\u0000b"}, "reason"),
+        ("/api/v1/policies", {"name": "p", "expression": "true", "effect": "redact", "redact": ["x\u0000"]}, "redact"),
+    ],
+)
+async def test_governance_values_postgres_cannot_keep_are_validation_errors(
+    system: System, path: str, body: dict[str, object], field: str
+) -> None:
+    """A limit past a Postgres INTEGER, or a NUL in text, once reached the database (a 500) or a
+    projected event; both are refused as they arrive."""
+    response = await system.api.post(path, json=body)
+    assert response.status_code == 422, response.text
+    assert field in str(response.json()["detail"]), response.text
+
+
+async def test_a_quota_changed_past_a_postgres_integer_is_a_validation_error(system: System) -> None:
+    created = await system.api.post("/api/v1/quotas", json={"scope": "namespace", "per_day": 5})
+    assert created.status_code == 201, created.text
+    changed = await system.api.put(
+        f"/api/v1/quotas/{created.json()['id']}", json={"scope": "namespace", "per_month": 9999999999}
+    )
+    assert changed.status_code == 422, changed.text
+    assert (await system.api.get(f"/api/v1/quotas/{created.json()['id']}")).json()["per_day"] == 5

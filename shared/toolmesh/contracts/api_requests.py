@@ -11,7 +11,7 @@ from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.policies import PolicyRequest
 from toolmesh.contracts.quotas import QuotaRequest
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.naming import NAMESPACE_PATTERN
+from toolmesh.naming import NAMESPACE_PATTERN, STORABLE_TEXT
 
 
 class _Strict(BaseModel):
@@ -130,7 +130,7 @@ class DecideApprovalRequest(_Strict):
     """``approvals.approve`` / ``approvals.reject``: a decision, with an optional comment."""
 
     approval_id: str = Field(pattern=APPROVAL_ID_PATTERN)
-    comment: str | None = Field(default=None, max_length=2000)
+    comment: str | None = Field(default=None, max_length=2000, pattern=STORABLE_TEXT)
 
 
 class AuditRequest(_Strict):

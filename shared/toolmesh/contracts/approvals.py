@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from toolmesh.contracts.events import Event
+from toolmesh.naming import STORABLE_TEXT
 
 APPROVAL_ID_PATTERN = r"^[0-9a-f]{32}$"
 """An approval's id: 32 hex digits (a key of the bucket; anything else names no approval)."""
@@ -58,7 +59,7 @@ class ApprovalList(BaseModel):
 class ApprovalDecision(BaseModel):
     """The body of ``POST /api/v1/approvals/{id}/approve`` or ``/reject`` (optional)."""
 
-    comment: str | None = Field(None, max_length=2000)
+    comment: str | None = Field(None, max_length=2000, pattern=STORABLE_TEXT)
 
 
 class ApprovalRequested(Event):

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from toolmesh.contracts.events import Event
+from toolmesh.naming import STORABLE_TEXT
 
 PolicyEffect = Literal["allow", "deny", "require_approval", "redact"]
 PolicyMode = Literal["enforce", "dry_run"]
@@ -26,11 +27,13 @@ class PolicyRequest(BaseModel):
     """A policy as created or replaced (``POST`` / ``PUT /api/v1/policies``)."""
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    expression: str = Field(min_length=1, max_length=MAX_EXPRESSION_CHARS)
+    expression: str = Field(min_length=1, max_length=MAX_EXPRESSION_CHARS, pattern=STORABLE_TEXT)
     effect: PolicyEffect
-    reason: str | None = Field(default=None, max_length=500)
+    reason: str | None = Field(default=None, max_length=500, pattern=STORABLE_TEXT)
     """Shown to the caller of a denied call and to the approver of a held one."""
-    redact: list[str] = Field(default_factory=list, max_length=50)
+    redact: list[Annotated[str, Field(min_length=1, max_length=500, pattern=STORABLE_TEXT)]] = Field(
+        default_factory=list, max_length=50
+    )
     """The result fields a ``redact`` policy removes."""
     namespace: str | None = None
     """The namespace it applies in; None: every namespace (a global policy, the owner's only)."""

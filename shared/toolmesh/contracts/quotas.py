@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolmesh.naming import NAMESPACE_PATTERN
+from toolmesh.naming import MAX_COUNT, NAMESPACE_PATTERN, STORABLE_TEXT
 
 
 class QuotaScope(StrEnum):
@@ -52,11 +52,11 @@ class QuotaRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scope: QuotaScope
-    target: str | None = Field(None, min_length=1, max_length=255)
+    target: str | None = Field(None, min_length=1, max_length=255, pattern=STORABLE_TEXT)
     namespace: str | None = Field(None, pattern=NAMESPACE_PATTERN)
-    per_minute: int | None = Field(None, ge=1)
-    per_day: int | None = Field(None, ge=1)
-    per_month: int | None = Field(None, ge=1)
+    per_minute: int | None = Field(None, ge=1, le=MAX_COUNT)
+    per_day: int | None = Field(None, ge=1, le=MAX_COUNT)
+    per_month: int | None = Field(None, ge=1, le=MAX_COUNT)
 
     @model_validator(mode="after")
     def _limited(self) -> QuotaRequest:
