@@ -6,6 +6,8 @@ import re
 
 SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]*$"
 SERVER_NAME_RE = re.compile(SERVER_NAME_PATTERN)
+RESERVED_NAMES = frozenset({"server-card"})
+"""Names no server or endpoint may take: ``/mcp/server-card`` is the aggregate's Server Card."""
 NAMESPACE_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
 STORABLE_TEXT = r"^[^\x00]*$"
 """Free text Postgres can keep (a NUL is refused in TEXT and JSONB): names, reasons, comments."""
@@ -26,3 +28,10 @@ def split_namespaced(name: str) -> tuple[str, str] | None:
         return None
     server, tool = name.split(".", 1)
     return server, tool
+
+
+def unreserved(name: str) -> str:
+    """``name``, unless it is one of ``RESERVED_NAMES`` (a ``ValueError``: a validation error)."""
+    if name in RESERVED_NAMES:
+        raise ValueError(f"{name!r} is reserved: /mcp/{name} is the aggregate's Server Card")
+    return name

@@ -57,6 +57,7 @@ from toolmesh_gateway.routers import (
     quotas,
     resources,
     search,
+    server_cards,
     servers,
     tools,
     upstream_oauth,
@@ -147,6 +148,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.include_router(upstream_oauth.router)
     app.include_router(connected_apps.router)
     app.include_router(quotas.router)
+    app.include_router(server_cards.router)
     app.router.routes.extend(AuthorizationRoutes(provider, settings, identity_provider).routes())
     mount_console(app)
     app.state.mcp = await mount_front_door(app, backends, feed, app.state.tool_calls)

@@ -4,10 +4,11 @@ upstreams, with renamed, re-described or disabled tools — served at ``/mcp/{na
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
+from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN, unreserved
 
 PUBLIC_TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
 """What an override may rename a tool to: a name every common LLM API accepts."""
@@ -33,7 +34,7 @@ class EndpointRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, pattern=SERVER_NAME_PATTERN)
+    name: Annotated[str, AfterValidator(unreserved)] = Field(min_length=1, max_length=255, pattern=SERVER_NAME_PATTERN)
     description: str | None = Field(None, max_length=1000)
     include: list[str] = Field(min_length=1, max_length=500)
     exclude: list[str] = Field(default_factory=list, max_length=500)

@@ -28,7 +28,7 @@ from toolmesh.contracts.connection_config import (
 from toolmesh.credentials import mask_config
 from toolmesh.egress.policy import url_problem
 from toolmesh.lifecycle import ServerStatus
-from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN
+from toolmesh.naming import NAMESPACE_PATTERN, SERVER_NAME_PATTERN, unreserved
 from toolmesh.redaction import MASK
 from toolmesh.secret_text import mask_url
 from toolmesh.storable import has_nul
@@ -69,7 +69,7 @@ class RegisterServerRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=255, pattern=SERVER_NAME_PATTERN)
+    name: Annotated[str, AfterValidator(unreserved)] = Field(min_length=1, max_length=255, pattern=SERVER_NAME_PATTERN)
     description: Annotated[str | None, AfterValidator(_without_nul)] = Field(None, max_length=1000)
     transport_type: TransportType
     connection_config: dict[str, Any]

@@ -3,17 +3,22 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import FastAPI
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.routing import Route
 
 from toolmesh.platform.bus.topology import kept_for, mcp_sessions_bucket, spent_states_bucket, tasks_bucket
 from toolmesh.platform.runtime import Backends
 from toolmesh_gateway.catalog_feed import CatalogFeed
+from toolmesh_gateway.front_door.card_facts import CardFacts
 from toolmesh_gateway.front_door.client_links import ClientLinks, release_client
 from toolmesh_gateway.front_door.input_required import InputBridge
 from toolmesh_gateway.front_door.named import NamedEndpoints
 from toolmesh_gateway.front_door.search_cursor import SEARCH_CURSOR
 from toolmesh_gateway.front_door.server import FrontDoor
+from toolmesh_gateway.front_door.server_cards import CARD_SUFFIX, SERVER_JSON_SUFFIX
 from toolmesh_gateway.front_door.session_channels import SessionChannels
 from toolmesh_gateway.front_door.session_quota import NamespaceSessions
 from toolmesh_gateway.front_door.session_table import McpSessionTable
@@ -25,7 +30,24 @@ from toolmesh_gateway.tool_calls import ToolCalls
 MCP_PATH = "/mcp"
 REQUEST_STATE = "mcp request state"
 """The purpose the ``requestState`` keys are derived for from the credential key."""
-NAMED_PATH = "/mcp/{name}"
+NAMED_PATH = "/mcp/{name:endpoint}"
+
+
+class EndpointName(Convertor[str]):
+    """An endpoint's or server's name in ``/mcp/{name}``: one path segment, but neither ``server-card``
+    nor ``server.json`` (the aggregate's Server Card and ``server.json``, REST routes; no server or
+    endpoint may take the first name, ``toolmesh.naming.RESERVED_NAMES``, none has a dot)."""
+
+    regex = f"(?!(?:{re.escape(CARD_SUFFIX[1:])}|{re.escape(SERVER_JSON_SUFFIX[1:])})$)[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("endpoint", EndpointName())
 
 
 async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, calls: ToolCalls) -> FrontDoor:
@@ -84,4 +106,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
     front.on_changes.append(transparent.announce)
     await front.start()
     app.state.mcp_routes = (Route(MCP_PATH, front), Route(NAMED_PATH, named))  # ASGI apps: every method
+    app.state.card_facts = CardFacts(
+        app.state.authenticator, app.state.rate_limiter, feed, app.state.endpoints, front.server, transparent.server
+    )
     return front
