@@ -167,3 +167,29 @@ async def test_no_server_or_endpoint_may_take_the_cards_name(published: Publishe
     body = {"name": "server-card", "transport_type": "STDIO", "connection_config": {"command": "true"}}
     server = await published.system.api.post("/api/v1/aggregator/servers", json=body)
     assert server.status_code == 422 and server.json()["error_code"] == "VALIDATION_ERROR"
+
+
+async def test_the_owner_reads_another_namespace_card_at_its_address(published: Published) -> None:
+    """The remote of a card the owner reads with ``?namespace=`` is that namespace's endpoint."""
+    config = {**published.peer.config, "headers": {"Authorization": f"Bearer {UPSTREAM_TOKEN}"}}
+    created = await published.system.register("beta", published.peer.transport_type, config, namespace="team-b")
+    await published.system.wait_connected(created["id"])
+    key = await published.system.create_key("member", "user", namespace="team-b")
+    async with reader(published.system, ADMIN_TOKEN) as owner, reader(published.system, key["token"]) as member:
+        assert (await owner.get("/mcp/beta/server-card")).status_code == 404  # not in the owner's namespace
+        card = await owner.get("/mcp/beta/server-card", params={"namespace": "team-b"})
+        assert card.status_code == 200 and card.json()["remotes"][0]["url"] == f"{PUBLIC}/mcp/beta?namespace=team-b"
+        catalog = (await owner.get("/.well-known/ai-catalog.json", params={"namespace": "team-b"})).json()
+        assert f"{PUBLIC}/mcp/beta/server-card?namespace=team-b" in [e["url"] for e in catalog["entries"]]
+        own = await member.get("/mcp/beta/server-card")
+        assert own.status_code == 200 and own.json()["remotes"][0]["url"] == f"{PUBLIC}/mcp/beta"
+
+
+async def test_a_browser_may_read_a_card_from_another_origin(published: Published) -> None:
+    asked = {"Origin": "https://registry.example.org", "Access-Control-Request-Method": "GET"}
+    async with reader(published.system, None) as client:
+        preflight = await client.options("/mcp/dev/server-card", headers=asked)
+        assert preflight.status_code == 204
+        assert preflight.headers["access-control-allow-origin"] == "*"
+        assert "Authorization" in preflight.headers["access-control-allow-headers"]
+        assert "dev" not in preflight.text

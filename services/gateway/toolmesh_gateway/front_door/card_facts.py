@@ -9,7 +9,9 @@ token, 403 for a key limited to other endpoints, 404 for a name its namespace do
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+from urllib.parse import urlencode
 
 from mcp.server.lowlevel import Server
 from mcp_types.version import LATEST_MODERN_VERSION
@@ -52,9 +54,13 @@ class CardFacts:
     def aggregate(self, caller: Caller) -> EndpointFacts:
         """``/mcp``; ``Forbidden`` for a key limited to endpoints."""
         caller.principal.require_aggregate_access()
-        return self._bundled(MCP_PATH, "aggregate", "toolmesh", self._aggregate.instructions or "")
+        return _at(caller, self._bundled(MCP_PATH, "aggregate", "toolmesh", self._aggregate.instructions or ""))
 
     def named(self, caller: Caller, name: str) -> EndpointFacts:
+        """``/mcp/{name}`` (``_named``), at the caller's namespace."""
+        return _at(caller, self._named(caller, name))
+
+    def _named(self, caller: Caller, name: str) -> EndpointFacts:
         """``/mcp/{name}``: the caller's bundle of that name, else its server; ``Forbidden`` for a key
         limited to other endpoints, ``ServerNotFound`` when its namespace has neither."""
         allowed = caller.principal.endpoints
@@ -113,3 +119,10 @@ class CardFacts:
             self._aggregate.version or "",
             capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
         )
+
+
+def _at(caller: Caller, facts: EndpointFacts) -> EndpointFacts:
+    """``facts`` with the ``?namespace=`` the owner names another namespace than its own with."""
+    if caller.namespace is None or caller.namespace == caller.principal.namespace:
+        return facts
+    return dataclasses.replace(facts, query="?" + urlencode({"namespace": caller.namespace}))

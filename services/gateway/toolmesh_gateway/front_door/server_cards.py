@@ -51,6 +51,8 @@ class EndpointFacts:
     """The ``serverInfo.version`` the endpoint answers with."""
     capabilities: dict[str, Any] = field(default_factory=dict)
     """What ``server/discover`` answers (empty for a server that has not connected yet)."""
+    query: str = ""
+    """``?namespace=…`` when the owner reads an endpoint of another namespace than its own, else empty."""
 
 
 def publisher(base: str) -> str:
@@ -92,7 +94,7 @@ def catalog_entry(base: str, facts: EndpointFacts) -> dict[str, Any]:
     return {
         "identifier": f"urn:air:{host}:mcp:{_slug(facts)}",
         "type": CARD_MEDIA_TYPE,
-        "url": f"{base}{facts.path}{CARD_SUFFIX}",
+        "url": f"{base}{facts.path}{CARD_SUFFIX}{facts.query}",
     }
 
 
@@ -110,7 +112,7 @@ def _remote(base: str, facts: EndpointFacts) -> dict[str, Any]:
     described = f"{token}, as a bearer token"
     return {
         "type": "streamable-http",
-        "url": f"{base}{facts.path}",
+        "url": f"{base}{facts.path}{facts.query}",
         "headers": [
             {
                 "name": "Authorization",

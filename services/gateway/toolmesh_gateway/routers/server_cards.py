@@ -79,6 +79,11 @@ async def _named(request: Request, name: str, document: Document, media_type: st
     return _answer(request, document(base, facts.named(caller, name)), media_type)
 
 
+async def preflight(request: Request) -> Response:
+    """A browser's CORS preflight of a GET with an ``Authorization`` header."""
+    return Response(status_code=204, headers={**_CORS, "Access-Control-Max-Age": "600"})
+
+
 @router.get(MCP_PATH + CARD_SUFFIX, responses=REFUSALS)
 async def aggregate_card(request: Request) -> Response:
     """The Server Card of the aggregate ``/mcp``."""
@@ -111,3 +116,13 @@ async def ai_catalog(request: Request) -> Response:
     base = base_url(request.app.state.backends.settings, request)
     entries = [catalog_entry(base, f) for f in await facts.listed(caller)]
     return _answer(request, {"specVersion": "1.0", "entries": entries}, AI_CATALOG_MEDIA_TYPE)
+
+
+for _path in (
+    MCP_PATH + CARD_SUFFIX,
+    MCP_PATH + SERVER_JSON_SUFFIX,
+    MCP_PATH + "/{name}" + CARD_SUFFIX,
+    MCP_PATH + "/{name}" + SERVER_JSON_SUFFIX,
+    AI_CATALOG_PATH,
+):
+    router.add_api_route(_path, preflight, methods=["OPTIONS"], include_in_schema=False)
