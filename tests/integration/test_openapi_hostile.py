@@ -86,7 +86,11 @@ async def test_references_to_files_and_other_documents_are_not_followed(system: 
 
 @pytest.mark.parametrize(
     ("pet_id", "path"),
-    [("../admin/secret", "/v1/pets/..%2Fadmin%2Fsecret"), ("..", "/v1/pets/%2E%2E"), ("a?b=1#c", "/v1/pets/a%3Fb%3D1%23c")],
+    [
+        ("../admin/secret", "/v1/pets/..%2Fadmin%2Fsecret"),
+        ("..", "/v1/pets/%2E%2E"),
+        ("a?b=1#c", "/v1/pets/a%3Fb%3D1%23c"),
+    ],
 )
 async def test_a_path_parameter_cannot_leave_the_operation_path(
     system: System, pets: str, pet_id: str, path: str

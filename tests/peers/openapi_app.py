@@ -103,7 +103,10 @@ def document(port: int) -> dict[str, Any]:
                 "PetId": {"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}},
             },
             "requestBodies": {
-                "NewPet": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}}
+                "NewPet": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}},
+                }
             },
             "responses": {
                 "Echo": {
@@ -121,7 +124,10 @@ def document(port: int) -> dict[str, Any]:
                         "parent": {"$ref": "#/components/schemas/Category"},
                     },
                 },
-                "Received": {"type": "object", "properties": {"method": {"type": "string"}, "path": {"type": "string"}}},
+                "Received": {
+                    "type": "object",
+                    "properties": {"method": {"type": "string"}, "path": {"type": "string"}},
+                },
             },
         },
     }

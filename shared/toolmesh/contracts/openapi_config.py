@@ -38,7 +38,9 @@ def openapi_problems(config: dict[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     has_url, has_spec = "spec_url" in config, "spec" in config
     if has_url == has_spec:
-        problems.append(("spec_url", "OPENAPI transport requires exactly one of 'spec_url' or 'spec' in connection_config"))
+        problems.append(
+            ("spec_url", "OPENAPI transport requires exactly one of 'spec_url' or 'spec' in connection_config")
+        )
     elif has_url and (not isinstance(config["spec_url"], str) or not config["spec_url"].strip()):
         problems.append(("spec_url", "'spec_url' must be an http(s) URL"))
     if isinstance(config.get("spec"), dict):

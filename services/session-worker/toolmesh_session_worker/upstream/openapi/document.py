@@ -42,7 +42,7 @@ def parse_document(raw: bytes) -> dict[str, Any]:
         document = json.loads(raw)
     except ValueError:
         try:
-            document = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
+            document = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as exc:
             raise DocumentProblem("the document is neither JSON nor YAML") from exc
     if problem := document_problem(document):

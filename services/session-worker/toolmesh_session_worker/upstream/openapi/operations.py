@@ -91,7 +91,11 @@ def read_operations(document: dict[str, Any], selection: Selection) -> list[Oper
             spec = item.get(method)
             if not isinstance(spec, dict):
                 continue
-            tags = tuple(t for t in spec.get("tags", []) if isinstance(t, str)) if isinstance(spec.get("tags"), list) else ()
+            tags = (
+                tuple(t for t in spec.get("tags", []) if isinstance(t, str))
+                if isinstance(spec.get("tags"), list)
+                else ()
+            )
             if not selection.keeps(path, tags):
                 continue
             name = _unique(_tool_name(spec.get("operationId"), method, path), taken)
@@ -100,8 +104,10 @@ def read_operations(document: dict[str, Any], selection: Selection) -> list[Oper
 
 
 def _tool_name(operation_id: Any, method: str, path: str) -> str:
-    raw = operation_id if isinstance(operation_id, str) and operation_id.strip() else f"{method}_{path}"
-    name = _UNSAFE.sub("_", raw).strip("_.-")[:_MAX_NAME]
+    if isinstance(operation_id, str) and operation_id.strip():
+        name = _UNSAFE.sub("_", operation_id).strip("_.-")[:_MAX_NAME]
+    else:
+        name = re.sub("_+", "_", _UNSAFE.sub("_", f"{method}_{path}")).strip("_.-")[:_MAX_NAME]
     return name or method
 
 
@@ -184,7 +190,9 @@ def _json_body(deref: Dereferencer, spec: dict[str, Any]) -> tuple[Any, bool] | 
 def _output_schema(deref: Dereferencer, spec: dict[str, Any]) -> dict[str, Any] | None:
     """The JSON schema of the first 2xx answer when it describes an object (MCP's structured output)."""
     responses = spec.get("responses")
-    for status, response in sorted((responses if isinstance(responses, dict) else {}).items(), key=lambda kv: str(kv[0])):
+    for status, response in sorted(
+        (responses if isinstance(responses, dict) else {}).items(), key=lambda kv: str(kv[0])
+    ):
         if not str(status).startswith("2"):
             continue
         response = deref.resolve(response)

@@ -53,7 +53,11 @@ def security_schemes(document: Mapping[str, Any]) -> dict[str, SecurityScheme]:
         if not isinstance(scheme, dict):
             continue
         kind = scheme.get("type")
-        if kind == "apiKey" and isinstance(scheme.get("name"), str) and scheme.get("in") in ("header", "query", "cookie"):
+        if (
+            kind == "apiKey"
+            and isinstance(scheme.get("name"), str)
+            and scheme.get("in") in ("header", "query", "cookie")
+        ):
             found[str(name)] = SecurityScheme("apiKey", scheme["name"], scheme["in"])
         elif kind == "http" and str(scheme.get("scheme", "")).lower() in ("bearer", "basic"):
             found[str(name)] = SecurityScheme(str(scheme["scheme"]).lower())

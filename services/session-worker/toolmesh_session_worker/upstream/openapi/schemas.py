@@ -25,7 +25,7 @@ MAX_DEPTH = 64
 
 def _refuse(uri: URI) -> Resource[Any]:
     """Retrieval of anything but the document itself: refused (no file or network reads)."""
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(uri)
 
 
 @dataclass
@@ -38,8 +38,9 @@ class Dereferencer:
     """Inlines ``$ref`` within one OpenAPI document."""
 
     def __init__(self, document: dict[str, Any]) -> None:
-        resource: Resource[Any] = Resource(contents=document, specification=DRAFT202012)
-        self._resolver = Registry(retrieve=_refuse).with_resource(DOCUMENT_URI, resource).resolver(DOCUMENT_URI)  # type: ignore[call-arg]
+        resource: Resource[Any] = DRAFT202012.create_resource(document)
+        registry: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+        self._resolver = registry.with_resource(DOCUMENT_URI, resource).resolver(DOCUMENT_URI)
         self._nullable = str(document.get("openapi", "")).startswith("3.0.")
 
     def resolve(self, node: Any) -> Any:

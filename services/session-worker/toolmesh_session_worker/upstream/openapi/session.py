@@ -75,7 +75,10 @@ class OpenApiSession:
         self._spec_url = str(config["spec_url"]) if "spec_url" in config else None
         self._inline = config.get("spec") if isinstance(config.get("spec"), dict) else None
         self._base_url = str(config["base_url"]) if "base_url" in config else None
-        self._headers = {"Accept": "application/json", **{str(k): str(v) for k, v in (config.get("headers") or {}).items()}}
+        self._headers = {
+            "Accept": "application/json",
+            **{str(k): str(v) for k, v in (config.get("headers") or {}).items()},
+        }
         self._credentials = {str(k): str(v) for k, v in (config.get("credentials") or {}).items()}
         self._selection = Selection(dict(config.get("include") or {}), dict(config.get("exclude") or {}))
         self._timeout = policy.timeout_seconds
@@ -255,7 +258,9 @@ class OpenApiSession:
     async def _fetch(self, timeout: float) -> dict[str, Any]:
         assert self._document_client is not None and self._spec_url is not None
         what = "reading the document"
-        status, raw = await self._exchange(self._document_client, "GET", self._spec_url, timeout, what, DOCUMENT_MAX_BYTES)
+        status, raw = await self._exchange(
+            self._document_client, "GET", self._spec_url, timeout, what, DOCUMENT_MAX_BYTES
+        )
         if status != 200:
             words = f"{self.server_name}: reading the OpenAPI document answered HTTP {status}"
             raise UpstreamError(words, summary=words)
@@ -289,7 +294,7 @@ class OpenApiSession:
             except ValueError:
                 parsed = None
             structured = parsed if isinstance(parsed, dict) else None
-        content = [mcp_types.TextContent(type="text", text=text)]
+        content: list[mcp_types.ContentBlock] = [mcp_types.TextContent(type="text", text=text)]
         return mcp_types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
     async def _exchange(
