@@ -142,3 +142,12 @@ async def test_a_changed_operation_is_held_until_approved(system: System, pets: 
     after = await call(system, "pets.getPet", {"petId": "2", "cc": "x"})
     assert not after.get("isError") and after["structuredContent"]["path"] == "/v1/pets/2"
     assert (await received(pets))[-1]["query"] == [["cc", "x"]]
+
+
+async def test_an_api_that_stops_answering_is_unavailable(system: System) -> None:
+    async with launch_openapi_app(KEY) as origin:
+        created = await system.register("pets", "OPENAPI", pets_config(origin))
+        await system.wait_connected(created["id"])
+    response = await system.api.post("/api/v1/tools/call", json={"name": "pets.listPets", "arguments": {"limit": 1}})
+    assert response.status_code == 503, response.text
+    assert response.json()["error_code"] == "SERVER_UNAVAILABLE"
