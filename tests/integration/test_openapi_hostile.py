@@ -58,13 +58,20 @@ async def test_a_metadata_url_is_refused_at_registration(system: System, config:
     assert response.json()["error_code"] == "VALIDATION_ERROR"
 
 
-async def test_a_user_key_may_not_point_an_openapi_server_at_loopback(system: System, pets: str) -> None:
-    user = await system.create_key("weak", "user")
-    async with system.client_as(user["token"]) as client:
-        for config in (pets_config(pets), {"spec": inline("https://api.example.com"), "base_url": f"{pets}/v1"}):
+async def test_an_agent_key_may_not_point_an_openapi_server_at_loopback(system: System, pets: str) -> None:
+    agent = await system.create_key("weak", "agent")
+    loopback = [
+        pets_config(pets),
+        {"spec": inline("https://api.example.com"), "base_url": f"{pets}/v1"},
+        {"spec": inline(f"{pets}/v1")},
+    ]
+    async with system.client_as(agent["token"]) as client:
+        for config in loopback:
             body = {"name": "sneaky", "transport_type": "OPENAPI", "connection_config": config}
             response = await client.post(SERVERS, json=body)
             assert response.status_code == 403, response.text
+            assert response.json()["context"]["action"] == "reach loopback or private addresses"
+    assert await received(pets) == []
 
 
 async def test_a_huge_document_is_refused(system: System, pets: str) -> None:
