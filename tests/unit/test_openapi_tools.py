@@ -198,3 +198,15 @@ def test_documents_are_json_or_yaml_of_openapi_3() -> None:
         parse_document(b'{"swagger": "2.0"}')
     with pytest.raises(DocumentProblem, match="neither JSON nor YAML"):
         parse_document(b"{: [")
+
+
+def test_header_parameters_cannot_set_framing_or_security_headers_or_inject_lines() -> None:
+    headers = ["Host", "Content-Length", "Transfer-Encoding", "Authorization", "Accept", "Content-Type", "bad name"]
+    parameters = [{"name": name, "in": "header", "schema": {"type": "string"}} for name in [*headers, "X-Trace"]]
+    document = doc({"/a": {"get": {"operationId": "a", "parameters": parameters, "responses": {}}}})
+    (operation,) = read_operations(document, KEEP_ALL)
+    assert set(operation.definition["inputSchema"]["properties"]) == {"X-Trace"}
+    with pytest.raises(
+        ArgumentProblem, match="argument 'X-Trace': the value of 'X-Trace' contains a control character"
+    ):
+        build_call(operation, {"X-Trace": "t\r\nX-Injected: 1"}, "https://a.example", {}, {})

@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from toolmesh.contracts.headers import header_problem
 from toolmesh_session_worker.upstream.openapi.schemas import Dereferencer
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header")
+IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+"""Header parameters OpenAPI says to ignore (the media types and the security schemes set them)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_NAME = 128
 
@@ -172,8 +175,16 @@ def _parameters(deref: Dereferencer, item: dict[str, Any], spec: dict[str, Any])
         for raw in source if isinstance(source, list) else []:
             param = deref.resolve(raw)
             if isinstance(param, dict) and isinstance(param.get("name"), str) and param.get("in") in LOCATIONS:
+                if param["in"] == "header" and not _sendable_header(param["name"]):
+                    continue
                 merged[(param["in"], param["name"])] = param
     return list(merged.values())
+
+
+def _sendable_header(name: str) -> bool:
+    """Whether a header parameter is one toolmesh sends: not one OpenAPI ignores, and a valid field
+    name that is no hop-by-hop or framing header the HTTP client sets (``Host``, ``Content-Length``...)."""
+    return name.lower() not in IGNORED_HEADERS and header_problem(1, name) is None
 
 
 def _json_body(deref: Dereferencer, spec: dict[str, Any]) -> tuple[Any, bool] | None:

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from toolmesh.contracts.headers import header_value_problem
 from toolmesh_session_worker.upstream.openapi.operations import Operation
+
+HEADERS_PREFIX = "'headers': "
 
 
 class ArgumentProblem(ValueError):
@@ -98,7 +101,10 @@ def build_call(
             values = value if isinstance(value, list) else [value]
             call.params.extend((parameter.name, _text(v)) for v in values)
         else:
-            call.headers[parameter.name] = _text(value)
+            text = _text(value)
+            if problem := header_value_problem(parameter.name, text):
+                raise ArgumentProblem(f"argument '{parameter.argument}': {problem.removeprefix(HEADERS_PREFIX)}")
+            call.headers[parameter.name] = text
     if operation.body is not None and operation.body in arguments:
         call.body, call.has_body = arguments[operation.body], True
     elif operation.body is not None and operation.body in operation.definition["inputSchema"].get("required", []):
