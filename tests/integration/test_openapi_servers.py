@@ -151,3 +151,20 @@ async def test_an_api_that_stops_answering_is_unavailable(system: System) -> Non
     response = await system.api.post("/api/v1/tools/call", json={"name": "pets.listPets", "arguments": {"limit": 1}})
     assert response.status_code == 503, response.text
     assert response.json()["error_code"] == "SERVER_UNAVAILABLE"
+
+
+async def test_a_refresh_follows_the_document_to_a_new_server_url(system: System, pets: str) -> None:
+    created = await system.register("pets", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    assert not (await call(system, "pets.listPets", {"limit": 1})).get("isError")
+    moved = pets.replace("127.0.0.1", "localhost") + "/v1"
+    await control(pets, servers=moved)
+    refreshed = await system.api.post(f"{SERVERS}/{created['id']}/tools/refresh")
+    assert refreshed.status_code in (200, 202), refreshed.text
+    answered = await call(system, "pets.listPets", {"limit": 2})
+    assert not answered.get("isError"), answered
+    seen = await received(pets)
+    assert [(r["host"], r["query"]) for r in seen] == [
+        (pets.removeprefix("http://"), [["limit", "1"]]),
+        (moved.removeprefix("http://").removesuffix("/v1"), [["limit", "2"]]),
+    ]

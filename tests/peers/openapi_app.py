@@ -6,8 +6,8 @@
 schema; servers ``/v1``, relative to the document; an API key in ``X-API-Key`` required by every
 operation). The API under ``/v1``: ``listPets`` (query ``limit``, ``tag``), ``createPet`` (JSON
 body), ``getPet`` (path ``petId``, header ``X-Trace``), ``deletePet`` (tag ``admin``) and
-``bigAnswer`` (an answer of 5 MiB). Each answers what it received: method, raw path, query,
-whether the key was right, body.
+``bigAnswer`` (an answer of 5 MiB). Each answers what it received: method, raw path, host,
+query, whether the key was right, body.
 
 Test controls (never authenticated): ``POST /control`` with ``{"changed": true}`` (``getPet``
 gets another description and a new query parameter), ``{"servers": URL}`` (the document's first
@@ -162,6 +162,7 @@ async def api(request: Request) -> Response:
     seen = {
         "method": request.method,
         "path": request.scope["raw_path"].decode(),
+        "host": request.headers.get("host"),
         "query": parse_qsl(request.url.query, keep_blank_values=True),
         "key_ok": request.headers.get("x-api-key") == KEY["value"],
         "trace": request.headers.get("x-trace"),

@@ -86,6 +86,7 @@ class OpenApiSession:
         self._egress = egress or EgressPolicy()
         self._document_client = self._client(self._spec_url) if self._spec_url is not None else None
         self._api_client: httpx2.AsyncClient | None = None
+        self._retired: list[httpx2.AsyncClient] = []
         self._base = ""
         self._operations: dict[str, Operation] = {}
         self._schemes: dict[str, Any] = {}
@@ -231,6 +232,7 @@ class OpenApiSession:
         for client in (self._document_client, self._api_client):
             if client is not None:
                 await client.aclose()
+        await self._close_retired()
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -239,8 +241,14 @@ class OpenApiSession:
             self._headers, self._shared, httpx2.Timeout(self._timeout), upstream=upstream, egress=self._egress
         )
 
+    async def _close_retired(self) -> None:
+        """Close the clients of base URLs the document no longer names."""
+        while self._retired:
+            await self._retired.pop().aclose()
+
     async def _load(self, timeout: float) -> None:
-        """Read the document, its operations and its base URL (a new base URL gets a client of its own)."""
+        """Read the document, its operations and its base URL (a new base URL gets a client of its own;
+        the old one is closed once no call is in flight)."""
         document = self._inline if self._inline is not None else await self._fetch(timeout)
         try:
             base = api_base(document, self._base_url, self._spec_url)
@@ -250,8 +258,10 @@ class OpenApiSession:
             raise UpstreamMisconfigured(words, summary=words) from exc
         if base != self._base or self._api_client is None:
             if self._api_client is not None:
-                await self._api_client.aclose()
+                self._retired.append(self._api_client)  # calls in flight may still use it
             self._api_client, self._base = self._client(base), base
+        if self._pending == 0:
+            await self._close_retired()
         self._schemes = security_schemes(document)
         self._operations = {op.tool: op for op in operations}
 
