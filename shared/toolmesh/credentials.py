@@ -179,9 +179,9 @@ def mask_config(config: Mapping[str, Any]) -> dict[str, Any]:
     secrets written in STDIO ``args`` (``--api-key X``, ``TOKEN=X``, ...) hidden."""
     masked: dict[str, Any] = {}
     for key, value in config.items():
-        if key in ("headers", "env") and isinstance(value, Mapping):
+        if key in ("headers", "env", "credentials") and isinstance(value, Mapping):
             masked[key] = {k: MASK for k in value}
-        elif key in ("url", "base_url") and isinstance(value, str):
+        elif key in ("url", "base_url", "spec_url") and isinstance(value, str):
             masked[key] = mask_url(value)
         elif key == "args" and isinstance(value, list):
             masked[key] = mask_args([str(a) for a in value])
@@ -198,7 +198,7 @@ def secret_values(config: Mapping[str, Any]) -> list[Secret]:
     """What of a (possibly expanded) config must never be shown, for the log redactor: header and
     env values, URL passwords and query values, secrets written in ``args``."""
     found: list[Secret] = []
-    for key in ("headers", "env"):
+    for key in ("headers", "env", "credentials"):
         mapping = config.get(key)
         if isinstance(mapping, Mapping):
             for name, value in mapping.items():
@@ -206,7 +206,7 @@ def secret_values(config: Mapping[str, Any]) -> list[Secret]:
                 scheme, _, credential = str(value).partition(" ")
                 if scheme.lower() in ("bearer", "basic") and credential.strip():
                     found.append(Secret(credential.strip(), scheme))
-    for key in ("url", "base_url"):
+    for key in ("url", "base_url", "spec_url"):
         value = config.get(key)
         if isinstance(value, str):
             found.extend(url_secrets(value))
@@ -216,7 +216,7 @@ def secret_values(config: Mapping[str, Any]) -> list[Secret]:
     if isinstance(auth, Mapping) and isinstance(auth.get("client_secret"), str):
         found.append(Secret(auth["client_secret"], "client_secret"))
     for key, value in config.items():
-        if isinstance(value, str) and _is_secret_key(key) and key not in ("url", "base_url"):
+        if isinstance(value, str) and _is_secret_key(key) and key not in ("url", "base_url", "spec_url"):
             found.append(Secret(value, key))
     return found
 

@@ -126,6 +126,32 @@ def test_sign_in_register_a_server_and_watch_it_connect(console: Console, toolme
     assert page.evaluate("() => window.sameDocument") is True
 
 
+def test_register_an_openapi_document_from_the_form(console: Console, toolmesh: Toolmesh) -> None:
+    page = console.page
+    console.open()
+    console.sign_in(toolmesh.token)
+    page.get_by_role("button", name="Register a server").click()
+    page.get_by_label("Name", exact=True).fill("own-api")
+    page.get_by_label(re.compile("^OpenAPI")).check()
+    page.get_by_label("URL", exact=True).fill("not a url")
+    page.get_by_label("Credentials", exact=True).fill("bearer")
+    page.get_by_role("button", name="Register", exact=True).click()
+    expect(page.get_by_label("Credentials", exact=True)).to_have_attribute("aria-invalid", "true")
+    page.get_by_label("Credentials", exact=True).fill("")
+    page.get_by_role("button", name="Register", exact=True).click()
+    # the API's 422 names connection_config.spec_url: it lands on the URL field
+    expect(page.get_by_label("URL", exact=True)).to_have_attribute("aria-invalid", "true")
+    page.get_by_label("URL", exact=True).fill(f"{toolmesh.url}/openapi.json")
+    page.get_by_label("Headers", exact=True).fill(f"Authorization=Bearer {toolmesh.token}")
+    page.get_by_role("button", name="Register", exact=True).click()
+    row = page.locator("tr[data-name='own-api']")
+    expect(row.locator("td.status .badge")).to_have_text("CONNECTED", timeout=WAIT_MS)
+    expect(row.locator("td.num")).not_to_have_text("0")
+    with toolmesh.api() as api:
+        listed = api.get("/api/v1/aggregator/servers").json()["servers"]
+    assert next(s for s in listed if s["name"] == "own-api")["transport_type"] == "OPENAPI"
+
+
 def test_search_and_call_a_tool_from_the_playground(console: Console, toolmesh: Toolmesh) -> None:
     server = toolmesh.register(demo("calc"))
     toolmesh.wait_connected(server["id"])

@@ -321,6 +321,21 @@ def test_add_from_the_command_line(up: Up, registers: list[str]) -> None:
     assert detail["description"] == "by hand" and detail["connection_config"]["args"][-2:] == ["--name", "added"]
 
 
+def test_add_an_openapi_document_from_the_command_line(up: Up, registers: list[str]) -> None:
+    assert (
+        "--credential is for --openapi"
+        in up.cli("servers", "add", "x", "--http", "http://h/mcp", "--credential", "k=v", expect=1).stderr
+    )
+    registers.append("own-api")
+    spec = f"{up.env['TOOLMESH_URL']}/openapi.json"
+    added = up.cli("servers", "add", "own-api", "--openapi", spec, "--credential", "bearer=s3cret-value")
+    assert added.stdout.startswith("registered own-api (")
+    _wait_for("own-api to connect", _settled(up, {"own-api": "CONNECTED"}), up, SETTLE_SECONDS)
+    detail = up.cli_json("servers", "show", "own-api")
+    assert detail["transport_type"] == "OPENAPI" and detail["tool_count"] > 10
+    assert detail["connection_config"] == {"spec_url": spec, "credentials": {"bearer": "***"}}
+
+
 def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(tmp_path: Path, config: Path) -> None:
     with _running(tmp_path / "data", config, tmp_path / "up.log") as up:
         _wait_for("the config's servers to settle", _settled(up, CONFIG_SETTLED), up, START_SECONDS)

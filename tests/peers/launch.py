@@ -20,6 +20,7 @@ from toolmesh.platform.polling import poll_until
 DEMO_SERVER = Path(__file__).with_name("demo_server.py")
 CHAT_ENDPOINT = Path(__file__).with_name("chat_endpoint.py")
 REST_SERVER = Path(__file__).with_name("rest_server.py")
+OPENAPI_APP = Path(__file__).with_name("openapi_app.py")
 RUG_PULL = Path(__file__).with_name("rug_pull.py")
 POISONED = Path(__file__).with_name("poisoned.py")
 STARTUP_SECONDS = 30.0
@@ -94,6 +95,15 @@ async def launch_rest_peer(*, token: str | None = None, tools_list: str = "ok") 
     if token is not None:
         argv += ["--token", token]
     async with running_process(argv, port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@asynccontextmanager
+async def launch_openapi_app(key: str) -> AsyncIterator[str]:
+    """The OpenAPI-described API (``openapi_app.py``) on a free loopback port; yields its origin
+    (the document at ``/openapi.json``)."""
+    port = free_port()
+    async with running_process([sys.executable, str(OPENAPI_APP), "--port", str(port), "--key", key], port=port):
         yield f"http://127.0.0.1:{port}"
 
 

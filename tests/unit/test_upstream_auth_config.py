@@ -67,3 +67,13 @@ def test_token_exchange_names_its_token_endpoint() -> None:
         "token_exchange": {"token_endpoint": "https://idp/t"},
     }
     assert _register("HTTP", auth).connection_config["auth"]["token_exchange"]["token_endpoint"] == "https://idp/t"
+
+
+def test_an_openapi_server_takes_no_oauth_auth_member() -> None:
+    with pytest.raises(ValidationError) as raised:
+        RegisterServerRequest(
+            name="api",
+            transport_type="OPENAPI",
+            connection_config={"spec_url": "https://api.example.com/openapi.json", "auth": {"mode": "oauth"}},
+        )
+    assert [e["loc"] for e in raised.value.errors()] == [("connection_config", "auth")]

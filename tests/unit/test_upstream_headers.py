@@ -12,14 +12,14 @@ pytestmark = pytest.mark.unit
 
 
 def _register(transport: str, headers: dict[str, str]) -> RegisterServerRequest:
-    key = "base_url" if transport == "HTTP" else "url"
+    key = {"HTTP": "base_url", "OPENAPI": "spec_url"}.get(transport, "url")
     config = {key: "https://upstream.example/mcp", "headers": headers}
     return RegisterServerRequest.model_validate(
         {"name": "up", "transport_type": transport, "connection_config": config}
     )
 
 
-@pytest.mark.parametrize("transport", ["HTTP", "SSE", "REST"])
+@pytest.mark.parametrize("transport", ["HTTP", "SSE", "REST", "OPENAPI"])
 @pytest.mark.parametrize(
     "name",
     ["Host", "transfer-encoding", "Content-Length", "CONNECTION", "Keep-Alive", "Upgrade", "TE", "Mcp-Session-Id"],
@@ -44,7 +44,7 @@ def test_a_header_name_that_is_not_a_token_is_refused_without_quoting_it(name: s
     assert not name or name not in str(raised.value)
 
 
-@pytest.mark.parametrize("transport", ["HTTP", "SSE", "REST"])
+@pytest.mark.parametrize("transport", ["HTTP", "SSE", "REST", "OPENAPI"])
 @pytest.mark.parametrize(
     "value",
     [

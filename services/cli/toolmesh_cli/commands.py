@@ -49,17 +49,27 @@ def servers_add(args: argparse.Namespace, api: ApiClient) -> int:
     if args.stdio is not None:
         if not args.stdio:
             raise UsageError("--stdio needs a command (and its arguments)")
-        if args.header:
-            raise UsageError("--header is for --sse/--http servers; use --env for --stdio")
+        if args.header or args.credential:
+            raise UsageError("--header and --credential are for network servers; use --env for --stdio")
         config: dict[str, Any] = {"command": args.stdio[0], "args": args.stdio[1:]}
         if args.env:
             config["env"] = dict(args.env)
         transport = "STDIO"
     else:
         if args.env:
-            raise UsageError("--env is for --stdio servers; use --header for --sse/--http")
-        transport, key, url = ("SSE", "url", args.sse) if args.sse else ("HTTP", "base_url", args.http)
+            raise UsageError("--env is for --stdio servers; use --header for --sse/--http/--openapi")
+        if args.credential and not args.openapi:
+            raise UsageError("--credential is for --openapi servers (security scheme=value)")
+        transport, key, url = (
+            ("SSE", "url", args.sse)
+            if args.sse
+            else ("OPENAPI", "spec_url", args.openapi)
+            if args.openapi
+            else ("HTTP", "base_url", args.http)
+        )
         config = {key: url, **({"headers": dict(args.header)} if args.header else {})}
+        if args.credential:
+            config["credentials"] = dict(args.credential)
     body: dict[str, Any] = {
         "name": args.name,
         "description": args.description,
@@ -194,8 +204,16 @@ def add_parsers(sub: Any) -> None:
     transport.add_argument("--stdio", nargs=argparse.REMAINDER, metavar="CMD", help="command and its arguments")
     transport.add_argument("--sse", metavar="URL", help="SSE endpoint")
     transport.add_argument("--http", metavar="URL", help="Streamable HTTP endpoint")
+    transport.add_argument("--openapi", metavar="URL", help="an API's OpenAPI document (each operation is a tool)")
     add.add_argument("--env", type=_key_value, action="append", metavar="K=V", help="environment (STDIO)")
-    add.add_argument("--header", type=_key_value, action="append", metavar="K=V", help="HTTP header (SSE/HTTP)")
+    add.add_argument("--header", type=_key_value, action="append", metavar="K=V", help="HTTP header (SSE/HTTP/OpenAPI)")
+    add.add_argument(
+        "--credential",
+        type=_key_value,
+        action="append",
+        metavar="SCHEME=VALUE",
+        help="OpenAPI security scheme credential",
+    )
     add.add_argument("--description")
     add.add_argument("--health-url")
     add.add_argument("--no-connect", action="store_true", help="register without connecting")

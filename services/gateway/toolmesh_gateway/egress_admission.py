@@ -11,6 +11,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from toolmesh.contracts.connection_config import CONFIG_FIELDS, TransportType
+from toolmesh.contracts.openapi_config import first_server_url
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.egress.http import check_host
 from toolmesh.egress.policy import EgressPolicy, EgressRefused, Reach
@@ -20,7 +21,12 @@ from toolmesh.errors import Forbidden, ValidationFailed
 def upstream_urls(request: RegisterServerRequest) -> list[tuple[tuple[str, ...], str]]:
     """``(loc, url)`` of every URL of ``request`` toolmesh will fetch."""
     found: list[tuple[tuple[str, ...], str]] = []
-    if request.transport_type is not TransportType.STDIO:
+    config = request.connection_config
+    if request.transport_type is TransportType.OPENAPI:
+        found.extend((("connection_config", f), str(config[f])) for f in ("spec_url", "base_url") if f in config)
+        if isinstance(config.get("spec"), dict) and "base_url" not in config:
+            found.append((("connection_config", "spec"), first_server_url(config["spec"]) or ""))
+    elif request.transport_type is not TransportType.STDIO:
         field = CONFIG_FIELDS[request.transport_type][0]
         found.append((("connection_config", field), str(request.connection_config[field])))
     if request.health_check_url is not None:

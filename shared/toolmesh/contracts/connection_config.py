@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from toolmesh.contracts.headers import headers_problems
+from toolmesh.contracts.openapi_config import OPENAPI_OPTIONAL, openapi_problems
 from toolmesh.contracts.sandbox import sandbox_problems
 from toolmesh.contracts.upstream_auth import auth_problems
 from toolmesh.credentials import protected_references
@@ -23,13 +24,15 @@ from toolmesh.storable import has_nul
 
 
 class TransportType(StrEnum):
-    """Upstream kinds: MCP over STDIO, SSE or Streamable HTTP (``HTTP``), and plain REST tool servers
-    (``GET /health``, ``GET /tools``, ``POST /tools/execute``)."""
+    """Upstream kinds: MCP over STDIO, SSE or Streamable HTTP (``HTTP``), plain REST tool servers
+    (``GET /health``, ``GET /tools``, ``POST /tools/execute``), and HTTP APIs an OpenAPI 3.0/3.1
+    document describes (``OPENAPI``: each operation is a tool)."""
 
     STDIO = "STDIO"
     SSE = "SSE"
     HTTP = "HTTP"
     REST = "REST"
+    OPENAPI = "OPENAPI"
 
 
 # Required and optional fields of connection_config per transport (BR-001).
@@ -38,6 +41,8 @@ CONFIG_FIELDS: dict[TransportType, tuple[str, dict[str, type]]] = {
     TransportType.SSE: ("url", {"headers": dict, "auth": dict}),
     TransportType.HTTP: ("base_url", {"headers": dict, "auth": dict}),
     TransportType.REST: ("url", {"headers": dict, "auth": dict}),
+    # ``spec_url`` or the document inline as ``spec`` (``contracts.openapi_config``).
+    TransportType.OPENAPI: ("spec_url", OPENAPI_OPTIONAL),
 }
 
 
@@ -67,15 +72,17 @@ def config_problems(
     """``(field, message)`` for every way ``config`` breaks BR-001 or the TLS rule for ``transport``."""
     required, optional = CONFIG_FIELDS[transport]
     problems: list[tuple[str, str]] = []
-    value = config.get(required)
-    if not isinstance(value, str) or not value.strip():
-        problems.append((required, f"{transport} transport requires '{required}' in connection_config"))
-    elif required != "command" and not value.lower().startswith(("http://", "https://")):
-        problems.append((required, f"'{required}' must be an http(s) URL"))
-    elif required != "command" and (problem := insecure_url_problem(required, value, allow_insecure)):
-        problems.append((required, problem))
-    elif required != "command" and (problem := upstream_url_problem(transport, value)):
-        problems.append((required, f"'{required}': {problem}"))
+    if transport is TransportType.OPENAPI:
+        problems.extend(openapi_problems(config))
+        for field in ("spec_url", "base_url"):
+            if isinstance(config.get(field), str):
+                problems.extend(_url_problems(transport, field, config[field], allow_insecure))
+    else:
+        value = config.get(required)
+        if not isinstance(value, str) or not value.strip():
+            problems.append((required, f"{transport} transport requires '{required}' in connection_config"))
+        elif required != "command":
+            problems.extend(_url_problems(transport, required, value, allow_insecure))
     known = (required, *optional)
     for name in config:
         if name not in known:  # a misspelt "headers" or "env" would silently drop credentials
@@ -104,6 +111,17 @@ def config_problems(
             listed = ", ".join(sorted(set(names)))
             problems.append((field, f"'{field}' may not reference toolmesh's own variables ({listed})"))
     return problems
+
+
+def _url_problems(transport: TransportType, field: str, value: str, allow_insecure: bool) -> list[tuple[str, str]]:
+    """What is wrong with the upstream URL ``value`` of ``field``: not http(s), the TLS rule, the egress policy."""
+    if not value.lower().startswith(("http://", "https://")):
+        return [(field, f"'{field}' must be an http(s) URL")]
+    if problem := insecure_url_problem(field, value, allow_insecure):
+        return [(field, problem)]
+    if problem := upstream_url_problem(transport, value):
+        return [(field, f"'{field}': {problem}")]
+    return []
 
 
 def _utf8(value: Any) -> bool:

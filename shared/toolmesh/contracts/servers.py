@@ -53,7 +53,7 @@ def _shown_field(transport: TransportType, config: dict[str, Any], field: str) -
     """``config[field]`` as an error may echo it (in the 422 body): as ``GET /servers/{id}`` shows it,
     and only ``***`` for headers and env (a bad name may hold a value) and for a field of no known kind."""
     required, optional = CONFIG_FIELDS[transport]
-    if field in ("headers", "env") or field not in (required, *optional):
+    if field in ("headers", "env", "credentials", "spec") or field not in (required, *optional):
         return MASK
     return mask_config({field: config.get(field)})[field]
 

@@ -1,4 +1,5 @@
-"""Opening an upstream: an MCP session over STDIO, SSE or Streamable HTTP, or a REST tool server."""
+"""Opening an upstream: an MCP session over STDIO, SSE or Streamable HTTP, a REST tool server, or an
+HTTP API an OpenAPI document describes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from toolmesh_session_worker.upstream.callbacks import ListChangedCallback, Lost
 from toolmesh_session_worker.upstream.client_side import ClientSide
 from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamMisconfigured, UpstreamRefused
 from toolmesh_session_worker.upstream.modern import ModernSession
+from toolmesh_session_worker.upstream.openapi.session import open_openapi_session
 from toolmesh_session_worker.upstream.rest import RestPolicy, open_rest_session
 from toolmesh_session_worker.upstream.session import DISCOVER_TIMEOUT_SECONDS, UpstreamSession
 from toolmesh_session_worker.upstream.surface import Upstream
@@ -54,8 +56,9 @@ async def open_session(
     """Connect to an upstream server and run the MCP handshake within ``options.connect_timeout`` seconds.
 
     ``transport_type`` is ``STDIO``, ``SSE`` or ``HTTP`` (Streamable HTTP), or ``REST`` for a REST
-    tool server (connected by its ``/health``, with ``options.rest_policy``'s retries); ``config`` is
-    validated and ``${VAR}``-expanded.
+    tool server (connected by its ``/health``, with ``options.rest_policy``'s retries), or ``OPENAPI``
+    (its document read, with ``options.rest_policy``'s timeout); ``config`` is validated and
+    ``${VAR}``-expanded.
 
     Raises:
         UpstreamMisconfigured: the egress policy refuses the server's URL, or a header is not a valid
@@ -78,16 +81,31 @@ async def open_session(
             egress=options.egress,
             auth=options.auth,
         )
+    if kind == "OPENAPI":
+        return await open_openapi_session(
+            server_name,
+            config,
+            options.rest_policy or RestPolicy(),
+            connect_timeout=options.connect_timeout,
+            http_client=options.http_client,
+            egress=options.egress,
+        )
     return await _open_mcp_session(server_name, transport_type, config, options)
+
+
+_URL_FIELDS = {"HTTP": ("base_url",), "STREAMABLE_HTTP": ("base_url",), "OPENAPI": ("spec_url", "base_url")}
 
 
 def _refuse_unsafe_config(server_name: str, kind: str, config: Mapping[str, Any]) -> None:
     """Raise ``UpstreamMisconfigured`` when the egress policy refuses a network server's URL or a
     header is not a valid HTTP field."""
-    url = config.get("base_url" if kind in ("HTTP", "STREAMABLE_HTTP") else "url")
-    if problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url))):
-        words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
-        raise UpstreamMisconfigured(words, summary=words)
+    for field in _URL_FIELDS.get(kind, ("url",)):
+        url = config.get(field)
+        if url is None and kind == "OPENAPI":
+            continue  # an inline document, or the document's own servers (checked when it is read)
+        if problem := url_problem(str(url)) or (kind == "REST" and rest_base_problem(str(url))):
+            words = f"{server_name}: connect failed: refused by the egress policy: {problem}"
+            raise UpstreamMisconfigured(words, summary=words)
     headers = config.get("headers")
     if isinstance(headers, Mapping) and (problems := headers_problems(headers)):
         # A registration from before the header rule, or a ${VAR} that expanded to several lines: the

@@ -9,7 +9,10 @@ const TRANSPORTS = [
   ["STDIO", "STDIO: a command this host runs"],
   ["SSE", "SSE: a URL (Server-Sent Events)"],
   ["HTTP", "HTTP: a Streamable HTTP URL"],
+  ["OPENAPI", "OpenAPI: the URL of an API's OpenAPI document (each operation is a tool)"],
 ];
+
+const URL_FIELD = { SSE: "url", HTTP: "base_url", OPENAPI: "spec_url" };
 
 function lines(text) {
   return text.split("\n").map((l) => l.trim()).filter(Boolean);
@@ -28,6 +31,7 @@ export function registerForm(ctx, onCreated) {
   const env = area();
   const url = input({ type: "url" });
   const headers = area();
+  const credentials = area();
   const healthUrl = input({ type: "url" });
   const newTools = h("select", {}, h("option", { value: "auto" }, "listed at once"), h("option", { value: "review" }, "held for review"));
   const autoConnect = h("input", { type: "checkbox", checked: true });
@@ -52,6 +56,9 @@ export function registerForm(ctx, onCreated) {
     field({ id: "reg-url", label: "URL", loc: "connection_config.url", control: url, hint: "https:// unless loopback" }),
     field({ id: "reg-headers", label: "Headers", loc: "connection_config.headers", control: headers,
       hint: "Name=value, one per line" }));
+  const openapi = h("div", { class: "group", hidden: true },
+    field({ id: "reg-credentials", label: "Credentials", loc: "connection_config.credentials", control: credentials,
+      hint: "Security scheme=value, one per line: an API key, a bearer token, or user:password for basic" }));
 
   const submit = h("button", { type: "submit" }, "Register");
   const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
@@ -63,7 +70,7 @@ export function registerForm(ctx, onCreated) {
         field({ id: "reg-name", label: "Name", loc: "name", control: name,
           hint: "Lowercase letters, digits, - and _; starts with a letter. Tools are named name.tool" }),
         field({ id: "reg-description", label: "Description", loc: "description", control: description }),
-        transport, stdio, remote),
+        transport, stdio, remote, openapi),
       h("div", {},
         field({ id: "reg-health", label: "Health check URL", loc: "health_check_url", control: healthUrl,
           hint: "Optional; otherwise an MCP ping checks health" }),
@@ -84,7 +91,8 @@ export function registerForm(ctx, onCreated) {
     const isStdio = selected() === "STDIO";
     stdio.hidden = !isStdio;
     remote.hidden = isStdio;
-    url.dataset.loc = selected() === "SSE" ? "connection_config.url" : "connection_config.base_url";
+    openapi.hidden = selected() !== "OPENAPI";
+    url.dataset.loc = `connection_config.${URL_FIELD[selected()]}`;
   }
 
   function open(show) {
@@ -102,9 +110,17 @@ export function registerForm(ctx, onCreated) {
       const pairs = parsePairs(env.value);
       if (Object.keys(pairs).length) config.env = pairs;
     } else {
-      config[selected() === "SSE" ? "url" : "base_url"] = url.value.trim();
+      config[URL_FIELD[selected()]] = url.value.trim();
       const pairs = parsePairs(headers.value);
       if (Object.keys(pairs).length) config.headers = pairs;
+      let secrets = {};
+      try {
+        secrets = selected() === "OPENAPI" ? parsePairs(credentials.value) : {};
+      } catch (error) {
+        error.control = credentials;
+        throw error;
+      }
+      if (Object.keys(secrets).length) config.credentials = secrets;
     }
     const request = {
       name: name.value.trim(),
@@ -133,7 +149,7 @@ export function registerForm(ctx, onCreated) {
     try {
       request = body();
     } catch (error) {
-      const control = selected() === "STDIO" ? env : headers;
+      const control = selected() === "STDIO" ? env : (error.control || headers);
       showError(control, error.message);
       control.focus();
       return;

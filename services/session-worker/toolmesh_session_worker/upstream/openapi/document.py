@@ -1,0 +1,65 @@
+"""Reading an OpenAPI server's document and the URL its requests go to (``base_url``, else the
+document's first server, relative to where the document was read).
+
+An answer is read up to a bound (``read_bounded``): past it the read stops with ``TooLarge``, so a
+huge document or answer never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx2
+import yaml
+
+from toolmesh.contracts.openapi_config import document_problem, first_server_url
+from toolmesh.egress.policy import url_problem
+
+
+class TooLarge(Exception):
+    """An answer longer than the bound it is read under."""
+
+
+class DocumentProblem(ValueError):
+    """A document toolmesh cannot use, in toolmesh's own words."""
+
+
+async def read_bounded(response: httpx2.Response, limit: int) -> bytes:
+    """The (decoded) body of a streamed ``response``, or ``TooLarge`` once it passes ``limit`` bytes."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise TooLarge(f"the answer is longer than {limit} bytes")
+    return bytes(body)
+
+
+def parse_document(raw: bytes) -> dict[str, Any]:
+    """An OpenAPI 3.0/3.1 document from JSON or YAML bytes; ``DocumentProblem`` saying why not."""
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        try:
+            document = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as exc:
+            raise DocumentProblem("the document is neither JSON nor YAML") from exc
+    if problem := document_problem(document):
+        raise DocumentProblem(problem)
+    return document
+
+
+def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | None) -> str:
+    """Where the API's requests go: ``base_url``, else the document's first server (relative to
+    ``spec_url``); ``DocumentProblem`` when there is none or the egress policy refuses it for everyone."""
+    url = base_url or first_server_url(document) or "/"
+    if spec_url is not None:
+        url = urljoin(spec_url, url)
+    if not url.lower().startswith(("http://", "https://")):
+        raise DocumentProblem("the document names no absolute server URL and none was configured (give 'base_url')")
+    if problem := url_problem(url):
+        raise DocumentProblem(f"the API's URL {url!r} is refused by the egress policy: {problem}")
+    if "?" in url or "#" in url:
+        raise DocumentProblem("the API's URL may not have a query or fragment")
+    return url.rstrip("/")

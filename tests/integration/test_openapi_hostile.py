@@ -1,0 +1,118 @@
+"""Hostile OpenAPI documents and answers: what an API's document or a caller's arguments cannot make
+toolmesh do (reach metadata addresses, read files or other documents, leave the operation's path,
+hold a huge document or answer in memory), and what a weak key cannot register."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import System, running_system
+from tests.integration.test_openapi_servers import KEY, call, control, pets_config, received, tools_of
+from tests.peers.launch import launch_openapi_app
+
+pytestmark = pytest.mark.integration
+SERVERS = "/api/v1/aggregator/servers"
+METADATA = "http://169.254.169.254/latest"
+
+
+@pytest.fixture
+async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
+    async with running_system(nats_url, database_url) as system:
+        yield system
+
+
+@pytest.fixture
+async def pets() -> AsyncIterator[str]:
+    async with launch_openapi_app(KEY) as origin:
+        yield origin
+
+
+def inline(servers: str) -> dict[str, Any]:
+    return {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": servers}], "paths": {}}
+
+
+async def test_a_document_whose_servers_name_a_metadata_host_is_refused(system: System, pets: str) -> None:
+    await control(pets, servers=METADATA)
+    created = await system.register("meta", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "egress policy" in detail["error_message"] and "169.254.169.254" in detail["error_message"]
+    assert await received(pets) == []
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"spec": inline(METADATA)},
+        {"spec": inline("https://api.example.com"), "base_url": "http://[fe80::1]/v1"},
+        {"spec_url": "http://metadata.google.internal/openapi.json"},
+    ],
+)
+async def test_a_metadata_url_is_refused_at_registration(system: System, config: dict[str, Any]) -> None:
+    body = {"name": "meta", "transport_type": "OPENAPI", "connection_config": config}
+    response = await system.api.post(SERVERS, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error_code"] == "VALIDATION_ERROR"
+
+
+async def test_an_agent_key_may_not_point_an_openapi_server_at_loopback(system: System, pets: str) -> None:
+    agent = await system.create_key("weak", "agent")
+    loopback = [
+        pets_config(pets),
+        {"spec": inline("https://api.example.com"), "base_url": f"{pets}/v1"},
+        {"spec": inline(f"{pets}/v1")},
+    ]
+    async with system.client_as(agent["token"]) as client:
+        for config in loopback:
+            body = {"name": "sneaky", "transport_type": "OPENAPI", "connection_config": config}
+            response = await client.post(SERVERS, json=body)
+            assert response.status_code == 403, response.text
+            assert response.json()["context"]["action"] == "reach loopback or private addresses"
+    assert await received(pets) == []
+
+
+async def test_a_huge_document_is_refused(system: System, pets: str) -> None:
+    await control(pets, huge=True)
+    created = await system.register("huge", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "longer than 4194304 bytes" in detail["error_message"]
+
+
+async def test_references_to_files_and_other_documents_are_not_followed(system: System, pets: str) -> None:
+    await control(pets, remote_refs=True)
+    created = await system.register("refs", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    body = (await tools_of(system, created["id"]))["createPet"]["input_schema"]["properties"]["body"]
+    assert body["properties"]["secret"] == {} and body["properties"]["remote"] == {}
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(f"{pets}/canary")).json() == {"reads": 0}
+
+
+@pytest.mark.parametrize(
+    ("pet_id", "path"),
+    [
+        ("../admin/secret", "/v1/pets/..%2Fadmin%2Fsecret"),
+        ("..", "/v1/pets/%2E%2E"),
+        ("a?b=1#c", "/v1/pets/a%3Fb%3D1%23c"),
+    ],
+)
+async def test_a_path_parameter_cannot_leave_the_operation_path(
+    system: System, pets: str, pet_id: str, path: str
+) -> None:
+    created = await system.register("pets", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    result = await call(system, "pets.getPet", {"petId": pet_id})
+    assert not result.get("isError"), result
+    seen = await received(pets)
+    assert [(r["method"], r["path"], r["query"]) for r in seen] == [("GET", path, [])]
+
+
+async def test_an_oversized_answer_is_cut_with_an_error(system: System, pets: str) -> None:
+    created = await system.register("pets", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    result = await call(system, "pets.bigAnswer", {})
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "GET /big: the answer is longer than 4194304 bytes and was cut off"
