@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]*$"
 SERVER_NAME_RE = re.compile(SERVER_NAME_PATTERN)
@@ -11,6 +12,8 @@ STORABLE_TEXT = r"^[^\x00]*$"
 """Free text Postgres can keep (a NUL is refused in TEXT and JSONB): names, reasons, comments."""
 MAX_COUNT = 2**31 - 1
 """The largest count a Postgres INTEGER column keeps (limits, offsets)."""
+MAX_SERVER_NAME = 255
+_INVALID_RUN = re.compile(r"[^a-z0-9_-]+")
 DEFAULT_NAMESPACE = "default"
 """Where everything lives that was created before namespaces, or by a principal that named none."""
 
@@ -26,3 +29,15 @@ def split_namespaced(name: str) -> tuple[str, str] | None:
         return None
     server, tool = name.split(".", 1)
     return server, tool
+
+
+def normalize_server_name(raw: str) -> str:
+    """A name that matches ``SERVER_NAME_PATTERN``: accents dropped, lowercase, runs of other
+    characters become ``-``, ``mcp-`` in front when it would not start with a letter."""
+    ascii_name = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode()
+    name = _INVALID_RUN.sub("-", ascii_name.strip().lower()).strip("-") or "server"
+    if not name[0].isalpha():
+        name = f"mcp-{name}"
+    name = name[:MAX_SERVER_NAME]
+    assert SERVER_NAME_RE.match(name), name
+    return name

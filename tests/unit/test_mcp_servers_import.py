@@ -8,11 +8,12 @@ import pytest
 
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.naming import SERVER_NAME_RE
+from toolmesh.naming import normalize_server_name as normalize_name
 from toolmesh_cli.client import Target, resolve_target
 from toolmesh_cli.config_file import load_config, parse_config
 from toolmesh_cli.datadir import DataDirLock
 from toolmesh_cli.errors import CliError, ConfigError
-from toolmesh_cli.mcp_servers import convert, normalize_name, url_transport
+from toolmesh_cli.mcp_servers import convert, url_transport
 
 pytestmark = pytest.mark.unit
 
