@@ -61,7 +61,6 @@ class Conversion:
     """A registration built from an entry, and what the user should know about it."""
 
     request: RegisterServerRequest
-    plan: Plan
     warnings: list[str]
 
 
@@ -224,4 +223,4 @@ def convert(
         f"secret input {secret!r} is passed on the command line (or URL), where it is not sealed"
         for secret in inputs.secrets_within(texts)
     ]
-    return Conversion(request, found_plan, warnings)
+    return Conversion(request, warnings)

@@ -39,10 +39,10 @@ export function importRegistryForm(ctx, onCreated) {
   const inputs = h("div", { class: "group" });
   const details = h("div", { hidden: true },
     field({ id: "imp-option", label: "Run or connect to", control: option }),
-    field({ id: "imp-name", label: "Name", loc: "name", control: name,
+    field({ id: "imp-name", label: "Server name", loc: "name", control: name,
       hint: "Default: the registry name's last part" }),
     h("h3", {}, "Inputs"), inputs,
-    field({ id: "imp-connect", label: "Connect now", loc: "auto_connect", control: autoConnect }));
+    field({ id: "imp-connect", label: "Connect after importing", loc: "auto_connect", control: autoConnect }));
   const submit = h("button", { type: "submit", disabled: true }, "Import");
   const cancel = h("button", { type: "button", class: "secondary" }, "Cancel");
   const form = h("form", { class: "card register", novalidate: true, "aria-labelledby": "import-title" },
