@@ -9,10 +9,13 @@ only in its private home, where the package would have to be downloaded first.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,32 @@ def http_peer() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         processes.stop_sync(process, signal.SIGTERM, 10.0)
+
+
+@contextlib.contextmanager
+def serving(body: bytes) -> Iterator[str]:
+    """``body`` served at a loopback URL until the block exits."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v0/servers?search=remote-demo"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def _listening(port: int) -> bool:
@@ -156,10 +185,9 @@ def test_a_remote_registry_entry_is_imported_with_its_header_and_connects(
 
 
 def test_an_entry_missing_a_required_input_is_refused_naming_it(up: Up, tmp_path: Path) -> None:
-    entry = tmp_path / "page.json"
     page = {"servers": [{"server": remote_entry("http://127.0.0.1:9/mcp")}], "metadata": {"count": 1}}
-    entry.write_text(json.dumps(page))
-    refused = up.cli("import", str(entry), "--name", "never-added", expect=1)
+    with serving(json.dumps(page).encode()) as url:  # a page of the registry API, by URL
+        refused = up.cli("import", url, "--name", "never-added", expect=1)
     assert "io.github.example/remote-demo needs a value for token" in refused.stderr
     assert "imported 0 of 1 servers" in refused.stdout
     assert "never-added" not in up.servers()
