@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from toolmesh.registry_import.inputs import InputSpec
 from toolmesh_cli.errors import ConfigError
+from toolmesh_cli.import_command import import_entries
 from toolmesh_cli.registry_entries import Choice, convert_registry, parse_inputs, read_document
 
 pytestmark = pytest.mark.unit
@@ -100,3 +102,25 @@ def test_a_document_of_no_known_shape_is_a_config_error(tmp_path: Path) -> None:
     path.write_text("{nope")
     with pytest.raises(ConfigError, match="is not valid JSON"):
         read_document(str(path))
+
+
+def _args(path: Path, **flags: Any) -> argparse.Namespace:
+    defaults = {"input": None, "package": None, "remote": None, "name": None, "json": True}
+    return argparse.Namespace(file=str(path), **{**defaults, **flags})
+
+
+def test_import_tells_a_desktop_config_from_a_registry_document(tmp_path: Path) -> None:
+    desktop = tmp_path / "desktop.json"
+    desktop.write_text(json.dumps({"mcpServers": {"files": {"command": "npx", "args": ["-y", "files"]}}}))
+    (entry,) = import_entries(_args(desktop))
+    assert entry.request is not None and entry.request.name == "files"
+    with pytest.raises(ConfigError, match="apply to MCP Registry documents only"):
+        import_entries(_args(desktop, input=["A=1"]))
+    registry = tmp_path / "server.json"
+    registry.write_text(json.dumps({"server": server("weather")}))
+    (entry,) = import_entries(_args(registry, name="forecast"))
+    assert entry.request is not None and entry.request.name == "forecast"
+    neither = tmp_path / "other.json"
+    neither.write_text(json.dumps({"tools": []}))
+    with pytest.raises(ConfigError, match=r"expected an object with \"mcpServers\", or an MCP Registry server\.json"):
+        import_entries(_args(neither))

@@ -21,7 +21,7 @@ WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.5
 
 
-def _entries(args: argparse.Namespace) -> list[Entry]:
+def import_entries(args: argparse.Namespace) -> list[Entry]:
     """The entries of the file or URL: its ``mcpServers``, or the servers of a registry document."""
     document = read_document(args.file)
     registry_flags = args.input or args.package or args.remote or args.name
@@ -85,7 +85,7 @@ def _settle(api: ApiClient, progress: ServerProgress, seconds: float) -> None:
 def import_servers(args: argparse.Namespace, api: ApiClient) -> int:
     """Register every server of a desktop client's ``mcpServers`` JSON or of an MCP Registry
     document; 1 when any was not registered."""
-    entries = _entries(args)
+    entries = import_entries(args)
     names = _names(entries)
     progress = ServerProgress(names, quiet=args.json)
     with progress:
