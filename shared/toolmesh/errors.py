@@ -319,6 +319,12 @@ class ValidationFailed(ToolmeshError):
     status = 422
 
 
+class RegistryEntryRefused(ValidationFailed):
+    """An MCP Registry ``server.json`` toolmesh cannot run as given: an unknown package kind, a
+    transport it cannot start, a hostile field, or an input it needs and did not get
+    (``context["missing_inputs"]`` names those)."""
+
+
 class UnsupportedVersion(ToolmeshError):
     """A NATS API subject names a version this gateway does not serve."""
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -61,6 +63,49 @@ def install_everything(cache_dir: Path = CACHE_DIR) -> Path:
     if done.returncode != 0 or not entry.is_file():
         raise EverythingUnavailable(f"npm install {PACKAGE} failed: {done.stderr[-2000:]}")
     return entry
+
+
+def everything_version(cache_dir: Path = CACHE_DIR) -> str:
+    """The version of the package ``install_everything`` installed."""
+    manifest = install_everything(cache_dir).parent.parent / "package.json"
+    version: str = json.loads(manifest.read_text())["version"]
+    return version
+
+
+def npx_cache(cache_dir: Path = CACHE_DIR) -> Path:
+    """An npm cache holding the installed version and its dependencies, so ``npx -y
+    PACKAGE@VERSION`` runs with ``npm_config_cache`` set to it and ``npm_config_offline=true``
+    (filled once; npm's cache must be writable by whoever reads it)."""
+    version = everything_version(cache_dir)
+    cache = cache_dir.parent / "npx-cache"
+    marker = cache / f"filled-{version}"
+    if marker.is_file():
+        return cache
+    npm = shutil.which("npm")
+    if npm is None:
+        raise EverythingUnavailable("npm is needed to fill the npx cache")
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--cache",
+                str(cache),
+                "--prefix",
+                scratch,
+                f"{PACKAGE}@{version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise EverythingUnavailable(f"filling the npx cache failed: {done.stderr[-2000:]}")
+    marker.write_text(version)
+    return cache
 
 
 @dataclass

@@ -8,11 +8,12 @@ import pytest
 
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.naming import SERVER_NAME_RE
+from toolmesh.naming import normalize_server_name as normalize_name
 from toolmesh_cli.client import Target, resolve_target
 from toolmesh_cli.config_file import load_config, parse_config
 from toolmesh_cli.datadir import DataDirLock
 from toolmesh_cli.errors import CliError, ConfigError
-from toolmesh_cli.mcp_servers import convert, normalize_name, url_transport
+from toolmesh_cli.mcp_servers import convert, url_transport
 
 pytestmark = pytest.mark.unit
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.unit
         ("_private", "mcp-_private"),
         ("Ünïcode Server", "unicode-server"),
         ("!!!", "server"),
+        ("Server Card", "server-card-server"),
     ],
 )
 def test_normalize_name_follows_the_product_rule(raw: str, expected: str) -> None:

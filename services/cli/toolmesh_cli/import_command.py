@@ -1,35 +1,44 @@
-"""``toolmesh import FILE``: register the ``mcpServers`` of a desktop MCP client's config, with
-per-server progress until they settle, and a summary."""
+"""``toolmesh import FILE|URL``: register the ``mcpServers`` of a desktop MCP client's config, or the
+servers of an MCP Registry document (``server.json``, or the registry API's ``{"server": ...}`` and
+``{"servers": [...]}``), with per-server progress until they settle, and a summary."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import sys
 from typing import Any
 
 from toolmesh.platform.polling import wait_until
+from toolmesh.registry_import.documents import is_registry_document
 from toolmesh_cli.client import ApiClient, api_options
 from toolmesh_cli.errors import ApiError, ConfigError
 from toolmesh_cli.mcp_servers import Entry, convert
 from toolmesh_cli.progress import ServerProgress
+from toolmesh_cli.registry_entries import Choice, convert_registry, parse_inputs, read_document, terminal_asker
 from toolmesh_cli.tables import as_json
 
 WAIT_SECONDS = 60.0
 POLL_SECONDS = 0.5
 
 
-def read_mcp_servers(path: Path) -> Any:
-    """The ``mcpServers`` mapping of a JSON file; ``ConfigError`` when there is none."""
-    try:
-        document = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(document, dict) or "mcpServers" not in document:
-        raise ConfigError(f'{path}: expected an object with "mcpServers"')
-    return document["mcpServers"]
+def import_entries(args: argparse.Namespace) -> list[Entry]:
+    """The entries of the file or URL: its ``mcpServers``, or the servers of a registry document."""
+    document = read_document(args.file)
+    registry_flags = args.input or args.package or args.remote or args.name
+    if isinstance(document, dict) and "mcpServers" in document:
+        if registry_flags:
+            raise ConfigError("--input, --package, --remote and --name apply to MCP Registry documents only")
+        return convert(document["mcpServers"])
+    if not is_registry_document(document):
+        raise ConfigError(
+            f'{args.file}: expected an object with "mcpServers", or an MCP Registry server.json, '
+            '{"server": {...}} or {"servers": [...]}'
+        )
+    choice = Choice(parse_inputs(args.input or []), args.package, args.remote, args.name)
+    entries, warnings = convert_registry(document, choice, None if args.json else terminal_asker())
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return entries
 
 
 def _names(entries: list[Entry]) -> list[str]:
@@ -74,8 +83,9 @@ def _settle(api: ApiClient, progress: ServerProgress, seconds: float) -> None:
 
 
 def import_servers(args: argparse.Namespace, api: ApiClient) -> int:
-    """Register every server of a desktop client's ``mcpServers`` JSON; 1 when any was not registered."""
-    entries = convert(read_mcp_servers(args.file))
+    """Register every server of a desktop client's ``mcpServers`` JSON or of an MCP Registry
+    document; 1 when any was not registered."""
+    entries = import_entries(args)
     names = _names(entries)
     progress = ServerProgress(names, quiet=args.json)
     with progress:
@@ -96,8 +106,22 @@ def import_servers(args: argparse.Namespace, api: ApiClient) -> int:
 def add_parser(sub: Any) -> None:
     """Add ``import`` to the top-level subcommands."""
     common = [api_options()]
-    imp = sub.add_parser("import", parents=common, help='register the "mcpServers" of a desktop MCP client config')
-    imp.add_argument("file", type=Path)
+    imp = sub.add_parser(
+        "import",
+        parents=common,
+        help='register the "mcpServers" of a desktop MCP client config, or MCP Registry server.json entries',
+    )
+    imp.add_argument("file", metavar="FILE|URL", help="a JSON file, or an http(s) URL of an MCP Registry document")
+    imp.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a value for an input the registry entry declares (repeatable); asked on a terminal otherwise",
+    )
+    which = imp.add_mutually_exclusive_group()
+    which.add_argument("--package", type=int, metavar="N", help="run the entry's Nth package (from 1)")
+    which.add_argument("--remote", type=int, metavar="N", help="connect to the entry's Nth remote (from 1)")
+    imp.add_argument("--name", help="the server's name (default: the registry name's last part)")
     imp.add_argument("--no-connect", action="store_true", help="register without connecting")
     imp.add_argument(
         "--wait",

@@ -8,8 +8,6 @@ Shared by ``toolmesh import`` and the ``mcpServers:`` section of ``toolmesh up -
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +17,9 @@ from pydantic import ValidationError
 
 from toolmesh.contracts.connection_config import TransportType
 from toolmesh.contracts.servers import RegisterServerRequest
-from toolmesh.naming import SERVER_NAME_RE
+from toolmesh.naming import normalize_server_name
 from toolmesh_cli.errors import describe_validation
 
-MAX_NAME = 255
-_INVALID_RUN = re.compile(r"[^a-z0-9_-]+")
 _SSE_TYPES = {"sse"}
 _HTTP_TYPES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
 
@@ -47,18 +43,6 @@ class Entry:
         if self.request is not None and self.renamed:
             return f"{self.source_name!r} (as {self.request.name})"
         return self.source_name
-
-
-def normalize_name(raw: str) -> str:
-    """A name that matches ``^[a-z][a-z0-9_-]*$``: accents dropped, lowercase, runs of other
-    characters become ``-``, ``mcp-`` in front when it would not start with a letter."""
-    ascii_name = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode()
-    name = _INVALID_RUN.sub("-", ascii_name.strip().lower()).strip("-") or "server"
-    if not name[0].isalpha():
-        name = f"mcp-{name}"
-    name = name[:MAX_NAME]
-    assert SERVER_NAME_RE.match(name), name
-    return name
 
 
 def url_transport(url: str, declared: str | None) -> TransportType:
@@ -132,7 +116,7 @@ def convert(servers: Any, taken: set[str] | None = None) -> list[Entry]:
     taken = set() if taken is None else taken
     entries = []
     for source_name, raw in servers.items():
-        name = normalize_name(str(source_name))
+        name = normalize_server_name(str(source_name))
         try:
             if name in taken:
                 raise ValueError(f"name {name!r} is used by another entry")

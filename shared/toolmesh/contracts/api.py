@@ -46,6 +46,7 @@ from toolmesh.contracts.endpoints import EndpointInfo, EndpointList, EndpointReq
 from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
+from toolmesh.contracts.registry_import import RegistryImportPlan, RegistryImportRequest, RegistryPlanRequest
 from toolmesh.contracts.resources import ApproveTemplatesResponse
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
@@ -158,6 +159,24 @@ AUTHORIZATION = Operation(
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "servers.register", RegisterServerRequest, ServerCreated, "Register a server (BR-001)", True, "POST", SERVERS
+    ),
+    Operation(
+        "servers.import_registry",
+        RegistryImportRequest,
+        ServerCreated,
+        "Register an MCP Registry server.json entry, with values for its inputs",
+        True,
+        "POST",
+        SERVERS + "/import-registry",
+    ),
+    Operation(
+        "servers.import_plan",
+        RegistryPlanRequest,
+        RegistryImportPlan,
+        "What importing an MCP Registry server.json entry would register, and the inputs it takes",
+        False,
+        "POST",
+        SERVERS + "/import-registry/plan",
     ),
     Operation("servers.list", ListServersRequest, ServerList, "A page of the caller's servers", False, "GET", SERVERS),
     Operation("servers.get", ServerRef, ServerDetail, "One server, its config masked", False, "GET", SERVER),

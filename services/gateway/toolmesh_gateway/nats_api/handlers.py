@@ -15,12 +15,13 @@ from toolmesh.contracts.endpoints import EndpointRequest
 from toolmesh.contracts.keys import CreateKeyRequest
 from toolmesh.contracts.policies import PolicyRequest
 from toolmesh.contracts.quotas import QuotaRequest
+from toolmesh.contracts.registry_import import RegistryImportRequest, RegistryPlanRequest
 from toolmesh.contracts.search import SearchRequest
 from toolmesh.contracts.servers import RegisterServerRequest
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.platform.runtime import Backends
 from toolmesh.search.service import SearchService
-from toolmesh_gateway import reads
+from toolmesh_gateway import reads, registry_imports
 from toolmesh_gateway.approvals.gate import Approvals
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.authorization_server.consent import Consents
@@ -81,6 +82,14 @@ Handler = Callable[[GatewayServices, Caller, Any], Awaitable[BaseModel | list[An
 
 async def _register(s: GatewayServices, caller: Caller, body: RegisterServerRequest) -> BaseModel:
     return await s.commands.register(body, caller)
+
+
+async def _import_registry(s: GatewayServices, caller: Caller, body: RegistryImportRequest) -> BaseModel:
+    return await registry_imports.import_registry(body, caller, s.commands)
+
+
+async def _import_plan(s: GatewayServices, caller: Caller, body: RegistryPlanRequest) -> BaseModel:
+    return registry_imports.import_plan(body)
 
 
 async def _list(s: GatewayServices, caller: Caller, body: api.ListServersRequest) -> BaseModel:
@@ -265,6 +274,8 @@ async def _reject_call(s: GatewayServices, caller: Caller, body: api.DecideAppro
 
 HANDLERS: dict[str, Handler] = {
     "servers.register": _register,
+    "servers.import_registry": _import_registry,
+    "servers.import_plan": _import_plan,
     "servers.list": _list,
     "servers.get": _get,
     "servers.connect": _connect,

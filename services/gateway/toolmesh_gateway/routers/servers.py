@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 
 from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.api_requests import ListServersRequest
+from toolmesh.contracts.registry_import import RegistryImportPlan, RegistryImportRequest, RegistryPlanRequest
 from toolmesh.contracts.servers import (
     ApproveInstructionsResponse,
     ApproveToolsRequest,
@@ -27,7 +28,7 @@ from toolmesh.contracts.servers import (
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.naming import NAMESPACE_PATTERN
 from toolmesh.platform.runtime import Backends
-from toolmesh_gateway import reads
+from toolmesh_gateway import reads, registry_imports
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.dependencies import Limit, Offset, backends, caller_of, server_commands
 from toolmesh_gateway.routers.audit import NO_NUL
@@ -48,6 +49,25 @@ async def register_server(
 ) -> ServerCreated:
     """Register an external MCP server (BR-001); connects it when ``auto_connect``."""
     return await commands.register(body, caller_of(request, principal))
+
+
+@router.post(
+    "/import-registry",
+    status_code=status.HTTP_201_CREATED,
+    responses={403: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+)
+async def import_registry_server(
+    body: RegistryImportRequest, request: Request, principal: Auth, commands: Commands
+) -> ServerCreated:
+    """Register an MCP Registry ``server.json`` entry with values for its inputs (refused with
+    VALIDATION_ERROR naming the missing inputs in ``context.missing_inputs``)."""
+    return await registry_imports.import_registry(body, caller_of(request, principal), commands)
+
+
+@router.post("/import-registry/plan")
+async def plan_registry_import(body: RegistryPlanRequest, principal: Auth) -> RegistryImportPlan:
+    """What importing an MCP Registry ``server.json`` entry would register, and the inputs it takes."""
+    return registry_imports.import_plan(body)
 
 
 @router.get("")

@@ -3,6 +3,7 @@
 
 import { ApiError } from "../api.js";
 import { announce, confirmDialog, fill, formatMs, h, notice, pageTitle, statusBadge, timeElement } from "../dom.js";
+import { importRegistryForm } from "./import_registry.js";
 import { registerForm } from "./register.js";
 
 const SERVERS = "/api/v1/aggregator/servers";
@@ -86,10 +87,11 @@ export default {
       body);
     const empty = h("p", { class: "empty", hidden: true }, "No servers yet.");
     const register = manages ? registerForm(ctx, (created) => upsert(created, true)) : null;
+    const imported = manages ? importRegistryForm(ctx, (created) => upsert(created, true)) : null;
 
     fill(main,
-      h("div", { class: "page-head" }, pageTitle("Servers"), register ? register.toggle : null),
-      register ? register.panel : null, message, counts, h("div", { class: "table-wrap" }, table), empty);
+      h("div", { class: "page-head" }, pageTitle("Servers"), register ? h("div", { class: "actions" }, imported.toggle, register.toggle) : null),
+      register ? register.panel : null, imported ? imported.panel : null, message, counts, h("div", { class: "table-wrap" }, table), empty);
 
     function cells(server) {
       const link = h("a", { href: `#/servers/${encodeURIComponent(server.id)}` }, server.name);
