@@ -97,7 +97,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.state.call_audit = call_audit
     meter = QuotaMeter(backends.db, QuotaCounters(backends.js), settings.quota_refresh_seconds)
     await meter.start()
-    app.state.quotas = QuotaService(backends.db, meter)
+    app.state.quotas = QuotaService(backends, meter)
     pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
     records = ApprovalRecords(pending, box)
     app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
