@@ -112,6 +112,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         meter,
         app.state.approvals,
     )
+    app.state.tool_calls.results.start()
     app.state.policies = PolicyService(backends)
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
@@ -162,6 +163,7 @@ async def close_app(app: FastAPI) -> None:
     """Release what ``create_app`` opened (the front door, then the catalog feed's subscription)."""
     await app.state.mcp.close()
     await app.state.event_hub.close()
+    await app.state.tool_calls.results.close()
     await app.state.call_audit.close()
     await app.state.tool_calls.quotas.close()
     await app.state.catalog_feed.close()

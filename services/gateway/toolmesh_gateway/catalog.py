@@ -50,7 +50,7 @@ from toolmesh.pinning import (
     retired,
     review,
 )
-from toolmesh.poisoning.holds import flagged_tools
+from toolmesh.poisoning.holds import flagged_instructions, flagged_tools
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
@@ -328,7 +328,7 @@ class Catalog:
                 dict(event.capabilities),
                 dict(event.server_info),
                 event.instructions,
-                pin_instructions(event.instructions, approved),
+                pin_instructions(event.instructions, approved, bool(flagged_instructions(event.instructions))),
                 tuple(event.modern_versions),
                 {kind: frozenset(keys) for kind, keys in event.modern_only.items()},
                 event.modern_tasks,

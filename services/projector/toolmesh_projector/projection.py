@@ -266,6 +266,8 @@ async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
                     "error_code": call.error_code,
                     "duration_ms": call.duration_ms,
                     **({"policy": call.policy, "policy_effect": call.policy_effect} if call.policy else {}),
+                    **({"result_scanned": call.result_scanned} if call.result_scanned is not None else {}),
+                    **({"result_findings": call.result_findings} if call.result_findings else {}),
                 },
                 call.at,
                 event.namespace,

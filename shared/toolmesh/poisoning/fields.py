@@ -106,6 +106,38 @@ def template_pieces(template: Mapping[str, Any]) -> Iterator[Piece]:
         yield Piece("uriTemplate", name, is_name=True)
 
 
+def resource_pieces(resource: Mapping[str, Any]) -> Iterator[Piece]:
+    """A fixed resource of ``resources/list``: name, title, description (its URI names data, not prose)."""
+    yield Piece("name", str(resource.get("name", "")), is_name=True)
+    yield from _text(resource, "title")
+    yield from _text(resource, "description")
+
+
+RESULT_CHARS = 65_536
+"""How much of a tool result's text is scanned (its first characters; the rest is not read)."""
+
+
+def result_pieces(result: Mapping[str, Any], budget: int = RESULT_CHARS) -> Iterator[Piece]:
+    """A tool result's text: each text content item, each embedded text resource, and the strings of its
+    ``structuredContent``, up to ``budget`` characters in all."""
+    texts: list[tuple[str, str]] = []
+    content = result.get("content")
+    for i, item in enumerate(content if isinstance(content, list) else []):
+        if isinstance(item, Mapping):
+            resource = item.get("resource")
+            text = item.get("text") if item.get("type") == "text" else None
+            if isinstance(resource, Mapping):
+                text = resource.get("text")
+            if isinstance(text, str):
+                texts.append((f"content[{i}]", text))
+    texts.extend(("structuredContent", text) for text in _strings(result.get("structuredContent")))
+    for field, text in texts:
+        if budget <= 0:
+            return
+        yield Piece(field, text[:budget])
+        budget -= len(text)
+
+
 def _placeholders(uri: str) -> list[str]:
     names: list[str] = []
     rest = uri
