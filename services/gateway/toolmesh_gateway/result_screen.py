@@ -4,7 +4,7 @@ A result cannot be held (the caller is waiting for it, and holding one result te
 the next call would not), so it is passed on as it is, and the scan only reports: the call's audit
 entry carries the scanner's findings (``CallRecord.result_findings``), ``mcp_aggregator_result_scans_total``
 counts clean, flagged and skipped results, and a flagged one is logged. A call only hands its result to
-a bounded queue; one task scans them, each in a worker thread of its own (at most ``RESULT_CHARS`` of
+a bounded queue; one task scans them in a worker thread (at most ``SCANNED_CHARS`` of
 text each, ``toolmesh.poisoning.fields``), and records the call. When the scanner falls ``QUEUE_SIZE``
 results behind, a result is recorded unscanned (``result_scanned: false``): scanning never slows or
 refuses a call.

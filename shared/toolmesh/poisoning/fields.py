@@ -113,14 +113,21 @@ def resource_pieces(resource: Mapping[str, Any]) -> Iterator[Piece]:
     yield from _text(resource, "description")
 
 
-RESULT_CHARS = 65_536
-"""How much of a tool result's text is scanned (its first characters; the rest is not read)."""
+SCANNED_CHARS = 65_536
+"""How much text of a tool result, or of a server's instructions, is scanned (the first characters)."""
 
 
-def result_pieces(result: Mapping[str, Any], budget: int = RESULT_CHARS) -> Iterator[Piece]:
+def result_pieces(result: Mapping[str, Any], budget: int = SCANNED_CHARS) -> Iterator[Piece]:
     """A tool result's text: each text content item, each embedded text resource, and the strings of its
-    ``structuredContent``, up to ``budget`` characters in all."""
-    texts: list[tuple[str, str]] = []
+    ``structuredContent``, up to ``budget`` characters in all (nothing past them is walked)."""
+    for field, text in _result_texts(result):
+        if budget <= 0:
+            return
+        yield Piece(field, text[:budget])
+        budget -= len(text)
+
+
+def _result_texts(result: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     content = result.get("content")
     for i, item in enumerate(content if isinstance(content, list) else []):
         if isinstance(item, Mapping):
@@ -129,13 +136,9 @@ def result_pieces(result: Mapping[str, Any], budget: int = RESULT_CHARS) -> Iter
             if isinstance(resource, Mapping):
                 text = resource.get("text")
             if isinstance(text, str):
-                texts.append((f"content[{i}]", text))
-    texts.extend(("structuredContent", text) for text in _strings(result.get("structuredContent")))
-    for field, text in texts:
-        if budget <= 0:
-            return
-        yield Piece(field, text[:budget])
-        budget -= len(text)
+                yield f"content[{i}]", text
+    for text in _strings(result.get("structuredContent")):
+        yield "structuredContent", text
 
 
 def _placeholders(uri: str) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from toolmesh.poisoning.exfiltration import description_findings, parameter_text_findings, suspicious_name
 from toolmesh.poisoning.fields import (
+    SCANNED_CHARS,
     Piece,
     parameter_names,
     prompt_pieces,
@@ -83,10 +84,17 @@ def scan_resource(resource: Mapping[str, Any], siblings: Collection[str] = ()) -
 
 
 def scan_instructions(text: str | None) -> list[Finding]:
-    """Findings in a server's ``instructions`` (initialize, ``server/discover``)."""
-    return _scan([Piece("instructions", text)] if text else [], (), (), _prose_findings)
+    """Findings in a server's ``instructions`` (initialize, ``server/discover``): their first
+    ``SCANNED_CHARS`` characters; longer ones are a finding themselves (the rest could hide anything)."""
+    if not text:
+        return []
+    found = _scan([Piece("instructions", text[:SCANNED_CHARS])], (), (), _prose_findings)
+    if len(text) > SCANNED_CHARS:
+        why = f"too long to scan ({len(text)} characters; the first {SCANNED_CHARS} are read)"
+        found.append(Finding(FindingKind.HIDDEN_INSTRUCTION, "instructions", excerpt(text, SCANNED_CHARS), why))
+    return found
 
 
 def scan_result(result: Mapping[str, Any]) -> list[Finding]:
-    """Findings in a tool result in its wire form (its text, up to ``fields.RESULT_CHARS``)."""
+    """Findings in a tool result in its wire form (its text, up to ``SCANNED_CHARS``)."""
     return _scan(result_pieces(result), (), (), _prose_findings)
