@@ -3,8 +3,8 @@
 
 A sample counts as flagged when the scanner reports any finding. Reported per split (``dev``: tuned
 on; ``holdout``: written before the scanner and never tuned on; ``all``) and per attack kind (recall),
-with the ids of false positives and missed attacks, and the scan time per definition (p50, µs).
-Prints one JSON line.
+with the ids of false positives and missed attacks, and the scan time per definition (p50, µs); and
+the same scores, apart, for servers' instructions (``load_instructions``). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.poisoning.corpus import Sample, load_corpus  # noqa: E402
-from toolmesh.poisoning import Finding, scan_prompt, scan_template, scan_tool  # noqa: E402
+from tests.poisoning.corpus import Sample, load_corpus, load_instructions  # noqa: E402
+from toolmesh.poisoning import Finding, scan_instructions, scan_prompt, scan_template, scan_tool  # noqa: E402
 
-SCANS = {"tool": scan_tool, "prompt": scan_prompt, "template": scan_template}
+SCANS = {
+    "tool": scan_tool,
+    "prompt": scan_prompt,
+    "template": scan_template,
+    "instructions": lambda item, _: scan_instructions(item["instructions"]),
+}
 
 
 def scanned(sample: Sample) -> tuple[list[Finding], float]:
@@ -56,6 +61,13 @@ def _scores(rows: list[tuple[Sample, bool]]) -> dict[str, Any]:
     }
 
 
+def _split_scores(rows: list[tuple[Sample, bool]]) -> dict[str, Any]:
+    return {
+        split: _scores([(s, f) for s, f in rows if split == "all" or s.split == split])
+        for split in ("dev", "holdout", "all")
+    }
+
+
 def main() -> None:
     corpus = load_corpus()
     rows, times = [], []
@@ -66,12 +78,10 @@ def main() -> None:
     report = {
         "benchmark": "poisoning",
         "samples": len(corpus),
-        "splits": {
-            split: _scores([(s, f) for s, f in rows if split == "all" or s.split == split])
-            for split in ("dev", "holdout", "all")
-        },
+        "splits": _split_scores(rows),
         "scan_us_p50": round(statistics.median(times), 1),
         "scan_us_p95": round(sorted(times)[int(len(times) * 0.95)], 1),
+        "instructions": _split_scores([(s, bool(scanned(s)[0])) for s in load_instructions()]),
     }
     print(json.dumps(report, ensure_ascii=False))
 

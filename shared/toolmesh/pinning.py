@@ -23,8 +23,9 @@ Prompts are pinned the same way, by the same functions: a prompt's hash has one 
 ``PROMPT_PARTS`` (description, title, arguments with their names, titles, descriptions and
 ``required``, icons), pins and holds follow the server's first prompt list and its ``new_tools``
 policy, and a removed server's prompt pins stay with its name. A server's ``instructions`` (from its initialize
-result) are pinned as one text: the first seen approve themselves, a change keeps the approved text
-served (``pin_instructions``) until an admin approves the new one. Resource templates are held only
+result) are pinned as one text: the first seen approve themselves (unless the poisoning scanner flags them:
+then none are served), a change keeps the approved text served (``pin_instructions``) until an admin
+approves the new one. Resource templates are held only
 when the poisoning scanner flags them, until an admin approves that exact definition
 (``template_definition_hash``; approvals stay with the server's name).
 """
@@ -321,12 +322,15 @@ def instructions_hash(text: str | None) -> str:
     return _digest(text or "")
 
 
-def pin_instructions(current: str | None, approved: ApprovedText | None) -> ApprovedText:
+def pin_instructions(current: str | None, approved: ApprovedText | None, flagged: bool = False) -> ApprovedText:
     """The approved instructions once the upstream described itself with ``current``: the first seen
-    (``approved`` None) approve themselves, unchanged ones stay approved, a change keeps ``approved``."""
+    (``approved`` None) approve themselves unless the poisoning scanner ``flagged`` them (then no
+    instructions are approved), unchanged ones stay approved, a change keeps ``approved``."""
     digest = instructions_hash(current)
-    if approved is None or approved.hash == digest:
-        return ApprovedText(digest, current)
+    if approved is not None and approved.hash == digest:
+        return approved
+    if approved is None:
+        return ApprovedText(instructions_hash(None), None) if flagged else ApprovedText(digest, current)
     return approved
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "poisoning"
-Item = Literal["tool", "prompt", "template"]
+Item = Literal["tool", "prompt", "template", "instructions"]
+PROSE = ("description", "title", "prompt_description", "template_description")
+"""Where an attack's text is prose that a server's instructions could carry as well."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,35 @@ def _everything() -> list[Sample]:
         for d in data[key]:
             sample_id = f"everything-{item}-{d['name']}"
             samples.append(Sample(sample_id, _split(sample_id), False, "benign", item, d, names))  # type: ignore[arg-type]
+    return samples
+
+
+def load_instructions() -> list[Sample]:
+    """Servers' instructions (``{"instructions": text}``), scored apart from the definitions: benign, the real
+    instructions of server-everything and the description of every benign LiveMCPBench tool read as a
+    server's prose; attacks, every hidden-instruction, Unicode and exfiltration attack written as prose
+    (shadowing needs the server's tool list, which instructions are not scanned against), in its split."""
+    everything = json.loads((DATA / "everything.json").read_text(encoding="utf-8"))["instructions"]
+    samples = [
+        Sample(
+            "everything-instructions",
+            _split("everything-instructions"),
+            False,
+            "benign",
+            "instructions",
+            {"instructions": everything},
+        )
+    ]
+    for r in _lines("benign_livemcpbench.jsonl"):
+        if r["tool"].get("description"):
+            sample_id = f"instructions-{r['id']}"
+            text = {"instructions": r["tool"]["description"]}
+            samples.append(Sample(sample_id, _split(sample_id), False, "benign", "instructions", text))
+    for name, split in (("attacks_dev.jsonl", "dev"), ("attacks_holdout.jsonl", "holdout")):
+        for row in _lines(name):
+            if row["where"] in PROSE and row["kind"] != "shadowing" and row.get("label", "attack") == "attack":
+                text = {"instructions": f"{row['base']} {row['text']}".strip()}
+                samples.append(Sample(f"instructions-{row['id']}", split, True, row["kind"], "instructions", text))
     return samples
 
 

@@ -13,7 +13,10 @@ from toolmesh.contracts.events import (
     ServerRegistered,
     ServerRemoved,
     ServerStatusChanged,
+    SkillAssignment,
+    ToolClassification,
     ToolsApproved,
+    ToolsClassified,
     ToolsDiscovered,
 )
 from toolmesh.contracts.servers import NewToolsPolicy
@@ -160,6 +163,22 @@ def test_other_events_and_skips_only_move_the_sequence() -> None:
     assert catalog.applied_seq == 2 and catalog.version == 0
     catalog.skip(1)  # never backwards
     assert catalog.applied_seq == 2
+
+
+def test_classified_skills_stay_with_a_tool_until_its_description_changes() -> None:
+    catalog = Catalog()
+    catalog.apply(registered("s1", "alpha"), 1)
+    catalog.apply(discovered("s1", "alpha", "echo", "ping", description="Echo"), 2)
+    given = [SkillAssignment(skill_id="utilities", confidence=0.9), SkillAssignment(skill_id="text", confidence=0.6)]
+    classified = [ToolClassification(original_name="echo", skills=given, primary_skill_id="utilities")]
+    event = ToolsClassified(server_id="s1", server_name="alpha", classifier="x", tools=classified)
+    assert catalog.apply(event, 3) is False
+    assert catalog.tool("s1", "echo").skills == ("utilities", "text")  # type: ignore[union-attr]
+    assert catalog.tool("s1", "ping").skills == ()  # type: ignore[union-attr]
+    catalog.apply(discovered("s1", "alpha", "echo", "ping", description="Echo"), 4)
+    assert catalog.tool("s1", "echo").skills == ("utilities", "text")  # type: ignore[union-attr]
+    catalog.apply(discovered("s1", "alpha", "echo", description="Echo anything"), 5)
+    assert catalog.tool("s1", "echo").skills == ()  # type: ignore[union-attr]
 
 
 # -- the visible set and its version ---------------------------------------------------------------

@@ -49,3 +49,16 @@ def test_each_limit_of_a_quota_counts_in_its_own_window() -> None:
         (QuotaWindow.MINUTE, 2, "202611271005"),
         (QuotaWindow.MONTH, 9, "202611"),
     ]
+
+
+def test_counts_belong_to_what_is_counted_not_to_the_quota() -> None:
+    key = quota(QuotaScope.KEY, "ci.bot >*", per_day=5)
+    again = Quota("another-id", "team-a", QuotaScope.KEY, "ci.bot >*", None, 9, None)
+    assert key.counter == again.counter  # re-created or replaced: the same count
+    others = {
+        quota(QuotaScope.KEY, "nightly").counter,
+        quota(QuotaScope.SERVER, "ci.bot >*").counter,
+        quota(QuotaScope.KEY, "ci.bot >*", namespace="team-b").counter,
+    }
+    assert key.counter not in others and len(others) == 3
+    assert all(c.isalnum() for c in key.counter)  # one subject token, whatever the target holds

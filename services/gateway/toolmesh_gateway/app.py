@@ -98,7 +98,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
     app.state.call_audit = call_audit
     meter = QuotaMeter(backends.db, QuotaCounters(backends.js), settings.quota_refresh_seconds)
     await meter.start()
-    app.state.quotas = QuotaService(backends.db, meter)
+    app.state.quotas = QuotaService(backends, meter)
     pending = await approvals_bucket(backends.js, APPROVALS_KEPT_SECONDS, replicas=settings.nats_replicas)
     records = ApprovalRecords(pending, box)
     app.state.approvals = Approvals(records, backends.js, backends.bus, settings.approval_timeout_seconds)
@@ -113,6 +113,7 @@ async def create_app(backends: Backends, box: CredentialBox) -> FastAPI:
         meter,
         app.state.approvals,
     )
+    app.state.tool_calls.results.start()
     app.state.policies = PolicyService(backends)
     app.state.forwarder = Forwarder(backends.bus, app.state.tool_calls, backends.settings)
     revocations = AppRevocations(backends.db, backends.js, authenticator.forget)
@@ -164,6 +165,7 @@ async def close_app(app: FastAPI) -> None:
     """Release what ``create_app`` opened (the front door, then the catalog feed's subscription)."""
     await app.state.mcp.close()
     await app.state.event_hub.close()
+    await app.state.tool_calls.results.close()
     await app.state.call_audit.close()
     await app.state.tool_calls.quotas.close()
     await app.state.catalog_feed.close()

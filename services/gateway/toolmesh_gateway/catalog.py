@@ -31,6 +31,7 @@ from toolmesh.contracts.events import (
     ServerStatusChanged,
     TemplatesApproved,
     ToolsApproved,
+    ToolsClassified,
     ToolsDiscovered,
 )
 from toolmesh.contracts.namespace_events import EndpointDeleted, EndpointSaved
@@ -49,7 +50,7 @@ from toolmesh.pinning import (
     retired,
     review,
 )
-from toolmesh.poisoning.holds import flagged_tools
+from toolmesh.poisoning.holds import flagged_instructions, flagged_tools
 from toolmesh_gateway.bundles import Bundle
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.offers import ServerDescription, ServerOffer
@@ -85,6 +86,8 @@ class CatalogTool:
     annotations: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     task_support: str | None = None  # "optional" or "required": may run as a task (``front_door.tasks``)
+    skills: tuple[str, ...] = ()
+    """The skill ids the classifier gave it (none until classified, none again once its description changes)."""
 
     @property
     def hold(self) -> Hold | None:
@@ -248,6 +251,11 @@ class Catalog:
             return self._tools_discovered(current, event)
         if isinstance(event, ToolsApproved):
             return self._tools_approved(current, event)
+        if isinstance(event, ToolsClassified):
+            tools = self._tools.get(current.id, {})
+            for given in event.tools:
+                if (tool := tools.get(given.original_name)) is not None:
+                    tools[tool.name] = replace(tool, skills=tuple(s.skill_id for s in given.skills))
         return False
 
     def _tools_discovered(self, server: CatalogServer, event: ToolsDiscovered) -> bool:
@@ -272,6 +280,7 @@ class Catalog:
                 annotations=t.annotations,
                 output_schema=t.output_schema,
                 task_support=t.task_support,
+                skills=_kept_skills(previous, t.original_name, t.description),
             )
             for t in event.tools
         }
@@ -319,7 +328,7 @@ class Catalog:
                 dict(event.capabilities),
                 dict(event.server_info),
                 event.instructions,
-                pin_instructions(event.instructions, approved),
+                pin_instructions(event.instructions, approved, bool(flagged_instructions(event.instructions))),
                 tuple(event.modern_versions),
                 {kind: frozenset(keys) for kind, keys in event.modern_only.items()},
                 event.modern_tasks,
@@ -392,6 +401,12 @@ class Catalog:
     def held_counts(self) -> dict[str, int]:
         """How many tools each server holds back, by server id."""
         return self._held
+
+
+def _kept_skills(previous: dict[str, CatalogTool] | None, name: str, description: str | None) -> tuple[str, ...]:
+    """A relisted tool's skills: kept while its description is the same (as the projector keeps them), else none."""
+    tool = (previous or {}).get(name)
+    return tool.skills if tool is not None and tool.description == description else ()
 
 
 def _shown(tools: dict[str, CatalogTool]) -> dict[str, CatalogTool]:

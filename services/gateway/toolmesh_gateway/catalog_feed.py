@@ -209,4 +209,5 @@ def _tool(row: Row) -> CatalogTool:
         annotations=row["annotations"],
         output_schema=row["output_schema"],
         task_support=row["task_support"],
+        skills=tuple(row["skill_ids"] or ()),
     )

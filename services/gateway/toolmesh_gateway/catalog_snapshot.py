@@ -45,8 +45,8 @@ async def catalog_snapshot(db: asyncpg.Pool) -> CatalogSnapshot:
         )
         tools = await conn.fetch(
             "SELECT source_server_id::text AS server_id, original_name, description, input_schema, definition_hash, "
-            "approved_hash, held_reason, held_fields, category, title, annotations, output_schema, task_support "
-            "FROM mcp.tools "
+            "approved_hash, held_reason, held_fields, category, title, annotations, output_schema, task_support, "
+            "CASE WHEN is_classified THEN skill_ids END AS skill_ids FROM mcp.tools "
             "WHERE source_server_id IS NOT NULL AND original_name IS NOT NULL"
         )
         resources = await conn.fetch("SELECT server_id::text AS server_id, item FROM mcp.resources")

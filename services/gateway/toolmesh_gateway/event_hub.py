@@ -22,6 +22,7 @@ from toolmesh.contracts.event_types import decode_event
 from toolmesh.contracts.events import EVENTS_STREAM, EVENTS_SUBJECTS, Event, ServerRegistered, ToolsDiscovered
 from toolmesh.contracts.namespace_events import AppConnected, AppDisconnected, CallsRecorded, KeyCreated, KeyRevoked
 from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
+from toolmesh.contracts.quotas import QuotaChange
 from toolmesh.contracts.stream import EVENT_PREFIX, StreamedEvent
 from toolmesh.secret_text import mask_url
 from toolmesh_gateway.auth import Principal
@@ -41,8 +42,10 @@ FOR_MANAGERS = (
     ApprovalDecided,
     PolicySaved,
     PolicyDeleted,
+    QuotaChange,
 )
-"""Events only admins and the owner receive (users may not read keys, approvals, policies or the audit log)."""
+"""Events only admins and the owner receive (users may not read keys, approvals, policies, quota changes or
+the audit log)."""
 
 
 def visible(event: Event, scope: str | None, manages: bool) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from toolmesh.contracts.quotas import QuotaScope, QuotaWindow
+from toolmesh.contracts.quotas import QuotaScope, QuotaWindow, counted
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,11 @@ class Quota:
     per_minute: int | None
     per_day: int | None
     per_month: int | None
+
+    @property
+    def counter(self) -> str:
+        """What its counts belong to: its namespace, scope and target, whichever quota limits them."""
+        return counted(self.namespace, self.scope, self.target)
 
     def limits(self) -> list[tuple[QuotaWindow, int]]:
         """Its windows with a limit, each with the limit."""

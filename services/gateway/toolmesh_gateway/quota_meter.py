@@ -120,7 +120,7 @@ class QuotaMeter:
         now = datetime.now(UTC)
         windows = [window for window, _ in quota.limits()]
         counts = await asyncio.gather(
-            *(self.counters.read(w, quota_subject(w, period(w, now).label, quota.id)) for w in windows)
+            *(self.counters.read(w, quota_subject(w, period(w, now).label, quota.counter)) for w in windows)
         )
         return dict(zip(windows, counts, strict=True))
 
@@ -132,7 +132,7 @@ class QuotaMeter:
 
 
 def _subject(limit: Limit) -> str:
-    return quota_subject(limit.window, limit.period.label, limit.quota.id)
+    return quota_subject(limit.window, limit.period.label, limit.quota.counter)
 
 
 def _exceeded(limit: Limit, now: datetime) -> QuotaExceeded:

@@ -7,7 +7,7 @@ import uuid
 import asyncpg
 
 from toolmesh.contracts.quotas import QuotaRequest
-from toolmesh.platform.store.connections import Db
+from toolmesh.platform.store.connections import Conn, Db
 from toolmesh.platform.store.queries import Row, row_by_id
 
 _COLUMNS = "id::text AS id, namespace, scope, target, per_minute, per_day, per_month, created_by, updated_at"
@@ -26,6 +26,11 @@ async def list_quotas(db: Db, namespace: str | None) -> list[Row]:
 async def get_quota(db: Db, quota_id: str, namespace: str | None) -> Row | None:
     """One quota by id in a namespace (None: any); None when unknown, elsewhere or not a UUID."""
     return await row_by_id(db, _SELECT, quota_id, namespace)
+
+
+async def lock_quota(conn: Conn, quota_id: str) -> Row | None:
+    """One quota by id, locked until the end of ``conn``'s transaction (None when it is gone)."""
+    return await conn.fetchrow(f"{_SELECT} WHERE id = $1::uuid FOR UPDATE", quota_id)
 
 
 async def insert_quota(db: Db, namespace: str, target: str, request: QuotaRequest, actor: str) -> str | None:
@@ -47,10 +52,10 @@ async def insert_quota(db: Db, namespace: str, target: str, request: QuotaReques
     return str(found) if found is not None else None
 
 
-async def update_quota(db: Db, quota_id: str, target: str, request: QuotaRequest) -> bool:
+async def update_quota(conn: Conn, quota_id: str, target: str, request: QuotaRequest) -> bool:
     """Replace a quota's scope, target and limits; False when another quota has that scope and target."""
     try:
-        await db.execute(
+        await conn.execute(
             "UPDATE mcp.quotas SET scope = $2, target = $3, per_minute = $4, per_day = $5, per_month = $6, "
             "updated_at = NOW() WHERE id = $1::uuid",
             quota_id,

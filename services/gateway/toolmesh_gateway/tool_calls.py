@@ -59,6 +59,7 @@ from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.progress_relay import ProgressSink, relaying_progress
 from toolmesh_gateway.quota_meter import QuotaMeter, Standing
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
+from toolmesh_gateway.result_screen import ResultScreen
 from toolmesh_gateway.routing import Route, ServerRoute, resolve_route, serving_warning
 
 log = logging.getLogger("toolmesh.gateway.calls")
@@ -125,6 +126,8 @@ class ToolCalls:
         self._js = js
         self._feed = feed
         self._audit = audit
+        self.results = ResultScreen(audit, enabled=settings.scan_results)
+        """Scans results off the call path; records the calls that have one (``result_screen``)."""
         self._default_timeout = settings.request_timeout_seconds
         self._namespace_calls = NamespaceCallLimiter(settings)
         self.admission = Admission(settings, lag)
@@ -192,7 +195,7 @@ class ToolCalls:
             self.record(caller, route.server, route.tool, started, "failed", "CANCELLED", verdict)
             raise
         outcome = "tool_error" if response["isError"] else "ok"
-        self.record(caller, route.server, route.tool, started, outcome, None, verdict)
+        self.record(caller, route.server, route.tool, started, outcome, None, verdict, result=response)
         return redact_result(response, verdict.redact)
 
     async def authorized(self, caller: Caller, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -230,25 +233,28 @@ class ToolCalls:
         outcome: str,
         error: str | None,
         verdict: Verdict = PASSED,
+        *,
+        result: dict[str, Any] | None = None,
     ) -> None:
         """Put one call (started at ``perf_counter()`` ``started``) in the audit trail, with the policy
-        that acted on it (or would have, in a dry run)."""
-        self._audit.record(
-            server.namespace,
-            CallRecord(
-                server_id=server.id,
-                server_name=server.name,
-                tool=tool,
-                actor=caller.actor,
-                ip_address=caller.ip_address,
-                outcome=outcome,  # type: ignore[arg-type]
-                error_code=error,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                at=datetime.now(UTC),
-                policy=verdict.policy,
-                policy_effect=verdict.effect,
-            ),
+        that acted on it (or would have, in a dry run); with its ``result``, once that was scanned."""
+        call = CallRecord(
+            server_id=server.id,
+            server_name=server.name,
+            tool=tool,
+            actor=caller.actor,
+            ip_address=caller.ip_address,
+            outcome=outcome,  # type: ignore[arg-type]
+            error_code=error,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            at=datetime.now(UTC),
+            policy=verdict.policy,
+            policy_effect=verdict.effect,
         )
+        if result is None:
+            self._audit.record(server.namespace, call)
+        else:
+            self.results.record(server.namespace, call, result)
 
     async def _call_routed(
         self,

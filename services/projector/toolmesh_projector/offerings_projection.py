@@ -10,6 +10,7 @@ from toolmesh.contracts.events import InstructionsApproved, ResourcesDiscovered,
 from toolmesh.pinning import ApprovedText, approve_instructions, pin_instructions
 from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.retired_pins import instructions_left
+from toolmesh.poisoning.holds import flagged_instructions, flagged_resources
 from toolmesh_projector.projection_trail import audit, history
 
 
@@ -24,7 +25,8 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
     if row is None:
         return
     approved = _approved(row) or await instructions_left(conn, row["namespace"], row["name"])
-    pinned = pin_instructions(event.instructions, approved)
+    findings = flagged_instructions(event.instructions)
+    pinned = pin_instructions(event.instructions, approved, bool(findings))
     await conn.execute(
         "UPDATE mcp.external_servers SET protocol_version = $2, capabilities = $3, server_info = $4, "
         "instructions = $5, instructions_hash = $6, approved_instructions = $7, modern_versions = $8, "
@@ -41,7 +43,8 @@ async def server_described(conn: Conn, event: ServerDescribed) -> None:
         event.modern_tasks,
     )
     if pinned.text != event.instructions:
-        await history(conn, event, "INSTRUCTIONS_HELD", {"approved_hash": pinned.hash})
+        held = {"approved_hash": pinned.hash, **({"reason": "flagged", "findings": list(findings)} if findings else {})}
+        await history(conn, event, "INSTRUCTIONS_HELD", held)
 
 
 def _approved(row: Record) -> ApprovedText | None:
@@ -70,7 +73,8 @@ async def instructions_approved(conn: Conn, event: InstructionsApproved) -> None
 
 
 async def resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
-    """The server's resources and templates, replaced whole (nothing for a removed server)."""
+    """The server's resources and templates, replaced whole (nothing for a removed server); fixed resources
+    the poisoning scanner flags are noted in the server's history (they are listed still: docs/poisoning.md)."""
     if not await conn.fetchval("SELECT 1 FROM mcp.external_servers WHERE id = $1", event.server_id):
         return
     await conn.execute("DELETE FROM mcp.resources WHERE server_id = $1", event.server_id)
@@ -99,6 +103,9 @@ async def resources_discovered(conn: Conn, event: ResourcesDiscovered) -> None:
             for t in event.templates
         ],
     )
+    flagged = flagged_resources({r.uri: r.item for r in event.resources})
+    if flagged:
+        await history(conn, event, "RESOURCES_FLAGGED", {"resources": flagged})
 
 
 async def templates_approved(conn: Conn, event: TemplatesApproved) -> None:

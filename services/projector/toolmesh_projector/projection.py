@@ -41,6 +41,7 @@ from toolmesh.contracts.namespace_events import (
     KeyRevoked,
 )
 from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
+from toolmesh.contracts.quotas import QuotaChange, QuotaCreated, QuotaDeleted, QuotaUpdated
 from toolmesh.platform.store.connections import Conn
 from toolmesh.platform.store.principals import BOOTSTRAP_OWNER
 from toolmesh.platform.store.queries import PROJECTOR
@@ -265,6 +266,8 @@ async def _calls_recorded(conn: Conn, event: CallsRecorded) -> None:
                     "error_code": call.error_code,
                     "duration_ms": call.duration_ms,
                     **({"policy": call.policy, "policy_effect": call.policy_effect} if call.policy else {}),
+                    **({"result_scanned": call.result_scanned} if call.result_scanned is not None else {}),
+                    **({"result_findings": call.result_findings} if call.result_findings else {}),
                 },
                 call.at,
                 event.namespace,
@@ -314,6 +317,11 @@ async def _approval(conn: Conn, event: ApprovalRequested | ApprovalDecided) -> N
     await audit(conn, event, event.server_name, details)
 
 
+async def _quota_changed(conn: Conn, event: QuotaChange) -> None:
+    details = event.model_dump(mode="json", include={"quota_id", "before", "after"})
+    await audit(conn, event, None, details)
+
+
 _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     ServerRegistered: _server_registered,
     ServerStatusChanged: _status_changed,
@@ -340,6 +348,9 @@ _HANDLERS: dict[type[Event], Callable[[Conn, Any], Awaitable[None]]] = {
     EndpointDeleted: _endpoint_deleted,
     PolicySaved: policy_saved,
     PolicyDeleted: policy_deleted,
+    QuotaCreated: _quota_changed,
+    QuotaUpdated: _quota_changed,
+    QuotaDeleted: _quota_changed,
     ApprovalRequested: _approval,
     ApprovalDecided: _approval,
 }

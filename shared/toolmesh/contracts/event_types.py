@@ -36,6 +36,7 @@ from toolmesh.contracts.namespace_events import (
     KeyRevoked,
 )
 from toolmesh.contracts.policies import PolicyDeleted, PolicySaved
+from toolmesh.contracts.quotas import QuotaCreated, QuotaDeleted, QuotaUpdated
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.subject: cls
@@ -69,6 +70,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ToolDiscovered,
         PolicySaved,
         PolicyDeleted,
+        QuotaCreated,
+        QuotaUpdated,
+        QuotaDeleted,
         ApprovalRequested,
         ApprovalDecided,
     )

@@ -70,6 +70,11 @@ class CallRecord(BaseModel):
     """The policy that denied, held or redacted the call, or would have (a dry run)."""
     policy_effect: str | None = None
     """``deny``, ``require_approval``, ``redact``, or ``dry_run:`` and the effect it would have had."""
+    result_findings: list[str] = Field(default_factory=list)
+    """What the poisoning scanner found in the result (one line each; the result was passed on as it was)."""
+    result_scanned: bool | None = None
+    """Whether the result was scanned: None when there was no result to scan or scanning is off, False when
+    the scanner was too far behind to read it."""
 
 
 class CallsRecorded(Event):

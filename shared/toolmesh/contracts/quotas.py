@@ -3,11 +3,14 @@ key, one namespace or one server, counted across every gateway replica."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolmesh.contracts.events import Event
 from toolmesh.naming import MAX_COUNT, NAMESPACE_PATTERN, STORABLE_TEXT
 
 
@@ -36,9 +39,15 @@ QUOTA_STREAMS = {
 (longer than the window: a count outlives its window, then goes)."""
 
 
-def quota_subject(window: QuotaWindow, period: str, quota_id: str) -> str:
-    """The subject of one quota's counter in one period (``20261127``) of ``window``."""
-    return f"toolmesh.quota.{window}.{period}.{quota_id}"
+def counted(namespace: str, scope: QuotaScope, target: str) -> str:
+    """The token naming what a quota counts (its namespace, scope and target, hashed: a target may hold
+    characters a subject cannot): counts belong to it, not to the quota that limits it."""
+    return hashlib.sha256(f"{namespace}\x00{scope}\x00{target}".encode()).hexdigest()[:40]
+
+
+def quota_subject(window: QuotaWindow, period: str, counted_as: str) -> str:
+    """The subject of one counter (``counted``) in one period (``20261127``) of ``window``."""
+    return f"toolmesh.quota.{window}.{period}.{counted_as}"
 
 
 class QuotaRequest(BaseModel):
@@ -88,3 +97,41 @@ class QuotaList(BaseModel):
 
     quotas: list[QuotaInfo]
     total: int
+
+
+class QuotaState(BaseModel):
+    """What a quota was or became, as the audit log records it."""
+
+    scope: QuotaScope
+    target: str
+    per_minute: int | None
+    per_day: int | None
+    per_month: int | None
+
+
+class QuotaChange(Event):
+    """A quota was created, replaced or deleted: who (``actor``), from where, and the quota before and after
+    (``None``: it did not exist). The projector writes it to the audit log."""
+
+    quota_id: str
+    before: QuotaState | None = None
+    after: QuotaState | None = None
+    ip_address: str | None = None
+
+
+class QuotaCreated(QuotaChange):
+    """A quota was created (``before`` is None)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.quota.created"
+
+
+class QuotaUpdated(QuotaChange):
+    """A quota was replaced (``PUT``): both states."""
+
+    subject: ClassVar[str] = "toolmesh.evt.quota.updated"
+
+
+class QuotaDeleted(QuotaChange):
+    """A quota was deleted (``after`` is None)."""
+
+    subject: ClassVar[str] = "toolmesh.evt.quota.deleted"

@@ -18,6 +18,14 @@ class HeldTemplate(BaseModel):
     findings: list[str]
 
 
+class FlaggedResource(BaseModel):
+    """A fixed resource whose name, title or description the poisoning scanner flags (listed to clients
+    still: it is reported, not held), with the findings (one line each)."""
+
+    uri: str
+    findings: list[str]
+
+
 class ResourceList(BaseModel):
     """``GET /api/v1/aggregator/servers/{id}/resources``: resources and resource templates of one server."""
 
@@ -27,6 +35,8 @@ class ResourceList(BaseModel):
     held_templates: list[HeldTemplate] = Field(default_factory=list)
     """Templates listed in ``resource_templates`` that clients are not shown: the poisoning scanner flags
     them and no admin approved them (``POST …/resources/approve``)."""
+    flagged_resources: list[FlaggedResource] = Field(default_factory=list)
+    """Resources listed in ``resources`` whose text the poisoning scanner flags."""
 
 
 class ApproveTemplatesRequest(BaseModel):

@@ -199,6 +199,9 @@ class Settings(BaseSettings):
     task_max_per_key: int = Field(100, ge=1)
     # How long a tool call a policy puts before a human waits for the decision (``approvals``).
     approval_timeout_seconds: float = Field(300.0, gt=0, le=43_200.0)
+    # Tool results are scanned for poisoning off the call path (``result_screen``): findings go to the
+    # call's audit entry and a metric, the result is passed on as it is. ``False``: not scanned.
+    scan_results: bool = True
     code_max_memory_bytes: int = Field(128 * 1024 * 1024, gt=0)
     code_max_workers: int = Field(2, ge=1)
 

@@ -91,6 +91,7 @@ class _Instruments:
     lease_step_downs: Counter
     policy_actions: Counter
     policy_errors: Counter
+    result_scans: Counter
     inventory: _Inventory
 
 
@@ -208,6 +209,10 @@ def _instruments() -> _Instruments:
             "mcp_aggregator_policy_evaluation_errors_total",
             description="Policy evaluations that failed on a call (a missing field, a wrong type): no match",
         ),
+        result_scans=meter.create_counter(
+            "mcp_aggregator_result_scans_total",
+            description="Tool results the poisoning scanner read, by outcome (clean, flagged, skipped)",
+        ),
         inventory=inventory,
     )
 
@@ -238,6 +243,11 @@ def record_limit_rejection(limit: str) -> None:
 def record_policy_action(effect: str, mode: str) -> None:
     """A policy denied, held or redacted one call (``mode`` enforce), or would have (``dry_run``)."""
     _instruments().policy_actions.add(1, {"effect": effect, "mode": mode})
+
+
+def record_result_scan(outcome: str) -> None:
+    """A tool result was scanned (``clean``, ``flagged``) or left unscanned (``skipped``: the scanner was behind)."""
+    _instruments().result_scans.add(1, {"outcome": outcome})
 
 
 def record_policy_errors(count: int) -> None:

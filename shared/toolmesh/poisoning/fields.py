@@ -106,6 +106,41 @@ def template_pieces(template: Mapping[str, Any]) -> Iterator[Piece]:
         yield Piece("uriTemplate", name, is_name=True)
 
 
+def resource_pieces(resource: Mapping[str, Any]) -> Iterator[Piece]:
+    """A fixed resource of ``resources/list``: name, title, description (its URI names data, not prose)."""
+    yield Piece("name", str(resource.get("name", "")), is_name=True)
+    yield from _text(resource, "title")
+    yield from _text(resource, "description")
+
+
+SCANNED_CHARS = 65_536
+"""How much text of a tool result, or of a server's instructions, is scanned (the first characters)."""
+
+
+def result_pieces(result: Mapping[str, Any], budget: int = SCANNED_CHARS) -> Iterator[Piece]:
+    """A tool result's text: each text content item, each embedded text resource, and the strings of its
+    ``structuredContent``, up to ``budget`` characters in all (nothing past them is walked)."""
+    for field, text in _result_texts(result):
+        if budget <= 0:
+            return
+        yield Piece(field, text[:budget])
+        budget -= len(text)
+
+
+def _result_texts(result: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    content = result.get("content")
+    for i, item in enumerate(content if isinstance(content, list) else []):
+        if isinstance(item, Mapping):
+            resource = item.get("resource")
+            text = item.get("text") if item.get("type") == "text" else None
+            if isinstance(resource, Mapping):
+                text = resource.get("text")
+            if isinstance(text, str):
+                yield f"content[{i}]", text
+    for text in _strings(result.get("structuredContent")):
+        yield "structuredContent", text
+
+
 def _placeholders(uri: str) -> list[str]:
     names: list[str] = []
     rest = uri

@@ -1,5 +1,6 @@
 """The scanner's findings as pinning reads them: one summary line per finding, by name, for a
-server's whole tool list, prompt list or template list (its siblings are the other names of that list).
+server's whole tool list, prompt list, template or resource list (its siblings are the other names of
+that list), and for its instructions.
 
 Every role that pins (session-worker, projector, each gateway) scans each list it applies; a
 definition listed again unchanged (a refresh, a reconnect) is answered from a bounded cache.
@@ -14,7 +15,7 @@ from typing import Any
 
 from toolmesh.contracts.events import DiscoveredTool
 from toolmesh.pinning import template_definition_hash
-from toolmesh.poisoning.scan import scan_prompt, scan_template, scan_tool
+from toolmesh.poisoning.scan import scan_instructions, scan_prompt, scan_resource, scan_template, scan_tool
 
 CACHED = 20_000
 """Scanned tool definitions remembered (with their server's tool names)."""
@@ -69,3 +70,16 @@ def held_templates(
         for key, lines in flagged_templates(templates).items()
         if approved.get(key) != template_definition_hash(templates[key])
     }
+
+
+@lru_cache(maxsize=1_000)
+def flagged_instructions(text: str | None) -> tuple[str, ...]:
+    """Findings in a server's instructions (none when clean or absent); every role that pins them asks."""
+    return tuple(f.summary() for f in scan_instructions(text))
+
+
+def flagged_resources(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Findings by URI, for the fixed resources (wire items by URI) of one list that have any."""
+    names = [str(item.get("name", "")) for item in resources.values()]
+    found = {uri: [f.summary() for f in scan_resource(item, names)] for uri, item in resources.items()}
+    return {uri: lines for uri, lines in found.items() if lines}

@@ -124,7 +124,7 @@ class CallPolicies:
                 "name": call.tool,
                 "annotations": dict(tool.annotations or {}) if tool is not None else {},
                 "category": str(tool.category) if tool is not None else "general",
-                "skills": [],
+                "skills": list(tool.skills) if tool is not None else [],
             },
             "args": call.arguments,
             "now": datetime.now(UTC),

@@ -11,6 +11,7 @@ from toolmesh.contracts.aggregator import ErrorBody
 from toolmesh.contracts.resources import (
     ApproveTemplatesRequest,
     ApproveTemplatesResponse,
+    FlaggedResource,
     ForwardMetadata,
     HeldTemplate,
     ReadResourceRequest,
@@ -19,6 +20,7 @@ from toolmesh.contracts.resources import (
 )
 from toolmesh.platform.runtime import Backends
 from toolmesh.platform.store import queries
+from toolmesh.poisoning.holds import flagged_resources
 from toolmesh_gateway import lookup
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.catalog import Catalog
@@ -50,6 +52,10 @@ async def list_server_resources(
         resource_templates=[t["item"] for t in templates],
         total=len(resources),
         held_templates=[HeldTemplate(uri_template=k, findings=v) for k, v in held.items()],
+        flagged_resources=[
+            FlaggedResource(uri=k, findings=v)
+            for k, v in flagged_resources({r["uri"]: r["item"] for r in resources}).items()
+        ],
     )
 
 
