@@ -95,11 +95,13 @@ async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: S
     assert "APPROVAL_REJECTED" in refused and "did wipe" not in refused, refused
 
 
-async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_bridged_questions(
-    nats_url: str, database_url: str
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False)])
+async def test_on_the_transparent_path_the_clients_user_approves_a_held_call_in_its_retry(
+    nats_url: str, database_url: str, action: str, runs: bool
 ) -> None:
-    """``tasks.confirm_delete`` (a handshake-era upstream) asks the client mid-call, after the approval:
-    the question comes as an input request, and the retry answering it is not held again."""
+    """``tasks.confirm_delete`` (a handshake-era upstream) relayed to a 2026-07-28 client on ``/mcp/tasks``:
+    the approval's question is the first input request, the user's answer in the retry decides it, and
+    the upstream's own question after an approval is not followed by a second approval."""
     async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
         rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
         rule |= {"effect": "require_approval", "reason": "Asks first"}
@@ -107,16 +109,44 @@ async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_brid
         token = (await system.create_key("dev", "user"))["token"]
         url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
         elicits = {"elicitation": {}}
-        first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
-        shown = await waiting(system.api, "dev")
-        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
-        asked = (await first)["result"]
-        assert asked["resultType"] == "input_required", asked
-        ((key, question),) = asked["inputRequests"].items()
-        assert question["method"] == "elicitation/create" and "Delete f?" in json.dumps(question), question
+        held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+        assert held["resultType"] == "input_required", held
+        ((key, question),) = held["inputRequests"].items()
+        assert "Allow tasks.confirm_delete to run?" in question["params"]["message"], question
+        retry = {**call, "inputResponses": {key: {"action": action}}, "requestState": held["requestState"]}
+        answered = (await modern_call(url, "tools/call", retry, token=token, capabilities=elicits))["result"]
+        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+        decided = "approved" if runs else "rejected"
+        assert [(a["state"], a["decided_by"]) for a in approvals] == [(decided, "client:dev")], approvals
+        if not runs:
+            assert answered.get("isError") and "APPROVAL_REJECTED" in json.dumps(answered), answered
+            return
+        ((key, question),) = answered["inputRequests"].items()
+        assert "Delete f?" in json.dumps(question), question
         retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
-        retry["requestState"] = asked["requestState"]
+        retry["requestState"] = answered["requestState"]
         done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
         assert done.get("result", {}).get("content", [{}])[0].get("text") == "deleted f", done
-        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
-        assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals
+        assert len((await system.api.get("/api/v1/approvals")).json()["approvals"]) == 1
+
+
+async def test_on_the_transparent_path_an_approval_question_is_answered_by_its_caller_only(
+    nats_url: str, database_url: str
+) -> None:
+    """Another principal presenting the state of a held call cannot approve it: ``-32602``, and the
+    approval stays pending (an approver then decides it)."""
+    async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
+        rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
+        rule |= {"effect": "require_approval", "reason": "Asks first"}
+        assert (await system.api.post("/api/v1/policies", json=rule)).status_code == 201
+        token = (await system.create_key("dev", "user"))["token"]
+        other = (await system.create_key("mallory", "user"))["token"]
+        url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
+        elicits = {"elicitation": {}}
+        held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+        ((key, _),) = held["inputRequests"].items()
+        retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+        replayed = await modern_call(url, "tools/call", retry, token=other, capabilities=elicits)
+        assert replayed.get("error", {}).get("code") == -32602, replayed
+        shown = await waiting(system.api, "dev")
+        assert shown["state"] == "pending" and shown["decided_by"] is None, shown

@@ -134,17 +134,41 @@ class Aggregate:
         if modern and described.reached_in_modern_era(method, params):
             return await self._relay(ctx, server, method, params, verdict=verdict)
         if bridged(ctx):
-            approved = verdict.effect == APPROVED
-            outcome = await self._bridge.run(
-                ctx, lambda link: self._send(ctx, server, method, params, link.ref), approved
+            return await self.forward_bridged(
+                ctx, server, method, params, lambda send, _: send(), verdict.effect == APPROVED
             )
-            if isinstance(outcome, mcp_types.InputRequiredResult):
-                return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
-            return for_client(ctx, outcome)
         call_id = self._forwarder.new_call_id()
         with self._links.call(ctx, call_id) as client:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
+
+    def bridges(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> bool:
+        """Whether ``forward`` runs this request in the ``InputBridge``: a 2026-07-28 client's request
+        that reaches ``server``'s upstream through its handshake session."""
+        if not bridged(ctx):
+            return False
+        described = self._view(ctx).offer(server).description
+        return not (passed_through(ctx, described, method) or described.reached_in_modern_era(method, params))
+
+    async def forward_bridged(
+        self,
+        ctx: Ctx,
+        server: CatalogServer,
+        method: str,
+        params: dict[str, Any],
+        screen: Callable[[Callable[[], Awaitable[dict[str, Any]]], ClientRef], Awaitable[dict[str, Any]]],
+        approved: bool = False,
+    ) -> dict[str, Any]:
+        """A request ``bridges`` says runs in the ``InputBridge``, as ``screen(send, client)`` lets it
+        reach the upstream: ``screen`` runs in the bridge too, so what it asks the client (a policy's
+        approval question, to ``client``) becomes an input request, answered in the retry; a retry
+        resumes the parked call, screened once. ``approved``: the call was approved before it came here."""
+        outcome = await self._bridge.run(
+            ctx, lambda link: screen(lambda: self._send(ctx, server, method, params, link.ref), link.ref), approved
+        )
+        if isinstance(outcome, mcp_types.InputRequiredResult):
+            return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return for_client(ctx, outcome)
 
     def approved_before(self, ctx: Ctx, server: CatalogServer) -> bool:
         """Whether this request retries a call to ``server`` that was approved already (its state says so)."""

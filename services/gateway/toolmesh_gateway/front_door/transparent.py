@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -337,12 +338,20 @@ class Transparent:
         passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
             return await self._tasks.start(ctx, server.id, found, dict(arguments))
-        call = CallSubject(caller, server, tool, arguments, "mcp")
+        call, params = CallSubject(caller, server, tool, arguments, "mcp"), upstream_params(ctx)
         try:
+            if self._aggregate.bridges(ctx, server, "tools/call", params):  # the user answers an approval's question
+                return await self._aggregate.forward_bridged(
+                    ctx,
+                    server,
+                    "tools/call",
+                    params,
+                    lambda send, client: forward_screened(self._calls, replace(call, client=client), lambda _: send()),
+                )
             return await forward_screened(
                 self._calls,
                 call,
-                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx), verdict),
+                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", params, verdict),
                 approved=self._aggregate.approved_before(ctx, server),
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
