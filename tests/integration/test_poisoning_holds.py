@@ -268,3 +268,29 @@ async def test_template_approvals_over_nats_stay_with_the_servers_name(
     other = await system.register("other", "HTTP", {"base_url": f"{url}/mcp", "headers": {}}, new_tools="auto")
     await system.wait_connected(other["id"])  # another name: the approval is not its
     assert await _held_templates(system, str(other["id"])) == [template]
+
+
+async def test_a_held_templates_uris_are_not_subscribed_to_until_an_admin_approves_it(
+    system: System, peer: tuple[str, dict[str, Any]]
+) -> None:
+    """``resources/subscribe`` of a URI only the held template matches is refused like its read, on
+    ``/mcp/{server}`` and ``/mcp``, and the upstream never hears of it; approved, it is subscribed to."""
+    url, spec = peer
+    template = spec["templates"][0]["uriTemplate"]
+    server_id = await _registered(system, url)
+    assert await _held_templates(system, server_id) == [template]
+    for path in ("/mcp/shady", "/mcp"):
+        async with mcp_session(system, path=path) as session:
+            with pytest.raises(MCPError) as refused:
+                await session.subscribe_resource(ATTACK_URI)
+        assert refused.value.data["error_code"] == "RESOURCE_CHANGED", (path, refused.value)
+        assert refused.value.data["context"]["uri_template"] == template
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{url}/canary")).json()["subscribes"] == []
+
+    approved = await system.api.post(f"{SERVERS}/{server_id}/resources/approve", json={"templates": [template]})
+    assert approved.status_code == 200, approved.text
+    async with mcp_session(system, path="/mcp/shady") as session:
+        await session.subscribe_resource(ATTACK_URI)
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{url}/canary")).json()["subscribes"] == [ATTACK_URI]

@@ -14,8 +14,8 @@ out and the server's tools are discovered again, so the change is held on every 
 ``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
 and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
 only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
-``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``), and a held resource template is neither listed nor read
-(``RESOURCE_CHANGED``). A tool the upstream lets run as a task runs as one
+``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``), and a held resource template is neither listed, read nor
+subscribed to (``RESOURCE_CHANGED``). A tool the upstream lets run as a task runs as one
 for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks,
 unless the upstream runs tasks itself (``upstream_tasks``).
 """
@@ -371,6 +371,8 @@ class Transparent:
             require_pinned(view, server, tool)
 
     async def _subscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """``resources/subscribe``, refused like a read when only a held template matches the URI."""
+        await refuse_held_read(self._feed, self._server(ctx), str((ctx.params or {}).get("uri", "")))
         return await self._control(ctx, "subscribe")
 
     async def _unsubscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
