@@ -52,27 +52,49 @@ async def test_a_relayed_modern_call_is_denied_by_a_policy(system: System) -> No
     assert "POLICY_DENIED" in json.dumps(after) and "echo: hi" not in json.dumps(after), after
 
 
-async def test_a_relayed_call_a_policy_holds_is_approved_once_for_all_its_input_rounds(system: System) -> None:
-    """The upstream asks the client a question after the approval: the client's retry carries the
-    answer back, and the approval of the first round holds for it (nobody is asked again)."""
+@pytest.mark.parametrize(("path", "tool"), [("/mcp", "modern__confirm"), ("/mcp/modern", "confirm")])
+async def test_a_relayed_call_a_policy_holds_is_approved_once_for_all_its_input_rounds(
+    system: System, path: str, tool: str
+) -> None:
+    """The client's user is asked first, as an input request; the upstream asks its own question after
+    the approval: the client's retry carries the answer back, and nobody is asked again."""
     rule = {"name": "confirm-needs-approval", "expression": 'tool.name == "confirm"', "effect": "require_approval"}
     assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
     token = (await system.create_key("dev", "user"))["token"]
-    url, call = f"{system.api.base_url}/mcp", {"name": "modern__confirm", "arguments": {"action": "ship"}}
+    url, call = f"{system.api.base_url}{path}", {"name": tool, "arguments": {"action": "ship"}}
     elicits = {"elicitation": {}}
-    first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
-    shown = await waiting(system.api, "dev")
-    assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
-    asked = (await first)["result"]
+    held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+    ((key, question),) = held["inputRequests"].items()
+    assert "Allow modern.confirm to run?" in question["params"]["message"], question
+    retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+    asked = (await modern_call(url, "tools/call", retry, token=token, capabilities=elicits))["result"]
     assert asked["resultType"] == "input_required", asked
     ((key, question),) = asked["inputRequests"].items()
-    assert question["method"] == "elicitation/create", question
+    assert question["method"] == "elicitation/create" and "Allow" not in json.dumps(question), question
     retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
     retry["requestState"] = asked["requestState"]
     done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
     assert done.get("result", {}).get("content", [{}])[0].get("text") == "did ship", done
     approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
-    assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals
+    assert [(a["caller"], a["state"], a["decided_by"]) for a in approvals] == [("dev", "approved", "client:dev")]
+
+
+@pytest.mark.parametrize(("path", "prefix"), [("/mcp", "modern__"), ("/mcp/modern", "")])
+async def test_a_relayed_call_the_clients_user_declines_never_reaches_the_upstream(
+    system: System, path: str, prefix: str
+) -> None:
+    rule = {"name": "counts-need-approval", "expression": 'tool.name == "counted"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    url, call = f"{system.api.base_url}{path}", {"name": f"{prefix}counted", "arguments": {"label": "no"}}
+    elicits = {"elicitation": {}}
+    held = (await modern_call(url, "tools/call", call, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    ((key, _),) = held["inputRequests"].items()
+    retry = {**call, "inputResponses": {key: {"action": "decline"}}, "requestState": held["requestState"]}
+    refused = (await modern_call(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    assert refused.get("isError") and "APPROVAL_REJECTED" in json.dumps(refused), refused
+    runs = {"name": f"{prefix}runs", "arguments": {"label": "no"}}
+    counted = await modern_call(url, "tools/call", runs, token=ADMIN_TOKEN)
+    assert counted["result"]["content"][0]["text"] == "0", counted
 
 
 async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: System) -> None:
@@ -150,3 +172,19 @@ async def test_on_the_transparent_path_an_approval_question_is_answered_by_its_c
         assert replayed.get("error", {}).get("code") == -32602, replayed
         shown = await waiting(system.api, "dev")
         assert shown["state"] == "pending" and shown["decided_by"] is None, shown
+
+
+async def test_a_relayed_call_approved_in_a_retry_runs_though_it_logs_after_its_first_request_ended(
+    system: System,
+) -> None:
+    """``shout`` logs before it answers: the call approved in the retry runs on after the request that
+    started it was answered, and its log notification does not break it."""
+    rule = {"name": "shouts-need-approval", "expression": 'tool.name == "shout"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    url, call = f"{system.api.base_url}/mcp/modern", {"name": "shout", "arguments": {"text": "hey"}}
+    elicits = {"elicitation": {}}
+    held = (await modern_call(url, "tools/call", call, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    ((key, _),) = held["inputRequests"].items()
+    retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+    done = await modern_call(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities=elicits)
+    assert done.get("result", {}).get("content", [{}])[0].get("text") == "shouted", done

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -50,7 +49,7 @@ from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
-from toolmesh_gateway.front_door.forwarded_calls import forward_screened
+from toolmesh_gateway.front_door.forwarded_calls import forward_call
 from toolmesh_gateway.front_door.held_reads import refuse_held_read
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
@@ -338,21 +337,9 @@ class Transparent:
         passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
             return await self._tasks.start(ctx, server.id, found, dict(arguments))
-        call, params = CallSubject(caller, server, tool, arguments, "mcp"), upstream_params(ctx)
         try:
-            if self._aggregate.bridges(ctx, server, "tools/call", params):  # the user answers an approval's question
-                return await self._aggregate.forward_bridged(
-                    ctx,
-                    server,
-                    "tools/call",
-                    params,
-                    lambda send, client: forward_screened(self._calls, replace(call, client=client), lambda _: send()),
-                )
-            return await forward_screened(
-                self._calls,
-                call,
-                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", params, verdict),
-                approved=self._aggregate.approved_before(ctx, server),
+            return await forward_call(
+                self._calls, self._aggregate, ctx, server, CallSubject(caller, server, tool, arguments, "mcp"), None
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
             raise mcp_error(refused) from refused
