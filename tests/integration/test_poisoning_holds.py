@@ -268,3 +268,76 @@ async def test_template_approvals_over_nats_stay_with_the_servers_name(
     other = await system.register("other", "HTTP", {"base_url": f"{url}/mcp", "headers": {}}, new_tools="auto")
     await system.wait_connected(other["id"])  # another name: the approval is not its
     assert await _held_templates(system, str(other["id"])) == [template]
+
+
+async def test_a_held_templates_uris_are_not_subscribed_to_until_an_admin_approves_it(
+    system: System, peer: tuple[str, dict[str, Any]]
+) -> None:
+    """``resources/subscribe`` of a URI only the held template matches is refused like its read, on
+    ``/mcp/{server}`` and ``/mcp``, and the upstream never hears of it; approved, it is subscribed to."""
+    url, spec = peer
+    template = spec["templates"][0]["uriTemplate"]
+    server_id = await _registered(system, url)
+    assert await _held_templates(system, server_id) == [template]
+    for path in ("/mcp/shady", "/mcp"):
+        async with mcp_session(system, path=path) as session:
+            with pytest.raises(MCPError) as refused:
+                await session.subscribe_resource(ATTACK_URI)
+        assert refused.value.data["error_code"] == "RESOURCE_CHANGED", (path, refused.value)
+        assert refused.value.data["context"]["uri_template"] == template
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{url}/canary")).json()["subscribes"] == []
+
+    approved = await system.api.post(f"{SERVERS}/{server_id}/resources/approve", json={"templates": [template]})
+    assert approved.status_code == 200, approved.text
+    async with mcp_session(system, path="/mcp/shady") as session:
+        await session.subscribe_resource(ATTACK_URI)
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.get(f"{url}/canary")).json()["subscribes"] == [ATTACK_URI]
+
+
+async def test_held_prompts_are_listed_and_approved_over_nats_by_admins_of_their_namespace(
+    system: System, peer: tuple[str, dict[str, Any]]
+) -> None:
+    """``servers.prompts`` lists the flagged prompt as REST does; ``servers.approve_prompts`` releases
+    it for an admin, not for a user key (403) nor an admin of another namespace (404)."""
+    url, _ = peer
+    server_id = await _registered(system, url)
+    user = await system.create_key("prompt-user", "user")
+    stranger = await system.create_key("prompt-stranger", "admin", namespace="elsewhere")
+    nc = await nats.connect(system.settings.nats_url or "", connect_timeout=10)
+    try:
+
+        async def ask(verb: str, token: str, **fields: Any) -> dict[str, Any]:
+            body = json.dumps({"server_id": server_id, **fields}).encode()
+            headers = {"Authorization": f"Bearer {token}"}
+            msg = await nc.request(f"toolmesh.api.v1.servers.{verb}", body, timeout=30, headers=headers)
+            reply: dict[str, Any] = json.loads(msg.data)
+            return reply
+
+        async def held() -> list[dict[str, Any]] | None:
+            listed = await ask("prompts", ADMIN_TOKEN)
+            assert listed["ok"] is True, listed
+            return listed["result"]["held"] or None
+
+        shown = await eventually(held, what="the flagged prompt listed as held")
+        assert [(p["name"], p["reason"]) for p in shown] == [("attack_prompt", "flagged")], shown
+        assert shown[0]["fields"][0].split(" in ")[0] in ("hidden_instruction", "unicode", "exfiltration", "shadowing")
+        rest = (await system.api.get(f"{SERVERS}/{server_id}/prompts")).json()
+        assert rest["held"] == shown and rest["prompts"] == (await ask("prompts", ADMIN_TOKEN))["result"]["prompts"]
+
+        refused = await ask("approve_prompts", user["token"], prompts=["attack_prompt"])
+        assert refused["ok"] is False and refused["error"]["error_code"] == "FORBIDDEN", refused
+        hidden = await ask("approve_prompts", stranger["token"], prompts=["attack_prompt"])
+        assert hidden["ok"] is False and hidden["error"]["error_code"] == "SERVER_NOT_FOUND", hidden
+        unseen = await ask("prompts", stranger["token"])
+        assert unseen["ok"] is False and unseen["error"]["error_code"] == "SERVER_NOT_FOUND", unseen
+        assert await held() is not None
+
+        approved = await ask("approve_prompts", ADMIN_TOKEN, prompts=["attack_prompt"])
+        assert approved["ok"] is True and approved["result"]["approved"] == ["attack_prompt"], approved
+        assert await held() is None
+    finally:
+        await nc.close()
+    async with mcp_session(system, path="/mcp/shady") as session:
+        assert "attack_prompt" in {p.name for p in (await session.list_prompts()).prompts}

@@ -52,27 +52,49 @@ async def test_a_relayed_modern_call_is_denied_by_a_policy(system: System) -> No
     assert "POLICY_DENIED" in json.dumps(after) and "echo: hi" not in json.dumps(after), after
 
 
-async def test_a_relayed_call_a_policy_holds_is_approved_once_for_all_its_input_rounds(system: System) -> None:
-    """The upstream asks the client a question after the approval: the client's retry carries the
-    answer back, and the approval of the first round holds for it (nobody is asked again)."""
+@pytest.mark.parametrize(("path", "tool"), [("/mcp", "modern__confirm"), ("/mcp/modern", "confirm")])
+async def test_a_relayed_call_a_policy_holds_is_approved_once_for_all_its_input_rounds(
+    system: System, path: str, tool: str
+) -> None:
+    """The client's user is asked first, as an input request; the upstream asks its own question after
+    the approval: the client's retry carries the answer back, and nobody is asked again."""
     rule = {"name": "confirm-needs-approval", "expression": 'tool.name == "confirm"', "effect": "require_approval"}
     assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
     token = (await system.create_key("dev", "user"))["token"]
-    url, call = f"{system.api.base_url}/mcp", {"name": "modern__confirm", "arguments": {"action": "ship"}}
+    url, call = f"{system.api.base_url}{path}", {"name": tool, "arguments": {"action": "ship"}}
     elicits = {"elicitation": {}}
-    first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
-    shown = await waiting(system.api, "dev")
-    assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
-    asked = (await first)["result"]
+    held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+    ((key, question),) = held["inputRequests"].items()
+    assert "Allow modern.confirm to run?" in question["params"]["message"], question
+    retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+    asked = (await modern_call(url, "tools/call", retry, token=token, capabilities=elicits))["result"]
     assert asked["resultType"] == "input_required", asked
     ((key, question),) = asked["inputRequests"].items()
-    assert question["method"] == "elicitation/create", question
+    assert question["method"] == "elicitation/create" and "Allow" not in json.dumps(question), question
     retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
     retry["requestState"] = asked["requestState"]
     done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
     assert done.get("result", {}).get("content", [{}])[0].get("text") == "did ship", done
     approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
-    assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals
+    assert [(a["caller"], a["state"], a["decided_by"]) for a in approvals] == [("dev", "approved", "client:dev")]
+
+
+@pytest.mark.parametrize(("path", "prefix"), [("/mcp", "modern__"), ("/mcp/modern", "")])
+async def test_a_relayed_call_the_clients_user_declines_never_reaches_the_upstream(
+    system: System, path: str, prefix: str
+) -> None:
+    rule = {"name": "counts-need-approval", "expression": 'tool.name == "counted"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    url, call = f"{system.api.base_url}{path}", {"name": f"{prefix}counted", "arguments": {"label": "no"}}
+    elicits = {"elicitation": {}}
+    held = (await modern_call(url, "tools/call", call, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    ((key, _),) = held["inputRequests"].items()
+    retry = {**call, "inputResponses": {key: {"action": "decline"}}, "requestState": held["requestState"]}
+    refused = (await modern_call(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    assert refused.get("isError") and "APPROVAL_REJECTED" in json.dumps(refused), refused
+    runs = {"name": f"{prefix}runs", "arguments": {"label": "no"}}
+    counted = await modern_call(url, "tools/call", runs, token=ADMIN_TOKEN)
+    assert counted["result"]["content"][0]["text"] == "0", counted
 
 
 async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: System) -> None:
@@ -95,11 +117,13 @@ async def test_a_retry_whose_state_says_nothing_of_an_approval_is_held(system: S
     assert "APPROVAL_REJECTED" in refused and "did wipe" not in refused, refused
 
 
-async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_bridged_questions(
-    nats_url: str, database_url: str
+@pytest.mark.parametrize(("action", "runs"), [("accept", True), ("decline", False)])
+async def test_on_the_transparent_path_the_clients_user_approves_a_held_call_in_its_retry(
+    nats_url: str, database_url: str, action: str, runs: bool
 ) -> None:
-    """``tasks.confirm_delete`` (a handshake-era upstream) asks the client mid-call, after the approval:
-    the question comes as an input request, and the retry answering it is not held again."""
+    """``tasks.confirm_delete`` (a handshake-era upstream) relayed to a 2026-07-28 client on ``/mcp/tasks``:
+    the approval's question is the first input request, the user's answer in the retry decides it, and
+    the upstream's own question after an approval is not followed by a second approval."""
     async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
         rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
         rule |= {"effect": "require_approval", "reason": "Asks first"}
@@ -107,16 +131,60 @@ async def test_on_the_transparent_path_a_held_call_is_approved_once_for_its_brid
         token = (await system.create_key("dev", "user"))["token"]
         url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
         elicits = {"elicitation": {}}
-        first = asyncio.create_task(modern_call(url, "tools/call", call, token=token, capabilities=elicits))
-        shown = await waiting(system.api, "dev")
-        assert (await system.api.post(f"/api/v1/approvals/{shown['id']}/approve", json={})).status_code == 200
-        asked = (await first)["result"]
-        assert asked["resultType"] == "input_required", asked
-        ((key, question),) = asked["inputRequests"].items()
-        assert question["method"] == "elicitation/create" and "Delete f?" in json.dumps(question), question
+        held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+        assert held["resultType"] == "input_required", held
+        ((key, question),) = held["inputRequests"].items()
+        assert "Allow tasks.confirm_delete to run?" in question["params"]["message"], question
+        retry = {**call, "inputResponses": {key: {"action": action}}, "requestState": held["requestState"]}
+        answered = (await modern_call(url, "tools/call", retry, token=token, capabilities=elicits))["result"]
+        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
+        decided = "approved" if runs else "rejected"
+        assert [(a["state"], a["decided_by"]) for a in approvals] == [(decided, "client:dev")], approvals
+        if not runs:
+            assert answered.get("isError") and "APPROVAL_REJECTED" in json.dumps(answered), answered
+            return
+        ((key, question),) = answered["inputRequests"].items()
+        assert "Delete f?" in json.dumps(question), question
         retry = {**call, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}}
-        retry["requestState"] = asked["requestState"]
+        retry["requestState"] = answered["requestState"]
         done = await modern_call(url, "tools/call", retry, token=token, capabilities=elicits)
         assert done.get("result", {}).get("content", [{}])[0].get("text") == "deleted f", done
-        approvals = (await system.api.get("/api/v1/approvals")).json()["approvals"]
-        assert [(a["caller"], a["state"]) for a in approvals] == [("dev", "approved")], approvals
+        assert len((await system.api.get("/api/v1/approvals")).json()["approvals"]) == 1
+
+
+async def test_on_the_transparent_path_an_approval_question_is_answered_by_its_caller_only(
+    nats_url: str, database_url: str
+) -> None:
+    """Another principal presenting the state of a held call cannot approve it: ``-32602``, and the
+    approval stays pending (an approver then decides it)."""
+    async with task_tools_system(nats_url, database_url, approval_timeout_seconds=APPROVAL_TIMEOUT) as system:
+        rule = {"name": "deletes-need-approval", "expression": 'tool.name == "confirm_delete"'}
+        rule |= {"effect": "require_approval", "reason": "Asks first"}
+        assert (await system.api.post("/api/v1/policies", json=rule)).status_code == 201
+        token = (await system.create_key("dev", "user"))["token"]
+        other = (await system.create_key("mallory", "user"))["token"]
+        url, call = f"{system.api.base_url}/mcp/tasks", {"name": "confirm_delete", "arguments": {"filename": "f"}}
+        elicits = {"elicitation": {}}
+        held = (await modern_call(url, "tools/call", call, token=token, capabilities=elicits))["result"]
+        ((key, _),) = held["inputRequests"].items()
+        retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+        replayed = await modern_call(url, "tools/call", retry, token=other, capabilities=elicits)
+        assert replayed.get("error", {}).get("code") == -32602, replayed
+        shown = await waiting(system.api, "dev")
+        assert shown["state"] == "pending" and shown["decided_by"] is None, shown
+
+
+async def test_a_relayed_call_approved_in_a_retry_runs_though_it_logs_after_its_first_request_ended(
+    system: System,
+) -> None:
+    """``shout`` logs before it answers: the call approved in the retry runs on after the request that
+    started it was answered, and its log notification does not break it."""
+    rule = {"name": "shouts-need-approval", "expression": 'tool.name == "shout"', "effect": "require_approval"}
+    assert (await system.api.post("/api/v1/policies", json={**rule, "reason": "Asks first"})).status_code == 201
+    url, call = f"{system.api.base_url}/mcp/modern", {"name": "shout", "arguments": {"text": "hey"}}
+    elicits = {"elicitation": {}}
+    held = (await modern_call(url, "tools/call", call, token=ADMIN_TOKEN, capabilities=elicits))["result"]
+    ((key, _),) = held["inputRequests"].items()
+    retry = {**call, "inputResponses": {key: {"action": "accept"}}, "requestState": held["requestState"]}
+    done = await modern_call(url, "tools/call", retry, token=ADMIN_TOKEN, capabilities=elicits)
+    assert done.get("result", {}).get("content", [{}])[0].get("text") == "shouted", done

@@ -9,6 +9,7 @@ import asyncpg
 from toolmesh.contracts.aggregator import AggregatorState
 from toolmesh.contracts.api_requests import AuditRequest, ListServersRequest
 from toolmesh.contracts.audit import AuditEntry, AuditPage
+from toolmesh.contracts.resources import HeldPrompt, PromptList
 from toolmesh.contracts.servers import HistoryEntry, ServerList, ToolInfo, ToolList
 from toolmesh.lifecycle import ServerStatus
 from toolmesh.platform.config import Settings
@@ -53,6 +54,20 @@ async def server_tools(
     return ToolList(
         tools=tools, total=len(tools), classified=classified, unclassified=len(tools) - classified, held=held
     )
+
+
+async def server_prompts(db: asyncpg.Pool, commands: ServerCommands, caller: Caller, server_id: str) -> PromptList:
+    """The approved prompts of one of the caller's servers, as the upstream listed them, and the held
+    ones by name with why they are held."""
+    await commands.server(server_id, caller)
+    rows = await queries.list_prompts(db, server_id)
+    shown = [r["item"] for r in rows if r["held_reason"] is None]
+    held = [
+        HeldPrompt(name=r["original_name"], reason=r["held_reason"], fields=list(r["held_fields"] or []))
+        for r in rows
+        if r["held_reason"] is not None
+    ]
+    return PromptList(prompts=shown, total=len(shown), held=held)
 
 
 async def server_history(

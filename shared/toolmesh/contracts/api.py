@@ -22,6 +22,7 @@ from toolmesh.contracts.api_requests import (
     AppRef,
     ApprovalRef,
     ApprovalsRequest,
+    ApproveServerPromptsRequest,
     ApproveServerTemplatesRequest,
     ApproveServerToolsRequest,
     AuditRequest,
@@ -47,7 +48,7 @@ from toolmesh.contracts.keys import CreatedKey, CreateKeyRequest, KeyList
 from toolmesh.contracts.policies import PolicyInfo, PolicyList, PolicyRequest, PolicyVersionList
 from toolmesh.contracts.quotas import QuotaInfo, QuotaList, QuotaRequest
 from toolmesh.contracts.registry_import import RegistryImportPlan, RegistryImportRequest, RegistryPlanRequest
-from toolmesh.contracts.resources import ApproveTemplatesResponse
+from toolmesh.contracts.resources import ApprovePromptsResponse, ApproveTemplatesResponse, PromptList
 from toolmesh.contracts.search import SearchRequest, SearchResponse
 from toolmesh.contracts.servers import (
     ApproveToolsResponse,
@@ -231,6 +232,24 @@ OPERATIONS: tuple[Operation, ...] = (
         True,
         "POST",
         SERVER + "/resources/approve",
+    ),
+    Operation(
+        "servers.prompts",
+        ServerRef,
+        PromptList,
+        "The prompts of one server, and those held for approval",
+        False,
+        "GET",
+        SERVER + "/prompts",
+    ),
+    Operation(
+        "servers.approve_prompts",
+        ApproveServerPromptsRequest,
+        ApprovePromptsResponse,
+        "Approve held prompts (changed, new under review, or flagged by the poisoning scan)",
+        True,
+        "POST",
+        SERVER + "/prompts/approve",
     ),
     Operation(
         "tools.call", ToolCallRequest, ToolCallResponse, "Call a tool (BR-005)", True, "POST", "/api/v1/tools/call"

@@ -52,6 +52,12 @@ class ApproveServerTemplatesRequest(ServerRef):
     templates: list[str] | None = None
 
 
+class ApproveServerPromptsRequest(ServerRef):
+    """``servers.approve_prompts``: approve these held prompts, by original name (every held one when omitted)."""
+
+    prompts: list[str] | None = None
+
+
 class ListServersRequest(_Strict):
     """``servers.list``: a page of the caller's servers."""
 

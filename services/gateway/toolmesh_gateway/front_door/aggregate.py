@@ -36,7 +36,7 @@ from toolmesh_gateway.bundle_view import BundleView
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
-from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx
+from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, Ctx
 from toolmesh_gateway.front_door.eras import ENVELOPE, envelope_of, for_client
 from toolmesh_gateway.front_door.input_required import BRIDGED, InputBridge, bridged
 from toolmesh_gateway.front_door.names import NameMap
@@ -47,6 +47,8 @@ from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_thr
 from toolmesh_gateway.policies.checks import APPROVED, PASSED, Verdict
 
 log = logging.getLogger("toolmesh.gateway.mcp")
+Screen = Callable[[Callable[[Verdict], Awaitable[dict[str, Any]]], ClientRef], Awaitable[dict[str, Any]]]
+"""``screen(forward, client)``: ``forward(verdict)``'s result once the policies let the call of ``client`` go."""
 SERVER_META = "toolmesh/server"
 _CLIENT_ONLY_META = ENVELOPE | {"progressToken"}  # toolmesh asks the upstream for progress itself
 
@@ -134,17 +136,47 @@ class Aggregate:
         if modern and described.reached_in_modern_era(method, params):
             return await self._relay(ctx, server, method, params, verdict=verdict)
         if bridged(ctx):
-            approved = verdict.effect == APPROVED
-            outcome = await self._bridge.run(
-                ctx, lambda link: self._send(ctx, server, method, params, link.ref), approved
-            )
-            if isinstance(outcome, mcp_types.InputRequiredResult):
-                return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
-            return for_client(ctx, outcome)
+            return await self.forward_bridged(ctx, server, method, params, lambda forward, _: forward(verdict))
         call_id = self._forwarder.new_call_id()
         with self._links.call(ctx, call_id) as client:
             result = await self._send(ctx, server, method, params, client, call_id)
         return for_client(ctx, result)
+
+    def bridges(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> bool:
+        """Whether ``forward`` runs this request in the ``InputBridge``: a 2026-07-28 client's request
+        that reaches ``server``'s upstream through its handshake session."""
+        if not bridged(ctx):
+            return False
+        described = self._view(ctx).offer(server).description
+        return not (passed_through(ctx, described, method) or described.reached_in_modern_era(method, params))
+
+    def screens_in_bridge(self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any]) -> bool:
+        """Whether a 2026-07-28 client's request is screened in the ``InputBridge`` (``forward_bridged``),
+        so a policy's approval question becomes an input request: one the bridge runs anyway
+        (``bridges``), or one relayed in that era that starts a call or resumes one held here; not the
+        retry carrying an upstream's own state (its approval, if any, is sealed in that state)."""
+        return bridged(ctx) and (self.bridges(ctx, server, method, params) or self._bridge.holds(ctx))
+
+    async def forward_bridged(
+        self, ctx: Ctx, server: CatalogServer, method: str, params: dict[str, Any], screen: Screen
+    ) -> dict[str, Any]:
+        """A request run in the ``InputBridge`` as ``screen(forward, client)`` lets ``forward(verdict)``
+        reach the upstream: what ``screen`` asks ``client`` (a policy's approval question) becomes an
+        input request answered in the retry, which resumes the parked call (screened once)."""
+        handshake = self.bridges(ctx, server, method, params)
+
+        def screened(link: ClientLink) -> Awaitable[dict[str, Any]]:
+            async def forward(verdict: Verdict) -> dict[str, Any]:
+                if handshake:
+                    return await self._send(ctx, server, method, params, link.ref)
+                return await self.forward(ctx, server, method, params, verdict)
+
+            return screen(forward, link.ref)
+
+        outcome = await self._bridge.run(ctx, screened)
+        if isinstance(outcome, mcp_types.InputRequiredResult):
+            return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return for_client(ctx, outcome)
 
     def approved_before(self, ctx: Ctx, server: CatalogServer) -> bool:
         """Whether this request retries a call to ``server`` that was approved already (its state says so)."""

@@ -3,17 +3,23 @@
 
 A relayed call may take several rounds (the upstream's ``InputRequiredResult``, the client's retry):
 the policies check each, but a call approved in one round is not held for approval again (its sealed
-state says it was approved: ``relayed_states``)."""
+state says it was approved: ``relayed_states``). A 2026-07-28 client's call is screened inside the
+``InputBridge`` when it starts (``forward_call``), so a policy's approval question reaches the client's
+user as an input request; its retry resumes the parked call, which is not screened again."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
+from toolmesh_gateway.catalog import CatalogServer
+from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
+from toolmesh_gateway.front_door.client_links import Ctx
 from toolmesh_gateway.policies.checks import PASSED, CallSubject, Verdict, refusal
 from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -48,3 +54,27 @@ async def forward_screened(
     outcome = "tool_error" if result.get("isError") else "ok"
     calls.record(call.caller, call.server, call.tool, started, outcome, None, verdict)
     return redact_result(result, verdict.redact)
+
+
+async def forward_call(
+    calls: ToolCalls, aggregate: Aggregate, ctx: Ctx, server: CatalogServer, call: CallSubject, timeout: float | None
+) -> dict[str, Any]:
+    """``tools/call`` of ``call.tool`` that the front door forwards itself, screened: in the ``InputBridge``
+    when ``Aggregate.screens_in_bridge`` says so (the policies' gate may ask ``call``'s client), else
+    directly, not held again when the retry's state says the call was approved."""
+    params = upstream_params(ctx, name=call.tool)
+    if aggregate.screens_in_bridge(ctx, server, "tools/call", params):
+        return await aggregate.forward_bridged(
+            ctx,
+            server,
+            "tools/call",
+            params,
+            lambda forward, client: forward_screened(calls, replace(call, client=client), forward, timeout),
+        )
+    return await forward_screened(
+        calls,
+        call,
+        lambda verdict: aggregate.forward(ctx, server, "tools/call", params, verdict),
+        timeout,
+        aggregate.approved_before(ctx, server),
+    )

@@ -1,6 +1,6 @@
-"""``/mcp/{server}`` forwards ``resources/read`` as it is, except of a URI only a held resource
-template matches (the poisoning scanner flagged it, no admin approved it): that read is refused
-before it reaches the upstream."""
+"""``/mcp/{server}`` forwards ``resources/read`` and ``resources/subscribe`` as they are, except of a
+URI only a held resource template matches (the poisoning scanner flagged it, no admin approved it):
+that read or subscription is refused before it reaches the upstream."""
 
 from __future__ import annotations
 

@@ -72,7 +72,6 @@ class _Parked:
     starter: str  # the principal and namespace that started the call (``starter_of``)
     request: str  # the request that got the state, as its retry must repeat it (``_request_of``)
     pending: dict[str, PendingInput] = field(default_factory=dict)
-    approved: bool = False  # a policy held the call and it was approved: its states say so
 
 
 def bridged(ctx: Ctx) -> bool:
@@ -116,14 +115,14 @@ class InputBridge:
         links.serve_resumes(self._resume_here, self._withdraw_here)
 
     async def run(
-        self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[dict[str, Any]]], approved: bool = False
+        self, ctx: Ctx, call: Callable[[ClientLink], Awaitable[dict[str, Any]]]
     ) -> dict[str, Any] | mcp_types.InputRequiredResult:
         """``call``'s result, or an ``InputRequiredResult`` while the upstream waits for the client.
 
         A first request starts ``call`` with a link of its own; a retry (``requestState``) answers
         the parked input requests from ``inputResponses`` and waits for the same upstream request,
-        here or on the replica that parked it. ``approved``: a policy held the call and it was
-        approved (its states say so: ``approved_before``).
+        here or on the replica that parked it (what ``call`` checks, such as a policy's approval, is
+        not checked again).
         """
         self._expire()
         params = ctx.params or {}
@@ -131,7 +130,7 @@ class InputBridge:
         starter, request = starter_of(ctx), _request_of(ctx)
         if state is None:
             link = self._links.detached(ctx)
-            return await self._wait(asyncio.ensure_future(call(link)), link, starter, request, approved)
+            return await self._wait(asyncio.ensure_future(call(link)), link, starter, request)
         replica, parked_id = self._unsealed(state)
         answers = params.get("inputResponses") or {}
         if replica == self._links.replica:
@@ -147,19 +146,23 @@ class InputBridge:
 
     def approved_before(self, ctx: Ctx, server_id: str) -> bool:
         """Whether this request is the retry of a call already approved: its ``requestState`` is one
-        ``seal_relayed`` gave this request's starter, or one of a request parked here (``run``), saying
-        so. A parked request's state resumes only the call it belongs to, its starter's: presented
-        with any other, it is refused before anything reaches an upstream."""
+        ``seal_relayed`` gave this request's starter, saying so (a request parked here, ``run``, is
+        resumed rather than checked again)."""
+        presented = (ctx.params or {}).get("requestState")
+        return presented is not None and self._relayed.approved(presented, server_id, starter_of(ctx), _request_of(ctx))
+
+    def holds(self, ctx: Ctx) -> bool:
+        """Whether this request would start a call here or retry one the bridge parked (no ``requestState``,
+        or one naming a parked request), rather than retry one relayed in the 2026-07-28 era (whose state
+        ``seal_relayed`` sealed)."""
         presented = (ctx.params or {}).get("requestState")
         if presented is None:
-            return False
-        if self._relayed.approved(presented, server_id, starter_of(ctx), _request_of(ctx)):
             return True
         try:
             claims = json.loads(self._codec.unseal(str(presented)))
         except (InvalidRequestState, ValueError, TypeError):
             return False
-        return isinstance(claims, dict) and "id" in claims and claims.get("approved") is True
+        return isinstance(claims, dict) and "id" in claims
 
     async def redeem_relayed(self, ctx: Ctx, server_id: str, presented: object) -> str:
         """The upstream's own state in a state ``seal_relayed`` gave this request's starter, spent now
@@ -198,7 +201,7 @@ class InputBridge:
                 else RpcReply(ok=False, error={"code": mcp_types.INVALID_PARAMS, "message": f"no answer to {key}"})
             )
             pending.respond(reply)
-        return await self._wait(parked.task, parked.link, starter, request, parked.approved)
+        return await self._wait(parked.task, parked.link, starter, request)
 
     async def _resume_here(self, parked_id: str, retry: ResumeInput) -> RpcReply:
         """A retry of a request parked here that reached another replica, as that replica relays it."""
@@ -253,7 +256,7 @@ class InputBridge:
         return result
 
     async def _wait(
-        self, task: asyncio.Task[dict[str, Any]], link: ClientLink, starter: str, request: str, approved: bool
+        self, task: asyncio.Task[dict[str, Any]], link: ClientLink, starter: str, request: str
     ) -> dict[str, Any] | mcp_types.InputRequiredResult:
         asked = asyncio.ensure_future(link.inputs.get())
         try:
@@ -273,9 +276,9 @@ class InputBridge:
         parked_id = secrets.token_urlsafe(18)
         by_key = {p.request.request_id: p for p in pending}
         deadline = time.monotonic() + self._timeout
-        self._parked[parked_id] = _Parked(task, link, deadline, starter, request, by_key, approved)
+        self._parked[parked_id] = _Parked(task, link, deadline, starter, request, by_key)
         requests = {key: {"method": p.request.method, "params": p.request.params or {}} for key, p in by_key.items()}
-        claims = {"id": parked_id, "replica": self._links.replica, "approved": approved}
+        claims = {"id": parked_id, "replica": self._links.replica}
         state = self._codec.seal(json.dumps(claims).encode())
         return mcp_types.InputRequiredResult.model_validate(
             {"inputRequests": requests, "requestState": state}, by_name=False

@@ -42,12 +42,12 @@ from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.catalog_view import CatalogView
 from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door import listing
-from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
+from toolmesh_gateway.front_door.aggregate import Aggregate
 from toolmesh_gateway.front_door.announcements import ListAnnouncer
 from toolmesh_gateway.front_door.client_links import ClientLink, ClientLinks, release_if_deleted
 from toolmesh_gateway.front_door.code_mode import CodeRunner
 from toolmesh_gateway.front_door.eras import CACHE_HINTS
-from toolmesh_gateway.front_door.forwarded_calls import forward_screened
+from toolmesh_gateway.front_door.forwarded_calls import forward_call
 from toolmesh_gateway.front_door.input_required import InputBridge, bridged
 from toolmesh_gateway.front_door.rpc_errors import mcp_error, url_elicitation
 from toolmesh_gateway.front_door.search_cursor import SearchCursors
@@ -343,14 +343,7 @@ class FrontDoor:
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
-        params = upstream_params(ctx, name=route.tool)
-        return await forward_screened(
-            self._calls,
-            call,
-            lambda verdict: self.aggregate.forward(ctx, server, "tools/call", params, verdict),
-            request.timeout_seconds,
-            self.aggregate.approved_before(ctx, server),
-        )
+        return await forward_call(self._calls, self.aggregate, ctx, server, call, request.timeout_seconds)
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
         """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""

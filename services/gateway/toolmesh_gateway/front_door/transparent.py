@@ -14,8 +14,8 @@ out and the server's tools are discovered again, so the change is held on every 
 ``tools/call`` forwards only a pinned, approved tool (else ``TOOL_NOT_FOUND`` or ``TOOL_CHANGED``,
 and the upstream never hears of it); every call is audited. Prompts likewise: ``prompts/list`` shows
 only pinned, approved prompts, and ``prompts/get`` reaches the upstream only for one of them (else
-``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``), and a held resource template is neither listed nor read
-(``RESOURCE_CHANGED``). A tool the upstream lets run as a task runs as one
+``PROMPT_NOT_FOUND`` or ``PROMPT_CHANGED``), and a held resource template is neither listed, read nor
+subscribed to (``RESOURCE_CHANGED``). A tool the upstream lets run as a task runs as one
 for a 2026-07-28 client that declares the Tasks extension (``tasks``), whatever the upstream speaks,
 unless the upstream runs tasks itself (``upstream_tasks``).
 """
@@ -49,7 +49,7 @@ from toolmesh_gateway.forwarding import Forwarder
 from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
-from toolmesh_gateway.front_door.forwarded_calls import forward_screened
+from toolmesh_gateway.front_door.forwarded_calls import forward_call
 from toolmesh_gateway.front_door.held_reads import refuse_held_read
 from toolmesh_gateway.front_door.listing import error_result
 from toolmesh_gateway.front_door.rpc_errors import mcp_error
@@ -337,13 +337,9 @@ class Transparent:
         passed = passed_through(ctx, self._feed.catalog.offer(server.id).description)  # the upstream runs it
         if runs_as_task(ctx, found) and found is not None and not passed:  # admitted, run, audited by the task's call
             return await self._tasks.start(ctx, server.id, found, dict(arguments))
-        call = CallSubject(caller, server, tool, arguments, "mcp")
         try:
-            return await forward_screened(
-                self._calls,
-                call,
-                lambda verdict: self._aggregate.forward(ctx, server, "tools/call", upstream_params(ctx), verdict),
-                approved=self._aggregate.approved_before(ctx, server),
+            return await forward_call(
+                self._calls, self._aggregate, ctx, server, CallSubject(caller, server, tool, arguments, "mcp"), None
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
             raise mcp_error(refused) from refused
@@ -362,6 +358,8 @@ class Transparent:
             require_pinned(view, server, tool)
 
     async def _subscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:
+        """``resources/subscribe``, refused like a read when only a held template matches the URI."""
+        await refuse_held_read(self._feed, self._server(ctx), str((ctx.params or {}).get("uri", "")))
         return await self._control(ctx, "subscribe")
 
     async def _unsubscribe(self, ctx: Ctx, _: Any) -> dict[str, Any]:

@@ -133,6 +133,14 @@ async def _approve_templates(s: GatewayServices, caller: Caller, body: api.Appro
     return await approve_templates(s.commands, body.server_id, body.templates, caller)
 
 
+async def _prompts(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
+    return await reads.server_prompts(s.backends.db, s.commands, caller, body.server_id)
+
+
+async def _approve_prompts(s: GatewayServices, caller: Caller, body: api.ApproveServerPromptsRequest) -> BaseModel:
+    return await s.commands.approve_prompts(body.server_id, body.prompts, caller)
+
+
 async def _classify(s: GatewayServices, caller: Caller, body: api.ServerRef) -> BaseModel:
     return await s.commands.classify(body.server_id, caller)
 
@@ -288,6 +296,8 @@ HANDLERS: dict[str, Handler] = {
     "servers.refresh": _refresh,
     "servers.approve": _approve,
     "servers.approve_templates": _approve_templates,
+    "servers.prompts": _prompts,
+    "servers.approve_prompts": _approve_prompts,
     "servers.classify": _classify,
     "endpoints.create": _create_endpoint,
     "endpoints.list": _list_endpoints,

@@ -14,13 +14,11 @@ from toolmesh.contracts.resources import (
     ForwardMetadata,
     GetPromptRequest,
     GetPromptResponse,
-    HeldPrompt,
     PromptList,
 )
 from toolmesh.errors import PromptChanged, PromptNotFound
 from toolmesh.platform.runtime import Backends
-from toolmesh.platform.store import queries
-from toolmesh_gateway import lookup
+from toolmesh_gateway import lookup, reads
 from toolmesh_gateway.auth import Principal, require_principal
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.dependencies import backends, caller_of, catalog_feed, forwarder, server_commands
@@ -42,15 +40,7 @@ async def list_server_prompts(
     commands: Annotated[ServerCommands, Depends(server_commands)],
 ) -> PromptList:
     """The approved prompts of one server, as the upstream listed them, and the held ones by name."""
-    await commands.server(server_id, caller_of(request, principal))
-    rows = await queries.list_prompts(b.db, server_id)
-    shown = [r["item"] for r in rows if r["held_reason"] is None]
-    held = [
-        HeldPrompt(name=r["original_name"], reason=r["held_reason"], fields=list(r["held_fields"] or []))
-        for r in rows
-        if r["held_reason"] is not None
-    ]
-    return PromptList(prompts=shown, total=len(shown), held=held)
+    return await reads.server_prompts(b.db, commands, caller_of(request, principal), server_id)
 
 
 @router.post("/aggregator/servers/{server_id}/prompts/approve", responses=MANAGED)

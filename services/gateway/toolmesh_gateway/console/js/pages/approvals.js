@@ -1,4 +1,4 @@
-// Pending tool-definition changes: tools held back (changed after approval, new under
+// Pending definition changes: tools and prompts held back (changed after approval, new under
 // "review", or flagged by the poisoning scan) and resource templates flagged by the poisoning
 // scan, until an admin approves their current definition.
 
@@ -7,9 +7,9 @@ import { announce, fill, h, notice, pageTitle } from "../dom.js";
 
 const SERVERS = "/api/v1/aggregator/servers";
 
-/** Why a tool is held, for the table: a new tool, the changed parts, or the poisoning scan's findings. */
-function whyHeld(held) {
-  if (held.reason === "new") return "new tool";
+/** Why a tool or prompt is held, for the table: a new one, the changed parts, or the poisoning scan's findings. */
+function whyHeld(held, kind = "tool") {
+  if (held.reason === "new") return `new ${kind}`;
   if (held.reason === "flagged") return h("ul", {}, held.fields.map((line) => h("li", {}, `flagged: ${line}`)));
   return `${held.fields.join(" and ")} changed`;
 }
@@ -27,6 +27,24 @@ async function approveTemplates(ctx, server, templates) {
   const reply = await ctx.api.post(`${SERVERS}/${encodeURIComponent(server.id)}/resources/approve`, { templates });
   announce(`Approved ${reply.approved.join(", ") || "nothing"} on ${server.name}`);
   return reply;
+}
+
+/** Approve held prompts of one server, by original name. */
+async function approvePrompts(ctx, server, names) {
+  const reply = await ctx.api.post(`${SERVERS}/${encodeURIComponent(server.id)}/prompts/approve`, { prompts: names });
+  announce(`Approved ${reply.approved.join(", ") || "nothing"} on ${server.name}`);
+  return reply;
+}
+
+/** The table of a server's held prompts (``held``: {name, reason, fields}). */
+function promptsTable(ctx, server, held, decide) {
+  return h("table", {},
+    h("thead", {}, h("tr", {}, ["Prompt", "Why held", ""].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, held.map((p) => h("tr", { dataset: { prompt: p.name } },
+      h("th", { scope: "row" }, h("code", {}, p.name)),
+      h("td", {}, whyHeld(p, "prompt")),
+      h("td", {}, h("button", { type: "button", "aria-label": `Approve ${server.name} prompt ${p.name}`,
+        onclick: () => decide(() => approvePrompts(ctx, server, [p.name])) }, "Approve"))))));
 }
 
 /** The table of a server's held resource templates (``held``: {uri_template, findings}). */
@@ -53,7 +71,8 @@ export default {
     fill(main, pageTitle("Pending approvals"),
       h("p", { class: "lead" }, "A tool whose description or input schema changed after it was approved (or a new tool of "
         + "a server registered with review) is neither listed nor callable until its new definition is approved; "
-        + "a resource template the poisoning scan flags is neither listed nor read until it is approved."),
+        + "a prompt held the same way is neither listed nor served; a resource template the poisoning scan flags is "
+        + "neither listed, read nor subscribed to until it is approved."),
       messages, list);
 
     async function load() {
@@ -65,7 +84,8 @@ export default {
           const path = `${SERVERS}/${encodeURIComponent(server.id)}`;
           const tools = (await ctx.api.get(`${path}/tools`)).tools.filter((t) => t.held);
           const resources = await ctx.api.get(`${path}/resources`);
-          if (tools.length || resources.held_templates.length) held.push({ server, tools, resources });
+          const prompts = (await ctx.api.get(`${path}/prompts`)).held;
+          if (tools.length || prompts.length || resources.held_templates.length) held.push({ server, tools, prompts, resources });
         }
         render(held);
       } catch (error) {
@@ -79,12 +99,13 @@ export default {
         fill(list, h("p", { class: "empty" }, "Nothing is waiting for approval."));
         return;
       }
-      fill(list, held.map(({ server, tools, resources }) => {
+      fill(list, held.map(({ server, tools, prompts, resources }) => {
         const titleId = `held-${server.id}`;
         const all = tools.length ? h("button", { type: "button", class: "secondary",
           onclick: () => decide(() => approve(ctx, server, null)) }, `Approve all ${tools.length} of ${server.name}`) : null;
         const templates = resources.held_templates.length
           ? templatesTable(ctx, server, resources.held_templates, resources.resource_templates, decide) : null;
+        const heldPrompts = prompts.length ? promptsTable(ctx, server, prompts, decide) : null;
         return h("section", { class: "card", "aria-labelledby": titleId },
           h("div", { class: "page-head" }, h("h2", { id: titleId }, h("a", { href: `#/servers/${server.id}` }, server.name)), all),
           !tools.length ? null : h("table", {},
@@ -95,6 +116,7 @@ export default {
               h("td", {}, tool.description || "–"),
               h("td", {}, h("button", { type: "button", "aria-label": `Approve ${tool.name}`,
                 onclick: () => decide(() => approve(ctx, server, [tool.original_name])) }, "Approve")))))),
+          heldPrompts,
           templates);
       }));
     }
@@ -112,6 +134,7 @@ export default {
 
     const unsubscribe = ctx.live.subscribe((type) => {
       if (type === "ready" || type === "tools.changed" || type === "tools.approved" || type === "templates.approved"
+        || type === "prompts.approved" || type === "prompts.discovered"
         || type === "server.removed") load();
     });
     await load();
