@@ -112,3 +112,18 @@ async def test_an_injection_in_a_result_is_audited_and_counted_and_the_result_pa
     assert any(f.startswith("hidden_instruction in content[0]: tells the model to ignore") for f in found), found
     metrics = (await system.api.get("/metrics")).text
     assert 'mcp_aggregator_result_scans_total{outcome="flagged"}' in metrics
+
+
+async def test_an_injection_in_a_result_forwarded_by_the_server_endpoint_is_audited(system: System, shady: str) -> None:
+    """``/mcp/shady`` forwards the call itself (not through ``/api/v1/tools/call``): its result is scanned too."""
+    async with mcp_session(system, path="/mcp/shady") as session:
+        result = await session.call_tool("lookup", {})
+    assert result.content[0].text == INJECTED  # type: ignore[union-attr]
+
+    async def audited() -> dict[str, Any] | None:
+        page = (await system.api.get("/api/v1/audit", params={"event": "tool.called"})).json()
+        return next((e["details"] for e in page["entries"] if e["server_name"] == "shady"), None)
+
+    call = await eventually(audited, what="the forwarded call audited")
+    assert call["result_scanned"] is True
+    assert any(f.startswith("hidden_instruction in content[0]") for f in call["result_findings"]), call

@@ -34,7 +34,7 @@ async def forward_screened(
 ) -> dict[str, Any]:
     """``forward(verdict)``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
     ``ToolCalls.admit`` and got a slot, without the fields its policies redact; every outcome is
-    audited. ``approved``: the call was approved in an earlier round (no approval is asked again);
+    audited (a result once it was scanned for poisoning). ``approved``: the call was approved in an earlier round (no approval is asked again);
     ``forward`` gets the verdict (whether the call is approved now, what a task's result must lose).
     Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do the
     upstream's own errors (``MCPError``)."""
@@ -52,7 +52,7 @@ async def forward_screened(
         calls.record(call.caller, call.server, call.tool, started, "failed", str(exc.error.code), verdict)
         raise
     outcome = "tool_error" if result.get("isError") else "ok"
-    calls.record(call.caller, call.server, call.tool, started, outcome, None, verdict)
+    calls.record(call.caller, call.server, call.tool, started, outcome, None, verdict, result=result)
     return redact_result(result, verdict.redact)
 
 
