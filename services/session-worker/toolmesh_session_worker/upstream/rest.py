@@ -28,12 +28,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 import mcp_types
-from mcp_types.version import LATEST_HANDSHAKE_VERSION
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from toolmesh.egress.policy import EgressPolicy
@@ -46,6 +45,7 @@ from toolmesh_session_worker.upstream.errors import (
 )
 from toolmesh_session_worker.upstream.rest_answers import execution_result
 from toolmesh_session_worker.upstream.rest_exchange import RestExchange
+from toolmesh_session_worker.upstream.tools_only import ToolsOnlySession
 from toolmesh_session_worker.upstream.translation import (
     MCPConnectionError,
     MCPProtocolError,
@@ -63,8 +63,6 @@ REST_PROTOCOL_VERSION = "1.0.0"
 """The version of the connection API spec's REST protocol, shown as the server's version."""
 PROBE_TIMEOUT_SECONDS = 5.0
 
-_ResultT = TypeVar("_ResultT", bound=BaseModel)
-
 
 @dataclass(frozen=True)
 class RestPolicy:
@@ -75,7 +73,7 @@ class RestPolicy:
     timeout_seconds: float = 30.0
 
 
-class RestSession:
+class RestSession(ToolsOnlySession):
     """A REST tool server in use. Build it with ``open_rest_session``."""
 
     def __init__(
@@ -91,15 +89,7 @@ class RestSession:
         egress: EgressPolicy | None = None,
         auth: httpx2.Auth | None = None,
     ) -> None:
-        self.server_name = server_name
-        self.modern_only: dict[str, tuple[str, ...]] = {}  # a REST tool server has no MCP eras
-        self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
-            protocol_version=LATEST_HANDSHAKE_VERSION,
-            capabilities=mcp_types.ServerCapabilities(tools=mcp_types.ToolsCapability(list_changed=False)),
-            server_info=mcp_types.Implementation(
-                name=server_name, title="REST tool server", version=REST_PROTOCOL_VERSION
-            ),
-        )
+        super().__init__(server_name, "a REST tool server", "REST tool server", REST_PROTOCOL_VERSION)
         self._base = url.rstrip("/")
         self._policy = policy
         self._on_lost = on_lost
@@ -115,46 +105,7 @@ class RestSession:
         )
         self._exchange = RestExchange(server_name, self._base, client, self._unreachable)
         self._tools: list[str] = []  # names of the last tool list, for a 404's answer
-        self._alive = False
-        self._pending = 0
-        self._lost_reason: str | None = None
         self._probes = TaskSet(f"rest {server_name}")
-
-    @property
-    def alive(self) -> bool:
-        """True between a successful connect and ``close()`` or a lost server."""
-        return self._alive
-
-    @property
-    def pending(self) -> int:
-        """Tool calls in flight."""
-        return self._pending
-
-    @property
-    def pid(self) -> None:
-        """Remote servers have no local process."""
-        return None
-
-    @property
-    def lost_reason(self) -> str | None:
-        """Why the server was given up, if it was."""
-        return self._lost_reason
-
-    @property
-    def modern_versions(self) -> tuple[str, ...]:
-        """None: a REST tool server has no MCP eras."""
-        return ()
-
-    @property
-    def modern_tasks(self) -> bool:
-        """False: a REST tool server has no tasks of its own."""
-        return False
-
-    @property
-    def capabilities(self) -> mcp_types.ServerCapabilities:
-        """Tools only."""
-        assert self.initialize_result is not None
-        return self.initialize_result.capabilities
 
     async def connect(self, connect_timeout: float) -> None:
         """``GET /health`` until it answers 200 (``RestPolicy`` retries), within ``connect_timeout`` in all."""
@@ -211,7 +162,7 @@ class RestSession:
             UpstreamTimeout: no answer within ``timeout`` (the request is abandoned).
             UpstreamError: the server could not be reached.
         """
-        return mcp_types.CallToolResult.model_validate(await self._execute(name, arguments, timeout))
+        return mcp_types.CallToolResult.model_validate(await self._answer_call(name, arguments, timeout))
 
     async def ping(self, *, timeout: float) -> None:
         """``GET /health`` answers 200 within ``timeout``; ``UpstreamTimeout`` or ``UpstreamError`` otherwise."""
@@ -219,48 +170,6 @@ class RestSession:
             await self._health(timeout)
         except MCPConnectionError as exc:
             raise UpstreamError(f"{self.server_name}: {exc}", summary=str(exc)) from exc
-
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        *,
-        timeout: float,
-        call_id: str | None = None,
-        progress: ProgressCallback | None = None,
-        envelope: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """An MCP request as a REST server can answer it: ``tools/list``, ``tools/call`` and ``ping``;
-        any other method is JSON-RPC "method not found" (``envelope`` does not matter: REST has no eras)."""
-        params = params or {}
-        if method == "tools/list":
-            tools = await self.list_tools(timeout=timeout)
-            return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
-        if method == "tools/call":
-            arguments = params.get("arguments")
-            return await self._execute(str(params.get("name", "")), dict(arguments or {}), timeout)
-        if method == "ping":
-            await self.ping(timeout=timeout)
-            return {}
-        raise UpstreamError(
-            f"{self.server_name}: a REST tool server does not serve {method}",
-            code=mcp_types.METHOD_NOT_FOUND,
-            reason=f"Method not found: {method}",
-            summary=f"a REST tool server does not serve {method}",
-        )
-
-    async def send(
-        self, request: mcp_types.ClientRequest, result_type: type[_ResultT], *, what: str, limit: float
-    ) -> _ResultT:
-        """One typed request, answered by ``request``."""
-        params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if request.params else None
-        answer = await self.request(request.method, params, timeout=limit)
-        try:
-            return result_type.model_validate(answer, by_name=False)
-        except ValidationError as exc:
-            raise UpstreamError(
-                f"{self.server_name}: invalid answer while {what}: {exc}", summary=f"invalid answer while {what}"
-            ) from exc
 
     async def close(self) -> None:
         """Stop using the server and close the connection pool. Idempotent."""
@@ -270,7 +179,7 @@ class RestSession:
 
     # -- internals ---------------------------------------------------------------------------
 
-    async def _execute(self, name: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _answer_call(self, name: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
         body = domain_tool_execution_to_mcp(name, arguments)
         self._pending += 1
         try:

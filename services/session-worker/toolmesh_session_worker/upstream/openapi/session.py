@@ -19,12 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 import mcp_types
-from mcp_types.version import LATEST_HANDSHAKE_VERSION
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from toolmesh.contracts.openapi_config import DOCUMENT_MAX_BYTES
 from toolmesh.egress.http import egress_refused
@@ -40,6 +39,7 @@ from toolmesh_session_worker.upstream.openapi.document import (
 from toolmesh_session_worker.upstream.openapi.operations import Operation, Selection, read_operations
 from toolmesh_session_worker.upstream.openapi.requests import ArgumentProblem, HttpCall, build_call, security_schemes
 from toolmesh_session_worker.upstream.rest import RestPolicy
+from toolmesh_session_worker.upstream.tools_only import ToolsOnlySession
 from toolmesh_session_worker.upstream.translation import MCPToolNotFoundError, as_error
 from toolmesh_session_worker.upstream.transports import session_http_client
 from toolmesh_session_worker.upstream.wire import ProgressCallback
@@ -50,10 +50,8 @@ ERROR_TEXT_CHARS = 2000
 """How much of a failed call's answer its tool error quotes."""
 OPENAPI_VERSION = "1.0.0"
 
-_ResultT = TypeVar("_ResultT", bound=BaseModel)
 
-
-class OpenApiSession:
+class OpenApiSession(ToolsOnlySession):
     """An OpenAPI-described API in use. Build it with ``open_openapi_session``."""
 
     def __init__(
@@ -65,13 +63,7 @@ class OpenApiSession:
         http_client: httpx2.AsyncClient | None = None,
         egress: EgressPolicy | None = None,
     ) -> None:
-        self.server_name = server_name
-        self.modern_only: dict[str, tuple[str, ...]] = {}
-        self.initialize_result: mcp_types.InitializeResult | None = mcp_types.InitializeResult(
-            protocol_version=LATEST_HANDSHAKE_VERSION,
-            capabilities=mcp_types.ServerCapabilities(tools=mcp_types.ToolsCapability(list_changed=False)),
-            server_info=mcp_types.Implementation(name=server_name, title="OpenAPI", version=OPENAPI_VERSION),
-        )
+        super().__init__(server_name, "an OpenAPI server", "OpenAPI", OPENAPI_VERSION)
         self._spec_url = str(config["spec_url"]) if "spec_url" in config else None
         self._inline = config.get("spec") if isinstance(config.get("spec"), dict) else None
         self._base_url = str(config["base_url"]) if "base_url" in config else None
@@ -90,44 +82,6 @@ class OpenApiSession:
         self._base = ""
         self._operations: dict[str, Operation] = {}
         self._schemes: dict[str, Any] = {}
-        self._alive = False
-        self._pending = 0
-
-    @property
-    def alive(self) -> bool:
-        """True between a successful connect and ``close()``."""
-        return self._alive
-
-    @property
-    def pending(self) -> int:
-        """Tool calls in flight."""
-        return self._pending
-
-    @property
-    def pid(self) -> None:
-        """Remote APIs have no local process."""
-        return None
-
-    @property
-    def lost_reason(self) -> str | None:
-        """None: the health checks find an API that stopped answering."""
-        return None
-
-    @property
-    def modern_versions(self) -> tuple[str, ...]:
-        """None: an HTTP API has no MCP eras."""
-        return ()
-
-    @property
-    def modern_tasks(self) -> bool:
-        """False: an HTTP API has no tasks of its own."""
-        return False
-
-    @property
-    def capabilities(self) -> mcp_types.ServerCapabilities:
-        """Tools only."""
-        assert self.initialize_result is not None
-        return self.initialize_result.capabilities
 
     async def connect(self, connect_timeout: float) -> None:
         """Read the document and its operations within ``connect_timeout``."""
@@ -184,47 +138,9 @@ class OpenApiSession:
             words = f"{self.server_name}: the health check answered HTTP {status}"
             raise UpstreamError(words, summary=words)
 
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        *,
-        timeout: float,
-        call_id: str | None = None,
-        progress: ProgressCallback | None = None,
-        envelope: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """``tools/list``, ``tools/call`` and ``ping``; any other method is "method not found"."""
-        params = params or {}
-        if method == "tools/list":
-            tools = await self.list_tools(timeout=timeout)
-            return {"tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]}
-        if method == "tools/call":
-            arguments = dict(params.get("arguments") or {})
-            result = await self.call_tool(str(params.get("name", "")), arguments, timeout=timeout)
-            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        if method == "ping":
-            await self.ping(timeout=timeout)
-            return {}
-        raise UpstreamError(
-            f"{self.server_name}: an OpenAPI server does not serve {method}",
-            code=mcp_types.METHOD_NOT_FOUND,
-            reason=f"Method not found: {method}",
-            summary=f"an OpenAPI server does not serve {method}",
-        )
-
-    async def send(
-        self, request: mcp_types.ClientRequest, result_type: type[_ResultT], *, what: str, limit: float
-    ) -> _ResultT:
-        """One typed request, answered by ``request``."""
-        params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if request.params else None
-        answer = await self.request(request.method, params, timeout=limit)
-        try:
-            return result_type.model_validate(answer, by_name=False)
-        except ValidationError as exc:
-            raise UpstreamError(
-                f"{self.server_name}: invalid answer while {what}: {exc}", summary=f"invalid answer while {what}"
-            ) from exc
+    async def _answer_call(self, name: str, arguments: dict[str, Any], timeout: float) -> dict[str, Any]:
+        result = await self.call_tool(name, arguments, timeout=timeout)
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def close(self) -> None:
         """Stop using the API and close the connection pools. Idempotent."""
