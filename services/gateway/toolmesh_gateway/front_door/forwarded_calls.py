@@ -34,10 +34,10 @@ async def forward_screened(
 ) -> dict[str, Any]:
     """``forward(verdict)``'s result once ``call`` passed its policies (``ToolCalls.policies``) and
     ``ToolCalls.admit`` and got a slot, without the fields its policies redact; every outcome is
-    audited (a result once it was scanned for poisoning). ``approved``: the call was approved in an earlier round (no approval is asked again);
-    ``forward`` gets the verdict (whether the call is approved now, what a task's result must lose).
-    Refusals raise (``PolicyDenied``, ``RateLimited``, ``QuotaExceeded``, ``SHED``), as do the
-    upstream's own errors (``MCPError``)."""
+    audited (a result once it was scanned for poisoning). ``approved``: the call was approved in an
+    earlier round (no approval is asked again); ``forward`` gets the verdict (whether the call is
+    approved now, what a task's result must lose). Refusals raise (``PolicyDenied``, ``RateLimited``,
+    ``QuotaExceeded``, ``SHED``), as do the upstream's own errors (``MCPError``)."""
     started = time.perf_counter()
     verdict = PASSED
     try:
