@@ -69,11 +69,13 @@ def test_token_exchange_names_its_token_endpoint() -> None:
     assert _register("HTTP", auth).connection_config["auth"]["token_exchange"]["token_endpoint"] == "https://idp/t"
 
 
-def test_an_openapi_server_takes_no_oauth_auth_member() -> None:
+def test_an_openapi_server_takes_an_oauth_auth_member_naming_its_scheme() -> None:
+    spec = {"spec_url": "https://api.example.com/openapi.json"}
+    auth = {"mode": "oauth", "identity": "per_user", "scheme": "petstore_auth"}
+    config = {**spec, "auth": auth}
+    registered = RegisterServerRequest(name="api", transport_type="OPENAPI", connection_config=config)
+    assert registered.connection_config["auth"]["scheme"] == "petstore_auth"
     with pytest.raises(ValidationError) as raised:
-        RegisterServerRequest(
-            name="api",
-            transport_type="OPENAPI",
-            connection_config={"spec_url": "https://api.example.com/openapi.json", "auth": {"mode": "oauth"}},
-        )
+        bad = {**spec, "auth": {"mode": "oauth", "scheme": ""}}
+        RegisterServerRequest(name="api", transport_type="OPENAPI", connection_config=bad)
     assert [e["loc"] for e in raised.value.errors()] == [("connection_config", "auth")]

@@ -100,6 +100,8 @@ def config_problems(
             problems.append((mapping, f"'{mapping}' values must be strings"))
     if "auth" in optional and isinstance(config.get("auth"), dict):
         problems.extend(auth_problems(config["auth"]))
+        if transport is not TransportType.OPENAPI and config["auth"].get("scheme") is not None:
+            problems.append(("auth", "'auth.scheme' names a security scheme of an OPENAPI server's document"))
     if transport is not TransportType.STDIO and isinstance(config.get("headers"), dict):
         problems.extend(("headers", problem) for problem in headers_problems(config["headers"]))
     for field, field_value in config.items():

@@ -4,7 +4,8 @@
 ``base_url`` (overrides the document's ``servers``), ``headers`` (sent with every request),
 ``credentials`` (``{security scheme name: value}``: an API key, a bearer token, or ``user:password``
 for HTTP basic), ``include`` and ``exclude`` (``{"tags": [...], "paths": [...]}``; a path entry
-ending in ``*`` is a prefix). The whole config is sealed at rest like every connection config.
+ending in ``*`` is a prefix), ``auth`` (OAuth, ``contracts.upstream_auth``). The whole config is
+sealed at rest like every connection config.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ OPENAPI_OPTIONAL: dict[str, type] = {
     "credentials": dict,
     "include": dict,
     "exclude": dict,
+    "auth": dict,
 }
 """The optional fields of an ``OPENAPI`` server's config (its required one is ``spec_url`` or ``spec``)."""
 

@@ -1,8 +1,9 @@
-"""How toolmesh authenticates to an HTTP, SSE or REST upstream: ``connection_config.auth``.
+"""How toolmesh authenticates to an HTTP, SSE, REST or OPENAPI upstream: ``connection_config.auth``.
 
 ``{"mode": "oauth", "identity": "shared" | "per_user", "scopes": [...], "client_id": ..., "client_secret": ...}``:
 toolmesh is an OAuth 2.1 client of the upstream (MCP authorization; a REST tool server that answers
-401 the same way takes it too). ``shared``: an owner or admin
+401 the same way takes it too; an OpenAPI server's authorization server is the one its document's
+oauth2 or openIdConnect security scheme names). ``shared``: an owner or admin
 authorizes it once (``POST /api/v1/aggregator/servers/{id}/authorize``) and every caller acts upstream
 as that one identity. ``per_user``: every principal authorizes once for itself and its calls reach the
 upstream as its own user; the catalog is discovered with the identity of one principal that did.
@@ -40,7 +41,7 @@ class TokenExchange(BaseModel):
 
 
 class UpstreamAuth(BaseModel):
-    """The ``auth`` member of an SSE, Streamable HTTP or REST server's ``connection_config``."""
+    """The ``auth`` member of an SSE, Streamable HTTP, REST or OPENAPI server's ``connection_config``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,6 +58,10 @@ class UpstreamAuth(BaseModel):
     a secret)."""
     token_exchange: TokenExchange | None = None
     """Exchange a JWT caller's token for its upstream token (per-user identity, pre-registered client)."""
+    scheme: str | None = Field(default=None, min_length=1, max_length=256)
+    """An ``OPENAPI`` server's: the ``components.securitySchemes`` entry the grant is for (an oauth2
+    scheme with an ``authorizationCode`` flow, or an ``openIdConnect`` one); when absent, the first
+    such scheme by name (``toolmesh.contracts.openapi_oauth``)."""
 
 
 def upstream_auth(config: dict[str, Any]) -> UpstreamAuth | None:

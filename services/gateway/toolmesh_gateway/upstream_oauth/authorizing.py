@@ -14,9 +14,10 @@ from mcp.client.auth import PKCEParameters
 from mcp.client.auth.utils import issuers_match, union_scopes
 
 from toolmesh.contracts.events import ServerAuthorized
+from toolmesh.contracts.openapi_config import DOCUMENT_MAX_BYTES as OPENAPI_DOCUMENT_MAX_BYTES
 from toolmesh.contracts.upstream_auth import AuthorizationState, AuthorizeResponse, UpstreamAuth, upstream_auth
 from toolmesh.credentials import CredentialBox
-from toolmesh.egress.bounded import bounded_client
+from toolmesh.egress.bounded import DOCUMENT_MAX_BYTES, bounded_client
 from toolmesh.egress.policy import EgressPolicy
 from toolmesh.errors import (
     Forbidden,
@@ -36,9 +37,10 @@ from toolmesh.redaction import process_redactor
 from toolmesh_gateway.auth import JWT_PRINCIPAL_PREFIX, Caller
 from toolmesh_gateway.server_commands import ServerCommands
 from toolmesh_gateway.upstream_oauth.client_urls import callback_url, document_url
-from toolmesh_gateway.upstream_oauth.discovery import discover
+from toolmesh_gateway.upstream_oauth.discovery import AuthorizationServer, discover
 from toolmesh_gateway.upstream_oauth.exchange import exchanged
 from toolmesh_gateway.upstream_oauth.flows import FLOW_TTL_SECONDS, FlowStore, PendingFlow
+from toolmesh_gateway.upstream_oauth.openapi_discovery import discover_openapi
 from toolmesh_gateway.upstream_oauth.registration import RegisteredClients, client_for
 
 log = logging.getLogger("toolmesh.gateway")
@@ -60,12 +62,25 @@ class UpstreamAuthorizations:
         self._commands = commands
         self._registered = RegisteredClients()
 
+    def _policy(self, row: queries.Row) -> EgressPolicy:
+        private = bool(row["connection_config"].get("private_network"))
+        return EgressPolicy.of(private, self._b.settings.upstream_private_networks)
+
     def _client(self, row: queries.Row) -> httpx2.AsyncClient:
         """A client that reaches only what the server's egress policy allows, following no redirect and
-        reading no answer past ``DOCUMENT_MAX_BYTES``."""
-        private = bool(row["connection_config"].get("private_network"))
-        policy = EgressPolicy.of(private, self._b.settings.upstream_private_networks)
-        return bounded_client(policy, OAUTH_LIMITS, timeout=OAUTH_TIMEOUT, follow_redirects=False)
+        reading no answer past ``DOCUMENT_MAX_BYTES`` (an OpenAPI server's: past its document's bound)."""
+        bound = OPENAPI_DOCUMENT_MAX_BYTES if row["transport_type"] == "OPENAPI" else DOCUMENT_MAX_BYTES
+        return bounded_client(self._policy(row), OAUTH_LIMITS, bound, timeout=OAUTH_TIMEOUT, follow_redirects=False)
+
+    async def _discover(
+        self, client: httpx2.AsyncClient, row: queries.Row, url: str, auth: UpstreamAuth
+    ) -> AuthorizationServer:
+        """The server's authorization server: from its OpenAPI document's security scheme for an
+        OPENAPI server, else from its challenge and metadata."""
+        if row["transport_type"] == "OPENAPI":
+            config = self._box.open(row["connection_config"]["sealed"])
+            return await discover_openapi(client, self._policy(row), config, auth)
+        return await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
 
     def _oauth_config(self, row: queries.Row) -> tuple[str, UpstreamAuth]:
         config = self._box.open(row["connection_config"]["sealed"])
@@ -96,7 +111,7 @@ class UpstreamAuthorizations:
             )
         redirect_uri = callback_url(self._b.settings.public_url, caller.origin)
         async with self._client(row) as client:
-            found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
+            found = await self._discover(client, row, url, auth)
             scope = await self._scope(server_id, caller, per_user, found.scope)
             document = document_url(self._b.settings.public_url)
             registered = await client_for(
@@ -183,7 +198,7 @@ class UpstreamAuthorizations:
         """Exchange ``token`` for ``caller``'s grant, asking for the scope a challenge wanted for the grant
         it replaces as a browser authorization would (else a step-up never gets the wider scope)."""
         async with self._client(row) as client:
-            found = await discover(client, url, transport=row["transport_type"], scopes=auth.scopes)
+            found = await self._discover(client, row, url, auth)
             scope = await self._scope(row["id"], caller, True, found.scope)
             grant = await exchanged(client, found, auth, token, scope)
         await self._keep(row, grant, caller.principal.key_id, caller.actor)

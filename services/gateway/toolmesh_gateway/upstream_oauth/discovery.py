@@ -40,16 +40,16 @@ class AuthorizationServer:
     scope: str | None
 
 
-def _failed(words: str) -> ServerConnectionFailed:
+def failed(words: str) -> ServerConnectionFailed:
     return ServerConnectionFailed(f"OAuth discovery failed: {words}", {"step": "discovery"})
 
 
-async def _get(client: httpx2.AsyncClient, url: str) -> httpx2.Response | None:
+async def get_json(client: httpx2.AsyncClient, url: str) -> httpx2.Response | None:
     try:
         return await client.get(url, timeout=DISCOVERY_TIMEOUT, headers={"Accept": "application/json"})
     except httpx2.HTTPError as exc:
         if egress_refused(exc) is not None:
-            raise _failed(f"{url} is refused by the egress policy") from None
+            raise failed(f"{url} is refused by the egress policy") from None
         return None
 
 
@@ -66,11 +66,11 @@ async def _challenge(client: httpx2.AsyncClient, url: str, transport: str) -> ht
         headers = {"Accept": "application/json, text/event-stream"}
         return await client.post(url, json=_PROBE, timeout=DISCOVERY_TIMEOUT, headers=headers)
     except EgressRefused:
-        raise _failed("the server's URL is refused by the egress policy") from None
+        raise failed("the server's URL is refused by the egress policy") from None
     except httpx2.HTTPError as exc:
         if egress_refused(exc) is not None:
-            raise _failed("the server's URL is refused by the egress policy") from None
-        raise _failed(f"the server could not be reached ({type(exc).__name__})") from None
+            raise failed("the server's URL is refused by the egress policy") from None
+        raise failed(f"the server could not be reached ({type(exc).__name__})") from None
 
 
 async def _resource_metadata(
@@ -78,25 +78,25 @@ async def _resource_metadata(
 ) -> ProtectedResourceMetadata:
     named = extract_resource_metadata_from_www_auth(challenge) if challenge is not None else None
     for candidate in build_protected_resource_metadata_discovery_urls(named, url):
-        response = await _get(client, candidate)
+        response = await get_json(client, candidate)
         if response is not None and (metadata := await handle_protected_resource_response(response)):
             return metadata
-    raise _failed("the server publishes no protected-resource metadata (RFC 9728)")
+    raise failed("the server publishes no protected-resource metadata (RFC 9728)")
 
 
-async def _server_metadata(client: httpx2.AsyncClient, issuer: str, url: str) -> OAuthMetadata:
+async def server_metadata(client: httpx2.AsyncClient, issuer: str, url: str) -> OAuthMetadata:
     for candidate in build_oauth_authorization_server_metadata_discovery_urls(issuer, url):
-        response = await _get(client, candidate)
+        response = await get_json(client, candidate)
         if response is None:
             continue
         go_on, metadata = await handle_auth_metadata_response(response)
         if metadata is not None:
             if not issuers_match(str(metadata.issuer), issuer):
-                raise _failed("the authorization server's metadata names another issuer")
+                raise failed("the authorization server's metadata names another issuer")
             return metadata
         if not go_on:
             break
-    raise _failed("the authorization server publishes no metadata (RFC 8414 / OpenID discovery)")
+    raise failed("the authorization server publishes no metadata (RFC 8414 / OpenID discovery)")
 
 
 async def discover(
@@ -116,13 +116,13 @@ async def discover(
     if not check_resource_allowed(requested_resource=expected, configured_resource=str(resource.resource)):
         # RFC 9728 section 3.3: else an upstream naming another server's metadata would be sent the
         # token an authorization server issues for that other server.
-        raise _failed(f"the protected-resource metadata is for {resource.resource}, not for this server ({expected})")
+        raise failed(f"the protected-resource metadata is for {resource.resource}, not for this server ({expected})")
     if not resource.authorization_servers:
-        raise _failed("the protected-resource metadata names no authorization server")
+        raise failed("the protected-resource metadata names no authorization server")
     issuer = str(resource.authorization_servers[0])
-    metadata = await _server_metadata(client, issuer, url)
+    metadata = await server_metadata(client, issuer, url)
     if "S256" not in (metadata.code_challenge_methods_supported or ["S256"]):
-        raise _failed("the authorization server does not support PKCE S256")
+        raise failed("the authorization server does not support PKCE S256")
     scope = " ".join(scopes) if scopes else None
     if scope is None and challenge is not None and challenge.status_code in (401, 403):
         scope = usable_scope(extract_scope_from_www_auth(challenge))

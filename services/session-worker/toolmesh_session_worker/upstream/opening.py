@@ -47,7 +47,7 @@ class OpeningOptions:
     rest_policy: RestPolicy | None = None
     egress: EgressPolicy | None = None
     auth: httpx2.Auth | None = None
-    """Authenticates a network server's requests, MCP or REST (``BearerAuth`` for an OAuth server)."""
+    """Authenticates a network server's requests, MCP, REST or OpenAPI (``BearerAuth`` for an OAuth server)."""
 
 
 async def open_session(
@@ -89,6 +89,7 @@ async def open_session(
             connect_timeout=options.connect_timeout,
             http_client=options.http_client,
             egress=options.egress,
+            auth=options.auth,
         )
     return await _open_mcp_session(server_name, transport_type, config, options)
 

@@ -34,6 +34,8 @@ class HttpCall:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     has_body: bool = False
+    bearer: bool = False
+    """Whether the request carries the OAuth grant's access token (``build_call``'s ``oauth`` scheme)."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,10 @@ def build_call(
     base_url: str,
     schemes: Mapping[str, SecurityScheme],
     credentials: Mapping[str, str],
+    oauth: str | None = None,
 ) -> HttpCall:
-    """The request ``operation`` makes with ``arguments``.
+    """The request ``operation`` makes with ``arguments`` (``oauth``: the security scheme the server's
+    OAuth grant is for, see ``_authenticate``).
 
     Raises:
         ArgumentProblem: a required argument is missing.
@@ -110,18 +114,31 @@ def build_call(
     elif operation.body is not None and operation.body in operation.definition["inputSchema"].get("required", []):
         raise ArgumentProblem(f"missing required argument '{operation.body}'")
     call.url = base_url.rstrip("/") + path
-    _authenticate(call, operation, schemes, credentials)
+    _authenticate(call, operation, schemes, credentials, oauth)
     return call
 
 
 def _authenticate(
-    call: HttpCall, operation: Operation, schemes: Mapping[str, SecurityScheme], credentials: Mapping[str, str]
+    call: HttpCall,
+    operation: Operation,
+    schemes: Mapping[str, SecurityScheme],
+    credentials: Mapping[str, str],
+    oauth: str | None,
 ) -> None:
-    """Apply the first alternative of the operation's security requirement whose every scheme has credentials."""
+    """Apply the first alternative of the operation's security requirement whose every scheme has
+    credentials; else the first one naming ``oauth`` whose other schemes have credentials, with the
+    grant's token (``bearer``)."""
     for alternative in operation.security:
         if all(name in schemes and name in credentials for name in alternative):
             for name in alternative:
                 _apply(call, schemes[name], credentials[name])
+            return
+    for alternative in operation.security if oauth is not None else ():
+        others = [name for name in alternative if name != oauth]
+        if oauth in alternative and all(name in schemes and name in credentials for name in others):
+            for name in others:
+                _apply(call, schemes[name], credentials[name])
+            call.bearer = True
             return
 
 

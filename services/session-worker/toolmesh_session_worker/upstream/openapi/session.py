@@ -3,7 +3,9 @@
 * connect and every tool listing read the document (``spec_url``, or ``spec`` inline) again, so a
   refresh sees a changed API and pinning holds a changed operation like any changed tool;
 * a call is the operation's HTTP request (``openapi.requests``) to the API's base URL, with the
-  config's ``headers`` and the credentials its security requirement asks for; a 2xx answer is the
+  config's ``headers`` and the credentials its security requirement asks for (for a server registered
+  with ``auth``, the grant's access token where the requirement names the grant's scheme, renewed by
+  ``auth`` as for a REST server; a grant the API refuses is ``UpstreamRefused``); a 2xx answer is the
   result (its JSON object also as structured content when the operation declares an object answer),
   any other status a tool error quoting it;
 * ping reads the document's URL (any answer below 500), or the base URL for an inline document.
@@ -26,8 +28,11 @@ import mcp_types
 from pydantic import ValidationError
 
 from toolmesh.contracts.openapi_config import DOCUMENT_MAX_BYTES
+from toolmesh.contracts.openapi_oauth import NoOAuthScheme, oauth_scheme
+from toolmesh.contracts.upstream_auth import upstream_auth
 from toolmesh.egress.http import egress_refused
 from toolmesh.egress.policy import EgressPolicy
+from toolmesh_session_worker.upstream.challenges import MET, GrantRefused, ScopeChallenge, refusal
 from toolmesh_session_worker.upstream.errors import UpstreamError, UpstreamMisconfigured, UpstreamTimeout, describe
 from toolmesh_session_worker.upstream.openapi.document import (
     DocumentProblem,
@@ -62,6 +67,7 @@ class OpenApiSession(ToolsOnlySession):
         *,
         http_client: httpx2.AsyncClient | None = None,
         egress: EgressPolicy | None = None,
+        auth: httpx2.Auth | None = None,
     ) -> None:
         super().__init__(server_name, "an OpenAPI server", "OpenAPI", OPENAPI_VERSION)
         self._spec_url = str(config["spec_url"]) if "spec_url" in config else None
@@ -82,6 +88,10 @@ class OpenApiSession(ToolsOnlySession):
         self._base = ""
         self._operations: dict[str, Operation] = {}
         self._schemes: dict[str, Any] = {}
+        self._auth = auth
+        oauth = upstream_auth(dict(config)) if auth is not None else None
+        self._oauth_named = oauth.scheme if oauth is not None else None
+        self._oauth: str | None = None
 
     async def connect(self, connect_timeout: float) -> None:
         """Read the document and its operations within ``connect_timeout``."""
@@ -118,7 +128,7 @@ class OpenApiSession(ToolsOnlySession):
         if operation is None or self._api_client is None:
             raise as_error(MCPToolNotFoundError(name, list(self._operations)), self.server_name, name)
         try:
-            call = build_call(operation, arguments, self._base, self._schemes, self._credentials)
+            call = build_call(operation, arguments, self._base, self._schemes, self._credentials, self._oauth)
         except ArgumentProblem as exc:
             return _failure(str(exc))
         self._pending += 1
@@ -169,7 +179,8 @@ class OpenApiSession(ToolsOnlySession):
         try:
             base = api_base(document, self._base_url, self._spec_url)
             operations = read_operations(document, self._selection)
-        except DocumentProblem as exc:
+            oauth = oauth_scheme(document, self._oauth_named)[0] if self._auth is not None else None
+        except (DocumentProblem, NoOAuthScheme) as exc:
             words = f"{self.server_name}: unusable OpenAPI document: {exc}"
             raise UpstreamMisconfigured(words, summary=words) from exc
         if base != self._base or self._api_client is None:
@@ -179,6 +190,7 @@ class OpenApiSession(ToolsOnlySession):
         if self._pending == 0:
             await self._close_retired()
         self._schemes = security_schemes(document)
+        self._oauth = oauth
         self._operations = {op.tool: op for op in operations}
 
     async def _fetch(self, timeout: float) -> dict[str, Any]:
@@ -205,8 +217,19 @@ class OpenApiSession(ToolsOnlySession):
         options: dict[str, Any] = {"params": call.params, "headers": call.headers}
         if call.has_body:
             options["json"] = call.body
+        if call.bearer and self._auth is not None:
+            options["auth"] = self._auth
         what = f"calling {operation.tool}"
-        status, raw = await self._exchange(client, call.method, call.url, timeout, what, RESPONSE_MAX_BYTES, **options)
+        met: list[ScopeChallenge | GrantRefused] = []  # what the grant met (``BearerAuth`` notes it)
+        listening = MET.set(met)
+        try:
+            status, raw = await self._exchange(
+                client, call.method, call.url, timeout, what, RESPONSE_MAX_BYTES, **options
+            )
+        finally:
+            MET.reset(listening)
+        if (refused := refusal(self.server_name, what, met)) is not None:
+            raise refused
         where = f"{operation.method} {operation.path}"
         if raw is None:
             return _failure(f"{where}: the answer is longer than {RESPONSE_MAX_BYTES} bytes and was cut off")
@@ -257,6 +280,7 @@ async def open_openapi_session(
     connect_timeout: float,
     http_client: httpx2.AsyncClient | None = None,
     egress: EgressPolicy | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> OpenApiSession:
     """Connect to an OpenAPI server (``config`` validated and ``${VAR}``-expanded): read its document.
 
@@ -264,7 +288,7 @@ async def open_openapi_session(
         UpstreamMisconfigured: the egress policy refuses a URL, or the document is unusable or too large.
         UpstreamError: the document could not be read.
     """
-    session = OpenApiSession(server_name, config, policy, http_client=http_client, egress=egress)
+    session = OpenApiSession(server_name, config, policy, http_client=http_client, egress=egress, auth=auth)
     try:
         await session.connect(connect_timeout)
     except BaseException:
