@@ -116,3 +116,44 @@ async def test_an_oversized_answer_is_cut_with_an_error(system: System, pets: st
     result = await call(system, "pets.bigAnswer", {})
     assert result["isError"] is True
     assert result["content"][0]["text"] == "GET /big: the answer is longer than 4194304 bytes and was cut off"
+
+
+def reference_bomb(operations: int) -> dict[str, Any]:
+    """A small document whose every operation's body refers to one schema that doubles at each of
+    15 levels (20,000 nodes once inlined): each alone stays under the per-schema bound."""
+    schemas: dict[str, Any] = {"s15": {"type": "string"}}
+    for i in range(15):
+        twice = {"$ref": f"#/components/schemas/s{i + 1}"}
+        schemas[f"s{i}"] = {"type": "object", "properties": {"a": twice, "b": twice}}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}
+    paths = {f"/p{i}": {"post": {"requestBody": {"$ref": "#/components/requestBodies/r"}}} for i in range(operations)}
+    document = inline("https://api.example.com")
+    document.update(paths=paths, components={"schemas": schemas, "requestBodies": {"r": body}})
+    return document
+
+
+async def test_a_document_whose_references_inline_to_millions_of_nodes_is_refused(system: System) -> None:
+    created = await system.register("bomb", "OPENAPI", {"spec": reference_bomb(200)})
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "inline to more than 500000 nodes in all" in detail["error_message"]
+
+
+async def test_a_document_nested_too_deeply_is_refused(system: System, pets: str) -> None:
+    await control(pets, raw="[" * 100_000)
+    created = await system.register("deep", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "unusable OpenAPI document: the document is nested too deeply" in detail["error_message"]
+
+
+async def test_credentials_do_not_follow_a_document_to_another_origin(system: System, pets: str) -> None:
+    async with launch_openapi_app(KEY) as elsewhere:
+        await control(pets, servers=f"{elsewhere}/v1")
+        created = await system.register("moved", "OPENAPI", pets_config(pets))
+        detail = await system.wait_status(created["id"], "ERROR")
+        assert "on another origin than 'spec_url'" in detail["error_message"]
+        assert await received(elsewhere) == []
+        chosen = await system.register("chosen", "OPENAPI", pets_config(pets, base_url=f"{elsewhere}/v1"))
+        await system.wait_connected(chosen["id"])
+        result = await call(system, "chosen.listPets", {"limit": 1})
+        assert not result.get("isError"), result
+        assert [(r["path"], r["key_ok"]) for r in await received(elsewhere)] == [("/v1/pets", True)]

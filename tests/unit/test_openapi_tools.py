@@ -184,12 +184,17 @@ def test_a_call_encodes_path_values_and_applies_the_operation_credentials() -> N
 
 def test_the_base_url_comes_from_config_or_the_document_relative_to_it() -> None:
     document = doc({}, servers=[{"url": "/{v}", "variables": {"v": {"default": "v2"}}}])
-    assert api_base(document, None, "https://a.example/spec/o.json") == "https://a.example/v2"
-    assert api_base(document, "https://b.example/api/", "https://a.example/o.json") == "https://b.example/api"
+    assert api_base(document, None, "https://a.example/spec/o.json", credentialed=True) == "https://a.example/v2"
+    assert (
+        api_base(document, "https://b.example/api/", "https://a.example/o.json", credentialed=True)
+        == "https://b.example/api"
+    )
     with pytest.raises(DocumentProblem, match="egress policy"):
-        api_base(doc({}, servers=[{"url": "//169.254.169.254/x"}]), None, "https://a.example/o.json")
+        api_base(
+            doc({}, servers=[{"url": "//169.254.169.254/x"}]), None, "https://a.example/o.json", credentialed=False
+        )
     with pytest.raises(DocumentProblem, match="no absolute server URL"):
-        api_base(doc({}), None, None)
+        api_base(doc({}), None, None, credentialed=False)
 
 
 def test_documents_are_json_or_yaml_of_openapi_3() -> None:

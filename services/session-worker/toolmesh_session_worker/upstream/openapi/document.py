@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx2
 import yaml
@@ -40,6 +40,8 @@ def parse_document(raw: bytes) -> dict[str, Any]:
     """An OpenAPI 3.0/3.1 document from JSON or YAML bytes; ``DocumentProblem`` saying why not."""
     try:
         document = json.loads(raw)
+    except RecursionError as exc:
+        raise DocumentProblem("the document is nested too deeply") from exc
     except ValueError:
         try:
             document = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -50,9 +52,11 @@ def parse_document(raw: bytes) -> dict[str, Any]:
     return document
 
 
-def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | None) -> str:
+def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | None, *, credentialed: bool) -> str:
     """Where the API's requests go: ``base_url``, else the document's first server (relative to
-    ``spec_url``); ``DocumentProblem`` when there is none or the egress policy refuses it for everyone."""
+    ``spec_url``); ``DocumentProblem`` when there is none, the egress policy refuses it for everyone,
+    or (``credentialed``: the config has credentials or headers) a document read from ``spec_url``
+    names a server on another origin, where the document's author, not the config, would send them."""
     url = base_url or first_server_url(document) or "/"
     if spec_url is not None:
         url = urljoin(spec_url, url)
@@ -62,4 +66,15 @@ def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | Non
         raise DocumentProblem(f"the API's URL {url!r} is refused by the egress policy: {problem}")
     if "?" in url or "#" in url:
         raise DocumentProblem("the API's URL may not have a query or fragment")
+    if credentialed and base_url is None and spec_url is not None and _origin(url) != _origin(spec_url):
+        raise DocumentProblem(
+            f"the document's server {url!r} is on another origin than 'spec_url', and the config's credentials "
+            "and headers go only where the config names: give 'base_url' to send them there"
+        )
     return url.rstrip("/")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or ""), parts.port or {"http": 80, "https": 443}.get(scheme)

@@ -80,6 +80,7 @@ class OpenApiSession:
             **{str(k): str(v) for k, v in (config.get("headers") or {}).items()},
         }
         self._credentials = {str(k): str(v) for k, v in (config.get("credentials") or {}).items()}
+        self._credentialed = bool(config.get("credentials") or config.get("headers"))
         self._selection = Selection(dict(config.get("include") or {}), dict(config.get("exclude") or {}))
         self._timeout = policy.timeout_seconds
         self._shared = http_client
@@ -251,7 +252,7 @@ class OpenApiSession:
         the old one is closed once no call is in flight)."""
         document = self._inline if self._inline is not None else await self._fetch(timeout)
         try:
-            base = api_base(document, self._base_url, self._spec_url)
+            base = api_base(document, self._base_url, self._spec_url, credentialed=self._credentialed)
             operations = read_operations(document, self._selection)
         except DocumentProblem as exc:
             words = f"{self.server_name}: unusable OpenAPI document: {exc}"
