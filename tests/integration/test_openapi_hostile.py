@@ -138,11 +138,26 @@ async def test_a_document_whose_references_inline_to_millions_of_nodes_is_refuse
     assert "inline to more than 500000 nodes in all" in detail["error_message"]
 
 
-async def test_a_document_nested_too_deeply_is_refused(system: System, pets: str) -> None:
-    await control(pets, raw="[" * 100_000)
-    created = await system.register("deep", "OPENAPI", pets_config(pets))
+YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("[" * 100_000, "the document is nested too deeply"),
+        ('{"openapi": "3.0.3", "paths": {}, "x": ' + "9" * 5000 + "}", "integer string conversion"),
+        (YAML_HEAD + "x: " + "9" * 5000, "integer string conversion"),
+        (YAML_HEAD + "x: !!binary /w==", "binary has no JSON counterpart"),
+        (YAML_HEAD + "x: !!set {a}", "set has no JSON counterpart"),
+    ],
+)
+async def test_a_document_json_cannot_hold_puts_the_server_in_error(
+    system: System, pets: str, raw: str, reason: str
+) -> None:
+    await control(pets, raw=raw)
+    created = await system.register("odd", "OPENAPI", pets_config(pets))
     detail = await system.wait_status(created["id"], "ERROR")
-    assert "unusable OpenAPI document: the document is nested too deeply" in detail["error_message"]
+    assert "unusable OpenAPI document: " in detail["error_message"] and reason in detail["error_message"]
 
 
 async def test_credentials_do_not_follow_a_document_to_another_origin(system: System, pets: str) -> None:

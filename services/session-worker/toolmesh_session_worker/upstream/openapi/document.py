@@ -36,20 +36,41 @@ async def read_bounded(response: httpx2.Response, limit: int) -> bytes:
     return bytes(body)
 
 
+class _JsonYaml(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML read as JSON could say it: a timestamp stays a string; binary, sets and other types
+    JSON has not are refused (``yaml.constructor.ConstructorError``)."""
+
+
+def _no_json_type(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(None, None, f"{node.tag} has no JSON counterpart", node.start_mark)
+
+
+_JsonYaml.add_constructor("tag:yaml.org,2002:timestamp", _JsonYaml.construct_yaml_str)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _JsonYaml.add_constructor(f"tag:yaml.org,2002:{_tag}", _no_json_type)
+
+
 def parse_document(raw: bytes) -> dict[str, Any]:
-    """An OpenAPI 3.0/3.1 document from JSON or YAML bytes; ``DocumentProblem`` saying why not."""
+    """An OpenAPI 3.0/3.1 document from JSON or YAML bytes; ``DocumentProblem`` saying why not
+    (also for a document nested too deeply, or with a number too long to convert)."""
     try:
         document = json.loads(raw)
     except RecursionError as exc:
         raise DocumentProblem("the document is nested too deeply") from exc
     except ValueError:
         try:
-            document = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError as exc:
-            raise DocumentProblem("the document is neither JSON nor YAML") from exc
+            document = yaml.load(raw, Loader=_JsonYaml)
+        except RecursionError as exc:
+            raise DocumentProblem("the document is nested too deeply") from exc
+        except (yaml.YAMLError, ValueError) as exc:
+            raise DocumentProblem(f"the document is neither JSON nor YAML ({_first_line(exc)})") from exc
     if problem := document_problem(document):
         raise DocumentProblem(problem)
     return document
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | None, *, credentialed: bool) -> str:
