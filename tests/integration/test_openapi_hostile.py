@@ -49,6 +49,8 @@ async def test_a_document_whose_servers_name_a_metadata_host_is_refused(system: 
         {"spec": inline(METADATA)},
         {"spec": inline("https://api.example.com"), "base_url": "http://[fe80::1]/v1"},
         {"spec_url": "http://metadata.google.internal/openapi.json"},
+        {"spec": inline("http://[::1")},
+        {"spec": inline("https://api.example.com:99999/v1")},
     ],
 )
 async def test_a_metadata_url_is_refused_at_registration(system: System, config: dict[str, Any]) -> None:
@@ -172,3 +174,22 @@ async def test_credentials_do_not_follow_a_document_to_another_origin(system: Sy
         result = await call(system, "chosen.listPets", {"limit": 1})
         assert not result.get("isError"), result
         assert [(r["path"], r["key_ok"]) for r in await received(elsewhere)] == [("/v1/pets", True)]
+
+
+@pytest.mark.parametrize("servers", ["http://[::1", "https://[zz]/v1", "http://api.example.com:99999/v1"])
+async def test_a_document_naming_no_valid_url_puts_the_server_in_error(system: System, pets: str, servers: str) -> None:
+    await control(pets, servers=servers)
+    created = await system.register("bad", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "unusable OpenAPI document" in detail["error_message"] and "not a valid URL" in detail["error_message"]
+
+
+async def test_a_reference_that_is_no_valid_uri_becomes_an_empty_schema(system: System) -> None:
+    document = inline("https://api.example.com")
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://[::1"}, "b": {"$ref": "//[zz]/x"}}}
+    body = {"content": {"application/json": {"schema": schema}}}
+    document["paths"] = {"/a": {"post": {"operationId": "make", "requestBody": body}}}
+    created = await system.register("refs", "OPENAPI", {"spec": document})
+    await system.wait_connected(created["id"])
+    properties = (await tools_of(system, created["id"]))["make"]["input_schema"]["properties"]["body"]["properties"]
+    assert properties == {"a": {}, "b": {}}

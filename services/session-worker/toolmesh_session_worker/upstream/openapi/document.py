@@ -80,7 +80,10 @@ def api_base(document: dict[str, Any], base_url: str | None, spec_url: str | Non
     names a server on another origin, where the document's author, not the config, would send them."""
     url = base_url or first_server_url(document) or "/"
     if spec_url is not None:
-        url = urljoin(spec_url, url)
+        try:
+            url = urljoin(spec_url, url)
+        except ValueError as exc:
+            raise DocumentProblem(f"the API's URL {url!r} is not a valid URL: {exc}") from exc
     if not url.lower().startswith(("http://", "https://")):
         raise DocumentProblem("the document names no absolute server URL and none was configured (give 'base_url')")
     if problem := url_problem(url):

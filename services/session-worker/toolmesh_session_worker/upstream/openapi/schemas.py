@@ -63,7 +63,7 @@ class Dereferencer:
                 return node
             try:
                 node = self._resolver.lookup(node["$ref"]).contents
-            except Unresolvable:
+            except (Unresolvable, ValueError):  # ValueError: a reference that is no valid URI
                 return {}
         return {}
 
@@ -90,7 +90,7 @@ class Dereferencer:
         if isinstance(ref, str):
             try:
                 resolved = resolver.lookup(ref)
-            except Unresolvable:
+            except (Unresolvable, ValueError):  # ValueError: a reference that is no valid URI
                 return {}
             target = resolved.contents
             if id(target) in budget.trail:
