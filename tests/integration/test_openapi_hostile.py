@@ -193,3 +193,18 @@ async def test_a_reference_that_is_no_valid_uri_becomes_an_empty_schema(system: 
     await system.wait_connected(created["id"])
     properties = (await tools_of(system, created["id"]))["make"]["input_schema"]["properties"]["body"]["properties"]
     assert properties == {"a": {}, "b": {}}
+
+
+@pytest.mark.parametrize("header", ["Schl\u00fcssel", "X-Key\r\nX-Injected: 1", "Content-Length"])
+async def test_a_security_scheme_naming_no_sendable_header_is_not_applied(
+    system: System, pets: str, header: str
+) -> None:
+    document = inline("https://api.example.com")
+    document["paths"] = {"/pets": {"get": {"operationId": "listPets", "security": [{"key": []}]}}}
+    document["components"] = {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": header}}}
+    config = {"spec": document, "base_url": f"{pets}/v1", "credentials": {"key": KEY}}
+    created = await system.register("odd", "OPENAPI", config)
+    await system.wait_connected(created["id"])
+    result = await call(system, "odd.listPets", {})
+    assert result["isError"] is True and "answered HTTP 401" in result["content"][0]["text"], result
+    assert [(r["path"], r["key_ok"]) for r in await received(pets)] == [("/v1/pets", False)]
