@@ -208,3 +208,13 @@ async def test_a_security_scheme_naming_no_sendable_header_is_not_applied(
     result = await call(system, "odd.listPets", {})
     assert result["isError"] is True and "answered HTTP 401" in result["content"][0]["text"], result
     assert [(r["path"], r["key_ok"]) for r in await received(pets)] == [("/v1/pets", False)]
+
+
+async def test_an_answer_nested_too_deeply_is_text_without_structured_content(system: System, pets: str) -> None:
+    created = await system.register("pets", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    await control(pets, answer="[" * 100_000)
+    result = await call(system, "pets.getPet", {"petId": "1"})
+    assert result.get("isError") is not True, result
+    assert result["content"][0]["text"] == "[" * 100_000
+    assert "structuredContent" not in result

@@ -13,7 +13,8 @@ Test controls (never authenticated): ``POST /control`` with ``{"changed": true}`
 gets another description and a new query parameter), ``{"servers": URL}`` (the document's first
 server), ``{"huge": true}`` (the document grows past 5 MiB), ``{"remote_refs": true}`` (``Pet``
 refers to ``file:///etc/passwd`` and to this app's ``/canary.json``), ``{"raw": TEXT}`` (the document
-is ``TEXT`` as it is, JSON or not); ``GET /received`` lists every
+is ``TEXT`` as it is, JSON or not), ``{"answer": TEXT}`` (every API call with the right key is
+answered ``TEXT``, status 200); ``GET /received`` lists every
 API request received; ``GET /canary`` counts reads of ``/canary.json``.
 """
 
@@ -37,6 +38,7 @@ STATE: dict[str, Any] = {
     "remote_refs": False,
     "canary": 0,
     "raw": None,
+    "answer": None,
 }
 RECEIVED: list[dict[str, Any]] = []
 KEY = {"value": ""}
@@ -181,6 +183,8 @@ async def api(request: Request) -> Response:
     RECEIVED.append(seen)
     if not seen["key_ok"]:
         return JSONResponse({"error": "bad key"}, status_code=401)
+    if STATE["answer"] is not None:
+        return Response(STATE["answer"], media_type="application/json")
     if request.url.path == "/v1/big":
         return Response(b"y" * BIG_BYTES, media_type="text/plain")
     if request.method == "DELETE":

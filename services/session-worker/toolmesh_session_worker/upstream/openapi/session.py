@@ -302,7 +302,7 @@ class OpenApiSession:
         if "outputSchema" in operation.definition:
             try:
                 parsed = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
                 parsed = None
             structured = parsed if isinstance(parsed, dict) else None
         content: list[mcp_types.ContentBlock] = [mcp_types.TextContent(type="text", text=text)]
