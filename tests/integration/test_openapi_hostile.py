@@ -49,6 +49,8 @@ async def test_a_document_whose_servers_name_a_metadata_host_is_refused(system: 
         {"spec": inline(METADATA)},
         {"spec": inline("https://api.example.com"), "base_url": "http://[fe80::1]/v1"},
         {"spec_url": "http://metadata.google.internal/openapi.json"},
+        {"spec": inline("http://[::1")},
+        {"spec": inline("https://api.example.com:99999/v1")},
     ],
 )
 async def test_a_metadata_url_is_refused_at_registration(system: System, config: dict[str, Any]) -> None:
@@ -116,3 +118,103 @@ async def test_an_oversized_answer_is_cut_with_an_error(system: System, pets: st
     result = await call(system, "pets.bigAnswer", {})
     assert result["isError"] is True
     assert result["content"][0]["text"] == "GET /big: the answer is longer than 4194304 bytes and was cut off"
+
+
+def reference_bomb(operations: int) -> dict[str, Any]:
+    """A small document whose every operation's body refers to one schema that doubles at each of
+    15 levels (20,000 nodes once inlined): each alone stays under the per-schema bound."""
+    schemas: dict[str, Any] = {"s15": {"type": "string"}}
+    for i in range(15):
+        twice = {"$ref": f"#/components/schemas/s{i + 1}"}
+        schemas[f"s{i}"] = {"type": "object", "properties": {"a": twice, "b": twice}}
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}
+    paths = {f"/p{i}": {"post": {"requestBody": {"$ref": "#/components/requestBodies/r"}}} for i in range(operations)}
+    document = inline("https://api.example.com")
+    document.update(paths=paths, components={"schemas": schemas, "requestBodies": {"r": body}})
+    return document
+
+
+async def test_a_document_whose_references_inline_to_millions_of_nodes_is_refused(system: System) -> None:
+    created = await system.register("bomb", "OPENAPI", {"spec": reference_bomb(200)})
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "inline to more than 500000 nodes in all" in detail["error_message"]
+
+
+YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("[" * 100_000, "the document is nested too deeply"),
+        ('{"openapi": "3.0.3", "paths": {}, "x": ' + "9" * 5000 + "}", "integer string conversion"),
+        (YAML_HEAD + "x: " + "9" * 5000, "integer string conversion"),
+        (YAML_HEAD + "x: !!binary /w==", "binary has no JSON counterpart"),
+        (YAML_HEAD + "x: !!set {a}", "set has no JSON counterpart"),
+    ],
+)
+async def test_a_document_json_cannot_hold_puts_the_server_in_error(
+    system: System, pets: str, raw: str, reason: str
+) -> None:
+    await control(pets, raw=raw)
+    created = await system.register("odd", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "unusable OpenAPI document: " in detail["error_message"] and reason in detail["error_message"]
+
+
+async def test_credentials_do_not_follow_a_document_to_another_origin(system: System, pets: str) -> None:
+    async with launch_openapi_app(KEY) as elsewhere:
+        await control(pets, servers=f"{elsewhere}/v1")
+        created = await system.register("moved", "OPENAPI", pets_config(pets))
+        detail = await system.wait_status(created["id"], "ERROR")
+        assert "on another origin than 'spec_url'" in detail["error_message"]
+        assert await received(elsewhere) == []
+        chosen = await system.register("chosen", "OPENAPI", pets_config(pets, base_url=f"{elsewhere}/v1"))
+        await system.wait_connected(chosen["id"])
+        result = await call(system, "chosen.listPets", {"limit": 1})
+        assert not result.get("isError"), result
+        assert [(r["path"], r["key_ok"]) for r in await received(elsewhere)] == [("/v1/pets", True)]
+
+
+@pytest.mark.parametrize("servers", ["http://[::1", "https://[zz]/v1", "http://api.example.com:99999/v1"])
+async def test_a_document_naming_no_valid_url_puts_the_server_in_error(system: System, pets: str, servers: str) -> None:
+    await control(pets, servers=servers)
+    created = await system.register("bad", "OPENAPI", pets_config(pets))
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "unusable OpenAPI document" in detail["error_message"] and "not a valid URL" in detail["error_message"]
+
+
+async def test_a_reference_that_is_no_valid_uri_becomes_an_empty_schema(system: System) -> None:
+    document = inline("https://api.example.com")
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://[::1"}, "b": {"$ref": "//[zz]/x"}}}
+    body = {"content": {"application/json": {"schema": schema}}}
+    document["paths"] = {"/a": {"post": {"operationId": "make", "requestBody": body}}}
+    created = await system.register("refs", "OPENAPI", {"spec": document})
+    await system.wait_connected(created["id"])
+    properties = (await tools_of(system, created["id"]))["make"]["input_schema"]["properties"]["body"]["properties"]
+    assert properties == {"a": {}, "b": {}}
+
+
+@pytest.mark.parametrize("header", ["Schl\u00fcssel", "X-Key\r\nX-Injected: 1", "Content-Length"])
+async def test_a_security_scheme_naming_no_sendable_header_is_not_applied(
+    system: System, pets: str, header: str
+) -> None:
+    document = inline("https://api.example.com")
+    document["paths"] = {"/pets": {"get": {"operationId": "listPets", "security": [{"key": []}]}}}
+    document["components"] = {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": header}}}
+    config = {"spec": document, "base_url": f"{pets}/v1", "credentials": {"key": KEY}}
+    created = await system.register("odd", "OPENAPI", config)
+    await system.wait_connected(created["id"])
+    result = await call(system, "odd.listPets", {})
+    assert result["isError"] is True and "answered HTTP 401" in result["content"][0]["text"], result
+    assert [(r["path"], r["key_ok"]) for r in await received(pets)] == [("/v1/pets", False)]
+
+
+async def test_an_answer_nested_too_deeply_is_text_without_structured_content(system: System, pets: str) -> None:
+    created = await system.register("pets", "OPENAPI", pets_config(pets))
+    await system.wait_connected(created["id"])
+    await control(pets, answer="[" * 100_000)
+    result = await call(system, "pets.getPet", {"petId": "1"})
+    assert result.get("isError") is not True, result
+    assert result["content"][0]["text"] == "[" * 100_000
+    assert "structuredContent" not in result

@@ -153,18 +153,22 @@ async def test_an_api_that_stops_answering_is_unavailable(system: System) -> Non
     assert response.json()["error_code"] == "SERVER_UNAVAILABLE"
 
 
-async def test_a_refresh_follows_the_document_to_a_new_server_url(system: System, pets: str) -> None:
+async def test_a_refresh_follows_the_document_to_a_new_server_url_on_its_origin_only(system: System, pets: str) -> None:
     created = await system.register("pets", "OPENAPI", pets_config(pets))
     await system.wait_connected(created["id"])
     assert not (await call(system, "pets.listPets", {"limit": 1})).get("isError")
-    moved = pets.replace("127.0.0.1", "localhost") + "/v1"
-    await control(pets, servers=moved)
+    await control(pets, servers=f"{pets}/v1/v2")
     refreshed = await system.api.post(f"{SERVERS}/{created['id']}/tools/refresh")
     assert refreshed.status_code in (200, 202), refreshed.text
     answered = await call(system, "pets.listPets", {"limit": 2})
     assert not answered.get("isError"), answered
+    await control(pets, servers=pets.replace("127.0.0.1", "localhost") + "/v1")
+    for step in ("disconnect", "connect"):
+        assert (await system.api.post(f"{SERVERS}/{created['id']}/{step}")).status_code in (200, 202)
+    detail = await system.wait_status(created["id"], "ERROR")
+    assert "on another origin than 'spec_url'" in detail["error_message"]
     seen = await received(pets)
-    assert [(r["host"], r["query"]) for r in seen] == [
-        (pets.removeprefix("http://"), [["limit", "1"]]),
-        (moved.removeprefix("http://").removesuffix("/v1"), [["limit", "2"]]),
+    assert [(r["host"], r["path"], r["query"]) for r in seen] == [
+        (pets.removeprefix("http://"), "/v1/pets", [["limit", "1"]]),
+        (pets.removeprefix("http://"), "/v1/v2/pets", [["limit", "2"]]),
     ]

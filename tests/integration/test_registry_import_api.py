@@ -116,3 +116,23 @@ async def test_the_nats_operations_plan_and_import_the_same(system: System, http
         await system.wait_connected(created["result"]["id"])
     finally:
         await nc.close()
+
+
+async def test_an_entry_cannot_loosen_its_container_or_swap_its_package(system: System) -> None:
+    image = {"registryType": "oci", "identifier": "example/weather:1.0", "transport": {"type": "stdio"}}
+    hostile = [
+        [{"type": "positional", "value": "--privileged"}, {"type": "named", "name": "-v", "value": "/:/host"}],
+        [{"type": "positional", "value": "evil/image"}],
+    ]
+    for arguments in hostile:
+        entry = {"name": "io.github.example/weather", "packages": [{**image, "runtimeArguments": arguments}]}
+        for path in (f"{IMPORT}/plan", IMPORT):
+            refused = await system.api.post(path, json={"document": entry})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error_code"] == "VALIDATION_ERROR"
+            assert "runtimeArguments" in refused.json()["detail"]
+    preload = {"registryType": "npm", "identifier": "weather", "transport": {"type": "stdio"}}
+    preload["environmentVariables"] = [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]
+    refused = await system.api.post(IMPORT, json={"document": {"name": "io.github.example/w", "packages": [preload]}})
+    assert refused.status_code == 422 and "LD_PRELOAD" in refused.json()["detail"], refused.text
+    assert (await system.api.get("/api/v1/aggregator/servers")).json()["servers"] == []

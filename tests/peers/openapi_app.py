@@ -12,7 +12,9 @@ query, whether the key was right, body.
 Test controls (never authenticated): ``POST /control`` with ``{"changed": true}`` (``getPet``
 gets another description and a new query parameter), ``{"servers": URL}`` (the document's first
 server), ``{"huge": true}`` (the document grows past 5 MiB), ``{"remote_refs": true}`` (``Pet``
-refers to ``file:///etc/passwd`` and to this app's ``/canary.json``); ``GET /received`` lists every
+refers to ``file:///etc/passwd`` and to this app's ``/canary.json``), ``{"raw": TEXT}`` (the document
+is ``TEXT`` as it is, JSON or not), ``{"answer": TEXT}`` (every API call with the right key is
+answered ``TEXT``, status 200); ``GET /received`` lists every
 API request received; ``GET /canary`` counts reads of ``/canary.json``.
 """
 
@@ -29,7 +31,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-STATE: dict[str, Any] = {"changed": False, "servers": "/v1", "huge": False, "remote_refs": False, "canary": 0}
+STATE: dict[str, Any] = {
+    "changed": False,
+    "servers": "/v1",
+    "huge": False,
+    "remote_refs": False,
+    "canary": 0,
+    "raw": None,
+    "answer": None,
+}
 RECEIVED: list[dict[str, Any]] = []
 KEY = {"value": ""}
 BIG_BYTES = 5 * 1024 * 1024
@@ -137,6 +147,8 @@ def document(port: int) -> dict[str, Any]:
 
 
 async def openapi(request: Request) -> Response:
+    if STATE["raw"] is not None:
+        return Response(STATE["raw"], media_type="application/json")
     return JSONResponse(document(request.url.port or 0))
 
 
@@ -171,6 +183,8 @@ async def api(request: Request) -> Response:
     RECEIVED.append(seen)
     if not seen["key_ok"]:
         return JSONResponse({"error": "bad key"}, status_code=401)
+    if STATE["answer"] is not None:
+        return Response(STATE["answer"], media_type="application/json")
     if request.url.path == "/v1/big":
         return Response(b"y" * BIG_BYTES, media_type="text/plain")
     if request.method == "DELETE":

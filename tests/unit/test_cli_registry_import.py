@@ -12,7 +12,7 @@ import pytest
 from toolmesh.registry_import.inputs import InputSpec
 from toolmesh_cli.errors import ConfigError
 from toolmesh_cli.import_command import import_entries
-from toolmesh_cli.registry_entries import Choice, convert_registry, parse_inputs, read_document
+from toolmesh_cli.registry_entries import Choice, ask_on_terminal, convert_registry, parse_inputs, read_document
 
 pytestmark = pytest.mark.unit
 
@@ -124,3 +124,27 @@ def test_import_tells_a_desktop_config_from_a_registry_document(tmp_path: Path) 
     neither.write_text(json.dumps({"tools": []}))
     with pytest.raises(ConfigError, match=r"expected an object with \"mcpServers\", or an MCP Registry server\.json"):
         import_entries(_args(neither))
+
+
+def test_an_entry_cannot_send_escape_sequences_to_the_terminal_that_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt: prompts.append(prompt) or "v")
+    spec = InputSpec(name="key\x1b]52;c;ZXZpbA==\x07", kind="env", description="\x1b[2J\x1b[Hcleared\u009b31m")
+    assert ask_on_terminal(spec) == "v"
+    assert prompts == ["key?]52;c;ZXZpbA==? (?[2J?[Hcleared?31m): "]
+    hostile = {
+        "name": "io.github.x/\x1b[2Jw",
+        "packages": [
+            {
+                "registryType": "npm",
+                "identifier": "w",
+                "transport": {"type": "stdio"},
+                "environmentVariables": [
+                    {"name": "K", "value": "{\x1b]0;t\x07}", "variables": {"\x1b]0;t\x07": {"isRequired": True}}}
+                ],
+            }
+        ],
+    }
+    [entry], _ = convert_registry(hostile, Choice({}), None)
+    assert entry.source_name == "io.github.x/?[2Jw"
+    assert entry.problem is not None and "\x1b" not in entry.problem and "\x07" not in entry.problem

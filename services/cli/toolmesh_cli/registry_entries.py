@@ -10,6 +10,7 @@ import getpass
 import json
 import shutil
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +77,17 @@ def read_document(source: str) -> Any:
         raise ConfigError(f"{where} is not valid JSON: {exc}") from exc
 
 
+def _shown(text: str) -> str:
+    """``text`` of an entry as it may reach a terminal: control characters (escape sequences that
+    could rewrite the screen, the title or the clipboard) as ``?``."""
+    return "".join("?" if unicodedata.category(c) == "Cc" else c for c in text)
+
+
 def ask_on_terminal(spec: InputSpec) -> str | None:
     """Ask for one input on the terminal (a secret without echo); None when left empty."""
     about = f" ({spec.description})" if spec.description else ""
     options = f" [{'/'.join(spec.choices)}]" if spec.choices else ""
-    prompt = f"{spec.name}{about}{options}: "
+    prompt = _shown(f"{spec.name}{about}{options}: ")
     answer = getpass.getpass(prompt) if spec.secret else input(prompt)
     return answer or None
 
@@ -91,7 +98,7 @@ def terminal_asker() -> Ask | None:
 
 
 def _entry(server: Mapping[str, Any], choice: Choice, declared: set[str], ask: Ask | None) -> tuple[Entry, list[str]]:
-    source = str(server.get("name") or "server.json")
+    source = _shown(str(server.get("name") or "server.json"))
     try:
         found = plan(server, package=choice.package, remote=choice.remote, name=choice.name)
         names = {spec.name for spec in found.inputs}
@@ -103,7 +110,7 @@ def _entry(server: Mapping[str, Any], choice: Choice, declared: set[str], ask: A
                     values[spec.name] = answer
         done = convert(server, values, package=choice.package, remote=choice.remote, name=choice.name)
     except RegistryEntryRefused as exc:
-        return Entry(source, problem=exc.detail), []
+        return Entry(source, problem=_shown(exc.detail)), []
     command = done.request.connection_config.get("command")
     warnings = list(done.warnings)
     if command and shutil.which(command) is None:
@@ -117,7 +124,7 @@ def convert_registry(document: Any, choice: Choice, ask: Ask | None) -> tuple[li
     try:
         servers = registry_entries(document)
     except RegistryEntryRefused as exc:
-        raise ConfigError(exc.detail) from exc
+        raise ConfigError(_shown(exc.detail)) from exc
     if choice.name is not None and len(servers) != 1:
         raise ConfigError(f"--name names one server; the document holds {len(servers)}")
     declared: set[str] = set()

@@ -234,8 +234,12 @@ def refusal_reason(host: str, address: IPAddress | None, reach: Reach) -> str:
 def url_problem(url: str) -> str | None:
     """What makes ``url`` unusable as an upstream URL whatever the role: not http(s), no host, a host
     two URL parsers read differently, or a host refused for everyone; None when it is fine so far
-    (a name is judged by what it resolves to)."""
-    parts = urlsplit(url)
+    (a name is judged by what it resolves to), or no valid URL at all (a bad IPv6 literal or port)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError as exc:
+        return f"is not a valid URL: {exc}"
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return "must be an http(s) URL with a host"
     if "\\" in parts.netloc or "%" in (parts.hostname or "").split("%25", 1)[0]:

@@ -13,6 +13,10 @@ nuget        dnx          ``dnx [runtimeArguments] <identifier>@<version> --yes 
 ``runtimeHint`` picks among a kind's runtimes and nothing else (a hint of ``sh`` would run anything).
 Identifiers, versions and flag names are checked against their registries' shapes, so none can
 start with ``-`` and turn into an option of the runtime; each argument value is one argv element.
+``runtimeArguments`` may not use the runtime's options that run another command, fetch the package
+from elsewhere or loosen a container (``RUNTIME_OPTIONS_REFUSED``), and ``environmentVariables`` may
+not name a variable that changes how the runtime itself runs (``RUNTIME_VARIABLES_REFUSED``): a
+hostile entry gets no more than its package running as labelled.
 """
 
 from __future__ import annotations
@@ -40,6 +44,32 @@ _IDENTIFIERS = {
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTAINER_OPTIONS = (
+    "--privileged --cap-add --security-opt --device --device-cgroup-rule --pid --ipc --uts --userns --cgroupns "
+    "--cgroup-parent --network --net --volumes-from -v --volume --mount --env-file --entrypoint -u --user "
+    "--group-add --runtime --sysctl"
+)
+RUNTIME_OPTIONS_REFUSED: dict[str, frozenset[str]] = {
+    "npx": frozenset(
+        "-c --call -p --package --registry --userconfig --globalconfig --node-options --script-shell --prefix".split()
+    ),
+    "uvx": frozenset(
+        "--from --with -w --with-requirements --with-editable --index --index-url -i --extra-index-url "
+        "--default-index --find-links -f --python -p --config-file --directory --project".split()
+    ),
+    "docker": frozenset(_CONTAINER_OPTIONS.split()),
+    "podman": frozenset(_CONTAINER_OPTIONS.split()),
+    "dnx": frozenset("--source -s --add-source --configfile".split()),
+}
+"""Per runtime, the options a registry entry's ``runtimeArguments`` may not use."""
+RUNTIME_VARIABLES_REFUSED = re.compile(
+    r"^(PATH|HOME|ENV|BASH_ENV|LD_\w*|DYLD_\w*|NODE_OPTIONS|NODE_PATH|NODE_EXTRA_CA_CERTS|NODE_TLS_\w*|"
+    r"NPM_CONFIG_\w*|PYTHONPATH|PYTHONHOME|PYTHONSTARTUP|PYTHONUSERBASE|PIP_\w*|UV_\w*|DOCKER_\w*|"
+    r"CONTAINER_\w*|CONTAINERS_\w*|DOTNET_\w*|NUGET_\w*|SSL_CERT_\w*|REQUESTS_CA_BUNDLE|HTTPS?_PROXY|ALL_PROXY)$",
+    re.IGNORECASE,
+)
+"""Environment variables a registry entry may not set: they change how the runtime runs, where it
+fetches the package from, or whom it trusts (a package's own settings are any other name)."""
 
 
 def package_problem(package: Any) -> str | None:
@@ -79,8 +109,10 @@ def package_label(package: Any) -> str:
     return f"{package.get('registryType')} {package.get('identifier')}{suffix}"
 
 
-def _arguments(items: Any, inputs: Inputs, where: str) -> list[str]:
-    """The argv elements of ``runtimeArguments`` or ``packageArguments``."""
+def _arguments(items: Any, inputs: Inputs, where: str, *, runtime: bool = False) -> list[str]:
+    """The argv elements of ``runtimeArguments`` or ``packageArguments``. A runtime's are options
+    only: a named one is one element ``--flag=value`` (so no value can become the runtime's package
+    when the flag takes none), a positional one must start with ``-``."""
     if items is None:
         return []
     if not isinstance(items, list):
@@ -94,13 +126,17 @@ def _arguments(items: Any, inputs: Inputs, where: str) -> list[str]:
             hint = item.get("valueHint")
             name = document_text(hint, f"{here}: 'valueHint'") if hint is not None else None
             value = inputs.value_of(name, item, "argument", here)
+            if runtime and value is not None and not value.startswith("-"):
+                raise RegistryEntryRefused(
+                    f"{here}: {value!r} is no option: it would become the package the runtime runs"
+                )
             argv += [] if value is None else [value]
         elif item.get("type") == "named":
             flag = document_text(item.get("name"), f"{here}: 'name'")
             if not _FLAG.match(flag):
                 raise RegistryEntryRefused(f"{here}: {flag!r} is not a command-line flag (-x or --name)")
             value = inputs.value_of(flag.lstrip("-"), item, "argument", here)
-            argv += [] if value is None else [flag, value]
+            argv += [] if value is None else [f"{flag}={value}"] if runtime else [flag, value]
         else:
             raise RegistryEntryRefused(f"{here}: unknown argument type {item.get('type')!r} (positional or named)")
     return argv
@@ -117,10 +153,27 @@ def _environment(items: Any, inputs: Inputs) -> dict[str, str]:
         name = document_text(item.get("name") if isinstance(item, Mapping) else None, f"{here}: 'name'")
         if not _ENV_NAME.match(name):
             raise RegistryEntryRefused(f"{here}: {name!r} is not an environment variable name")
+        if RUNTIME_VARIABLES_REFUSED.match(name):
+            raise RegistryEntryRefused(
+                f"{here}: {name} changes how the runtime itself runs; a registry entry may not set it"
+            )
         value = inputs.value_of(name, item, "env", here)
         if value is not None:
             env[name] = value
     return env
+
+
+def _check_runtime_options(runtime: str, argv: list[str]) -> None:
+    """Refuse a runtime argument that is (or, as combined short flags, holds) a refused option."""
+    refused = RUNTIME_OPTIONS_REFUSED[runtime]
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        shorts = {f"-{c}" for c in option[1:]} if re.match(r"^-[A-Za-z]{2,}$", option) else set()
+        if hit := ({option} | shorts) & refused:
+            raise RegistryEntryRefused(
+                f"runtimeArguments: {runtime} option {min(hit)} is refused: it would run another command, "
+                "fetch the package from elsewhere or loosen its container"
+            )
 
 
 def stdio_config(package: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
@@ -128,7 +181,8 @@ def stdio_config(package: Mapping[str, Any], inputs: Inputs) -> dict[str, Any]:
     kind = str(package["registryType"])
     runtime = str(package.get("runtimeHint") or RUNTIMES[kind][0])
     identifier, version = str(package["identifier"]), package.get("version")
-    runtime_args = _arguments(package.get("runtimeArguments"), inputs, "runtimeArguments")
+    runtime_args = _arguments(package.get("runtimeArguments"), inputs, "runtimeArguments", runtime=True)
+    _check_runtime_options(runtime, runtime_args)
     env = _environment(package.get("environmentVariables"), inputs)
     package_args = _arguments(package.get("packageArguments"), inputs, "packageArguments")
     if kind == "npm":

@@ -5,7 +5,9 @@ A tool is named by its ``operationId`` (characters outside ``[A-Za-z0-9_.-]`` be
 its method and path (``get_pets_petId``); a name taken twice gets ``_2``, ``_3``... Its arguments are
 its path, query and header parameters by name (a name used in two places takes its place as a prefix:
 ``query_id``) and, for a JSON request body, ``body``. Operations whose path could leave the API's
-base path (dot segments, ``?``, ``#``, backslashes, encoded slashes) are left out.
+base path (dot segments, ``?``, ``#``, backslashes, encoded slashes) are left out, and so is every
+operation past the ``MAX_OPERATIONS``-th (a server keeps at most ``TOOLMESH_MAX_TOOLS_PER_SERVER``
+tools anyway; a small document of hundreds of thousands of empty operations costs no more).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 """Header parameters OpenAPI says to ignore (the media types and the security schemes set them)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_NAME = 128
+MAX_OPERATIONS = 10_000
+"""The most operations of one document read as tools."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ def read_operations(document: dict[str, Any], selection: Selection) -> list[Oper
                 continue
             name = _unique(_tool_name(spec.get("operationId"), method, path), taken)
             found.append(_operation(deref, document, name, method, path, tags, item, spec))
+            if len(found) == MAX_OPERATIONS:
+                return found
     return found
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from toolmesh.contracts.headers import header_value_problem
+from toolmesh.contracts.headers import header_problem, header_value_problem
 from toolmesh_session_worker.upstream.openapi.operations import Operation
 
 HEADERS_PREFIX = "'headers': "
@@ -50,7 +50,9 @@ class SecurityScheme:
 
 
 def security_schemes(document: Mapping[str, Any]) -> dict[str, SecurityScheme]:
-    """The schemes of ``components.securitySchemes`` toolmesh can apply (OAuth and OpenID Connect are not)."""
+    """The schemes of ``components.securitySchemes`` toolmesh can apply (OAuth and OpenID Connect are
+    not, nor an API key in a header or cookie whose name is no sendable header name: not an RFC 9110
+    token, or a hop-by-hop or framing header)."""
     components = document.get("components")
     schemes = components.get("securitySchemes") if isinstance(components, dict) else None
     found: dict[str, SecurityScheme] = {}
@@ -62,6 +64,7 @@ def security_schemes(document: Mapping[str, Any]) -> dict[str, SecurityScheme]:
             kind == "apiKey"
             and isinstance(scheme.get("name"), str)
             and scheme.get("in") in ("header", "query", "cookie")
+            and (scheme["in"] == "query" or header_problem(1, scheme["name"]) is None)
         ):
             found[str(name)] = SecurityScheme("apiKey", scheme["name"], scheme["in"])
         elif kind == "http" and str(scheme.get("scheme", "")).lower() in ("bearer", "basic"):

@@ -78,6 +78,7 @@ class OpenApiSession(ToolsOnlySession):
             **{str(k): str(v) for k, v in (config.get("headers") or {}).items()},
         }
         self._credentials = {str(k): str(v) for k, v in (config.get("credentials") or {}).items()}
+        self._credentialed = bool(config.get("credentials") or config.get("headers"))
         self._selection = Selection(dict(config.get("include") or {}), dict(config.get("exclude") or {}))
         self._timeout = policy.timeout_seconds
         self._shared = http_client
@@ -177,7 +178,7 @@ class OpenApiSession(ToolsOnlySession):
         the old one is closed once no call is in flight)."""
         document = self._inline if self._inline is not None else await self._fetch(timeout)
         try:
-            base = api_base(document, self._base_url, self._spec_url)
+            base = api_base(document, self._base_url, self._spec_url, credentialed=self._credentialed)
             operations = read_operations(document, self._selection)
             oauth = oauth_scheme(document, self._oauth_named)[0] if self._auth is not None else None
         except (DocumentProblem, NoOAuthScheme) as exc:
@@ -240,7 +241,7 @@ class OpenApiSession(ToolsOnlySession):
         if "outputSchema" in operation.definition:
             try:
                 parsed = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
                 parsed = None
             structured = parsed if isinstance(parsed, dict) else None
         content: list[mcp_types.ContentBlock] = [mcp_types.TextContent(type="text", text=text)]
