@@ -59,6 +59,7 @@ from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
+from toolmesh_gateway.front_door.upstream_requests import UpstreamRequests
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.policies.checks import CallSubject
 from toolmesh_gateway.progress_relay import ProgressSink
@@ -144,7 +145,8 @@ class FrontDoor:
         self.server.add_notification_handler(
             "notifications/initialized", mcp_types.NotificationParams, self.announcer.track
         )
-        self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator, upstream_tasks)
+        self.upstream = UpstreamRequests(self._view, forwarder, links, bridge, upstream_tasks)
+        self.aggregate = Aggregate(self._view, self.upstream, forwarder, links, settings.mcp_name_separator)
         self.aggregate.install(self.server)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
@@ -329,7 +331,7 @@ class FrontDoor:
 
     async def _relayed(self, ctx: Ctx, request: ToolCallRequest, caller: Caller) -> dict[str, Any] | None:
         """A 2026-07-28 client's call of a tool its upstream lists in that era only (or of an upstream that
-        runs the tasks it asks for itself), relayed in that era (``Aggregate.forward``), admitted and
+        runs the tasks it asks for itself), relayed in that era (``UpstreamRequests.forward``), admitted and
         audited like every call; None for any other call."""
         view = self._view(ctx)
         try:
@@ -343,7 +345,7 @@ class FrontDoor:
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
-        return await forward_call(self._calls, self.aggregate, ctx, server, call, request.timeout_seconds)
+        return await forward_call(self._calls, self.upstream, ctx, server, call, request.timeout_seconds)
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
         """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""
