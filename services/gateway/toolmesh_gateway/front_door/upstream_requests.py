@@ -33,13 +33,14 @@ from toolmesh_gateway.front_door.rpc_errors import mcp_error
 from toolmesh_gateway.front_door.sessions import request_caller
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.policies.checks import APPROVED, PASSED, Verdict
+from toolmesh_gateway.progress_relay import ProgressSink
 
 Screen = Callable[[Callable[[Verdict], Awaitable[dict[str, Any]]], ClientRef], Awaitable[dict[str, Any]]]
 """``screen(forward, client)``: ``forward(verdict)``'s result once the policies let the call of ``client`` go."""
 _CLIENT_ONLY_META = ENVELOPE | {"progressToken"}  # toolmesh asks the upstream for progress itself
 
 
-def progress_sink(ctx: Ctx) -> Callable[[ToolProgress], Awaitable[None]] | None:
+def progress_sink(ctx: Ctx) -> ProgressSink | None:
     """Forwards upstream progress to the client when its request carried a progress token."""
     meta: Any = ctx.meta or {}
     if not (meta.get("progress_token") or meta.get("progressToken")):
