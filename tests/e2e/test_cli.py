@@ -5,105 +5,34 @@ removes the servers it registers when it ends, passed or failed, so each test ru
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.harness import SANDBOX_PATHS
+from tests.e2e.cli_up import (
+    SETTLE_SECONDS,
+    START_SECONDS,
+    Up,
+    running,
+    settled,
+    start,
+    statuses,
+    stop,
+    wait_for,
+)
 from tests.peers.launch import DEMO_SERVER
 from toolmesh.platform import processes
-from toolmesh.platform.polling import wait_until
 from toolmesh_cli.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 
-TOOLMESH = shutil.which("toolmesh", path=str(Path(sys.executable).parent)) or "toolmesh"
-START_SECONDS = 90.0
-SETTLE_SECONDS = 60.0
-STOP_SECONDS = 30.0
 MISSING_COMMAND = "/nonexistent/toolmesh-e2e-missing-command"
-
-
-@dataclass
-class Up:
-    """A running ``toolmesh up`` and how to reach it."""
-
-    process: subprocess.Popen[bytes]
-    data_dir: Path
-    env: dict[str, str]
-    log: Path
-
-    def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
-        """Run ``toolmesh ARGS`` against this instance; check the exit code unless ``expect`` is None."""
-        done = subprocess.run([TOOLMESH, *args], env=self.env, capture_output=True, text=True, timeout=60)
-        if expect is not None:
-            assert done.returncode == expect, (
-                f"toolmesh {' '.join(args)}: {done.returncode}\n{done.stdout}{done.stderr}"
-            )
-        return done
-
-    def cli_json(self, *args: str) -> Any:
-        return json.loads(self.cli(*args, "--json").stdout)
-
-    def servers(self) -> dict[str, dict[str, Any]]:
-        return {s["name"]: s for s in self.cli_json("servers", "list")["servers"]}
-
-
-def _clean_env(data_dir: Path, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLMESH_", "MCP_AGGREGATOR_"))}
-    env.update(TOOLMESH_DATA_DIR=str(data_dir), TOOLMESH_URL=f"http://127.0.0.1:{port}", PYTHONUNBUFFERED="1")
-    env["TOOLMESH_STDIO_SANDBOX_PATHS_READ_ONLY"] = json.dumps(SANDBOX_PATHS)  # the demo server's script
-    return env
-
-
-def _start(data_dir: Path, config: Path, log: Path, **settings: str) -> Up:
-    """``toolmesh up`` with ``config``, and ``settings`` as environment variables."""
-    port = free_port()
-    env = {**_clean_env(data_dir, port), **settings}
-    with log.open("ab") as out:
-        process = processes.spawn(
-            [TOOLMESH, "up", "--data-dir", str(data_dir), "--port", str(port), "--config", str(config)],
-            env=env,
-            stdout=out,
-        )
-    return Up(process, data_dir, env, log)
-
-
-def _wait_for(what: str, check: Callable[[], Any], up: Up, seconds: float) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with the last value at the deadline."""
-    last: list[Any] = [None]
-
-    def attempt() -> Any:
-        assert up.process.poll() is None, f"toolmesh up exited with {up.process.returncode}:\n{up.log.read_text()}"
-        try:
-            last[0] = check()
-        except (AssertionError, json.JSONDecodeError) as exc:
-            last[0] = exc
-            return None
-        return last[0]
-
-    if result := wait_until(attempt, seconds, interval=0.2):
-        return result
-    pytest.fail(f"timed out waiting for {what}; last: {last[0]!r}\n{up.log.read_text()[-3000:]}")
-
-
-def _statuses(up: Up, *names: str) -> dict[str, str]:
-    servers = up.servers()
-    return {n: servers[n]["status"] if n in servers else "missing" for n in names}
-
-
-def _settled(up: Up, expected: dict[str, str]) -> Callable[[], bool]:
-    return lambda: _statuses(up, *expected) == expected
 
 
 def _descendants(pid: int) -> dict[int, str]:
@@ -114,14 +43,6 @@ def _descendants(pid: int) -> dict[int, str]:
 def _cmdline(pid: int) -> str | None:
     """The command line of a live (non-zombie) process, None when it is gone."""
     return processes.command_line(pid)
-
-
-def _stop(up: Up) -> int:
-    processes.send(up.process, signal.SIGTERM)
-    if processes.wait_exit_sync(up.process, STOP_SECONDS):
-        return up.process.wait()
-    processes.stop_sync(up.process, signal.SIGKILL, 0)
-    pytest.fail(f"toolmesh up did not stop within {STOP_SECONDS:.0f} s after SIGTERM")
 
 
 @pytest.fixture(scope="module")
@@ -144,26 +65,16 @@ def config(workdir: Path) -> Path:
 CONFIG_SETTLED = {"demo": "CONNECTED", "broken-server": "ERROR"}
 
 
-@contextlib.contextmanager
-def _running(data_dir: Path, config: Path, log: Path, **settings: str) -> Iterator[Up]:
-    """``toolmesh up`` with the config until the block exits (killed with what it started)."""
-    running = _start(data_dir, config, log, **settings)
-    try:
-        yield running
-    finally:
-        processes.stop_sync(running.process, signal.SIGKILL, 0)
-
-
 @pytest.fixture(scope="module")
 def shared_up(workdir: Path, config: Path) -> Iterator[Up]:
-    with _running(workdir / "data", config, workdir / "up.log") as running:
-        yield running
+    with running(workdir / "data", config, workdir / "up.log") as instance:
+        yield instance
 
 
 @pytest.fixture
 def up(shared_up: Up) -> Up:
     """The module's instance with the config's servers settled (no test changes them)."""
-    _wait_for("the config's servers to settle", _settled(shared_up, CONFIG_SETTLED), shared_up, START_SECONDS)
+    wait_for("the config's servers to settle", settled(shared_up, CONFIG_SETTLED), shared_up, START_SECONDS)
     return shared_up
 
 
@@ -185,7 +96,7 @@ def test_config_servers_settle_and_up_keeps_running(up: Up) -> None:
         lines = (json.loads(line) for line in up.log.read_text().splitlines() if line.startswith("{"))
         return [r for r in lines if r.get("span") == "proxy.init"]
 
-    (record,) = _wait_for("the proxy.init record", proxy_init, up, SETTLE_SECONDS)
+    (record,) = wait_for("the proxy.init record", proxy_init, up, SETTLE_SECONDS)
     assert "serverCount=2 connected=1 failed=1" in record["msg"]
 
     # what up started and where, then the config's servers one by one and a summary
@@ -230,11 +141,11 @@ def test_tools_list(up: Up) -> None:
 def test_disconnect_connect_history_rm(up: Up, registers: list[str]) -> None:
     registers.append("cycled")
     up.cli("servers", "add", "cycled", "--stdio", sys.executable, str(DEMO_SERVER), "--name", "cycled")
-    _wait_for("cycled to connect", _settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("cycled to connect", settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
     assert "DISCONNECTED" in up.cli("servers", "disconnect", "cycled").stdout
     assert up.servers()["cycled"]["status"] == "DISCONNECTED"
     assert up.cli("servers", "connect", "cycled").stdout.startswith("cycled: ")
-    _wait_for("cycled to reconnect", _settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("cycled to reconnect", settled(up, {"cycled": "CONNECTED"}), up, SETTLE_SECONDS)
     history = [line.split()[2] for line in up.cli("servers", "history", "cycled").stdout.splitlines()[1:]]
     assert history[0] == "REGISTERED" and "DISCONNECTED" in history and history.count("CONNECTED") >= 2
 
@@ -316,7 +227,7 @@ def test_add_from_the_command_line(up: Up, registers: list[str]) -> None:
         "--stdio", sys.executable, str(DEMO_SERVER), "--transport", "stdio", "--name", "added",
     )  # fmt: skip
     assert added.stdout.startswith("registered added (")
-    _wait_for("added to connect", _settled(up, {"added": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("added to connect", settled(up, {"added": "CONNECTED"}), up, SETTLE_SECONDS)
     detail = up.cli_json("servers", "show", "added")
     assert detail["description"] == "by hand" and detail["connection_config"]["args"][-2:] == ["--name", "added"]
 
@@ -330,17 +241,17 @@ def test_add_an_openapi_document_from_the_command_line(up: Up, registers: list[s
     spec = f"{up.env['TOOLMESH_URL']}/openapi.json"
     added = up.cli("servers", "add", "own-api", "--openapi", spec, "--credential", "bearer=s3cret-value")
     assert added.stdout.startswith("registered own-api (")
-    _wait_for("own-api to connect", _settled(up, {"own-api": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("own-api to connect", settled(up, {"own-api": "CONNECTED"}), up, SETTLE_SECONDS)
     detail = up.cli_json("servers", "show", "own-api")
     assert detail["transport_type"] == "OPENAPI" and detail["tool_count"] > 10
     assert detail["connection_config"] == {"spec_url": spec, "credentials": {"bearer": "***"}}
 
 
 def test_sigterm_stops_everything_and_a_restart_keeps_the_servers(tmp_path: Path, config: Path) -> None:
-    with _running(tmp_path / "data", config, tmp_path / "up.log") as up:
-        _wait_for("the config's servers to settle", _settled(up, CONFIG_SETTLED), up, START_SECONDS)
+    with running(tmp_path / "data", config, tmp_path / "up.log") as up:
+        wait_for("the config's servers to settle", settled(up, CONFIG_SETTLED), up, START_SECONDS)
         up.cli("servers", "add", "extra", "--stdio", sys.executable, str(DEMO_SERVER), "--name", "extra")
-        _wait_for("extra to connect", _settled(up, {"extra": "CONNECTED"}), up, SETTLE_SECONDS)
+        wait_for("extra to connect", settled(up, {"extra": "CONNECTED"}), up, SETTLE_SECONDS)
         _sigterm_then_restart(up, tmp_path, config)
 
 
@@ -351,14 +262,14 @@ def _sigterm_then_restart(up: Up, folder: Path, config: Path) -> None:
     assert any(str(DEMO_SERVER) in c for c in children.values()), children
     before = up.servers()
 
-    assert _stop(up) == 0
+    assert stop(up) == 0
     left = {pid: cmd for pid, cmd in children.items() if _cmdline(pid) == cmd}
     assert not left, f"processes left behind: {left}"
 
-    again = _start(up.data_dir, config, folder / "up-again.log")
+    again = start(up.data_dir, config, folder / "up-again.log")
     try:
-        _wait_for(
-            "the restart to settle", _settled(again, {**CONFIG_SETTLED, "extra": "CONNECTED"}), again, START_SECONDS
+        wait_for(
+            "the restart to settle", settled(again, {**CONFIG_SETTLED, "extra": "CONNECTED"}), again, START_SECONDS
         )
         after = again.cli_json("servers", "list")["servers"]
         names = [s["name"] for s in after]
@@ -367,7 +278,7 @@ def _sigterm_then_restart(up: Up, folder: Path, config: Path) -> None:
         assert {s["id"] for s in after if s["name"] == "demo"} == {before["demo"]["id"]}
     finally:
         restarted = _descendants(again.process.pid)
-        assert _stop(again) == 0
+        assert stop(again) == 0
     assert not {pid for pid, cmd in restarted.items() if _cmdline(pid) == cmd}
 
 
@@ -387,17 +298,17 @@ def test_one_process_connects_as_many_servers_as_may_be_registered(tmp_path: Pat
     peer = processes.spawn(http, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         log = tmp_path / "up.log"
-        with _running(
+        with running(
             tmp_path / "data", config, log, MCP_AGGREGATOR_MAX_SERVERS="60", TOOLMESH_NAMESPACE_MAX_SERVERS="60"
         ) as up:
             everyone = {s["name"]: "CONNECTED" for s in servers}
 
             def all_connected() -> bool:
-                statuses = _statuses(up, *everyone)
-                assert statuses == everyone, {name: s for name, s in statuses.items() if s != "CONNECTED"}
+                now = statuses(up, *everyone)
+                assert now == everyone, {name: s for name, s in now.items() if s != "CONNECTED"}
                 return True
 
-            _wait_for("every server to connect", all_connected, up, START_SECONDS + SETTLE_SECONDS)
+            wait_for("every server to connect", all_connected, up, START_SECONDS + SETTLE_SECONDS)
             assert "MCP_AGGREGATOR_MAX_SERVERS binds" in log.read_text()
     finally:
         processes.stop_sync(peer, signal.SIGKILL, 0)

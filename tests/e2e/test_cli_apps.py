@@ -5,16 +5,13 @@ connected app, disconnects it, and its access token is refused at ``/mcp`` from 
 
 from __future__ import annotations
 
-import json
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli import START_SECONDS, Up, _start, _wait_for
+from tests.e2e.cli_up import Up, answering
 from tests.oauth_client_flow import connected, status_at
-from toolmesh.platform import processes
 
 pytestmark = pytest.mark.e2e
 HEADERS = ["CLIENT", "KEY", "NAMESPACE", "ENDPOINT", "CREATED", "REFRESHED", "ID"]
@@ -22,19 +19,8 @@ HEADERS = ["CLIENT", "KEY", "NAMESPACE", "ENDPOINT", "CREATED", "REFRESHED", "ID
 
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[Up]:
-    config = tmp_path / "toolmesh.yaml"
-    config.write_text(json.dumps({"servers": []}))
-    running = _start(tmp_path / "data", config, tmp_path / "up.log")
-    try:
-        _wait_for(
-            "toolmesh up to answer",
-            lambda: running.cli("servers", "list", expect=None).returncode == 0,
-            running,
-            START_SECONDS,
-        )
+    with answering(tmp_path) as running:
         yield running
-    finally:
-        processes.stop_sync(running.process, signal.SIGKILL, 0)
 
 
 async def test_keys_apps_lists_a_signed_in_client_and_disconnect_revokes_it(up: Up) -> None:

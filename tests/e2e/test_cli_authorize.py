@@ -7,7 +7,6 @@ server every key authorizes for itself, and the command waits for that key's own
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_cli import START_SECONDS, TOOLMESH, Up, _start, _wait_for
+from tests.e2e.cli_up import START_SECONDS, TOOLMESH, Up, answering, wait_for
 from toolmesh.platform import processes
 from toolmesh.platform.polling import wait_until
 from toolmesh_cli.embedded import free_port
@@ -48,19 +47,8 @@ def oauth_peer(log: Path) -> Iterator[str]:
 
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[Up]:
-    config = tmp_path / "toolmesh.yaml"
-    config.write_text(json.dumps({"servers": []}))
-    running = _start(tmp_path / "data", config, tmp_path / "up.log")
-    try:
-        _wait_for(
-            "toolmesh up to answer",
-            lambda: running.cli("servers", "list", expect=None).returncode == 0,
-            running,
-            START_SECONDS,
-        )
+    with answering(tmp_path) as running:
         yield running
-    finally:
-        processes.stop_sync(running.process, signal.SIGKILL, 0)
 
 
 def _register(up: Up, origin: str, identity: str = "shared") -> dict[str, Any]:
@@ -96,7 +84,7 @@ def _follow_headless(url: str) -> None:
 def test_authorize_prints_the_url_and_waits_until_connected(up: Up, tmp_path: Path) -> None:
     with oauth_peer(tmp_path / "peer.log") as origin:
         _register(up, origin)
-        _wait_for("the server to wait for an authorization", lambda: _needs_authorization(up), up, START_SECONDS)
+        wait_for("the server to wait for an authorization", lambda: _needs_authorization(up), up, START_SECONDS)
 
         agent = up.cli_json("keys", "create", "robot", "--role", "agent")["token"]
         refused = up.cli("servers", "authorize", "saas", "--token", agent, "--no-wait", expect=1)

@@ -3,15 +3,12 @@ usage, refused for a user key, remove."""
 
 from __future__ import annotations
 
-import json
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli import START_SECONDS, Up, _start, _wait_for
-from toolmesh.platform import processes
+from tests.e2e.cli_up import Up, answering
 
 pytestmark = pytest.mark.e2e
 HEADERS = ["SCOPE", "TARGET", "NAMESPACE", "MINUTE", "DAY", "MONTH", "ID"]
@@ -19,19 +16,8 @@ HEADERS = ["SCOPE", "TARGET", "NAMESPACE", "MINUTE", "DAY", "MONTH", "ID"]
 
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[Up]:
-    config = tmp_path / "toolmesh.yaml"
-    config.write_text(json.dumps({"servers": []}))
-    running = _start(tmp_path / "data", config, tmp_path / "up.log")
-    try:
-        _wait_for(
-            "toolmesh up to answer",
-            lambda: running.cli("servers", "list", expect=None).returncode == 0,
-            running,
-            START_SECONDS,
-        )
+    with answering(tmp_path) as running:
         yield running
-    finally:
-        processes.stop_sync(running.process, signal.SIGKILL, 0)
 
 
 def test_quotas_are_set_listed_with_usage_changed_in_place_and_removed(up: Up) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_cli import SETTLE_SECONDS, START_SECONDS, Up, _running, _settled, _wait_for
+from tests.e2e.cli_up import SETTLE_SECONDS, START_SECONDS, Up, answering, settled, wait_for
 from tests.peers.everything import PACKAGE, EverythingUnavailable, everything_version, loopback_preload, npx_cache
 from tests.peers.launch import demo_args, free_port
 from toolmesh.platform import processes
@@ -35,16 +35,7 @@ TOKEN = "registry-peer-token"
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
-    workdir = tmp_path_factory.mktemp("registry-import")
-    config = workdir / "toolmesh.yaml"
-    config.write_text(json.dumps({"servers": []}))
-    with _running(workdir / "data", config, workdir / "up.log", TOOLMESH_STDIO_SANDBOX="off") as running:
-        _wait_for(
-            "toolmesh up to answer",
-            lambda: running.cli("servers", "list", expect=None).returncode == 0,
-            running,
-            START_SECONDS,
-        )
+    with answering(tmp_path_factory.mktemp("registry-import"), TOOLMESH_STDIO_SANDBOX="off") as running:
         yield running
 
 
@@ -163,7 +154,7 @@ def test_an_npm_registry_entry_is_imported_and_connects(up: Up, registers: list[
     )
     assert "added everything (renamed from 'io.github.modelcontextprotocol/everything'): STDIO" in done.stdout
     assert "imported 1 of 1 servers" in done.stdout
-    _wait_for("everything to connect", _settled(up, {"everything": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("everything to connect", settled(up, {"everything": "CONNECTED"}), up, SETTLE_SECONDS)
     detail = up.cli_json("servers", "show", "everything")
     assert detail["connection_config"]["command"] == "npx"
     assert detail["connection_config"]["args"] == ["-y", f"{PACKAGE}@{version}", "stdio"]
@@ -179,7 +170,7 @@ def test_a_remote_registry_entry_is_imported_with_its_header_and_connects(
     entry.write_text(json.dumps({"server": remote_entry(http_peer), "_meta": {}}))
     done = up.cli("import", str(entry), "--input", f"token={TOKEN}")
     assert "added remote-demo (renamed from 'io.github.example/remote-demo'): HTTP" in done.stdout
-    _wait_for("remote-demo to connect", _settled(up, {"remote-demo": "CONNECTED"}), up, SETTLE_SECONDS)
+    wait_for("remote-demo to connect", settled(up, {"remote-demo": "CONNECTED"}), up, SETTLE_SECONDS)
     detail = up.cli_json("servers", "show", "remote-demo")
     assert detail["connection_config"]["headers"]["Authorization"] != f"Bearer {TOKEN}"  # sealed, shown masked
 

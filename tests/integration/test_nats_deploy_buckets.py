@@ -14,7 +14,7 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from tests.approval_calls import pending_call
 from tests.harness import eventually
-from tests.integration.test_nats_deploy_roles import always_false, connection_as, deploy_nats
+from tests.integration.nats_deploy import always_false, connection_as, deploy_nats
 from tests.integration.test_oauth_flow_store import FLOW
 from toolmesh.contracts.events import EVENTS_STREAM
 from toolmesh.contracts.keys import Role

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import running_system
-from tests.integration.test_nats_deploy_roles import connection_as, deploy_nats, role_settings
+from tests.integration.nats_deploy import connection_as, deploy_nats, role_settings
 from toolmesh.contracts.commands import COMMANDS_STREAM
 from toolmesh.contracts.events import EVENTS_SUBJECTS
 from toolmesh.errors import StreamMisconfigured

@@ -20,8 +20,7 @@ from toolmesh.platform.store import queries
 from toolmesh.platform.store.consistency import wait_for_projection
 from toolmesh_gateway import endpoint_reads
 from toolmesh_gateway.auth import Caller
-from toolmesh_gateway.name_reservations import release_name, reserve_name
-from toolmesh_gateway.server_commands import name_holder_exists, name_key
+from toolmesh_gateway.name_reservations import name_holder_exists, name_key, release_name, reserve_name
 
 
 def endpoint_key(namespace: str, name: str) -> str:

@@ -68,7 +68,9 @@ class Forwarder:
             principal=caller.principal.key_id if caller is not None else None,
             envelope=envelope,
         )
-        attempt = functools.partial(self._calls.with_session, server, lambda: self._listening(server, body, progress))
+        attempt = functools.partial(
+            self._calls.sessions.with_session, server, lambda: self._listening(server, body, progress)
+        )
         return await (attempt() if caller is None else self._calls.authorized(caller, attempt))
 
     def new_call_id(self) -> str:
@@ -87,7 +89,7 @@ class Forwarder:
         try:
             return await ask_owner(self._bus, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
         except NoOwner:
-            await self._calls.reconnect(server)
+            await self._calls.sessions.reconnect(server)
             return await ask_owner(self._bus, server.id, verb, body, timeout=CONTROL_TIMEOUT_SECONDS)
 
     async def _listening(

@@ -1,4 +1,5 @@
-"""Atomic server-name reservation in the ``toolmesh_names`` KV bucket (409 across replicas).
+"""Atomic reservation of public names (a server's or an endpoint's) in the ``toolmesh_names`` KV
+bucket (409 across replicas).
 
 A reservation records the server id and when it was made. One whose server never reached the
 read model (its gateway died between reserving and publishing) is taken over after a grace
@@ -11,10 +12,25 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
+from toolmesh.platform.store import queries
+from toolmesh_gateway.endpoint_reads import get_endpoint
+
 STALE_AFTER_SECONDS = 30.0
+
+
+def name_key(namespace: str, name: str) -> str:
+    """The key reserving a public name (``/mcp/{name}``) inside its namespace: a server's and an
+    endpoint's alike, so the first to reserve a name keeps it."""
+    return f"{namespace}.{name}"
+
+
+async def name_holder_exists(db: asyncpg.Pool, holder_id: str) -> bool:
+    """True while the server or endpoint that reserved a name is in the read model."""
+    return await queries.get_server(db, holder_id) is not None or await get_endpoint(db, holder_id, None) is not None
 
 
 def _value(server_id: str) -> bytes:

@@ -67,21 +67,10 @@ from toolmesh.platform.store.locks import advisory_lock
 from toolmesh.registration_policy import check_registration
 from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.egress_admission import admit_upstream
-from toolmesh_gateway.endpoint_reads import endpoint_named, get_endpoint
-from toolmesh_gateway.name_reservations import release_name, reserve_name
+from toolmesh_gateway.endpoint_reads import endpoint_named
+from toolmesh_gateway.name_reservations import name_holder_exists, name_key, release_name, reserve_name
 
 log = logging.getLogger("toolmesh.gateway")
-
-
-def name_key(namespace: str, name: str) -> str:
-    """The key reserving a public name (``/mcp/{name}``) inside its namespace: a server's and an
-    endpoint's alike, so the first to reserve a name keeps it."""
-    return f"{namespace}.{name}"
-
-
-async def name_holder_exists(db: asyncpg.Pool, holder_id: str) -> bool:
-    """True while the server or endpoint that reserved a name is in the read model."""
-    return await queries.get_server(db, holder_id) is not None or await get_endpoint(db, holder_id, None) is not None
 
 
 @dataclass(frozen=True)

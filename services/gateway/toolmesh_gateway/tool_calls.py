@@ -22,32 +22,27 @@ from typing import Any, Protocol, TypeVar
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
-from toolmesh.contracts.commands import ConnectServer
 from toolmesh.contracts.namespace_events import CallRecord
 from toolmesh.contracts.rpc import (
     CallToolRpc,
     CancelCallRpc,
     ClientRef,
-    PingRpc,
 )
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import (
     ExecutionTimeout,
     ServerNotFound,
     ServerUnavailable,
-    SessionNotFound,
     ToolmeshError,
     ToolNotFound,
     UpstreamAuthorizationRequired,
 )
 from toolmesh.platform.bus.fencing import Fences
 from toolmesh.platform.bus.interface import Bus
-from toolmesh.platform.bus.publishing import publish_command
-from toolmesh.platform.bus.requests import NoOwner, ask_owner, request_owner, tell_owner
+from toolmesh.platform.bus.requests import request_owner, tell_owner
 from toolmesh.platform.config import Settings
 from toolmesh.platform.loop_lag import LoopLag
 from toolmesh.platform.metrics import record_execution, record_routing
-from toolmesh.platform.polling import poll_until
 from toolmesh_gateway.admission import Admission
 from toolmesh_gateway.approval_requests import ApprovalGate
 from toolmesh_gateway.auth import Caller
@@ -61,12 +56,11 @@ from toolmesh_gateway.quota_meter import QuotaMeter, Standing
 from toolmesh_gateway.rate_limit import NamespaceCallLimiter
 from toolmesh_gateway.result_screen import ResultScreen
 from toolmesh_gateway.routing import Route, ServerRoute, resolve_route, serving_warning
+from toolmesh_gateway.session_recovery import SessionRecovery
 
 log = logging.getLogger("toolmesh.gateway.calls")
 REPLY_GRACE_SECONDS = 2.0
 """How much longer than the call's own timeout the gateway waits for the owner's reply."""
-SESSION_WAIT_SECONDS = 3.0
-"""How long a call with no session waits for one to appear after asking for a reconnect."""
 _MISSES = (ServerNotFound, ToolNotFound, ServerUnavailable)
 
 
@@ -137,6 +131,8 @@ class ToolCalls:
         self.replica = self._call_prefix  # names this gateway process on the client bus
         self._call_numbers = itertools.count(1)
         self.fences = Fences(js)  # refuses the late replies of deposed owners (bus.fencing)
+        self.sessions = SessionRecovery(bus, js)
+        """Asks for a session of a server nobody holds one for (``session_recovery``)."""
         self.policies = CallPolicies(feed.policies, feed.catalog, gate)
         """The policy check of every call, on every surface, before ``admit`` (``policies.checks``)."""
 
@@ -279,7 +275,7 @@ class ToolCalls:
             principal=caller.principal.key_id,
         )
         payload = body.model_dump_json().encode()
-        result = await self.with_session(
+        result = await self.sessions.with_session(
             route.server, lambda: self._execute_reporting(route, body, payload, abandoned, progress)
         )
         done = time.perf_counter()
@@ -350,41 +346,6 @@ class ToolCalls:
             await tell_owner(self._bus, server_id, "cancel", payload)
         except Exception as exc:  # best effort: the owner's own timeout still ends the call
             log.warning("could not send cancel for call %s: %s", body.call_id, exc)
-
-    async def with_session(self, server: ServerRoute, attempt: Callable[[], Awaitable[T]]) -> T:
-        """``attempt()``; when nobody holds the server's session, ask for one and try once more."""
-        try:
-            return await attempt()
-        except NoOwner:
-            await self.reconnect(server)
-            try:
-                return await attempt()
-            except NoOwner as exc:
-                raise self.no_session(server) from exc
-
-    async def reconnect(self, server: ServerRoute) -> None:
-        """Nobody holds the session: ask for a connect and wait (bounded) until a session answers a ping."""
-        await publish_command(self._js, ConnectServer(server_id=server.id, reason="session_not_found"))
-        deadline = time.monotonic() + SESSION_WAIT_SECONDS
-
-        async def answered() -> bool:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await ask_owner(self._bus, server.id, "ping", PingRpc(timeout_seconds=left), timeout=left)
-            return True
-
-        if not await poll_until(answered, SESSION_WAIT_SECONDS, interval=0.1, retry_on=(ToolmeshError,)):
-            raise self.no_session(server)
-
-    @staticmethod
-    def no_session(server: ServerRoute) -> SessionNotFound:
-        """The error of a server nobody holds a session for (a reconnect was requested)."""
-        return SessionNotFound(
-            f"No active session for server {server.name}",
-            {"server_id": server.id, "reconnect": "requested"},
-            server=server.identity(),
-        )
 
 
 async def _unless_abandoned(request: Awaitable[Any], abandoned: Abandoned) -> Any:

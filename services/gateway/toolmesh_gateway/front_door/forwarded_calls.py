@@ -18,8 +18,8 @@ from mcp.shared.exceptions import MCPError
 
 from toolmesh.errors import ToolmeshError
 from toolmesh_gateway.catalog import CatalogServer
-from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import Ctx
+from toolmesh_gateway.front_door.upstream_requests import UpstreamRequests, upstream_params
 from toolmesh_gateway.policies.checks import PASSED, CallSubject, Verdict, refusal
 from toolmesh_gateway.policies.result_fields import redact_result
 from toolmesh_gateway.tool_calls import ToolCalls
@@ -57,14 +57,19 @@ async def forward_screened(
 
 
 async def forward_call(
-    calls: ToolCalls, aggregate: Aggregate, ctx: Ctx, server: CatalogServer, call: CallSubject, timeout: float | None
+    calls: ToolCalls,
+    upstream: UpstreamRequests,
+    ctx: Ctx,
+    server: CatalogServer,
+    call: CallSubject,
+    timeout: float | None,
 ) -> dict[str, Any]:
     """``tools/call`` of ``call.tool`` that the front door forwards itself, screened: in the ``InputBridge``
-    when ``Aggregate.screens_in_bridge`` says so (the policies' gate may ask ``call``'s client), else
+    when ``UpstreamRequests.screens_in_bridge`` says so (the policies' gate may ask ``call``'s client), else
     directly, not held again when the retry's state says the call was approved."""
     params = upstream_params(ctx, name=call.tool)
-    if aggregate.screens_in_bridge(ctx, server, "tools/call", params):
-        return await aggregate.forward_bridged(
+    if upstream.screens_in_bridge(ctx, server, "tools/call", params):
+        return await upstream.forward_bridged(
             ctx,
             server,
             "tools/call",
@@ -74,7 +79,7 @@ async def forward_call(
     return await forward_screened(
         calls,
         call,
-        lambda verdict: aggregate.forward(ctx, server, "tools/call", params, verdict),
+        lambda verdict: upstream.forward(ctx, server, "tools/call", params, verdict),
         timeout,
-        aggregate.approved_before(ctx, server),
+        upstream.approved_before(ctx, server),
     )

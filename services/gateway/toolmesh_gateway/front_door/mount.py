@@ -99,7 +99,7 @@ async def mount_front_door(app: FastAPI, backends: Backends, feed: CatalogFeed, 
         TaskFeed(backends.js, tasks),
     )
     transparent = Transparent(
-        feed, calls, app.state.forwarder, links, front.aggregate, sessions, front.tasks, front.task_feed
+        feed, calls, app.state.forwarder, links, front.upstream, sessions, front.tasks, front.task_feed
     )
     named = NamedEndpoints(app.state.authenticator, app.state.rate_limiter, feed, front, transparent)
     front.managers.append(transparent.manager)

@@ -29,7 +29,6 @@ from nats.js.kv import KeyValue
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from toolmesh.contracts.rpc import ToolProgress
 from toolmesh.contracts.tools import ToolCallRequest
 from toolmesh.errors import ToolmeshError, Unauthorized
 from toolmesh.platform.config import Settings
@@ -59,9 +58,9 @@ from toolmesh_gateway.front_door.task_quota import TaskQuota
 from toolmesh_gateway.front_door.task_records import TaskRecords
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import TaskCall, Tasks
+from toolmesh_gateway.front_door.upstream_requests import UpstreamRequests, progress_sink
 from toolmesh_gateway.front_door.upstream_tasks import UpstreamTasks, passed_through
 from toolmesh_gateway.policies.checks import CallSubject
-from toolmesh_gateway.progress_relay import ProgressSink
 from toolmesh_gateway.rate_limit import RateLimiter
 from toolmesh_gateway.tool_calls import ToolCalls
 
@@ -144,7 +143,8 @@ class FrontDoor:
         self.server.add_notification_handler(
             "notifications/initialized", mcp_types.NotificationParams, self.announcer.track
         )
-        self.aggregate = Aggregate(self._view, forwarder, links, bridge, settings.mcp_name_separator, upstream_tasks)
+        self.upstream = UpstreamRequests(self._view, forwarder, links, bridge, upstream_tasks)
+        self.aggregate = Aggregate(self._view, self.upstream, forwarder, links, settings.mcp_name_separator)
         self.aggregate.install(self.server)
         self.tasks.install(self.server)
         self.server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, self._call_tool)
@@ -312,7 +312,7 @@ class FrontDoor:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (relayed := await self._relayed(ctx, request, caller)):
             return relayed
         call = functools.partial(
-            self._calls.call, request, caller, progress=_progress_sink(ctx), view=self._view(ctx), surface="mcp"
+            self._calls.call, request, caller, progress=progress_sink(ctx), view=self._view(ctx), surface="mcp"
         )
         if bridged(ctx):
             outcome = await self.bridge.run(ctx, lambda link: call(client=link.ref))
@@ -329,7 +329,7 @@ class FrontDoor:
 
     async def _relayed(self, ctx: Ctx, request: ToolCallRequest, caller: Caller) -> dict[str, Any] | None:
         """A 2026-07-28 client's call of a tool its upstream lists in that era only (or of an upstream that
-        runs the tasks it asks for itself), relayed in that era (``Aggregate.forward``), admitted and
+        runs the tasks it asks for itself), relayed in that era (``UpstreamRequests.forward``), admitted and
         audited like every call; None for any other call."""
         view = self._view(ctx)
         try:
@@ -343,7 +343,7 @@ class FrontDoor:
         if not (described.reached_in_modern_era("tools/call", {"name": route.tool}) or passed_through(ctx, described)):
             return None
         call = CallSubject.seen_in(view, caller, server, route.tool, request.arguments, "mcp")
-        return await forward_call(self._calls, self.aggregate, ctx, server, call, request.timeout_seconds)
+        return await forward_call(self._calls, self.upstream, ctx, server, call, request.timeout_seconds)
 
     def _task_call(self, ctx: Ctx, server_id: str, tool: str, arguments: dict[str, Any]) -> TaskCall:
         """A task's tool call, as the request's caller makes it in its view (``tasks.CallFactory``)."""
@@ -369,18 +369,6 @@ class FrontDoor:
             return await self._search_mode.run(self._view(ctx), self._caller(ctx), arguments)
         known = ", ".join(t.name for t in listing.META_TOOLS)
         return listing.text_result(f"Unknown tool {name!r} in search mode; tools: {known}", is_error=True)
-
-
-def _progress_sink(ctx: Ctx) -> ProgressSink | None:
-    """Forwards progress to the client when its request carried a progress token."""
-    meta: Any = ctx.meta or {}
-    if not (meta.get("progress_token") or meta.get("progressToken")):
-        return None
-
-    async def sink(update: ToolProgress) -> None:
-        await ctx.session.report_progress(update.progress, update.total, update.message)
-
-    return sink
 
 
 def _scope_of(ctx: Ctx) -> dict[str, Any]:

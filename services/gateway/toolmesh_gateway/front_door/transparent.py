@@ -46,7 +46,6 @@ from toolmesh_gateway.auth import Caller
 from toolmesh_gateway.catalog import CatalogServer
 from toolmesh_gateway.catalog_feed import CatalogFeed
 from toolmesh_gateway.forwarding import Forwarder
-from toolmesh_gateway.front_door.aggregate import Aggregate, upstream_params
 from toolmesh_gateway.front_door.client_links import ClientLinks, Ctx, release_if_deleted
 from toolmesh_gateway.front_door.eras import CACHE_HINTS, for_client, list_changes
 from toolmesh_gateway.front_door.forwarded_calls import forward_call
@@ -58,6 +57,7 @@ from toolmesh_gateway.front_door.shared_sessions import Announceable, SharedSess
 from toolmesh_gateway.front_door.task_extension import runs_as_task
 from toolmesh_gateway.front_door.task_status import TaskFeed, TaskListen
 from toolmesh_gateway.front_door.tasks import Tasks
+from toolmesh_gateway.front_door.upstream_requests import UpstreamRequests, upstream_params
 from toolmesh_gateway.front_door.upstream_tasks import passed_through
 from toolmesh_gateway.offers import unflagged_templates
 from toolmesh_gateway.policies.checks import CallSubject
@@ -87,7 +87,7 @@ class Transparent:
         calls: ToolCalls,
         forwarder: Forwarder,
         links: ClientLinks,
-        aggregate: Aggregate,
+        upstream: UpstreamRequests,
         sessions: SharedSessions,
         tasks: Tasks,
         task_feed: TaskFeed,
@@ -96,7 +96,7 @@ class Transparent:
         self._calls = calls
         self._forwarder = forwarder
         self._links = links
-        self._aggregate = aggregate
+        self._upstream = upstream
         self._tasks = tasks
         self._task_feed = task_feed
         self.server: Server[Any] = Server(
@@ -254,7 +254,7 @@ class Transparent:
         server = self._server(ctx)
         if ctx.method == "resources/read":  # held resource templates are neither read nor listed
             await refuse_held_read(self._feed, server, str((ctx.params or {}).get("uri", "")))
-        forwarded = await self._aggregate.forward(ctx, server, ctx.method, upstream_params(ctx))
+        forwarded = await self._upstream.forward(ctx, server, ctx.method, upstream_params(ctx))
         if ctx.method != "resources/templates/list":
             return forwarded
         return unflagged_templates(forwarded, self._feed.catalog.offer(server.id).template_approvals)
@@ -262,7 +262,7 @@ class Transparent:
     async def _list_tools(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         """The upstream's own tools/list, with only the tools whose live definition is pinned and approved."""
         server = self._server(ctx)
-        listed = await self._aggregate.forward(ctx, server, "tools/list", upstream_params(ctx))
+        listed = await self._upstream.forward(ctx, server, "tools/list", upstream_params(ctx))
         tools = [t for t in listed.get("tools") or () if isinstance(t, dict)]
         live = [(str(t.get("name")), wire_definition_hash(t)) for t in tools]
         screened = screen(live, {t.name: t.pin for t in self._feed.catalog.tools_of(server.id)})
@@ -274,7 +274,7 @@ class Transparent:
     async def _list_prompts(self, ctx: Ctx, _: Any) -> dict[str, Any]:
         """The upstream's own prompts/list, with only the prompts whose live definition is pinned and approved."""
         server = self._server(ctx)
-        listed = await self._aggregate.forward(ctx, server, "prompts/list", upstream_params(ctx))
+        listed = await self._upstream.forward(ctx, server, "prompts/list", upstream_params(ctx))
         prompts = [p for p in listed.get("prompts") or () if isinstance(p, dict)]
         live = [(str(p.get("name")), prompt_definition_hash(p)) for p in prompts]
         screened = screen(live, self._feed.catalog.offer(server.id).prompt_pins or {})
@@ -297,7 +297,7 @@ class Transparent:
                 raise PromptNotFound(f"Prompt {name} not found on {server.name}", {"prompt": name})
         except ToolmeshError as exc:
             raise mcp_error(exc) from exc
-        return await self._aggregate.forward(ctx, server, "prompts/get", upstream_params(ctx))
+        return await self._upstream.forward(ctx, server, "prompts/get", upstream_params(ctx))
 
     async def _rediscover(self, server: CatalogServer, unrecorded: frozenset[tuple[str, str]], kind: str) -> None:
         """Ask the owner to list the server's tools and prompts again (once per set of live ``kind``
@@ -339,7 +339,7 @@ class Transparent:
             return await self._tasks.start(ctx, server.id, found, dict(arguments))
         try:
             return await forward_call(
-                self._calls, self._aggregate, ctx, server, CallSubject(caller, server, tool, arguments, "mcp"), None
+                self._calls, self._upstream, ctx, server, CallSubject(caller, server, tool, arguments, "mcp"), None
             )
         except SHED as refused:  # a refusal of the gateway's capacity: a JSON-RPC error
             raise mcp_error(refused) from refused

@@ -2,7 +2,7 @@
 
 An upstream that declares the extension in ``server/discover`` (``ServerDescription.modern_tasks``)
 gets a 2026-07-28 client's ``tools/call`` that declares it too in that era, as it is
-(``passed_through``; ``Aggregate.forward``): its ``InputRequiredResult`` reaches the client as any
+(``passed_through``; ``UpstreamRequests.forward``): its ``InputRequiredResult`` reaches the client as any
 relayed one does, and its ``CreateTaskResult`` becomes a task of the gateway (``adopt``): a record of
 the ``relayed`` kind in the bucket of the gateway's own tasks (``toolmesh_tasks``), under an id the
 gateway chose, holding the server, the upstream's task id and the task's starter. ``tasks/get``,

@@ -1,5 +1,7 @@
 // Building the page: elements from data (never HTML strings), announcements, dialogs, formats.
 
+import { ApiError } from "./api.js";
+
 /** An element: h("button", {class: "x", onclick: fn, disabled: true}, "text", child, [more]). */
 export function h(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -63,6 +65,24 @@ export function confirmDialog(message, confirmLabel) {
     dialog.showModal();
     cancel.focus();
   });
+}
+
+/**
+ * A row's removal once ``question`` is confirmed (``label`` on the button): ``remove()`` (the API
+ * call), then ``done`` announced, ``reload()`` and the page title focused. A refusal shows in ``messages``.
+ */
+export async function confirmedRemoval({ question, label, remove, done, reload, messages }) {
+  if (!(await confirmDialog(question, label))) return;
+  messages.replaceChildren();
+  try {
+    await remove();
+    announce(done);
+    await reload();
+    document.getElementById("page-title").focus();
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    messages.append(notice("error", `${error.message} (${error.code})`));
+  }
 }
 
 /** A timestamp in the browser's time zone, to the second. */

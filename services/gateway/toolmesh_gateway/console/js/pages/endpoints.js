@@ -2,7 +2,7 @@
 // Admins create and delete them; everyone sees the namespace's endpoints and their paths.
 
 import { ApiError } from "../api.js";
-import { announce, confirmDialog, fill, h, notice, pageTitle, timeElement } from "../dom.js";
+import { announce, confirmedRemoval, fill, h, notice, pageTitle, timeElement } from "../dom.js";
 import { clearErrors, field, formErrors, showFieldErrors } from "../forms.js";
 
 const ENDPOINTS = "/api/v1/endpoints";
@@ -66,17 +66,14 @@ export default {
     }
 
     async function remove(endpoint) {
-      if (!(await confirmDialog(`Delete the endpoint ${endpoint.name}? Its clients lose its tools.`, "Delete"))) return;
-      messages.replaceChildren();
-      try {
-        await ctx.api.delete(`${ENDPOINTS}/${encodeURIComponent(endpoint.id)}`);
-        announce(`Deleted ${endpoint.name}`);
-        await load();
-        document.getElementById("page-title").focus();
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        messages.append(notice("error", `${error.message} (${error.code})`));
-      }
+      await confirmedRemoval({
+        question: `Delete the endpoint ${endpoint.name}? Its clients lose its tools.`,
+        label: "Delete",
+        remove: () => ctx.api.delete(`${ENDPOINTS}/${encodeURIComponent(endpoint.id)}`),
+        done: `Deleted ${endpoint.name}`,
+        reload: load,
+        messages,
+      });
     }
 
     form?.addEventListener("submit", async (event) => {

@@ -1,7 +1,7 @@
 // API keys (admins): create one (its token is shown once), list them, revoke one.
 
 import { ApiError } from "../api.js";
-import { announce, confirmDialog, fill, h, notice, pageTitle, timeElement } from "../dom.js";
+import { announce, confirmedRemoval, fill, h, notice, pageTitle, timeElement } from "../dom.js";
 import { clearErrors, field, formErrors, showFieldErrors } from "../forms.js";
 
 const KEYS = "/api/v1/auth/keys";
@@ -75,17 +75,14 @@ export default {
 
     async function revoke(key) {
       const yours = key.id === ctx.identity.key_id ? " This is the key you are signed in with." : "";
-      if (!(await confirmDialog(`Revoke ${key.name}?${yours} Every gateway refuses it at once.`, "Revoke"))) return;
-      messages.replaceChildren();
-      try {
-        await ctx.api.delete(`${KEYS}/${encodeURIComponent(key.id)}`);
-        announce(`Revoked ${key.name}`);
-        await load();
-        document.getElementById("page-title").focus();
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        messages.append(notice("error", `${error.message} (${error.code})`));
-      }
+      await confirmedRemoval({
+        question: `Revoke ${key.name}?${yours} Every gateway refuses it at once.`,
+        label: "Revoke",
+        remove: () => ctx.api.delete(`${KEYS}/${encodeURIComponent(key.id)}`),
+        done: `Revoked ${key.name}`,
+        reload: load,
+        messages,
+      });
     }
 
     form.addEventListener("submit", async (event) => {

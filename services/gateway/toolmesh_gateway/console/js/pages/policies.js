@@ -2,7 +2,7 @@
 // require approval, allow, redact). Admins manage their namespace's, the owner also the global ones.
 
 import { ApiError } from "../api.js";
-import { announce, confirmDialog, fill, h, notice, pageTitle, timeElement } from "../dom.js";
+import { announce, confirmedRemoval, fill, h, notice, pageTitle, timeElement } from "../dom.js";
 import { clearErrors, field, formErrors, showFieldErrors } from "../forms.js";
 
 const POLICIES = "/api/v1/policies";
@@ -75,17 +75,14 @@ export default {
     }
 
     async function remove(policy) {
-      if (!(await confirmDialog(`Delete the policy ${policy.name}? Calls stop being checked against it.`, "Delete"))) return;
-      messages.replaceChildren();
-      try {
-        await ctx.api.delete(`${POLICIES}/${encodeURIComponent(policy.id)}`);
-        announce(`Deleted ${policy.name}`);
-        await load();
-        document.getElementById("page-title").focus();
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        messages.append(notice("error", `${error.message} (${error.code})`));
-      }
+      await confirmedRemoval({
+        question: `Delete the policy ${policy.name}? Calls stop being checked against it.`,
+        label: "Delete",
+        remove: () => ctx.api.delete(`${POLICIES}/${encodeURIComponent(policy.id)}`),
+        done: `Deleted ${policy.name}`,
+        reload: load,
+        messages,
+      });
     }
 
     form.addEventListener("submit", async (event) => {

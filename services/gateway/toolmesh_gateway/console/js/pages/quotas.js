@@ -2,7 +2,7 @@
 // Admins set and remove them; everyone sees the namespace's quotas and how much of each is used.
 
 import { ApiError } from "../api.js";
-import { announce, confirmDialog, fill, h, notice, pageTitle } from "../dom.js";
+import { announce, confirmedRemoval, fill, h, notice, pageTitle } from "../dom.js";
 import { clearErrors, field, formErrors, showFieldErrors } from "../forms.js";
 
 const QUOTAS = "/api/v1/quotas";
@@ -61,17 +61,14 @@ export default {
     }
 
     async function remove(quota) {
-      if (!(await confirmDialog(`Remove the ${quota.scope} quota of ${quota.target}?`, "Remove"))) return;
-      messages.replaceChildren();
-      try {
-        await ctx.api.delete(`${QUOTAS}/${encodeURIComponent(quota.id)}`);
-        announce(`Removed the ${quota.scope} quota of ${quota.target}`);
-        await load();
-        document.getElementById("page-title").focus();
-      } catch (error) {
-        if (!(error instanceof ApiError)) throw error;
-        messages.append(notice("error", `${error.message} (${error.code})`));
-      }
+      await confirmedRemoval({
+        question: `Remove the ${quota.scope} quota of ${quota.target}?`,
+        label: "Remove",
+        remove: () => ctx.api.delete(`${QUOTAS}/${encodeURIComponent(quota.id)}`),
+        done: `Removed the ${quota.scope} quota of ${quota.target}`,
+        reload: load,
+        messages,
+      });
     }
 
     form?.addEventListener("submit", async (event) => {
