@@ -36,6 +36,10 @@ async def _fail(key: str, body: PingRpc) -> PingRpcResult:
     raise ServerUnavailable(f"Ping of {key} failed: gone", {"server_id": key})
 
 
+async def _crash(key: str, body: PingRpc) -> PingRpcResult:
+    raise RecursionError("maximum recursion depth exceeded")
+
+
 class _Recording:
     """A received message whose answers are recorded."""
 
@@ -121,6 +125,18 @@ async def test_a_handler_error_is_answered_with_its_error_body() -> None:
         "error_code": "SERVER_UNAVAILABLE",
         "context": {"server_id": "srv1"},
     }
+
+
+async def test_an_unexpected_handler_failure_is_answered_not_left_to_time_out(caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _crash}, span_name="session")
+    answer = await _answer(dispatcher, SUBJECT, b"{}")
+    assert answer["ok"] is False, answer
+    assert answer["error"] == {
+        "detail": "ping failed on its handler (RecursionError); the log of the process that handled it says more",
+        "error_code": "ROUTING_FAILED",
+        "context": {"verb": "ping"},
+    }
+    assert any(record.exc_info and record.exc_info[0] is RecursionError for record in caplog.records)
 
 
 async def test_a_reply_over_the_limit_is_refused_naming_both_sizes() -> None:

@@ -5,14 +5,16 @@ A ``Dispatcher`` reads the verb from the subject, decodes the payload with the v
 (a body it refuses is answered with ``VALIDATION_ERROR``, an unknown verb with ``ROUTING_FAILED``),
 runs the handler inside a server span that continues the sender's trace (its ``traceparent``
 header), and encodes the reply: the handler's model as an ``RpcReply``, raw JSON bytes (a peer's
-result passed through) without decoding them, a ``ToolmeshError`` as the family's error reply. A
-reply over the connection's limit is refused the same way. With ``fence``, every reply carries the
-fencing token it gives (``fencing``). ``request`` and ``publish`` send a verb
-with the sender's trace headers inside a client span.
+result passed through) without decoding them, a ``ToolmeshError`` as the family's error reply, any
+other exception (logged) as ``ROUTING_FAILED`` naming the verb: a sender never waits out its timeout
+for a handler that failed. A reply over the connection's limit is refused the same way. With
+``fence``, every reply carries the fencing token it gives (``fencing``). ``request`` and ``publish``
+send a verb with the sender's trace headers inside a client span.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -28,6 +30,7 @@ from toolmesh.platform.bus.requests import ok_reply
 from toolmesh.platform.bus.verbs import Family, UnknownSubject, Verb
 from toolmesh.platform.telemetry import adopt_trace, mark_error, outgoing_headers, span
 
+log = logging.getLogger("toolmesh.bus")
 Result = BaseModel | bytes | None
 """What a handler returns: a result model, an ``RpcReply`` it built itself, a result's raw JSON, or
 None (an empty ``ok``: what a handler of a verb without reply returns)."""
@@ -133,6 +136,14 @@ class Dispatcher:
                 raise self._oversize(verb, body, len(reply), limit)
         except ToolmeshError as exc:
             return self._errors(exc).model_dump_json().encode(), exc.error_code
+        except Exception as exc:  # a bug or an input nobody foresaw: answered, never left to time out
+            log.exception("%s %s failed on its handler", self._span_name, name)
+            failed = RoutingFailed(
+                f"{name} failed on its handler ({type(exc).__name__}); "
+                "the log of the process that handled it says more",
+                {"verb": name},
+            )
+            return self._errors(failed).model_dump_json().encode(), failed.error_code
         return reply, None
 
 
