@@ -8,6 +8,7 @@ import json
 import pkgutil
 from pathlib import Path
 
+import nats.errors
 import pytest
 
 from toolmesh import contracts
@@ -38,6 +39,10 @@ async def _fail(key: str, body: PingRpc) -> PingRpcResult:
 
 async def _crash(key: str, body: PingRpc) -> PingRpcResult:
     raise RecursionError("maximum recursion depth exceeded")
+
+
+async def _unreachable(key: str, body: PingRpc) -> PingRpcResult:
+    raise nats.errors.NoServersError
 
 
 class _Recording:
@@ -137,6 +142,14 @@ async def test_an_unexpected_handler_failure_is_answered_not_left_to_time_out(ca
         "context": {"verb": "ping"},
     }
     assert any(record.exc_info and record.exc_info[0] is RecursionError for record in caplog.records)
+
+
+async def test_nats_unreachable_in_a_handler_is_answered_as_worth_a_retry() -> None:
+    dispatcher = Dispatcher(verbs.RPC, {verbs.PING: _unreachable}, span_name="session")
+    answer = await _answer(dispatcher, SUBJECT, b"{}")
+    error = answer["error"]
+    assert answer["ok"] is False and isinstance(error, dict), answer
+    assert error["error_code"] == "BACKEND_UNAVAILABLE" and error["context"] == {"verb": "ping"}, answer
 
 
 async def test_a_reply_over_the_limit_is_refused_naming_both_sizes() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import nats.errors
-import nats.js.errors
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
@@ -17,19 +15,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolmesh.errors import BackendUnavailable, ToolmeshError, ValidationFailed
+from toolmesh.platform.bus.unreachable import NATS_UNREACHABLE
 
 VALIDATION_ERROR = "VALIDATION_ERROR"
-NATS_UNREACHABLE = (
-    nats.errors.TimeoutError,
-    nats.errors.NoServersError,
-    nats.errors.ConnectionClosedError,
-    nats.errors.OutboundBufferLimitError,
-    nats.errors.StaleConnectionError,
-    nats.js.errors.ServiceUnavailableError,
-    nats.js.errors.NoStreamResponseError,
-)
-"""NATS failures that mean "not reachable now" (a restart, a partition, a stream or bucket electing a
-leader after a JetStream server of a cluster went away): 503, worth a retry."""
 
 
 class ErrorBody(JSONResponse):

@@ -5,11 +5,12 @@ A ``Dispatcher`` reads the verb from the subject, decodes the payload with the v
 (a body it refuses is answered with ``VALIDATION_ERROR``, an unknown verb with ``ROUTING_FAILED``),
 runs the handler inside a server span that continues the sender's trace (its ``traceparent``
 header), and encodes the reply: the handler's model as an ``RpcReply``, raw JSON bytes (a peer's
-result passed through) without decoding them, a ``ToolmeshError`` as the family's error reply, any
-other exception (logged) as ``ROUTING_FAILED`` naming the verb: a sender never waits out its timeout
-for a handler that failed. A reply over the connection's limit is refused the same way. With
-``fence``, every reply carries the fencing token it gives (``fencing``). ``request`` and ``publish``
-send a verb with the sender's trace headers inside a client span.
+result passed through) without decoding them, a ``ToolmeshError`` as the family's error reply, NATS
+being unreachable as ``BACKEND_UNAVAILABLE``, any other exception (logged) as ``ROUTING_FAILED``
+naming the verb: a sender never waits out its timeout for a handler that failed. A reply over the
+connection's limit is refused the same way. With ``fence``, every reply carries the fencing token it
+gives (``fencing``). ``request`` and ``publish`` send a verb with the sender's trace headers inside a
+client span.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel
 
 from toolmesh.contracts.rpc import RpcReply
-from toolmesh.errors import ExecutionFailed, RoutingFailed, ToolmeshError
+from toolmesh.errors import BackendUnavailable, ExecutionFailed, RoutingFailed, ToolmeshError
 from toolmesh.payloads import parse_payload
 from toolmesh.platform.bus.fencing import stamped
 from toolmesh.platform.bus.interface import Bus, Message
 from toolmesh.platform.bus.requests import ok_reply
+from toolmesh.platform.bus.unreachable import NATS_UNREACHABLE
 from toolmesh.platform.bus.verbs import Family, UnknownSubject, Verb
 from toolmesh.platform.telemetry import adopt_trace, mark_error, outgoing_headers, span
 
@@ -136,6 +138,9 @@ class Dispatcher:
                 raise self._oversize(verb, body, len(reply), limit)
         except ToolmeshError as exc:
             return self._errors(exc).model_dump_json().encode(), exc.error_code
+        except NATS_UNREACHABLE as exc:  # the handler's own use of NATS failed: worth a retry
+            unreachable = BackendUnavailable(f"NATS unreachable: {type(exc).__name__}: {exc}", {"verb": name})
+            return self._errors(unreachable).model_dump_json().encode(), unreachable.error_code
         except Exception as exc:  # a bug or an input nobody foresaw: answered, never left to time out
             log.exception("%s %s failed on its handler", self._span_name, name)
             failed = RoutingFailed(
