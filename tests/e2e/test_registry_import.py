@@ -4,7 +4,9 @@ Streamable HTTP peer) reach CONNECTED; an entry missing a required input is refu
 
 This ``toolmesh up`` runs STDIO servers unsandboxed: npx reads its packages from an npm cache it must
 be able to write (npm rewrites cache index entries as it reads them), which a sandboxed child gets
-only in its private home, where the package would have to be downloaded first.
+only in its private home, where the package would have to be downloaded first. Its operator hands the
+npm cache (offline) and the loopback preload to STDIO servers through ``TOOLMESH_STDIO_BASE_ENV``: a
+registry entry may not set variables that change how its runtime runs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tests.e2e.cli_up import SETTLE_SECONDS, START_SECONDS, Up, answering, settl
 from tests.peers.everything import PACKAGE, EverythingUnavailable, everything_version, loopback_preload, npx_cache
 from tests.peers.launch import demo_args, free_port
 from toolmesh.platform import processes
+from toolmesh.platform.config import STDIO_BASE_ENV
 from toolmesh.platform.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -35,7 +38,14 @@ TOKEN = "registry-peer-token"
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
-    with answering(tmp_path_factory.mktemp("registry-import"), TOOLMESH_STDIO_SANDBOX="off") as running:
+    try:
+        cache, preload = npx_cache(), loopback_preload()
+    except EverythingUnavailable as exc:
+        pytest.fail(str(exc))
+    npm = {"NODE_OPTIONS": f"--require {preload}", "npm_config_cache": str(cache), "npm_config_offline": "true"}
+    base_env = ",".join([*STDIO_BASE_ENV, *npm])
+    folder = tmp_path_factory.mktemp("registry-import")
+    with answering(folder, TOOLMESH_STDIO_SANDBOX="off", TOOLMESH_STDIO_BASE_ENV=base_env, **npm) as running:
         yield running
 
 
@@ -94,12 +104,7 @@ def _listening(port: int) -> bool:
 
 
 def everything_entry(version: str) -> dict[str, Any]:
-    """The registry entry of server-everything, with the inputs a test needs to run npx offline."""
-    env = [
-        {"name": "NODE_OPTIONS", "description": "Node options (the loopback preload)"},
-        {"name": "npm_config_cache", "description": "npm cache holding the package", "format": "filepath"},
-        {"name": "npm_config_offline", "default": "false", "choices": ["true", "false"], "format": "boolean"},
-    ]
+    """The registry entry of server-everything."""
     package = {
         "registryType": "npm",
         "registryBaseUrl": "https://registry.npmjs.org",
@@ -108,7 +113,6 @@ def everything_entry(version: str) -> dict[str, Any]:
         "runtimeHint": "npx",
         "transport": {"type": "stdio"},
         "packageArguments": [{"type": "positional", "value": "stdio"}],
-        "environmentVariables": env,
     }
     return {
         "$schema": "https://static.modelcontextprotocol.io/schemas/2025-10-17/server.schema.json",
@@ -136,29 +140,20 @@ def remote_entry(url: str) -> dict[str, Any]:
 
 def test_an_npm_registry_entry_is_imported_and_connects(up: Up, registers: list[str], tmp_path: Path) -> None:
     try:
-        version, cache, preload = everything_version(), npx_cache(), loopback_preload()
+        version = everything_version()
     except EverythingUnavailable as exc:
         pytest.fail(str(exc))
     registers.append("everything")
     entry = tmp_path / "server.json"
     entry.write_text(json.dumps(everything_entry(version)))
-    done = up.cli(
-        "import",
-        str(entry),
-        "--input",
-        f"NODE_OPTIONS=--require {preload}",
-        "--input",
-        f"npm_config_cache={cache}",
-        "--input",
-        "npm_config_offline=true",
-    )
+    done = up.cli("import", str(entry))
     assert "added everything (renamed from 'io.github.modelcontextprotocol/everything'): STDIO" in done.stdout
     assert "imported 1 of 1 servers" in done.stdout
     wait_for("everything to connect", settled(up, {"everything": "CONNECTED"}), up, SETTLE_SECONDS)
     detail = up.cli_json("servers", "show", "everything")
     assert detail["connection_config"]["command"] == "npx"
     assert detail["connection_config"]["args"] == ["-y", f"{PACKAGE}@{version}", "stdio"]
-    assert set(detail["connection_config"]["env"]) == {"NODE_OPTIONS", "npm_config_cache", "npm_config_offline"}
+    assert not detail["connection_config"].get("env")
     assert detail["tool_count"] > 0
 
 
